@@ -1,0 +1,135 @@
+#pragma once
+/// Loads a bucket config from JSON that mirrors Open-Sora's Python dict:
+/// `{"360p": {"1": [0.2, 141], "102": [[0.15, 0.33], 4], "408": [0.0, null]}}`.
+/// Every error names the file and the key and says what is wrong, in one line.
+
+#include <cstdint>      // std::int64_t
+#include <fstream>      // std::ifstream
+#include <iterator>     // std::istreambuf_iterator
+#include <optional>     // std::optional
+#include <set>          // std::set (duplicate keys)
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <vector>       // std::vector
+
+#include <nlohmann/json.hpp>
+
+#include "vbucket/bucket_config.hpp"
+#include "vbucket/error.hpp"
+
+namespace vbucket::json {
+
+/// Parses JSON text, rejecting duplicate keys (which JSON parsers silently merge).
+/// `where` names the source in messages (usually the file name).
+inline nlohmann::ordered_json parse_json(std::string_view text, const std::string& where) {
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  auto on_event = [&](int /*depth*/, nlohmann::ordered_json::parse_event_t ev,
+                      nlohmann::ordered_json& parsed) {
+    using ev_t = nlohmann::ordered_json::parse_event_t;
+    if (ev == ev_t::object_start) {
+      keys.emplace_back();
+    } else if (ev == ev_t::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (ev == ev_t::key && !keys.empty() && duplicate.empty()) {
+      auto k = parsed.get<std::string>();
+      if (!keys.back().insert(k).second) duplicate = k;
+    }
+    return true;
+  };
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text.begin(), text.end(), on_event);
+  } catch (const nlohmann::ordered_json::exception& e) {
+    // nlohmann's message: "[json.exception.parse_error.101] parse error at line L, column C: ..."
+    const std::string msg = e.what();
+    const auto p = msg.find("] ");
+    throw error(where + ": malformed JSON: " + (p == std::string::npos ? msg : msg.substr(p + 2)));
+  }
+  if (!duplicate.empty()) throw error(where + ": duplicate key \"" + duplicate + "\"");
+  return j;
+}
+
+/// Reads a whole file; throws naming it when it cannot be read.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error(path + ": cannot open file for reading");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw error(path + ": read error");
+  return text;
+}
+
+namespace detail {
+inline double probability(const nlohmann::ordered_json& v, const std::string& where, const char* what) {
+  if (!v.is_number()) throw error(where + ": " + what + " must be a number, got " + v.dump());
+  return v.get<double>();
+}
+}  // namespace detail
+
+/// The specs of a config object. `where` prefixes every message.
+inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j, const std::string& where) {
+  if (!j.is_object()) throw error(where + ": the bucket config must be a JSON object of resolutions");
+  std::vector<bucket_spec> specs;
+  for (const auto& [res, frames] : j.items()) {
+    const std::string rwhere = where + ": \"" + res + "\"";
+    if (!frames.is_object())
+      throw error(rwhere + ": must be an object of frames keys, got " + frames.dump());
+    if (frames.empty()) throw error(rwhere + ": has no frames keys");
+    for (const auto& [fkey, entry] : frames.items()) {
+      const std::string w = rwhere + " -> \"" + fkey + "\"";
+      std::int64_t nframes = 0;
+      bool ok = !fkey.empty() && fkey.size() <= 10;
+      for (char c : fkey) ok = ok && c >= '0' && c <= '9';
+      if (ok) nframes = std::stoll(fkey);
+      if (!ok || nframes < 1 || nframes > bucket_config::max_frames)
+        throw error(w + ": frames key must be a positive integer");
+      if (!entry.is_array() || entry.size() != 2)
+        throw error(w + ": must be [probability, batch_size] or [[p_resolution, p_frames], batch_size], got " +
+                    entry.dump());
+      bucket_spec s;
+      s.resolution = res;
+      s.frames = nframes;
+      const auto& p = entry[0];
+      if (p.is_array()) {
+        if (p.size() != 2) throw error(w + ": a probability pair must have 2 numbers, got " + p.dump());
+        s.p_resolution = detail::probability(p[0], w, "p_resolution");
+        s.p_frames = detail::probability(p[1], w, "p_frames");
+      } else {
+        s.p_resolution = detail::probability(p, w, "probability");
+      }
+      const auto& bs = entry[1];
+      if (bs.is_null()) {
+        s.batch_size = std::nullopt;
+      } else if (bs.is_number_unsigned()) {
+        if (bs.get<std::uint64_t>() > static_cast<std::uint64_t>(bucket_config::max_batch))
+          throw error(w + ": batch size " + bs.dump() + " is too large");
+        s.batch_size = bs.get<std::int64_t>();
+      } else if (bs.is_number_integer()) {
+        s.batch_size = bs.get<std::int64_t>();  // negative: the validator names it
+      } else {
+        throw error(w + ": batch size must be a positive integer or null, got " + bs.dump());
+      }
+      specs.push_back(std::move(s));
+    }
+  }
+  return specs;
+}
+
+/// Builds a validated config from JSON text; messages start with `where`.
+template <resolution_source Tables>
+bucket_config parse_bucket_config(std::string_view text, const Tables& tables, const std::string& where) {
+  const auto specs = bucket_specs(parse_json(text, where), where);
+  try {
+    return bucket_config(specs, tables);
+  } catch (const error& e) {
+    throw error(where + ": " + e.what());
+  }
+}
+
+/// Loads and validates a config file.
+template <resolution_source Tables>
+bucket_config load_bucket_config(const std::string& path, const Tables& tables) {
+  return parse_bucket_config(read_file(path), tables, path);
+}
+
+}  // namespace vbucket::json

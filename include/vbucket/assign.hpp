@@ -1,0 +1,87 @@
+#pragma once
+/// Whole-table assignment: every sample of a `meta_table` (or any range of `video_meta`)
+/// through a bucket rule, in parallel. The result is independent of the thread count,
+/// because each sample's draws depend only on its index.
+
+#include <algorithm>  // std::min
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint64_t
+#include <span>       // std::span
+#include <thread>     // std::thread
+#include <vector>     // std::vector
+
+#include "bucket_config.hpp"
+#include "meta.hpp"
+#include "random.hpp"
+#include "rules.hpp"
+
+namespace vbucket {
+
+namespace detail {
+/// Runs fn(begin, end) over [0, n) in `threads` contiguous chunks (0: one per core).
+template <class Fn>
+void parallel_chunks(std::size_t n, unsigned threads, Fn fn) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  constexpr std::size_t min_chunk = 1u << 14;  // below this a thread costs more than it saves
+  const std::size_t chunks = std::min<std::size_t>(threads, (n + min_chunk - 1) / min_chunk);
+  if (chunks <= 1) {
+    fn(std::size_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(chunks - 1);
+  const std::size_t step = (n + chunks - 1) / chunks;
+  for (std::size_t c = 1; c < chunks; ++c) {
+    const std::size_t b = std::min(n, c * step), e = std::min(n, b + step);
+    pool.emplace_back([=, &fn] { fn(b, e); });
+  }
+  fn(std::size_t{0}, std::min(n, step));
+  for (auto& t : pool) t.join();
+}
+}  // namespace detail
+
+/// Writes the bucket of sample i of `table` to out[i] (`no_bucket` or `invalid_sample` when
+/// there is none). Precondition: out.size() == table.size(). `threads` = 0 uses every core.
+template <class Rule, random_source Source>
+  requires bucket_rule<Rule, Source>
+void assign_into(std::span<bucket_id> out, const bucket_config& config, const meta_table& table,
+                 const Rule& rule, const Source& source, unsigned threads = 0) {
+  detail::parallel_chunks(table.size(), threads, [&](std::size_t b, std::size_t e) {
+    const auto* frames = table.num_frames.data();
+    const auto* height = table.height.data();
+    const auto* width = table.width.data();
+    const auto* fps = table.fps.data();
+    for (std::size_t i = b; i < e; ++i)
+      out[i] = rule.assign(config, sample_meta{frames[i], height[i], width[i], fps[i]},
+                           static_cast<std::uint64_t>(i), source);
+  });
+}
+
+/// The bucket of every sample of `table`, in row order.
+template <class Rule, random_source Source>
+  requires bucket_rule<Rule, Source>
+std::vector<bucket_id> assign_all(const bucket_config& config, const meta_table& table, const Rule& rule,
+                                  const Source& source, unsigned threads = 0) {
+  std::vector<bucket_id> out(table.size());
+  assign_into(std::span<bucket_id>(out), config, table, rule, source, threads);
+  return out;
+}
+
+/// The bucket of every element of a random-access range of a user's own `video_meta` type;
+/// element i is sample index i.
+template <class Rule, random_source Source, class Range>
+  requires bucket_rule<Rule, Source> && video_meta<std::remove_cvref_t<decltype(*std::declval<const Range&>().begin())>>
+std::vector<bucket_id> assign_range(const bucket_config& config, const Range& samples, const Rule& rule,
+                                    const Source& source, unsigned threads = 0) {
+  const auto first = samples.begin();
+  const auto n = static_cast<std::size_t>(samples.end() - first);
+  std::vector<bucket_id> out(n);
+  detail::parallel_chunks(n, threads, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i)
+      out[i] = rule.assign(config, to_sample_meta(first[static_cast<std::ptrdiff_t>(i)]),
+                           static_cast<std::uint64_t>(i), source);
+  });
+  return out;
+}
+
+}  // namespace vbucket

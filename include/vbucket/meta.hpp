@@ -1,0 +1,96 @@
+#pragma once
+/// Video metadata: the `video_meta` concept a user's own sample type satisfies, and
+/// `meta_table`, the struct-of-arrays form the hot loops work on.
+
+#include <concepts>  // std::convertible_to
+#include <cstddef>   // std::size_t
+#include <cstdint>   // std::int64_t
+#include <limits>    // quiet_NaN
+#include <vector>    // std::vector
+
+namespace vbucket {
+
+/// How vbucket reads one sample's metadata. The primary template reads the members
+/// `num_frames`, `height`, `width` and `fps`; specialise it for a type that names them
+/// differently. fps may be NaN (unknown, e.g. an image).
+///
+///     struct clip { int frames, h, w; float rate; };
+///     template <> struct vbucket::meta_traits<clip> { static int frames(const clip& c) { return c.frames; } ... };
+template <class T>
+struct meta_traits {
+  static constexpr auto frames(const T& m) -> decltype(m.num_frames) { return m.num_frames; }
+  static constexpr auto height(const T& m) -> decltype(m.height) { return m.height; }
+  static constexpr auto width(const T& m) -> decltype(m.width) { return m.width; }
+  static constexpr auto fps(const T& m) -> decltype(m.fps) { return m.fps; }
+};
+
+/// A type whose frames, height and width read as integers and fps as a floating value
+/// through `meta_traits<T>`. Semantic requirements: frames, height and width are the
+/// decoded sizes (frames ≥ 1 for usable samples); fps is frames per second or NaN.
+///
+///     struct my_clip { std::int32_t num_frames, height, width; double fps; std::string path; };
+///     static_assert(vbucket::video_meta<my_clip>);
+template <class T>
+concept video_meta = requires(const T& m) {
+  { meta_traits<T>::frames(m) } -> std::convertible_to<std::int64_t>;
+  { meta_traits<T>::height(m) } -> std::convertible_to<std::int64_t>;
+  { meta_traits<T>::width(m) } -> std::convertible_to<std::int64_t>;
+  { meta_traits<T>::fps(m) } -> std::convertible_to<double>;
+};
+
+/// One sample's metadata as vbucket's rules see it.
+struct sample_meta {
+  std::int64_t num_frames = 0;
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  double fps = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// Reads any `video_meta` into the canonical form.
+template <video_meta T>
+constexpr sample_meta to_sample_meta(const T& m) {
+  return {static_cast<std::int64_t>(meta_traits<T>::frames(m)),
+          static_cast<std::int64_t>(meta_traits<T>::height(m)),
+          static_cast<std::int64_t>(meta_traits<T>::width(m)),
+          static_cast<double>(meta_traits<T>::fps(m))};
+}
+
+/// Struct of arrays: one contiguous column per field, row i = sample index i.
+struct meta_table {
+  std::vector<std::int64_t> num_frames;
+  std::vector<std::int64_t> height;
+  std::vector<std::int64_t> width;
+  std::vector<double> fps;
+
+  [[nodiscard]] std::size_t size() const noexcept { return num_frames.size(); }
+  [[nodiscard]] bool empty() const noexcept { return num_frames.empty(); }
+
+  void reserve(std::size_t n) {
+    num_frames.reserve(n);
+    height.reserve(n);
+    width.reserve(n);
+    fps.reserve(n);
+  }
+  void push_back(const sample_meta& m) {
+    num_frames.push_back(m.num_frames);
+    height.push_back(m.height);
+    width.push_back(m.width);
+    fps.push_back(m.fps);
+  }
+  [[nodiscard]] sample_meta operator[](std::size_t i) const noexcept {
+    return {num_frames[i], height[i], width[i], fps[i]};
+  }
+
+  /// Builds a table from any range of `video_meta` values.
+  template <class Range>
+  static meta_table from(const Range& samples) {
+    meta_table t;
+    if constexpr (requires { samples.size(); }) t.reserve(static_cast<std::size_t>(samples.size()));
+    for (const auto& s : samples) t.push_back(to_sample_meta(s));
+    return t;
+  }
+};
+
+static_assert(video_meta<sample_meta>);
+
+}  // namespace vbucket

@@ -1,0 +1,104 @@
+#pragma once
+/// Random sources for bucket rules. A source hands out, for sample i and sub-stream s, a
+/// generator of uniform doubles in [0, 1). Two are provided:
+///  - `fast_source`: counter-based, keyed by (seed, epoch, sample, sub-stream, draw), so any
+///    thread or rank computes any sample's draws alone, and epochs never share streams.
+///  - `numpy_source`: Open-Sora's draws bit for bit (`numpy.random.default_rng(s_i + s)` with
+///    s_i = seed + i · num_bucket).
+
+#include <concepts>  // std::same_as
+#include <cstdint>   // std::uint64_t
+
+#include "numpy_random.hpp"
+
+namespace vbucket {
+
+/// A generator of uniform doubles in [0, 1) (`random()`), advancing on each call.
+template <class G>
+concept uniform_stream = requires(G& g) {
+  { g.random() } -> std::same_as<double>;
+};
+
+/// A keyed family of streams. Semantic requirements: `stream(i, s)` depends only on the
+/// source's key and (i, s), never on call order or thread, so results are the same
+/// whatever the thread count.
+///
+///     struct my_source { my_gen stream(std::uint64_t sample, std::uint64_t sub) const; };
+///     static_assert(vbucket::random_source<my_source>);
+template <class S>
+concept random_source = requires(const S& s, std::uint64_t i) {
+  { s.stream(i, i) } -> uniform_stream;
+};
+
+namespace detail {
+/// SplitMix64's finaliser (Stafford's Mix13): a bijection on 64-bit words with full avalanche.
+constexpr std::uint64_t mix64(std::uint64_t z) noexcept {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+inline constexpr std::uint64_t golden_gamma = 0x9e3779b97f4a7c15ULL;
+constexpr double to_unit_double(std::uint64_t x) noexcept {
+  return static_cast<double>(x >> 11) * 0x1.0p-53;
+}
+}  // namespace detail
+
+/// One sample's stream from `fast_source`: draw d is mix64(state + (d + 1) · γ), SplitMix64
+/// from a per-(sample, sub-stream) state.
+class fast_stream {
+ public:
+  constexpr explicit fast_stream(std::uint64_t state) noexcept : state_(state) {}
+  constexpr std::uint64_t next_u64() noexcept {
+    state_ += detail::golden_gamma;
+    return detail::mix64(state_);
+  }
+  constexpr double random() noexcept { return detail::to_unit_double(next_u64()); }
+
+ private:
+  std::uint64_t state_;
+};
+
+/// Counter-based source keyed by (seed, epoch). For one seed, distinct epochs get distinct
+/// keys (the epoch enters through a bijection), and within a key distinct samples get
+/// distinct stream states (mix64 of the key xor the sample index is a bijection in the
+/// index), so unlike Open-Sora's `seed + epoch + i · num_bucket`, (epoch e, sample i + 1)
+/// and (epoch e + num_bucket, sample i) are unrelated.
+class fast_source {
+ public:
+  constexpr fast_source(std::uint64_t seed, std::uint64_t epoch) noexcept
+      : key_(detail::mix64(detail::mix64(seed ^ 0x6a09e667f3bcc909ULL) + epoch * detail::golden_gamma)) {}
+
+  [[nodiscard]] constexpr fast_stream stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
+    return fast_stream(detail::mix64(key_ ^ sample) + sub * 0xd1b54a32d192ed03ULL);
+  }
+  /// Draw `draw` of (sample, sub) directly, without a stream object.
+  [[nodiscard]] constexpr double draw(std::uint64_t sample, std::uint64_t sub, std::uint64_t draw_index) const noexcept {
+    return detail::to_unit_double(detail::mix64(detail::mix64(key_ ^ sample) + sub * 0xd1b54a32d192ed03ULL +
+                                                (draw_index + 1) * detail::golden_gamma));
+  }
+  [[nodiscard]] constexpr std::uint64_t key() const noexcept { return key_; }
+
+ private:
+  std::uint64_t key_;
+};
+
+/// Open-Sora's NumPy draws: sample i, sub-stream s is `default_rng(seed + i · num_bucket + s)`.
+/// `seed` is Open-Sora's `seed + epoch` and may be any non-negative integer.
+class numpy_source {
+ public:
+  numpy_source(big_seed seed, std::uint64_t num_bucket) : seed_(std::move(seed)), num_bucket_(num_bucket) {}
+
+  [[nodiscard]] numpy_rng stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
+    return numpy_rng(seed_, static_cast<u128>(sample) * num_bucket_ + sub);
+  }
+  [[nodiscard]] const big_seed& seed() const noexcept { return seed_; }
+  [[nodiscard]] std::uint64_t num_bucket() const noexcept { return num_bucket_; }
+
+ private:
+  big_seed seed_;
+  std::uint64_t num_bucket_;
+};
+
+static_assert(random_source<fast_source>);
+
+}  // namespace vbucket

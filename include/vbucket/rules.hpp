@@ -1,0 +1,152 @@
+#pragma once
+/// Bucket rules as policies: `opensora_v2_rule` and `opensora_v12_rule` reproduce Open-Sora's
+/// `get_bucket_id` exactly (draw for draw, given `numpy_source`); a user rule plugs in by
+/// satisfying `bucket_rule`.
+
+#include <cmath>    // std::isnan, std::ceil
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::int64_t, std::uint64_t
+#include <limits>   // std::numeric_limits
+#include <string>   // std::to_string
+
+#include "bucket_config.hpp"
+#include "error.hpp"
+#include "meta.hpp"
+#include "random.hpp"
+
+namespace vbucket {
+
+/// A bucket rule maps one sample (its metadata and index) to a bucket id of a config, or to
+/// `no_bucket`/`invalid_sample`, drawing only from `source.stream(index, ·)`. Semantic
+/// requirements: a pure function of (config, meta, index, source) — no hidden state — so
+/// assignment is the same whatever the thread count; it must accept any metadata values
+/// (NaN, negatives, huge) without undefined behaviour.
+///
+///     struct my_rule { template <class S> vbucket::bucket_id assign(const vbucket::bucket_config&,
+///       const vbucket::sample_meta&, std::uint64_t index, const S& source) const; };
+template <class R, class Source = fast_source>
+concept bucket_rule = random_source<Source> &&
+    requires(const R& r, const bucket_config& c, const sample_meta& m, std::uint64_t i, const Source& s) {
+      { r.assign(c, m, i, s) } -> std::same_as<bucket_id>;
+    };
+
+namespace detail {
+/// Samples with fewer than one frame or pixel row/column cannot be bucketed; sizes are
+/// capped so that H·W is exact in a double, as Python's exact int/float comparison needs.
+inline constexpr std::int64_t max_side = std::int64_t{1} << 24;
+inline bool valid_meta(const sample_meta& m) noexcept {
+  return m.num_frames >= 1 && m.height >= 1 && m.width >= 1 && m.height <= max_side &&
+         m.width <= max_side;
+}
+/// The bucket of frames key k of resolution r for this sample's closest ratio.
+inline bucket_id ratio_bucket(const resolution_entry& r, std::size_t k, const sample_meta& m) noexcept {
+  return r.first_bucket + static_cast<bucket_id>(k * r.info.table.size() +
+                                                 r.info.table.closest(m.height, m.width));
+}
+}  // namespace detail
+
+/// Open-Sora 2.0's rule. Frames are first thinned to at most `fps_max` per second:
+/// interval = 1 when fps is NaN or below fps_max, else ceil(fps / fps_max), T = T / interval.
+/// One stream per sample (sub-stream 0), drawn in sequence. Per resolution (skipped when
+/// H·W < 0.8 · pixels): an image takes the key 1 when it exists and `random() < p`; a video
+/// walks the keys t ≠ 1 with T ≥ t from most frames to fewest. For a pair (p_res, p_t) it
+/// moves on to fewer frames when `p_t ≥ 1 or random() ≤ p_t`; then it takes (res, t) when
+/// `p_res ≥ 1 or random() ≤ p_res`, and otherwise leaves the resolution (downgrade).
+/// A single probability p acts as p_res. Draw order matters for NumPy reproduction.
+struct opensora_v2_rule {
+  double fps_max = 16.0;
+
+  /// Throws when fps_max is not a positive finite number.
+  void validate() const {
+    if (!(fps_max > 0.0) || !(fps_max < std::numeric_limits<double>::infinity()))
+      throw error("fps_max must be a positive number, got " + std::to_string(fps_max));
+  }
+
+  /// The number of frames the rule works with after fps thinning.
+  [[nodiscard]] std::int64_t effective_frames(std::int64_t frames, double fps) const noexcept {
+    if (std::isnan(fps) || fps < fps_max) return frames;
+    const double q = std::ceil(fps / fps_max);
+    if (!(q < static_cast<double>(std::numeric_limits<std::int64_t>::max()))) return 0;
+    return frames / static_cast<std::int64_t>(q);
+  }
+
+  template <random_source Source>
+  [[nodiscard]] bucket_id assign(const bucket_config& c, const sample_meta& m, std::uint64_t index,
+                                 const Source& source) const noexcept {
+    if (!detail::valid_meta(m)) return invalid_sample;
+    const std::int64_t t_eff = effective_frames(m.num_frames, m.fps);
+    const double pixels = static_cast<double>(m.height * m.width);
+    auto rng = source.stream(index, 0);
+    const auto& rs = c.resolutions();
+    for (std::size_t r = 0; r < rs.size(); ++r) {
+      const resolution_entry& res = rs[r];
+      if (pixels < res.min_pixels) continue;
+      if (t_eff == 1) {
+        if (res.image_index >= 0) {
+          const auto k = static_cast<std::size_t>(res.image_index);
+          if (rng.random() < res.frames[k].p_resolution)
+            return detail::ratio_bucket(res, k, m);
+        }
+        continue;
+      }
+      for (std::size_t k = 0; k < res.frames.size(); ++k) {
+        const frames_entry& f = res.frames[k];
+        if (f.frames == 1 || t_eff < f.frames) continue;
+        // A pair's p_t is Open-Sora 2.0's chance to drop to fewer frames.
+        if (f.pair && (f.p_frames >= 1.0 || rng.random() <= f.p_frames)) continue;
+        if (f.p_resolution >= 1.0 || rng.random() <= f.p_resolution)
+          return detail::ratio_bucket(res, k, m);
+        break;  // downgrade: leave this resolution
+      }
+    }
+    return no_bucket;
+  }
+};
+
+/// Open-Sora v1.2's rule. Every check of (resolution, frames key) draws from a fresh stream,
+/// sub-stream = Open-Sora's bucket_id[res][t] (the (res, t) pairs numbered in search order).
+struct opensora_v12_rule {
+  std::int64_t frame_interval = 1;
+
+  void validate() const {
+    if (frame_interval < 1) throw error("frame_interval must be at least 1, got " + std::to_string(frame_interval));
+  }
+
+  template <random_source Source>
+  [[nodiscard]] bucket_id assign(const bucket_config& c, const sample_meta& m, std::uint64_t index,
+                                 const Source& source) const noexcept {
+    if (!detail::valid_meta(m)) return invalid_sample;
+    const std::int64_t t = m.num_frames;
+    const std::int64_t interval = frame_interval < 1 ? 1 : frame_interval;
+    const double pixels = static_cast<double>(m.height * m.width);
+    const auto& rs = c.resolutions();
+    for (std::size_t r = 0; r < rs.size(); ++r) {
+      const resolution_entry& res = rs[r];
+      if (pixels < res.min_pixels) continue;
+      if (t == 1) {
+        if (res.image_index >= 0) {
+          const auto k = static_cast<std::size_t>(res.image_index);
+          auto rng = source.stream(index, static_cast<std::uint64_t>(res.first_pair) + k);
+          if (rng.random() < res.frames[k].p_resolution) return detail::ratio_bucket(res, k, m);
+        }
+        continue;  // an image never matches a video key (T > t · interval fails)
+      }
+      for (std::size_t k = 0; k < res.frames.size(); ++k) {
+        const frames_entry& f = res.frames[k];
+        auto rng = source.stream(index, static_cast<std::uint64_t>(res.first_pair) + k);
+        if (f.pair && rng.random() > f.p_frames) continue;
+        // T > t · interval, without overflow: t ≤ (T − 1) / interval.
+        if (f.frames == 1 || f.frames > (t - 1) / interval) continue;
+        if (f.p_resolution >= 1.0 || rng.random() < f.p_resolution)
+          return detail::ratio_bucket(res, k, m);
+        break;
+      }
+    }
+    return no_bucket;
+  }
+};
+
+static_assert(bucket_rule<opensora_v2_rule>);
+static_assert(bucket_rule<opensora_v12_rule>);
+
+}  // namespace vbucket
