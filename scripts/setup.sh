@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what vbucket needs (Debian/Ubuntu), builds it in build/ (Ninja, Release) and runs the
+# main job: bucket assignment of the sample metadata with the 360p example config.
+# Idempotent: apt is skipped when every package is already installed, and the build is
+# incremental.
+#
+#   bash scripts/setup.sh
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+packages=(
+  g++ cmake ninja-build pkg-config git
+  doctest-dev libfmt-dev nlohmann-json3-dev libeigen3-dev libbenchmark-dev
+  clang clang-format libclang-rt-14-dev libfuzzer-14-dev
+)
+
+if command -v dpkg-query >/dev/null 2>&1; then
+  missing=()
+  for pkg in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("${pkg}")
+    fi
+  done
+  if ((${#missing[@]} > 0)); then
+    echo "setup: installing ${missing[*]}"
+    sudo=()
+    if [[ "$(id -u)" -ne 0 ]]; then
+      sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y --no-install-recommends "${packages[@]}"
+  else
+    echo "setup: all packages already installed"
+  fi
+else
+  echo "setup: no dpkg-query (not Debian/Ubuntu); install these by hand: ${packages[*]}" >&2
+fi
+
+# Configure + build. -G only on a fresh tree: an existing build/ keeps its generator.
+generator=()
+if [[ ! -f build/CMakeCache.txt ]]; then
+  generator=(-G Ninja)
+fi
+cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
+cmake --build build --parallel "$(nproc)"
+
+# The main job.
+if [[ -x build/vbucket ]]; then
+  ./build/vbucket assign --config tests/data/config_360p_example.json \
+    --meta examples/data/sample_meta.csv --rule opensora-v2 --rng numpy --seed 42 \
+    --out build/assign_360p.csv
+  echo "setup: wrote build/assign_360p.csv ($(($(wc -l <build/assign_360p.csv) - 1)) samples)"
+else
+  echo "setup: build/vbucket was not built (no tools/vbucket/*.cpp yet?); main job skipped"
+fi

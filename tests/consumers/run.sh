@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Proves that vbucket can be consumed three ways: add_subdirectory, FetchContent (from a local
+# SOURCE_DIR, no network) and find_package after `cmake --install`. Each consumer is
+# configured, built and run in a fresh directory under /tmp; any failure stops the script with
+# a non-zero exit and a message naming the step.
+#
+#   bash tests/consumers/run.sh            # from anywhere
+#   KEEP=1 bash tests/consumers/run.sh     # keep the /tmp build directories for inspection
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+src="$(cd "${here}/../.." && pwd)"
+work="$(mktemp -d /tmp/vbucket-consumers.XXXXXX)"
+
+generator=()
+if command -v ninja >/dev/null 2>&1; then
+  generator=(-G Ninja)
+fi
+
+step="setup"
+on_exit() {
+  local rc=$?
+  if [[ ${rc} -ne 0 ]]; then
+    echo "=== vbucket consumer tests FAILED at step: ${step} (rc=${rc}); logs in ${work} ===" >&2
+  elif [[ -z "${KEEP:-}" ]]; then
+    rm -rf "${work}"
+  fi
+  exit "${rc}"
+}
+trap on_exit EXIT
+
+run() {  # run <step name> <command...>: echo the step, keep going only on success
+  step="$1"
+  shift
+  echo "--- ${step}"
+  "$@"
+}
+
+# 1. add_subdirectory
+run "add_subdirectory: configure" cmake -S "${here}/add_subdirectory" -B "${work}/add_subdirectory" \
+  "${generator[@]}" -DVBUCKET_SOURCE_DIR="${src}"
+run "add_subdirectory: build" cmake --build "${work}/add_subdirectory"
+run "add_subdirectory: run" "${work}/add_subdirectory/consumer"
+
+# 2. FetchContent
+run "fetchcontent: configure" cmake -S "${here}/fetchcontent" -B "${work}/fetchcontent" \
+  "${generator[@]}" -DVBUCKET_SOURCE_DIR="${src}"
+run "fetchcontent: build" cmake --build "${work}/fetchcontent"
+run "fetchcontent: run" "${work}/fetchcontent/consumer"
+
+# 3. install, then find_package
+prefix="${work}/prefix"
+run "install: configure vbucket" cmake -S "${src}" -B "${work}/vbucket" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE=Release -DVBUCKET_BUILD_TESTS=OFF -DVBUCKET_BUILD_EXAMPLES=OFF \
+  -DVBUCKET_BUILD_BENCH=OFF -DVBUCKET_BUILD_TOOLS=OFF -DCMAKE_INSTALL_PREFIX="${prefix}"
+run "install: build vbucket" cmake --build "${work}/vbucket"
+run "install: cmake --install" cmake --install "${work}/vbucket"
+
+expect_json=OFF
+if compgen -G "${prefix}/share/cmake/vbucket/vbucketJsonTargets.cmake" >/dev/null; then
+  expect_json=ON
+fi
+run "find_package: configure (EXPECT_JSON=${expect_json})" cmake -S "${here}/find_package" \
+  -B "${work}/find_package" "${generator[@]}" -DCMAKE_PREFIX_PATH="${prefix}" \
+  -DEXPECT_JSON="${expect_json}"
+run "find_package: build" cmake --build "${work}/find_package"
+run "find_package: run" "${work}/find_package/consumer"
+
+step="done"
+echo "=== vbucket consumer tests passed (add_subdirectory, fetchcontent, find_package) ==="
