@@ -90,12 +90,18 @@ class aspect_table {
     if (split > 0) {
       const double d0 = consider(split - 1);
       for (std::size_t p = split - 1; p-- > 0;)
-        if (std::abs(a - sorted_[p]) == d0) consider(p); else break;
+        if (std::abs(a - sorted_[p]) == d0)
+          consider(p);
+        else
+          break;
     }
     if (split < n) {
       const double d0 = consider(split);
       for (std::size_t p = split + 1; p < n; ++p)
-        if (std::abs(a - sorted_[p]) == d0) consider(p); else break;
+        if (std::abs(a - sorted_[p]) == d0)
+          consider(p);
+        else
+          break;
     }
     if (best_index == std::numeric_limits<std::uint32_t>::max()) return linear_closest(a);
     return best_index;
@@ -281,9 +287,8 @@ struct opensora_v2_tables {
         throw error(std::string(what) + ": " + std::to_string(pixels) +
                     " pixels is too small for spatial compression " +
                     std::to_string(spatial_compression));
-      std::int64_t height = static_cast<std::int64_t>(
-                                detail::py_floordiv(px / static_cast<double>(width), d)) *
-                            di;
+      std::int64_t height =
+          static_cast<std::int64_t>(detail::py_floordiv(px / static_cast<double>(width), d)) * di;
       auto off = [&](std::int64_t h, std::int64_t w) {
         const std::int64_t v = h * w - pixels;
         return v < 0 ? -v : v;
@@ -314,7 +319,8 @@ struct opensora_v2_tables {
     }
     // dict.update: an existing key keeps its place and takes the new value.
     for (auto& v : vertical) {
-      auto it = std::find_if(main.begin(), main.end(), [&](const aspect_entry& e) { return e.key == v.key; });
+      auto it = std::find_if(main.begin(), main.end(),
+                             [&](const aspect_entry& e) { return e.key == v.key; });
       if (it != main.end()) {
         it->height = v.height;
         it->width = v.width;
@@ -351,8 +357,10 @@ struct opensora_v12_tables {
       return {std::string(name), t.pixels, aspect_table(std::move(entries), name)};
     }
     std::string known;
-    for (const auto& t : detail::v12_tables) known += (known.empty() ? "" : ", ") + std::string(t.name);
-    throw error("unknown resolution \"" + std::string(name) + "\" (Open-Sora v1.2 knows " + known + ")");
+    for (const auto& t : detail::v12_tables)
+      known += (known.empty() ? "" : ", ") + std::string(t.name);
+    throw error("unknown resolution \"" + std::string(name) + "\" (Open-Sora v1.2 knows " + known +
+                ")");
   }
 };
 

@@ -43,7 +43,7 @@ void parallel_chunks(std::size_t n, unsigned threads, Fn fn) {
 /// Writes the bucket of sample i of `table` to out[i] (`no_bucket` or `invalid_sample` when
 /// there is none). Precondition: out.size() == table.size(). `threads` = 0 uses every core.
 template <class Rule, random_source Source>
-  requires bucket_rule<Rule, Source>
+requires bucket_rule<Rule, Source>
 void assign_into(std::span<bucket_id> out, const bucket_config& config, const meta_table& table,
                  const Rule& rule, const Source& source, unsigned threads = 0) {
   detail::parallel_chunks(table.size(), threads, [&](std::size_t b, std::size_t e) {
@@ -59,9 +59,11 @@ void assign_into(std::span<bucket_id> out, const bucket_config& config, const me
 
 /// The bucket of every sample of `table`, in row order.
 template <class Rule, random_source Source>
-  requires bucket_rule<Rule, Source>
-std::vector<bucket_id> assign_all(const bucket_config& config, const meta_table& table, const Rule& rule,
-                                  const Source& source, unsigned threads = 0) {
+requires bucket_rule<Rule, Source> std::vector<bucket_id> assign_all(const bucket_config& config,
+                                                                     const meta_table& table,
+                                                                     const Rule& rule,
+                                                                     const Source& source,
+                                                                     unsigned threads = 0) {
   std::vector<bucket_id> out(table.size());
   assign_into(std::span<bucket_id>(out), config, table, rule, source, threads);
   return out;
@@ -70,9 +72,11 @@ std::vector<bucket_id> assign_all(const bucket_config& config, const meta_table&
 /// The bucket of every element of a random-access range of a user's own `video_meta` type;
 /// element i is sample index i.
 template <class Rule, random_source Source, class Range>
-  requires bucket_rule<Rule, Source> && video_meta<std::remove_cvref_t<decltype(*std::declval<const Range&>().begin())>>
-std::vector<bucket_id> assign_range(const bucket_config& config, const Range& samples, const Rule& rule,
-                                    const Source& source, unsigned threads = 0) {
+requires bucket_rule<Rule, Source> &&
+    video_meta<std::remove_cvref_t<decltype(*std::declval<const Range&>().begin())>>
+        std::vector<bucket_id> assign_range(const bucket_config& config, const Range& samples,
+                                            const Rule& rule, const Source& source,
+                                            unsigned threads = 0) {
   const auto first = samples.begin();
   const auto n = static_cast<std::size_t>(samples.end() - first);
   std::vector<bucket_id> out(n);

@@ -50,11 +50,11 @@ struct frames_entry {
 /// One resolution of a validated config, with its frames keys from most to fewest.
 struct resolution_entry {
   resolution_info info;
-  double min_pixels = 0.0;             // 0.8 * pixels: smaller samples skip this resolution
-  std::vector<frames_entry> frames;    // descending
-  bucket_id first_bucket = 0;          // id of (this, frames[0], ratio 0)
-  std::int32_t first_pair = 0;         // Open-Sora v1.2's bucket_id[res][frames[0]]
-  std::int32_t image_index = -1;       // index into `frames` of the key 1, or -1
+  double min_pixels = 0.0;           // 0.8 * pixels: smaller samples skip this resolution
+  std::vector<frames_entry> frames;  // descending
+  bucket_id first_bucket = 0;        // id of (this, frames[0], ratio 0)
+  std::int32_t first_pair = 0;       // Open-Sora v1.2's bucket_id[res][frames[0]]
+  std::int32_t image_index = -1;     // index into `frames` of the key 1, or -1
 };
 
 /// A bucket's identity and target shape.
@@ -77,10 +77,12 @@ class bucket_config {
   bucket_config(std::span<const bucket_spec> specs, const Tables& tables) {
     if (specs.empty()) throw error("bucket config has no buckets");
     for (const auto& s : specs) {
-      const std::string where = "bucket \"" + s.resolution + "\" -> \"" + std::to_string(s.frames) + "\"";
+      const std::string where =
+          "bucket \"" + s.resolution + "\" -> \"" + std::to_string(s.frames) + "\"";
       if (s.resolution.empty()) throw error("bucket config: empty resolution name");
       if (s.frames < 1 || s.frames > max_frames)
-        throw error(where + ": frames must be an integer in [1, " + std::to_string(max_frames) + "]");
+        throw error(where + ": frames must be an integer in [1, " + std::to_string(max_frames) +
+                    "]");
       check_probability(where, "probability", s.p_resolution);
       if (s.p_frames) check_probability(where, "frames probability", *s.p_frames);
       if (s.batch_size) {
@@ -88,11 +90,13 @@ class bucket_config {
           throw error(where + ": batch size must be a positive integer (at most " +
                       std::to_string(max_batch) + "), got " + std::to_string(*s.batch_size));
       } else if (s.p_resolution != 0.0) {
-        throw error(where + ": batch size is null but the probability is not 0 "
+        throw error(where +
+                    ": batch size is null but the probability is not 0 "
                     "(a disabled bucket needs probability 0)");
       }
-      auto it = std::find_if(resolutions_.begin(), resolutions_.end(),
-                             [&](const resolution_entry& r) { return r.info.name == s.resolution; });
+      auto it =
+          std::find_if(resolutions_.begin(), resolutions_.end(),
+                       [&](const resolution_entry& r) { return r.info.name == s.resolution; });
       if (it == resolutions_.end()) {
         resolutions_.push_back({tables.resolve(s.resolution), 0.0, {}, 0, 0, -1});
         it = resolutions_.end() - 1;
@@ -110,8 +114,9 @@ class bucket_config {
     std::int64_t next_bucket = 0;
     std::int32_t next_pair = 0;
     for (auto& r : resolutions_) {
-      std::stable_sort(r.frames.begin(), r.frames.end(),
-                       [](const frames_entry& a, const frames_entry& b) { return a.frames > b.frames; });
+      std::stable_sort(
+          r.frames.begin(), r.frames.end(),
+          [](const frames_entry& a, const frames_entry& b) { return a.frames > b.frames; });
       r.min_pixels = static_cast<double>(r.info.pixels) * 0.8;
       r.first_bucket = static_cast<bucket_id>(next_bucket);
       r.first_pair = next_pair;
@@ -139,28 +144,37 @@ class bucket_config {
   static constexpr std::int64_t max_frames = std::int64_t{1} << 31;
   static constexpr std::int64_t max_batch = std::int64_t{1} << 31;
 
-  [[nodiscard]] const std::vector<resolution_entry>& resolutions() const noexcept { return resolutions_; }
+  [[nodiscard]] const std::vector<resolution_entry>& resolutions() const noexcept {
+    return resolutions_;
+  }
   /// Open-Sora's `num_bucket`: Σ over resolutions of (#frames keys × #ratios).
   [[nodiscard]] std::size_t num_buckets() const noexcept { return num_buckets_; }
 
-  [[nodiscard]] bucket_key key(bucket_id id) const noexcept { return keys_[static_cast<std::size_t>(id)]; }
+  [[nodiscard]] bucket_key key(bucket_id id) const noexcept {
+    return keys_[static_cast<std::size_t>(id)];
+  }
   [[nodiscard]] const resolution_entry& resolution_of(bucket_id id) const noexcept {
     return resolutions_[static_cast<std::size_t>(key(id).resolution)];
   }
   [[nodiscard]] const frames_entry& frames_of(bucket_id id) const noexcept {
     const auto k = key(id);
-    return resolutions_[static_cast<std::size_t>(k.resolution)].frames[static_cast<std::size_t>(k.frames_index)];
+    return resolutions_[static_cast<std::size_t>(k.resolution)]
+        .frames[static_cast<std::size_t>(k.frames_index)];
   }
   [[nodiscard]] const aspect_entry& ratio_of(bucket_id id) const noexcept {
     const auto k = key(id);
-    return resolutions_[static_cast<std::size_t>(k.resolution)].info.table[static_cast<std::size_t>(k.ratio_index)];
+    return resolutions_[static_cast<std::size_t>(k.resolution)]
+        .info.table[static_cast<std::size_t>(k.ratio_index)];
   }
   /// Per-GPU batch size; 0 for a disabled bucket.
-  [[nodiscard]] std::int64_t batch_size(bucket_id id) const noexcept { return frames_of(id).batch_size; }
+  [[nodiscard]] std::int64_t batch_size(bucket_id id) const noexcept {
+    return frames_of(id).batch_size;
+  }
   [[nodiscard]] bool enabled(bucket_id id) const noexcept { return batch_size(id) > 0; }
 
   /// The id of (resolution index, frames index, ratio index).
-  [[nodiscard]] bucket_id id_of(std::size_t res, std::size_t frames_index, std::size_t ratio) const noexcept {
+  [[nodiscard]] bucket_id id_of(std::size_t res, std::size_t frames_index,
+                                std::size_t ratio) const noexcept {
     const auto& r = resolutions_[res];
     return r.first_bucket + static_cast<bucket_id>(frames_index * r.info.table.size() + ratio);
   }
@@ -183,8 +197,8 @@ class bucket_config {
  private:
   static void check_probability(const std::string& where, const char* what, double p) {
     if (std::isnan(p) || p < 0.0 || p > 1.0)
-      throw error(where + ": " + what + " " + (std::isnan(p) ? std::string("NaN") : std::to_string(p)) +
-                  " is outside [0, 1]");
+      throw error(where + ": " + what + " " +
+                  (std::isnan(p) ? std::string("NaN") : std::to_string(p)) + " is outside [0, 1]");
   }
 
   std::vector<resolution_entry> resolutions_;

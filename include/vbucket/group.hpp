@@ -22,7 +22,9 @@ struct bucket_groups {
   std::uint64_t unassigned = 0;        // rule chose no bucket
   std::uint64_t invalid = 0;           // metadata could not be bucketed
 
-  [[nodiscard]] std::size_t num_buckets() const noexcept { return offsets.empty() ? 0 : offsets.size() - 1; }
+  [[nodiscard]] std::size_t num_buckets() const noexcept {
+    return offsets.empty() ? 0 : offsets.size() - 1;
+  }
   [[nodiscard]] std::span<const std::uint32_t> bucket(bucket_id b) const noexcept {
     const auto i = static_cast<std::size_t>(b);
     return {indices.data() + offsets[i], static_cast<std::size_t>(offsets[i + 1] - offsets[i])};
@@ -39,7 +41,8 @@ struct bucket_groups {
 /// `vbucket::error` when an id is out of range or there are 2^32 samples or more.
 inline bucket_groups group_by_bucket(std::span<const bucket_id> ids, std::size_t num_buckets) {
   if (ids.size() > std::numeric_limits<std::uint32_t>::max())
-    throw error("group_by_bucket: " + std::to_string(ids.size()) + " samples is more than 2^32 - 1");
+    throw error("group_by_bucket: " + std::to_string(ids.size()) +
+                " samples is more than 2^32 - 1");
   bucket_groups g;
   g.offsets.assign(num_buckets + 1, 0);
   // Pass 1: counts, shifted by one so the prefix sum yields start offsets.
@@ -47,8 +50,9 @@ inline bucket_groups group_by_bucket(std::span<const bucket_id> ids, std::size_t
     const bucket_id b = ids[i];
     if (b >= 0) {
       if (static_cast<std::size_t>(b) >= num_buckets)
-        throw error("group_by_bucket: sample " + std::to_string(i) + " has bucket id " + std::to_string(b) +
-                    " but there are " + std::to_string(num_buckets) + " buckets");
+        throw error("group_by_bucket: sample " + std::to_string(i) + " has bucket id " +
+                    std::to_string(b) + " but there are " + std::to_string(num_buckets) +
+                    " buckets");
       ++g.offsets[static_cast<std::size_t>(b) + 1];
     } else if (b == invalid_sample) {
       ++g.invalid;
@@ -62,7 +66,9 @@ inline bucket_groups group_by_bucket(std::span<const bucket_id> ids, std::size_t
   std::vector<std::uint64_t> cursor(g.offsets.begin(), g.offsets.end() - 1);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const bucket_id b = ids[i];
-    if (b >= 0) g.indices[static_cast<std::size_t>(cursor[static_cast<std::size_t>(b)]++)] = static_cast<std::uint32_t>(i);
+    if (b >= 0)
+      g.indices[static_cast<std::size_t>(cursor[static_cast<std::size_t>(b)]++)] =
+          static_cast<std::uint32_t>(i);
   }
   return g;
 }

@@ -15,7 +15,8 @@ namespace vbucket {
 /// differently. fps may be NaN (unknown, e.g. an image).
 ///
 ///     struct clip { int frames, h, w; float rate; };
-///     template <> struct vbucket::meta_traits<clip> { static int frames(const clip& c) { return c.frames; } ... };
+///     template <> struct vbucket::meta_traits<clip> { static int frames(const clip& c) { return
+///     c.frames; } ... };
 template <class T>
 struct meta_traits {
   static constexpr auto frames(const T& m) -> decltype(m.num_frames) { return m.num_frames; }

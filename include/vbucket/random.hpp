@@ -66,14 +66,18 @@ class fast_stream {
 class fast_source {
  public:
   constexpr fast_source(std::uint64_t seed, std::uint64_t epoch) noexcept
-      : key_(detail::mix64(detail::mix64(seed ^ 0x6a09e667f3bcc909ULL) + epoch * detail::golden_gamma)) {}
+      : key_(detail::mix64(detail::mix64(seed ^ 0x6a09e667f3bcc909ULL) +
+                           epoch * detail::golden_gamma)) {}
 
-  [[nodiscard]] constexpr fast_stream stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
+  [[nodiscard]] constexpr fast_stream stream(std::uint64_t sample,
+                                             std::uint64_t sub) const noexcept {
     return fast_stream(detail::mix64(key_ ^ sample) + sub * 0xd1b54a32d192ed03ULL);
   }
   /// Draw `draw` of (sample, sub) directly, without a stream object.
-  [[nodiscard]] constexpr double draw(std::uint64_t sample, std::uint64_t sub, std::uint64_t draw_index) const noexcept {
-    return detail::to_unit_double(detail::mix64(detail::mix64(key_ ^ sample) + sub * 0xd1b54a32d192ed03ULL +
+  [[nodiscard]] constexpr double draw(std::uint64_t sample, std::uint64_t sub,
+                                      std::uint64_t draw_index) const noexcept {
+    return detail::to_unit_double(detail::mix64(detail::mix64(key_ ^ sample) +
+                                                sub * 0xd1b54a32d192ed03ULL +
                                                 (draw_index + 1) * detail::golden_gamma));
   }
   [[nodiscard]] constexpr std::uint64_t key() const noexcept { return key_; }
@@ -86,7 +90,8 @@ class fast_source {
 /// `seed` is Open-Sora's `seed + epoch` and may be any non-negative integer.
 class numpy_source {
  public:
-  numpy_source(big_seed seed, std::uint64_t num_bucket) : seed_(std::move(seed)), num_bucket_(num_bucket) {}
+  numpy_source(big_seed seed, std::uint64_t num_bucket)
+      : seed_(std::move(seed)), num_bucket_(num_bucket) {}
 
   [[nodiscard]] numpy_rng stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
     return numpy_rng(seed_, static_cast<u128>(sample) * num_bucket_ + sub);

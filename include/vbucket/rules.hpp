@@ -26,9 +26,10 @@ namespace vbucket {
 ///       const vbucket::sample_meta&, std::uint64_t index, const S& source) const; };
 template <class R, class Source = fast_source>
 concept bucket_rule = random_source<Source> &&
-    requires(const R& r, const bucket_config& c, const sample_meta& m, std::uint64_t i, const Source& s) {
-      { r.assign(c, m, i, s) } -> std::same_as<bucket_id>;
-    };
+    requires(const R& r, const bucket_config& c, const sample_meta& m, std::uint64_t i,
+             const Source& s) {
+  { r.assign(c, m, i, s) } -> std::same_as<bucket_id>;
+};
 
 namespace detail {
 /// Samples with fewer than one frame or pixel row/column cannot be bucketed; sizes are
@@ -39,9 +40,10 @@ inline bool valid_meta(const sample_meta& m) noexcept {
          m.width <= max_side;
 }
 /// The bucket of frames key k of resolution r for this sample's closest ratio.
-inline bucket_id ratio_bucket(const resolution_entry& r, std::size_t k, const sample_meta& m) noexcept {
-  return r.first_bucket + static_cast<bucket_id>(k * r.info.table.size() +
-                                                 r.info.table.closest(m.height, m.width));
+inline bucket_id ratio_bucket(const resolution_entry& r, std::size_t k,
+                              const sample_meta& m) noexcept {
+  return r.first_bucket +
+         static_cast<bucket_id>(k * r.info.table.size() + r.info.table.closest(m.height, m.width));
 }
 }  // namespace detail
 
@@ -84,8 +86,7 @@ struct opensora_v2_rule {
       if (t_eff == 1) {
         if (res.image_index >= 0) {
           const auto k = static_cast<std::size_t>(res.image_index);
-          if (rng.random() < res.frames[k].p_resolution)
-            return detail::ratio_bucket(res, k, m);
+          if (rng.random() < res.frames[k].p_resolution) return detail::ratio_bucket(res, k, m);
         }
         continue;
       }
@@ -109,7 +110,8 @@ struct opensora_v12_rule {
   std::int64_t frame_interval = 1;
 
   void validate() const {
-    if (frame_interval < 1) throw error("frame_interval must be at least 1, got " + std::to_string(frame_interval));
+    if (frame_interval < 1)
+      throw error("frame_interval must be at least 1, got " + std::to_string(frame_interval));
   }
 
   template <random_source Source>

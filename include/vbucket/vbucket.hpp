@@ -2,12 +2,12 @@
 /// vbucket: the data side of variable-resolution video training. This umbrella header
 /// includes every core component; it never includes an adapter (JSON, FFmpeg, CUDA).
 
-#include "vbucket/error.hpp"          // vbucket::error
-#include "vbucket/meta.hpp"           // video_meta, meta_table
 #include "vbucket/aspect.hpp"         // aspect tables, resolutions, closest ratio
+#include "vbucket/assign.hpp"         // assign_all
 #include "vbucket/bucket_config.hpp"  // bucket_config
+#include "vbucket/error.hpp"          // vbucket::error
+#include "vbucket/group.hpp"          // group_by_bucket
+#include "vbucket/meta.hpp"           // video_meta, meta_table
 #include "vbucket/numpy_random.hpp"   // numpy_rng, big_seed
 #include "vbucket/random.hpp"         // fast_source, numpy_source
 #include "vbucket/rules.hpp"          // opensora_v2_rule, opensora_v12_rule
-#include "vbucket/assign.hpp"         // assign_all
-#include "vbucket/group.hpp"          // group_by_bucket

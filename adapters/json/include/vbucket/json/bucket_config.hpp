@@ -60,15 +60,18 @@ inline std::string read_file(const std::string& path) {
 }
 
 namespace detail {
-inline double probability(const nlohmann::ordered_json& v, const std::string& where, const char* what) {
+inline double probability(const nlohmann::ordered_json& v, const std::string& where,
+                          const char* what) {
   if (!v.is_number()) throw error(where + ": " + what + " must be a number, got " + v.dump());
   return v.get<double>();
 }
 }  // namespace detail
 
 /// The specs of a config object. `where` prefixes every message.
-inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j, const std::string& where) {
-  if (!j.is_object()) throw error(where + ": the bucket config must be a JSON object of resolutions");
+inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j,
+                                             const std::string& where) {
+  if (!j.is_object())
+    throw error(where + ": the bucket config must be a JSON object of resolutions");
   std::vector<bucket_spec> specs;
   for (const auto& [res, frames] : j.items()) {
     const std::string rwhere = where + ": \"" + res + "\"";
@@ -84,14 +87,17 @@ inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j, co
       if (!ok || nframes < 1 || nframes > bucket_config::max_frames)
         throw error(w + ": frames key must be a positive integer");
       if (!entry.is_array() || entry.size() != 2)
-        throw error(w + ": must be [probability, batch_size] or [[p_resolution, p_frames], batch_size], got " +
-                    entry.dump());
+        throw error(
+            w +
+            ": must be [probability, batch_size] or [[p_resolution, p_frames], batch_size], got " +
+            entry.dump());
       bucket_spec s;
       s.resolution = res;
       s.frames = nframes;
       const auto& p = entry[0];
       if (p.is_array()) {
-        if (p.size() != 2) throw error(w + ": a probability pair must have 2 numbers, got " + p.dump());
+        if (p.size() != 2)
+          throw error(w + ": a probability pair must have 2 numbers, got " + p.dump());
         s.p_resolution = detail::probability(p[0], w, "p_resolution");
         s.p_frames = detail::probability(p[1], w, "p_frames");
       } else {
@@ -117,7 +123,8 @@ inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j, co
 
 /// Builds a validated config from JSON text; messages start with `where`.
 template <resolution_source Tables>
-bucket_config parse_bucket_config(std::string_view text, const Tables& tables, const std::string& where) {
+bucket_config parse_bucket_config(std::string_view text, const Tables& tables,
+                                  const std::string& where) {
   const auto specs = bucket_specs(parse_json(text, where), where);
   try {
     return bucket_config(specs, tables);
