@@ -1,0 +1,121 @@
+/// Benchmarks of the bucketing hot paths over one million synthetic web-video samples:
+/// assignment with both Open-Sora rules and both random sources, and grouping by bucket.
+///
+///     ./vbucket_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+///
+/// `items_per_second` is samples per second; `per_sample` is the time of one sample.
+
+#include <benchmark/benchmark.h>
+
+#include <cstddef>     // std::size_t
+#include <cstdint>     // std::uint64_t
+#include <filesystem>  // std::filesystem::path (locating tests/data)
+#include <span>        // std::span
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+#include "synthetic.hpp"
+#include "vbucket/json/bucket_config.hpp"
+#include "vbucket/vbucket.hpp"
+
+namespace {
+
+constexpr std::size_t num_samples = 1'000'000;
+constexpr std::uint64_t bench_seed = 1234;  // Open-Sora's seed + epoch, as in the golden files
+
+/// tests/data, from VBUCKET_BENCH_DATA_DIR when the build defines it, else next to this file.
+std::string data_path(const char* file) {
+#ifdef VBUCKET_BENCH_DATA_DIR
+  const std::filesystem::path dir = VBUCKET_BENCH_DATA_DIR;
+#else
+  const std::filesystem::path dir =
+      std::filesystem::path(__FILE__).parent_path().parent_path() / "tests" / "data";
+#endif
+  return (dir / file).string();
+}
+
+const vbucket::meta_table& samples() {
+  static const vbucket::meta_table table = vbucket::bench::synthetic_table(num_samples);
+  return table;
+}
+
+const vbucket::bucket_config& config_v2() {
+  static const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+  return config;
+}
+
+const vbucket::bucket_config& config_v12() {
+  static const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      data_path("config_opensora_v12.json"), vbucket::opensora_v12_tables{});
+  return config;
+}
+
+void report(benchmark::State& state, std::size_t n) {
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(n));
+  state.counters["per_sample"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
+}
+
+template <class Rule, class Source>
+void assign_bench(benchmark::State& state, const vbucket::bucket_config& config, const Rule& rule,
+                  const Source& source, unsigned threads) {
+  const vbucket::meta_table& table = samples();
+  std::vector<vbucket::bucket_id> out(table.size());
+  for (auto _ : state) {
+    vbucket::assign_into(std::span<vbucket::bucket_id>(out), config, table, rule, source, threads);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, table.size());
+}
+
+void assign_v2_fast(benchmark::State& state, unsigned threads) {
+  assign_bench(state, config_v2(), vbucket::opensora_v2_rule{}, vbucket::fast_source(bench_seed, 0),
+               threads);
+}
+
+void assign_v2_numpy(benchmark::State& state) {
+  assign_bench(state, config_v2(), vbucket::opensora_v2_rule{},
+               vbucket::numpy_source(bench_seed, config_v2().num_buckets()), 1);
+}
+
+void assign_v12_fast(benchmark::State& state) {
+  assign_bench(state, config_v12(), vbucket::opensora_v12_rule{},
+               vbucket::fast_source(bench_seed, 0), 1);
+}
+
+void assign_v12_numpy(benchmark::State& state) {
+  assign_bench(state, config_v12(), vbucket::opensora_v12_rule{},
+               vbucket::numpy_source(bench_seed, config_v12().num_buckets()), 1);
+}
+
+void group_by_bucket(benchmark::State& state) {
+  const vbucket::bucket_config& config = config_v2();
+  const std::vector<vbucket::bucket_id> ids = vbucket::assign_all(
+      config, samples(), vbucket::opensora_v2_rule{}, vbucket::fast_source(bench_seed, 0), 1);
+  for (auto _ : state) {
+    vbucket::bucket_groups groups = vbucket::group_by_bucket(ids, config.num_buckets());
+    benchmark::DoNotOptimize(groups.indices.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, ids.size());
+}
+
+[[maybe_unused]] const bool registered = [] {
+  using benchmark::kMillisecond;
+  benchmark::RegisterBenchmark("assign/opensora_v2/fast", assign_v2_fast, 1u)->Unit(kMillisecond);
+  benchmark::RegisterBenchmark("assign/opensora_v2/numpy", assign_v2_numpy)->Unit(kMillisecond);
+  benchmark::RegisterBenchmark("assign/opensora_v12/fast", assign_v12_fast)->Unit(kMillisecond);
+  benchmark::RegisterBenchmark("assign/opensora_v12/numpy", assign_v12_numpy)->Unit(kMillisecond);
+  benchmark::RegisterBenchmark("group/by_bucket", group_by_bucket)->Unit(kMillisecond);
+  // For information: the same work split over two threads (wall-clock time).
+  benchmark::RegisterBenchmark("assign/opensora_v2/fast/threads:2", assign_v2_fast, 2u)
+      ->Unit(kMillisecond)
+      ->UseRealTime();
+  return true;
+}();
+
+}  // namespace
