@@ -219,7 +219,13 @@ inline void split_setting(std::string_view full, std::string_view& name,
 /// Applies a `max` or `arW:H` / `arKEY` setting to a table.
 inline aspect_table apply_setting(const aspect_table& table, std::string_view full,
                                   std::string_view setting) {
-  if (setting.empty()) return table;
+  if (setting.empty()) {
+    // "256px_" has an empty setting, which Open-Sora rejects (assert setting == "max" or ...).
+    if (full.find('_') != std::string_view::npos)
+      throw error("resolution \"" + std::string(full) +
+                  "\": empty setting after '_' (expected \"max\" or \"arW:H\")");
+    return table;
+  }
   std::size_t pick = table.size();
   if (setting == "max") {
     pick = table.largest();
