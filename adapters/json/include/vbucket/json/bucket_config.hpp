@@ -4,6 +4,7 @@
 /// Every error names the file and the key and says what is wrong, in one line.
 
 #include <cstdint>      // std::int64_t
+#include <exception>    // std::exception (read failures)
 #include <fstream>      // std::ifstream
 #include <iterator>     // std::istreambuf_iterator
 #include <optional>     // std::optional
@@ -54,7 +55,13 @@ inline nlohmann::ordered_json parse_json(std::string_view text, const std::strin
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error(path + ": cannot open file for reading");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {
+    // libstdc++'s filebuf throws std::ios_base::failure from a failed read(2), e.g. EISDIR.
+    throw error(path + ": read error: " + e.what());
+  }
   if (in.bad()) throw error(path + ": read error");
   return text;
 }
