@@ -1,0 +1,260 @@
+/// `vbucket assign`: every sample of a metadata CSV through an Open-Sora bucket rule; writes
+/// OUT.csv (index,resolution,frames,ratio,T,H,W per input row) and prints a bucket table.
+
+#include <charconv>     // std::to_chars
+#include <cstdint>      // std::uint64_t
+#include <cstdio>       // std::fputs, std::printf
+#include <limits>       // std::numeric_limits
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <vector>       // std::vector
+
+#include "cli.hpp"
+#include "vbucket/assign.hpp"
+#include "vbucket/bucket_config.hpp"
+#include "vbucket/csv.hpp"
+#include "vbucket/json/bucket_config.hpp"
+#include "vbucket/random.hpp"
+#include "vbucket/rules.hpp"
+
+namespace vbucket::cli {
+namespace {
+
+constexpr flag assign_flags[] = {
+    {"config", "CFG.json", true,
+     "bucket config (JSON), as Open-Sora's dict: {\"360p\": {\"102\": [[0.15, 0.33], 4]}}"},
+    {"meta", "META.csv", true,
+     "metadata CSV with columns num_frames,height,width,fps (any order, others ignored)"},
+    {"rule", "RULE", true, "opensora-v2 (Open-Sora 2.0) or opensora-v1.2"},
+    {"rng", "RNG", true, "numpy (Open-Sora's draws, bit for bit) or fast (counter-based)"},
+    {"seed", "S", true, "the epoch's seed (Open-Sora's seed + epoch), a non-negative integer"},
+    {"out", "OUT.csv", true, "output CSV: index,resolution,frames,ratio,T,H,W per sample"},
+    {"fps-max", "F", false, "opensora-v2: frames are thinned to at most F per second (16)"},
+    {"frame-interval", "N", false, "opensora-v1.2: the frame interval (1)"},
+    {"threads", "N", false, "worker threads; 0 = one per core (0)"},
+    {"quiet", "", false, "do not print the bucket table"},
+};
+
+constexpr std::string_view assign_description =
+    "Assigns every row of META.csv (row order = sample index) to a bucket (resolution, frames,\n"
+    "aspect ratio) with Open-Sora's rule, and writes OUT.csv with one row per sample; the last\n"
+    "six fields are empty when the rule chose no bucket. With --rng numpy the result is\n"
+    "Open-Sora's, draw for draw. Unless --quiet, prints a table of the non-empty buckets.\n"
+    "Exit codes: 0 success, 1 bad data, 2 bad usage.";
+
+enum class rule_kind { opensora_v2, opensora_v12 };
+enum class rng_kind { numpy, fast };
+
+struct assign_options {
+  std::string config_path;
+  std::string meta_path;
+  std::string out_path;
+  rule_kind rule = rule_kind::opensora_v2;
+  rng_kind rng = rng_kind::numpy;
+  big_seed seed;
+  double fps_max = 16.0;
+  std::int64_t frame_interval = 1;
+  unsigned threads = 0;
+  bool quiet = false;
+};
+
+assign_options read_options(const args& a) {
+  assign_options o;
+  o.config_path = a.value("config");
+  o.meta_path = a.value("meta");
+  o.out_path = a.value("out");
+  const std::string& rule = a.value("rule");
+  if (rule == "opensora-v2") {
+    o.rule = rule_kind::opensora_v2;
+  } else if (rule == "opensora-v1.2") {
+    o.rule = rule_kind::opensora_v12;
+  } else {
+    throw usage_error("--rule: unknown rule \"" + rule +
+                      "\" (expected opensora-v2 or opensora-v1.2)");
+  }
+  const std::string& rng = a.value("rng");
+  if (rng == "numpy") {
+    o.rng = rng_kind::numpy;
+  } else if (rng == "fast") {
+    o.rng = rng_kind::fast;
+  } else {
+    throw usage_error("--rng: unknown random source \"" + rng + "\" (expected numpy or fast)");
+  }
+  o.seed = parse_seed_flag("seed", a.value("seed"));
+  if (o.rng == rng_kind::fast && o.seed.words().size() > 2)
+    throw usage_error("--seed: " + o.seed.to_string() +
+                      " does not fit in 64 bits, which --rng fast requires (at most "
+                      "18446744073709551615)");
+  if (a.has("fps-max")) {
+    if (o.rule != rule_kind::opensora_v2)
+      throw usage_error("--fps-max applies to --rule opensora-v2 only");
+    o.fps_max = parse_positive_flag("fps-max", a.value("fps-max"));
+  }
+  if (a.has("frame-interval")) {
+    if (o.rule != rule_kind::opensora_v12)
+      throw usage_error("--frame-interval applies to --rule opensora-v1.2 only");
+    o.frame_interval = static_cast<std::int64_t>(
+        parse_uint_flag("frame-interval", a.value("frame-interval"), 1, std::uint64_t{1} << 31));
+  }
+  if (a.has("threads"))
+    o.threads = static_cast<unsigned>(parse_uint_flag("threads", a.value("threads"), 0, 4096));
+  o.quiet = a.has("quiet");
+  return o;
+}
+
+/// "resolution,frames,ratio,T,H,W" of every bucket, CSV-quoted where needed.
+std::vector<std::string> bucket_fields(const bucket_config& config) {
+  std::vector<std::string> fields(config.num_buckets());
+  for (std::size_t b = 0; b < fields.size(); ++b) {
+    const auto id = static_cast<bucket_id>(b);
+    const auto& res = config.resolution_of(id);
+    const auto& frames = config.frames_of(id);
+    const auto& ratio = config.ratio_of(id);
+    fields[b] = csv_field(res.info.name) + "," + std::to_string(frames.frames) + "," +
+                csv_field(ratio.key) + "," + std::to_string(frames.frames) + "," +
+                std::to_string(ratio.height) + "," + std::to_string(ratio.width);
+  }
+  return fields;
+}
+
+void write_out_csv(const std::string& path, const bucket_config& config,
+                   std::span<const bucket_id> ids) {
+  const std::vector<std::string> fields = bucket_fields(config);
+  output_file out(path);
+  std::string buffer = "index,resolution,frames,ratio,T,H,W\n";
+  constexpr std::size_t flush_at = std::size_t{1} << 20;
+  buffer.reserve(flush_at + 256);
+  char digits[24];
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, i);
+    (void)ec;  // 24 characters hold any 64-bit value
+    buffer.append(digits, end);
+    if (ids[i] >= 0) {
+      buffer.push_back(',');
+      buffer += fields[static_cast<std::size_t>(ids[i])];
+      buffer.push_back('\n');
+    } else {
+      buffer += ",,,,,,\n";
+    }
+    if (buffer.size() >= flush_at) {
+      out.write(buffer);
+      buffer.clear();
+    }
+  }
+  out.write(buffer);
+  out.commit();
+}
+
+std::string percent(std::uint64_t part, std::uint64_t whole) {
+  if (whole == 0) return "";
+  char text[32];
+  std::snprintf(text, sizeof text, "(%.1f%%)",
+                100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return text;
+}
+
+/// Left- or right-aligned columns, padded to the widest cell.
+void print_table(const std::vector<std::vector<std::string>>& rows, std::string_view align) {
+  std::vector<std::size_t> width(align.size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      if (c > 0) line += "  ";
+      line += align[c] == 'r' ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    line += '\n';
+    std::fputs(line.c_str(), stdout);
+  }
+}
+
+void print_summary(const bucket_config& config, std::span<const bucket_id> ids) {
+  std::vector<std::uint64_t> count(config.num_buckets(), 0);
+  std::uint64_t unassigned = 0, invalid = 0;
+  for (const bucket_id b : ids) {
+    if (b >= 0) {
+      ++count[static_cast<std::size_t>(b)];
+    } else if (b == invalid_sample) {
+      ++invalid;
+    } else {
+      ++unassigned;
+    }
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"resolution", "frames", "ratio", "T x H x W", "batch", "samples"}};
+  std::vector<std::uint64_t> per_resolution(config.resolutions().size(), 0);
+  for (std::size_t b = 0; b < count.size(); ++b) {
+    const auto id = static_cast<bucket_id>(b);
+    per_resolution[static_cast<std::size_t>(config.key(id).resolution)] += count[b];
+    if (count[b] == 0) continue;
+    const auto& frames = config.frames_of(id);
+    const auto& ratio = config.ratio_of(id);
+    rows.push_back({one_line(config.resolution_of(id).info.name), std::to_string(frames.frames),
+                    one_line(ratio.key),
+                    std::to_string(frames.frames) + "x" + std::to_string(ratio.height) + "x" +
+                        std::to_string(ratio.width),
+                    frames.batch_size > 0 ? std::to_string(frames.batch_size) : "-",
+                    std::to_string(count[b])});
+  }
+  if (rows.size() > 1) {
+    print_table(rows, "lrllrr");
+  } else {
+    std::fputs("no sample was assigned to a bucket\n", stdout);
+  }
+  const std::uint64_t total = ids.size();
+  const std::uint64_t assigned = total - unassigned - invalid;
+  std::vector<std::vector<std::string>> totals = {
+      {"samples", std::to_string(total), ""},
+      {"assigned", std::to_string(assigned), percent(assigned, total)},
+      {"no bucket", std::to_string(unassigned), percent(unassigned, total)}};
+  if (invalid > 0) totals.push_back({"invalid", std::to_string(invalid), percent(invalid, total)});
+  for (std::size_t r = 0; r < per_resolution.size(); ++r)
+    totals.push_back({"  " + one_line(config.resolutions()[r].info.name),
+                      std::to_string(per_resolution[r]), percent(per_resolution[r], total)});
+  std::fputs("\n", stdout);
+  print_table(totals, "lrl");
+}
+
+template <class Tables, class Rule>
+int run_assign(const assign_options& o, const Tables& tables, const Rule& rule) {
+  rule.validate();
+  const bucket_config config = json::load_bucket_config(o.config_path, tables);
+  const meta_table meta = load_meta_csv(o.meta_path);
+  std::vector<bucket_id> ids;
+  if (o.rng == rng_kind::numpy) {
+    ids = assign_all(config, meta, rule, numpy_source(o.seed, config.num_buckets()), o.threads);
+  } else {
+    const auto w = o.seed.words();
+    const std::uint64_t seed64 =
+        w.size() > 1 ? (std::uint64_t{w[1]} << 32 | w[0]) : std::uint64_t{w[0]};
+    ids = assign_all(config, meta, rule, fast_source(seed64, 0), o.threads);
+  }
+  write_out_csv(o.out_path, config, ids);
+  if (!o.quiet) {
+    print_summary(config, ids);
+    std::fflush(stdout);
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
+int cmd_assign(int argc, char** argv) {
+  return run_main("assign", [&] {
+    const args a = args::parse(argc, argv, assign_flags);
+    if (a.help()) {
+      std::fputs(usage_text("assign", assign_description, assign_flags).c_str(), stdout);
+      return exit_ok;
+    }
+    const assign_options o = read_options(a);
+    if (o.rule == rule_kind::opensora_v2)
+      return run_assign(o, opensora_v2_tables{}, opensora_v2_rule{o.fps_max});
+    return run_assign(o, opensora_v12_tables{}, opensora_v12_rule{o.frame_interval});
+  });
+}
+
+}  // namespace vbucket::cli
