@@ -1,0 +1,87 @@
+#pragma once
+/// Counter-based keyed randomness for the epoch planner: every draw is a pure function of a
+/// 64-bit stream key and a counter (SplitMix64's mix64, as `fast_source`), so any rank or
+/// thread computes any shuffle alone and gets the same answer.
+
+#include <algorithm>  // std::min
+#include <atomic>     // std::atomic (task queue)
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint64_t
+#include <span>       // std::span
+#include <thread>     // std::thread
+#include <utility>    // std::swap
+#include <vector>     // std::vector
+
+#include "vbucket/numpy_random.hpp"  // u128
+#include "vbucket/random.hpp"        // detail::mix64, detail::golden_gamma
+
+namespace vbucket::detail {
+
+/// Domains keep the planner's streams apart from each other and from `fast_source`'s.
+inline constexpr std::uint64_t plan_domain_bucket = 0x243f6a8885a308d3ULL;
+inline constexpr std::uint64_t plan_domain_insert = 0x13198a2e03707344ULL;
+inline constexpr std::uint64_t plan_domain_order = 0xa4093822299f31d0ULL;
+inline constexpr std::uint64_t plan_domain_chunks = 0x082efa98ec4e6c89ULL;
+
+/// The planner's key for (seed, epoch): distinct epochs of one seed get distinct keys.
+constexpr std::uint64_t plan_key(std::uint64_t seed, std::uint64_t epoch) noexcept {
+  return mix64(mix64(seed ^ 0x452821e638d01377ULL) + epoch * golden_gamma);
+}
+
+/// The key of stream `id` of `domain` under `key` (mix64 is a bijection, so distinct ids of one
+/// domain get distinct keys).
+constexpr std::uint64_t stream_key(std::uint64_t key, std::uint64_t domain,
+                                   std::uint64_t id) noexcept {
+  return mix64(mix64(key ^ domain) + id * golden_gamma);
+}
+
+/// A uniform integer in [0, bound) from draw `d` of stream `k`: Lemire's multiply-shift without
+/// rejection (the bias, at most bound / 2^64, is far below anything observable).
+constexpr std::uint64_t keyed_below(std::uint64_t k, std::uint64_t d, std::uint64_t bound) noexcept {
+  return static_cast<std::uint64_t>((static_cast<u128>(mix64(k + (d + 1) * golden_gamma)) * bound) >>
+                                    64);
+}
+
+/// Fisher–Yates shuffle keyed by `k`: position i (counting down) swaps with keyed_below(k, i,
+/// i + 1). The swap targets do not depend on the data, so they are computed a block ahead and
+/// prefetched; large arrays then cost a few nanoseconds per element instead of a cache miss.
+template <class T>
+void keyed_shuffle(std::span<T> a, std::uint64_t k) noexcept {
+  constexpr std::size_t block = 32;
+  std::size_t targets[block];
+  std::size_t i = a.size();
+  while (i > 1) {
+    const std::size_t m = std::min(block, i - 1);  // positions i-1 .. i-m
+    for (std::size_t t = 0; t < m; ++t) {
+      const std::size_t pos = i - 1 - t;
+      targets[t] = static_cast<std::size_t>(keyed_below(k, pos, pos + 1));
+      __builtin_prefetch(a.data() + targets[t], 1);
+    }
+    for (std::size_t t = 0; t < m; ++t) std::swap(a[i - 1 - t], a[targets[t]]);
+    i -= m;
+  }
+}
+
+/// Runs fn(task) for every task in [0, tasks) on up to `threads` threads (0: one per core),
+/// taking tasks in order from a shared counter. Callers make each task's result independent
+/// of which thread runs it, so the outcome does not depend on the thread count.
+template <class Fn>
+void parallel_tasks(std::size_t tasks, unsigned threads, Fn fn) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t workers = std::min<std::size_t>(threads, tasks);
+  if (workers <= 1) {
+    for (std::size_t t = 0; t < tasks; ++t) fn(t);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) fn(t);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace vbucket::detail

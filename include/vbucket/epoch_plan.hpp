@@ -1,0 +1,815 @@
+#pragma once
+/// The epoch planner: a distributed batch sampler that loses nothing, is a pure function of
+/// (bucket groups, config, seed, epoch, options), and resumes exactly, also with another world
+/// size.
+///
+/// How an epoch is planned (`make_epoch_plan`):
+///  1. Per bucket, its samples are shuffled (Fisher–Yates keyed by (seed, epoch, bucket)).
+///  2. Incomplete batches, per bucket, by `incomplete_policy`:
+///     - `pad` (default): the last batch is filled by cycling through the bucket's own shuffled
+///       samples (pad k repeats sample k mod count), so even a one-sample bucket yields one
+///       full batch. The repeats are counted as pads.
+///     - `drop`: the leftover (count mod batch size, the last ones in shuffled order) is dropped
+///       and counted.
+///     - `downgrade`: the leftover moves to the nearest smaller compatible bucket (same aspect
+///       ratio key, at most as many frames and pixels, fewer of one; "nearest" = the most
+///       latent tokens per sample, then the lowest id), where it is shuffled in and may move on
+///       again; a bucket with no such bucket pads. Moves are counted.
+///     Samples in a disabled bucket (batch size null) are dropped, or moved under downgrade.
+///  3. The batches are put in one global order, the same whatever the world size: a keyed
+///     shuffle of all batches, or with step balance (`balance_group` G > 0) cost-sorted chunks
+///     of G batches in shuffled chunk order (see `plan_options::balance_group`).
+///
+/// How it is dealt (`epoch_plan::deal(world, consumed, drop_last)` → `epoch_schedule`):
+/// the global batches not yet consumed, from position `consumed` on, are dealt round robin:
+/// step k of rank r is global position consumed + k·W + r. When the remaining count is not a
+/// multiple of W, the last step is completed with full repeats of real batches (never short or
+/// empty ones: the remaining batches closest in cost to the mean of that last step's real
+/// batches, earliest first), or with drop_last the incomplete last step is dropped. Both are
+/// counted. So all ranks get the same number of steps.
+///
+/// Resume: the state is (seed, epoch, global batches consumed) (`plan_state`). After k steps
+/// under world W, consumed grows by k·W. Dealing the same plan from that count under any world
+/// size W' yields exactly the batches not yet consumed, in global order, with no replay and no
+/// skip: the first step after a change of world size is formed by global positions consumed …
+/// consumed + W' − 1, i.e. rank r of the new world starts at position consumed + r.
+
+#include <algorithm>    // std::sort, std::stable_sort, std::min, std::max
+#include <cassert>      // assert
+#include <charconv>     // std::from_chars
+#include <cmath>        // std::abs
+#include <compare>      // operator<=>
+#include <concepts>     // std::regular_invocable, std::convertible_to
+#include <cstddef>      // std::size_t, std::ptrdiff_t
+#include <cstdint>      // std::uint32_t, std::uint64_t, std::int64_t
+#include <iterator>     // std::random_access_iterator_tag
+#include <limits>       // std::numeric_limits
+#include <memory>       // std::shared_ptr
+#include <numeric>      // std::iota
+#include <optional>     // std::optional
+#include <ranges>       // std::ranges::view_interface
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <system_error> // std::errc
+#include <type_traits>  // std::invoke_result_t
+#include <utility>      // std::move
+#include <vector>       // std::vector
+
+#include "bucket_config.hpp"
+#include "detail/keyed_shuffle.hpp"
+#include "error.hpp"
+#include "group.hpp"
+#include "numpy_random.hpp"  // u128
+
+namespace vbucket {
+
+/// What happens to a bucket's last, incomplete batch.
+enum class incomplete_policy : std::uint8_t {
+  pad,        ///< fill it by cycling through the bucket's own samples (counted as pads)
+  drop,       ///< drop the leftover samples (counted)
+  downgrade,  ///< move the leftover to the nearest smaller compatible bucket, then pad
+};
+
+/// "pad", "drop" or "downgrade".
+constexpr std::string_view policy_name(incomplete_policy p) noexcept {
+  switch (p) {
+    case incomplete_policy::pad: return "pad";
+    case incomplete_policy::drop: return "drop";
+    case incomplete_policy::downgrade: return "downgrade";
+  }
+  return "?";
+}
+
+/// Parses "pad", "drop" or "downgrade"; nullopt otherwise.
+constexpr std::optional<incomplete_policy> parse_policy(std::string_view s) noexcept {
+  if (s == "pad") return incomplete_policy::pad;
+  if (s == "drop") return incomplete_policy::drop;
+  if (s == "downgrade") return incomplete_policy::downgrade;
+  return std::nullopt;
+}
+
+/// Latent tokens of one sample of shape (T, H, W) for a video VAE that compresses time by 4
+/// (keeping the first frame) and space by 16: (1 + (T − 1) / 4) · (H / 16) · (W / 16), with an
+/// integer division for time and exact (fractional) spatial factors.
+constexpr double latent_tokens(std::int64_t frames, std::int64_t height,
+                               std::int64_t width) noexcept {
+  const std::int64_t t = frames < 1 ? 1 : 1 + (frames - 1) / 4;
+  return static_cast<double>(t) * (static_cast<double>(height) / 16.0) *
+         (static_cast<double>(width) / 16.0);
+}
+
+/// The default cost of one batch: latent tokens of the bucket's target shape × batch size.
+struct latent_tokens_cost {
+  double operator()(const bucket_config& config, bucket_id b,
+                    std::int64_t batch_size) const noexcept {
+    const auto& r = config.ratio_of(b);
+    return latent_tokens(config.frames_of(b).frames, r.height, r.width) *
+           static_cast<double>(batch_size);
+  }
+};
+
+/// A cost of one batch: a pure function of (config, bucket, batch size) to a finite number ≥ 0.
+/// It is called once per bucket when a plan is made.
+///
+///     auto seconds = [](const vbucket::bucket_config& c, vbucket::bucket_id b, std::int64_t bs) {
+///       return 0.01 * static_cast<double>(bs * c.frames_of(b).frames); };
+template <class F>
+concept batch_cost = std::regular_invocable<const F&, const bucket_config&, bucket_id, std::int64_t> &&
+    std::convertible_to<std::invoke_result_t<const F&, const bucket_config&, bucket_id, std::int64_t>,
+                        double>;
+
+/// What a plan depends on besides the groups and the config.
+struct plan_options {
+  std::uint64_t seed = 0;   ///< the run's seed
+  std::uint64_t epoch = 0;  ///< the epoch (shuffles differ per epoch)
+  incomplete_policy policy = incomplete_policy::pad;
+  /// Step balance. 0: the global order is a plain shuffle of all batches. G > 0: batches are
+  /// sorted by cost (ties in shuffled order), cut into chunks of G consecutive batches and
+  /// the chunks put in shuffled order, the remainder (count mod G, the cheapest) last; dealt to
+  /// G ranks, every step is one chunk of batches of near-equal cost. Use the world size; the
+  /// global order then depends on G, not on the world size it is dealt to, so resuming with
+  /// another world size stays exact (pass the same G), only less balanced.
+  std::uint32_t balance_group = 0;
+  /// Threads for the per-bucket shuffles (0: one per core); the plan does not depend on it.
+  unsigned threads = 0;
+};
+
+/// A bucket as planned: where its samples lie, its batches, and what happened to its samples.
+struct plan_bucket {
+  std::uint64_t slot_begin = 0;   ///< first slot of its region in `epoch_plan::slots()`
+  std::uint64_t batches = 0;      ///< its batches in the epoch
+  std::uint64_t batch_size = 0;   ///< per-GPU batch size (0: disabled)
+  std::int64_t frames = 0;        ///< target T
+  std::int64_t height = 0;        ///< target H
+  std::int64_t width = 0;         ///< target W
+  double cost = 0.0;              ///< cost of one of its batches
+  bucket_id downgrade_to = no_bucket;  ///< where leftovers go under `downgrade`
+  std::uint64_t grouped = 0;      ///< samples the rule put in it
+  std::uint64_t moved_in = 0;     ///< leftovers moved in from larger buckets (downgrade)
+  std::uint64_t moved_out = 0;    ///< leftovers moved on to a smaller bucket (downgrade)
+  std::uint64_t samples = 0;      ///< distinct samples in its batches
+  std::uint64_t pads = 0;         ///< repeated slots that fill its last batch
+  std::uint64_t dropped = 0;      ///< samples in no batch (drop policy, disabled bucket)
+
+  [[nodiscard]] constexpr bool image() const noexcept { return frames == 1; }
+};
+
+/// One batch for a trainer: the bucket, its target shape and its sample indices (row numbers
+/// of the metadata table). `indices.size()` is always the bucket's batch size.
+struct batch {
+  bucket_id bucket = no_bucket;
+  std::int64_t frames = 0;  ///< target T
+  std::int64_t height = 0;  ///< target H
+  std::int64_t width = 0;   ///< target W
+  std::span<const std::uint32_t> indices;
+  std::uint64_t step = 0;      ///< step of the schedule it belongs to (0 = the first dealt step)
+  std::uint64_t position = 0;  ///< global position: consumed + step · world + rank
+  bool repeat = false;         ///< a repeat added for rank alignment (its samples are pads)
+};
+
+/// Resume state: what a trainer saves in a checkpoint. `consumed` counts global batches (all
+/// ranks together) of the epoch already trained on. Written as
+/// "vbucket-plan seed=S epoch=E consumed=C".
+struct plan_state {
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t consumed = 0;
+
+  /// The state after `steps` more steps under world size `world`.
+  [[nodiscard]] constexpr plan_state advanced(std::uint64_t steps,
+                                              std::uint32_t world) const noexcept {
+    return {seed, epoch, consumed + steps * world};
+  }
+
+  [[nodiscard]] std::string to_string() const {
+    return "vbucket-plan seed=" + std::to_string(seed) + " epoch=" + std::to_string(epoch) +
+           " consumed=" + std::to_string(consumed);
+  }
+
+  /// Parses `to_string()`'s form (fields in any order, separated by spaces). Throws
+  /// `vbucket::error` naming what is wrong.
+  static plan_state parse(std::string_view text) {
+    auto fail = [&](const std::string& why) -> plan_state {
+      throw error("plan state \"" + std::string(text) + "\": " + why);
+    };
+    constexpr std::string_view tag = "vbucket-plan";
+    std::size_t pos = text.find_first_not_of(' ');
+    if (pos == std::string_view::npos || text.substr(pos, tag.size()) != tag)
+      return fail("expected \"vbucket-plan seed=S epoch=E consumed=C\"");
+    pos += tag.size();
+    plan_state s;
+    bool seen[3] = {false, false, false};
+    while (true) {
+      const std::size_t start = text.find_first_not_of(' ', pos);
+      if (start == std::string_view::npos) break;
+      if (start == pos) return fail("fields must be separated by spaces");
+      const std::size_t end = std::min(text.find(' ', start), text.size());
+      const std::string_view field = text.substr(start, end - start);
+      const std::size_t eq = field.find('=');
+      const std::string_view name = field.substr(0, eq);
+      int which = name == "seed" ? 0 : name == "epoch" ? 1 : name == "consumed" ? 2 : -1;
+      if (eq == std::string_view::npos || which < 0)
+        return fail("unknown field \"" + std::string(field) + "\"");
+      if (seen[which]) return fail("duplicate field \"" + std::string(name) + "\"");
+      seen[which] = true;
+      const std::string_view value = field.substr(eq + 1);
+      std::uint64_t v = 0;
+      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (value.empty() || ec != std::errc{} || p != value.data() + value.size())
+        return fail(std::string(name) + " must be a non-negative integer below 2^64");
+      (which == 0 ? s.seed : which == 1 ? s.epoch : s.consumed) = v;
+      pos = end;
+    }
+    if (!seen[0] || !seen[1] || !seen[2])
+      return fail(std::string("missing field \"") +
+                  (!seen[0] ? "seed" : !seen[1] ? "epoch" : "consumed") + "\"");
+    return s;
+  }
+
+  friend constexpr bool operator==(const plan_state&, const plan_state&) = default;
+};
+
+class epoch_schedule;
+
+namespace detail {
+
+/// A global batch: its bucket in the high 32 bits, its number within the bucket in the low.
+constexpr std::uint64_t batch_ref(std::uint64_t bucket, std::uint64_t local) noexcept {
+  return (bucket << 32) | local;
+}
+constexpr std::uint32_t ref_bucket(std::uint64_t ref) noexcept {
+  return static_cast<std::uint32_t>(ref >> 32);
+}
+constexpr std::uint64_t ref_local(std::uint64_t ref) noexcept { return ref & 0xffffffffULL; }
+
+struct plan_data {
+  plan_options options;
+  std::vector<plan_bucket> buckets;
+  std::vector<std::uint32_t> slots;  // per bucket: shuffled samples, then pads
+  std::vector<std::uint64_t> order;  // the global sequence of batch refs
+  std::uint64_t unassigned = 0;
+  std::uint64_t invalid = 0;
+};
+
+}  // namespace detail
+
+/// An epoch's plan: the global sequence of batches, independent of the world size. A cheap,
+/// shared, immutable handle: copies, schedules and the spans in batches keep its data alive.
+class epoch_plan {
+ public:
+  epoch_plan() : data_(std::make_shared<detail::plan_data>()) {}
+
+  [[nodiscard]] const plan_options& options() const noexcept { return data_->options; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return data_->options.seed; }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return data_->options.epoch; }
+
+  /// Real batches in the global sequence (repeats for rank alignment are not counted).
+  [[nodiscard]] std::uint64_t num_batches() const noexcept { return data_->order.size(); }
+  [[nodiscard]] std::size_t num_buckets() const noexcept { return data_->buckets.size(); }
+  [[nodiscard]] const plan_bucket& bucket(bucket_id b) const noexcept {
+    return data_->buckets[static_cast<std::size_t>(b)];
+  }
+  [[nodiscard]] std::span<const plan_bucket> buckets() const noexcept { return data_->buckets; }
+  /// Samples the rule left without a bucket, and samples with unusable metadata.
+  [[nodiscard]] std::uint64_t unassigned() const noexcept { return data_->unassigned; }
+  [[nodiscard]] std::uint64_t invalid() const noexcept { return data_->invalid; }
+  /// Every bucket's region, one flat array: batch j of bucket b is
+  /// slots[b.slot_begin + j · b.batch_size, + b.batch_size).
+  [[nodiscard]] std::span<const std::uint32_t> slots() const noexcept { return data_->slots; }
+
+  /// The batch at global position p (p < num_batches()).
+  [[nodiscard]] batch global_batch(std::uint64_t p) const noexcept {
+    assert(p < num_batches());
+    batch out = make_batch(data_->order[static_cast<std::size_t>(p)]);
+    out.position = p;
+    return out;
+  }
+  /// The bucket of the batch at global position p.
+  [[nodiscard]] bucket_id bucket_at(std::uint64_t p) const noexcept {
+    return static_cast<bucket_id>(detail::ref_bucket(data_->order[static_cast<std::size_t>(p)]));
+  }
+
+  /// Deals the batches from global position `consumed` on to `world` ranks. Throws
+  /// `vbucket::error` when world is 0.
+  [[nodiscard]] epoch_schedule deal(std::uint32_t world, std::uint64_t consumed = 0,
+                                    bool drop_last = false) const;
+  /// Deals from a saved state; throws `vbucket::error` when its seed or epoch is not this plan's.
+  [[nodiscard]] epoch_schedule deal(std::uint32_t world, const plan_state& state,
+                                    bool drop_last = false) const;
+
+  /// A batch from a batch ref (bucket, number within the bucket).
+  [[nodiscard]] batch make_batch(std::uint64_t ref) const noexcept {
+    const plan_bucket& pb = data_->buckets[detail::ref_bucket(ref)];
+    batch out;
+    out.bucket = static_cast<bucket_id>(detail::ref_bucket(ref));
+    out.frames = pb.frames;
+    out.height = pb.height;
+    out.width = pb.width;
+    out.indices = std::span<const std::uint32_t>(data_->slots).subspan(
+        static_cast<std::size_t>(pb.slot_begin + detail::ref_local(ref) * pb.batch_size),
+        static_cast<std::size_t>(pb.batch_size));
+    return out;
+  }
+  /// The ref of the batch at global position p.
+  [[nodiscard]] std::uint64_t ref_at(std::uint64_t p) const noexcept {
+    return data_->order[static_cast<std::size_t>(p)];
+  }
+
+  /// Wraps planned data (used by `make_epoch_plan`).
+  explicit epoch_plan(std::shared_ptr<const detail::plan_data> d) : data_(std::move(d)) {}
+
+ private:
+  std::shared_ptr<const detail::plan_data> data_;
+};
+
+/// The steps of one rank, as a C++20 random-access view of `batch` values.
+class rank_steps : public std::ranges::view_interface<rank_steps> {
+ public:
+  class iterator {
+   public:
+    using iterator_concept = std::random_access_iterator_tag;
+    using iterator_category = std::input_iterator_tag;  // yields values, not references
+    using value_type = batch;
+    using difference_type = std::ptrdiff_t;
+
+    iterator() = default;
+    iterator(const epoch_schedule* s, std::uint32_t rank, std::uint64_t step) noexcept
+        : schedule_(s), rank_(rank), step_(step) {}
+
+    batch operator*() const noexcept;
+    batch operator[](difference_type n) const noexcept { return *(*this + n); }
+
+    iterator& operator++() noexcept { ++step_; return *this; }
+    iterator operator++(int) noexcept { auto t = *this; ++step_; return t; }
+    iterator& operator--() noexcept { --step_; return *this; }
+    iterator operator--(int) noexcept { auto t = *this; --step_; return t; }
+    iterator& operator+=(difference_type n) noexcept {
+      step_ = static_cast<std::uint64_t>(static_cast<difference_type>(step_) + n);
+      return *this;
+    }
+    iterator& operator-=(difference_type n) noexcept { return *this += -n; }
+    friend iterator operator+(iterator i, difference_type n) noexcept { return i += n; }
+    friend iterator operator+(difference_type n, iterator i) noexcept { return i += n; }
+    friend iterator operator-(iterator i, difference_type n) noexcept { return i -= n; }
+    friend difference_type operator-(const iterator& a, const iterator& b) noexcept {
+      return static_cast<difference_type>(a.step_) - static_cast<difference_type>(b.step_);
+    }
+    friend bool operator==(const iterator& a, const iterator& b) noexcept {
+      return a.step_ == b.step_;
+    }
+    friend auto operator<=>(const iterator& a, const iterator& b) noexcept {
+      return a.step_ <=> b.step_;
+    }
+
+   private:
+    const epoch_schedule* schedule_ = nullptr;
+    std::uint32_t rank_ = 0;
+    std::uint64_t step_ = 0;
+  };
+
+  rank_steps() = default;
+  rank_steps(const epoch_schedule* s, std::uint32_t rank, std::uint64_t first,
+             std::uint64_t last) noexcept
+      : schedule_(s), rank_(rank), first_(first), last_(last) {}
+
+  [[nodiscard]] iterator begin() const noexcept { return {schedule_, rank_, first_}; }
+  [[nodiscard]] iterator end() const noexcept { return {schedule_, rank_, last_}; }
+  [[nodiscard]] std::size_t size() const noexcept { return static_cast<std::size_t>(last_ - first_); }
+
+ private:
+  const epoch_schedule* schedule_ = nullptr;
+  std::uint32_t rank_ = 0;
+  std::uint64_t first_ = 0;
+  std::uint64_t last_ = 0;
+};
+
+/// An epoch plan dealt to a world size from a resume point. Every rank builds the same
+/// schedule alone. The plan's data is shared; the schedule must outlive its `rank_steps` views.
+class epoch_schedule {
+ public:
+  epoch_schedule(epoch_plan plan, std::uint32_t world, std::uint64_t consumed, bool drop_last)
+      : plan_(std::move(plan)), world_(world), drop_last_(drop_last) {
+    if (world == 0) throw error("world size must be at least 1");
+    const std::uint64_t n = plan_.num_batches();
+    consumed_ = consumed;
+    begin_ = std::min(consumed, n);
+    const std::uint64_t rem = n - begin_;
+    const std::uint64_t partial = rem % world;
+    if (drop_last_) {
+      steps_ = rem / world;
+      dropped_ = partial;
+    } else {
+      steps_ = rem / world + (partial != 0 ? 1 : 0);
+      if (partial != 0) choose_repeats(n, world - partial);
+    }
+  }
+
+  [[nodiscard]] const epoch_plan& plan() const noexcept { return plan_; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept { return world_; }
+  [[nodiscard]] bool drop_last() const noexcept { return drop_last_; }
+  /// Global batches consumed before the first step of this schedule.
+  [[nodiscard]] std::uint64_t consumed() const noexcept { return consumed_; }
+  /// Steps every rank runs.
+  [[nodiscard]] std::uint64_t steps() const noexcept { return steps_; }
+  /// Repeats added to complete the last step (0 with drop_last).
+  [[nodiscard]] std::uint64_t repeat_batches() const noexcept { return repeats_.size(); }
+  /// Slots of those repeats (their samples are pads).
+  [[nodiscard]] std::uint64_t repeat_samples() const noexcept {
+    std::uint64_t s = 0;
+    for (auto ref : repeats_) s += plan_.bucket(static_cast<bucket_id>(detail::ref_bucket(ref))).batch_size;
+    return s;
+  }
+  /// Real batches left out of the incomplete last step with drop_last.
+  [[nodiscard]] std::uint64_t dropped_batches() const noexcept { return dropped_; }
+  [[nodiscard]] std::uint64_t dropped_samples() const noexcept {
+    std::uint64_t s = 0;
+    for (std::uint64_t p = plan_.num_batches() - dropped_; p < plan_.num_batches(); ++p)
+      s += plan_.bucket(plan_.bucket_at(p)).batch_size;
+    return s;
+  }
+  /// The refs repeated at the tail, in the order they are dealt.
+  [[nodiscard]] std::span<const std::uint64_t> repeats() const noexcept { return repeats_; }
+
+  /// The batch of `rank` at `step` (step < steps(), rank < world_size()).
+  [[nodiscard]] batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
+    assert(step < steps_ && rank < world_);
+    const std::uint64_t p = begin_ + step * world_ + rank;
+    const std::uint64_t n = plan_.num_batches();
+    batch out = p < n ? plan_.make_batch(plan_.ref_at(p))
+                      : plan_.make_batch(repeats_[static_cast<std::size_t>(p - n)]);
+    out.step = step;
+    out.position = consumed_ + step * world_ + rank;
+    out.repeat = p >= n;
+    return out;
+  }
+
+  /// The steps of `rank` from `first_step` on, as a random-access range.
+  [[nodiscard]] rank_steps rank(std::uint32_t r, std::uint64_t first_step = 0) const noexcept {
+    assert(r < world_);
+    return {this, r, std::min(first_step, steps_), steps_};
+  }
+
+  /// The resume state after `steps_done` steps of this schedule.
+  [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
+    return {plan_.seed(), plan_.epoch(), consumed_ + steps_done * world_};
+  }
+
+ private:
+  /// Picks `count` repeats: among the remaining real batches before the last step, those whose
+  /// cost is closest to the mean cost of the last step's real batches, earliest position first
+  /// among equal distances; when there are fewer than `count` such batches, all remaining
+  /// batches in order, cyclically.
+  void choose_repeats(std::uint64_t n, std::uint64_t count) {
+    const std::uint64_t rem = n - begin_;
+    const std::uint64_t last_real = rem % world_;
+    repeats_.reserve(static_cast<std::size_t>(count));
+    if (rem - last_real < count) {
+      for (std::uint64_t e = 0; e < count; ++e) repeats_.push_back(plan_.ref_at(begin_ + e % rem));
+      return;
+    }
+    n -= last_real;  // candidates: [begin_, n)
+    double target = 0.0;
+    for (std::uint64_t p = n; p < n + last_real; ++p) target += plan_.bucket(plan_.bucket_at(p)).cost;
+    target /= static_cast<double>(last_real);
+    const std::size_t nb = plan_.num_buckets();
+    std::vector<double> dist(nb);
+    std::vector<std::uint64_t> remaining(nb, 0);
+    for (std::size_t b = 0; b < nb; ++b)
+      dist[b] = std::abs(plan_.bucket(static_cast<bucket_id>(b)).cost - target);
+    for (std::uint64_t p = begin_; p < n; ++p) ++remaining[detail::ref_bucket(plan_.ref_at(p))];
+    // The largest distance d* such that the batches strictly closer than d* are fewer than
+    // `count`: all of those are taken, then the earliest at exactly d*.
+    std::vector<std::size_t> by_dist(nb);
+    std::iota(by_dist.begin(), by_dist.end(), std::size_t{0});
+    std::sort(by_dist.begin(), by_dist.end(),
+              [&](std::size_t a, std::size_t b) { return dist[a] < dist[b] || (dist[a] == dist[b] && a < b); });
+    std::uint64_t closer = 0;
+    double threshold = 0.0;
+    for (std::size_t i = 0; i < nb;) {
+      std::size_t j = i;
+      std::uint64_t tied = 0;
+      while (j < nb && dist[by_dist[j]] == dist[by_dist[i]]) tied += remaining[by_dist[j++]];
+      if (closer + tied >= count) {
+        threshold = dist[by_dist[i]];
+        break;
+      }
+      closer += tied;
+      i = j;
+    }
+    std::uint64_t at_threshold = count - closer;
+    for (std::uint64_t p = begin_; p < n && repeats_.size() < count; ++p) {
+      const std::uint64_t ref = plan_.ref_at(p);
+      const double d = dist[detail::ref_bucket(ref)];
+      if (d < threshold) {
+        repeats_.push_back(ref);
+      } else if (d == threshold && at_threshold > 0) {
+        repeats_.push_back(ref);
+        --at_threshold;
+      }
+    }
+  }
+
+  epoch_plan plan_;
+  std::uint32_t world_ = 1;
+  bool drop_last_ = false;
+  std::uint64_t consumed_ = 0;
+  std::uint64_t begin_ = 0;   // min(consumed, num_batches)
+  std::uint64_t steps_ = 0;
+  std::uint64_t dropped_ = 0;
+  std::vector<std::uint64_t> repeats_;
+};
+
+inline batch rank_steps::iterator::operator*() const noexcept { return schedule_->at(step_, rank_); }
+
+inline epoch_schedule epoch_plan::deal(std::uint32_t world, std::uint64_t consumed,
+                                       bool drop_last) const {
+  return epoch_schedule(*this, world, consumed, drop_last);
+}
+
+inline epoch_schedule epoch_plan::deal(std::uint32_t world, const plan_state& state,
+                                       bool drop_last) const {
+  if (state.seed != seed() || state.epoch != epoch())
+    throw error("plan state " + state.to_string() + " is not for this plan (seed " +
+                std::to_string(seed()) + ", epoch " + std::to_string(epoch()) + ")");
+  return deal(world, state.consumed, drop_last);
+}
+
+static_assert(std::ranges::random_access_range<rank_steps>);
+static_assert(std::ranges::sized_range<rank_steps>);
+static_assert(std::ranges::view<rank_steps>);
+
+namespace detail {
+
+/// Under `downgrade`, bucket b's leftovers go to the enabled bucket with the same aspect ratio
+/// key, at most as many frames and pixels and fewer of one, with the most latent tokens per
+/// sample (then the lowest id); no_bucket when there is none.
+inline void choose_downgrades(const bucket_config& config, std::vector<plan_bucket>& buckets) {
+  const std::size_t nb = buckets.size();
+  // Intern ratio keys so that candidates are found per key.
+  std::vector<std::pair<std::string_view, std::uint32_t>> keys(nb);
+  for (std::size_t b = 0; b < nb; ++b)
+    keys[b] = {config.ratio_of(static_cast<bucket_id>(b)).key, static_cast<std::uint32_t>(b)};
+  std::sort(keys.begin(), keys.end());
+  for (std::size_t i = 0; i < nb;) {
+    std::size_t j = i;
+    while (j < nb && keys[j].first == keys[i].first) ++j;
+    for (std::size_t s = i; s < j; ++s) {
+      plan_bucket& src = buckets[keys[s].second];
+      const std::int64_t src_px = src.height * src.width;
+      double best_tokens = -1.0;
+      for (std::size_t c = i; c < j; ++c) {
+        const plan_bucket& cand = buckets[keys[c].second];
+        if (c == s || cand.batch_size == 0) continue;
+        const std::int64_t px = cand.height * cand.width;
+        if (cand.frames > src.frames || px > src_px) continue;
+        if (cand.frames == src.frames && px == src_px) continue;
+        const double tokens = latent_tokens(cand.frames, cand.height, cand.width);
+        const auto id = static_cast<bucket_id>(keys[c].second);
+        if (tokens > best_tokens || (tokens == best_tokens && id < src.downgrade_to)) {
+          best_tokens = tokens;
+          src.downgrade_to = id;
+        }
+      }
+    }
+    i = j;
+  }
+}
+
+}  // namespace detail
+
+/// Plans an epoch from grouped samples. Throws `vbucket::error` when the groups do not match
+/// the config or the cost is not a finite number ≥ 0.
+template <batch_cost Cost = latent_tokens_cost>
+epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& config,
+                           const plan_options& options = {}, const Cost& cost = {}) {
+  const std::size_t nb = config.num_buckets();
+  if (groups.num_buckets() != nb)
+    throw error("epoch plan: the groups have " + std::to_string(groups.num_buckets()) +
+                " buckets but the config has " + std::to_string(nb));
+  auto data = std::make_shared<detail::plan_data>();
+  data->options = options;
+  data->unassigned = groups.unassigned;
+  data->invalid = groups.invalid;
+  auto& buckets = data->buckets;
+  buckets.resize(nb);
+  for (std::size_t b = 0; b < nb; ++b) {
+    const auto id = static_cast<bucket_id>(b);
+    plan_bucket& pb = buckets[b];
+    pb.batch_size = static_cast<std::uint64_t>(config.batch_size(id));
+    pb.frames = config.frames_of(id).frames;
+    pb.height = config.ratio_of(id).height;
+    pb.width = config.ratio_of(id).width;
+    pb.grouped = groups.count(id);
+    if (pb.batch_size > 0) {
+      pb.cost = static_cast<double>(cost(config, id, static_cast<std::int64_t>(pb.batch_size)));
+      if (!(pb.cost >= 0.0) || !(pb.cost < std::numeric_limits<double>::infinity()))
+        throw error("epoch plan: the cost of bucket " + std::to_string(b) +
+                    " is not a finite number >= 0");
+    }
+  }
+  const bool downgrade = options.policy == incomplete_policy::downgrade;
+  if (downgrade) detail::choose_downgrades(config, buckets);
+
+  // Sources before targets: a target has strictly fewer frames·pixels than its source.
+  std::vector<std::uint32_t> topo(nb);
+  std::iota(topo.begin(), topo.end(), std::uint32_t{0});
+  if (downgrade) {
+    auto volume = [&](std::uint32_t b) {
+      return static_cast<u128>(buckets[b].frames) *
+             static_cast<u128>(buckets[b].height * buckets[b].width);
+    };
+    std::stable_sort(topo.begin(), topo.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return volume(a) > volume(b); });
+  }
+
+  // Counts, moves, pads and drops depend on counts only; regions get their final sizes.
+  std::vector<std::uint64_t> capacity(nb, 0);
+  for (std::uint32_t b : topo) {
+    plan_bucket& pb = buckets[b];
+    const std::uint64_t count = pb.grouped + pb.moved_in;
+    const std::uint64_t rem = pb.batch_size == 0 ? count : count % pb.batch_size;
+    capacity[b] = count;
+    if (downgrade && rem != 0 && pb.downgrade_to != no_bucket) {
+      pb.moved_out = rem;
+      buckets[static_cast<std::size_t>(pb.downgrade_to)].moved_in += rem;
+      pb.samples = count - rem;
+    } else if (pb.batch_size == 0) {
+      pb.dropped = count;
+      capacity[b] = 0;
+    } else if (options.policy == incomplete_policy::drop) {
+      pb.dropped = rem;
+      pb.samples = count - rem;
+    } else {
+      pb.samples = count;
+      pb.pads = rem == 0 ? 0 : pb.batch_size - rem;
+      capacity[b] += pb.pads;
+    }
+    pb.batches = pb.batch_size == 0 ? 0 : (pb.samples + pb.pads) / pb.batch_size;
+    if (pb.batches > 0xffffffffULL) throw error("epoch plan: more than 2^32 batches in a bucket");
+  }
+  std::uint64_t total_slots = 0, total_batches = 0;
+  for (std::size_t b = 0; b < nb; ++b) {
+    buckets[b].slot_begin = total_slots;
+    total_slots += capacity[b];
+    total_batches += buckets[b].batches;
+  }
+  if (total_slots > std::numeric_limits<std::size_t>::max() / sizeof(std::uint32_t))
+    throw error("epoch plan: too many slots");
+  data->slots.resize(static_cast<std::size_t>(total_slots));
+  std::uint32_t* slots = data->slots.data();
+  const std::uint64_t key = detail::plan_key(options.seed, options.epoch);
+
+  // Own samples: copied and shuffled per bucket, largest first, in parallel.
+  std::vector<std::uint32_t> work;
+  for (std::uint32_t b = 0; b < nb; ++b)
+    if (capacity[b] > 0 && buckets[b].grouped > 0) work.push_back(b);
+  std::stable_sort(work.begin(), work.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return buckets[a].grouped > buckets[b].grouped;
+  });
+  detail::parallel_tasks(work.size(), options.threads, [&](std::size_t t) {
+    const std::uint32_t b = work[t];
+    const auto src = groups.bucket(static_cast<bucket_id>(b));
+    std::uint32_t* region = slots + buckets[b].slot_begin;
+    std::copy(src.begin(), src.end(), region);
+    detail::keyed_shuffle(std::span<std::uint32_t>(region, src.size()),
+                          detail::stream_key(key, detail::plan_domain_bucket, b));
+  });
+
+  // Downgrade: in source-to-target order, shuffle arrivals in (inside-out Fisher–Yates, which
+  // keeps the order uniform) and pass the last leftovers on.
+  if (downgrade) {
+    std::vector<std::uint64_t> cursor(nb);
+    for (std::size_t b = 0; b < nb; ++b) cursor[b] = buckets[b].grouped;
+    for (std::uint32_t b : topo) {
+      const plan_bucket& pb = buckets[b];
+      std::uint32_t* region = slots + pb.slot_begin;
+      const std::uint64_t count = pb.grouped + pb.moved_in;
+      const std::uint64_t k = detail::stream_key(key, detail::plan_domain_insert, b);
+      for (std::uint64_t m = pb.grouped; m < count; ++m)
+        std::swap(region[m], region[detail::keyed_below(k, m, m + 1)]);
+      if (pb.moved_out == 0) continue;
+      const auto to = static_cast<std::size_t>(pb.downgrade_to);
+      std::copy(region + (count - pb.moved_out), region + count,
+                slots + buckets[to].slot_begin + cursor[to]);
+      cursor[to] += pb.moved_out;
+    }
+  }
+
+  // Pads: cycle through the bucket's own shuffled samples.
+  for (std::size_t b = 0; b < nb; ++b) {
+    const plan_bucket& pb = buckets[b];
+    std::uint32_t* region = slots + pb.slot_begin;
+    for (std::uint64_t k = 0; k < pb.pads; ++k) region[pb.samples + k] = region[k % pb.samples];
+  }
+
+  // The global order.
+  auto& order = data->order;
+  order.resize(static_cast<std::size_t>(total_batches));
+  {
+    std::size_t i = 0;
+    for (std::size_t b = 0; b < nb; ++b)
+      for (std::uint64_t j = 0; j < buckets[b].batches; ++j) order[i++] = detail::batch_ref(b, j);
+  }
+  detail::keyed_shuffle(std::span<std::uint64_t>(order),
+                        detail::stream_key(key, detail::plan_domain_order, 0));
+  const std::uint64_t group = options.balance_group;
+  if (group > 0 && total_batches > 0) {
+    // Stable counting sort by cost, most expensive first, then chunks of G in shuffled order;
+    // the remainder (count mod G, the cheapest) stays last.
+    std::vector<std::uint32_t> by_cost(nb);
+    std::iota(by_cost.begin(), by_cost.end(), std::uint32_t{0});
+    std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return buckets[a].cost > buckets[b].cost;
+    });
+    std::vector<std::uint64_t> start(nb + 1, 0);  // output start per bucket, in cost order
+    {
+      std::uint64_t s = 0;
+      for (std::uint32_t b : by_cost) {
+        start[b] = s;
+        s += buckets[b].batches;
+      }
+    }
+    std::vector<std::uint64_t> sorted(order.size());
+    for (std::uint64_t ref : order) sorted[static_cast<std::size_t>(start[detail::ref_bucket(ref)]++)] = ref;
+    const std::uint64_t chunks = total_batches / group;
+    std::vector<std::uint64_t> chunk_order(static_cast<std::size_t>(chunks));
+    std::iota(chunk_order.begin(), chunk_order.end(), std::uint64_t{0});
+    detail::keyed_shuffle(std::span<std::uint64_t>(chunk_order),
+                          detail::stream_key(key, detail::plan_domain_chunks, 0));
+    for (std::uint64_t c = 0; c < chunks; ++c)
+      std::copy_n(sorted.begin() + static_cast<std::ptrdiff_t>(chunk_order[c] * group),
+                  static_cast<std::ptrdiff_t>(group), order.begin() + static_cast<std::ptrdiff_t>(c * group));
+    std::copy(sorted.begin() + static_cast<std::ptrdiff_t>(chunks * group), sorted.end(),
+              order.begin() + static_cast<std::ptrdiff_t>(chunks * group));
+  }
+  return epoch_plan(std::move(data));
+}
+
+/// Groups `ids` (as from `assign_all`) and plans the epoch.
+template <batch_cost Cost = latent_tokens_cost>
+epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& config,
+                           const plan_options& options = {}, const Cost& cost = {}) {
+  return make_epoch_plan(group_by_bucket(ids, config.num_buckets()), config, options, cost);
+}
+
+// ------------------------------------------------------------------------------------------
+// Open-Sora's "idx-T-H-W" sample strings.
+// ------------------------------------------------------------------------------------------
+
+/// One decoded Open-Sora sample string.
+struct indexed_sample {
+  std::uint64_t index = 0;
+  std::int64_t frames = 0;
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  friend constexpr bool operator==(const indexed_sample&, const indexed_sample&) = default;
+};
+
+/// "idx-T-H-W", as Open-Sora's batch samplers yield for its dataset's __getitem__.
+inline std::string encode_opensora_index(const indexed_sample& s) {
+  return std::to_string(s.index) + "-" + std::to_string(s.frames) + "-" +
+         std::to_string(s.height) + "-" + std::to_string(s.width);
+}
+
+/// Every sample of a batch as "idx-T-H-W".
+inline std::vector<std::string> encode_opensora_batch(const batch& b) {
+  std::vector<std::string> out;
+  out.reserve(b.indices.size());
+  for (std::uint32_t i : b.indices)
+    out.push_back(encode_opensora_index({i, b.frames, b.height, b.width}));
+  return out;
+}
+
+/// Parses "idx-T-H-W" (four non-negative decimal integers); nullopt when malformed.
+constexpr std::optional<indexed_sample> try_decode_opensora_index(std::string_view s) noexcept {
+  std::uint64_t v[4] = {0, 0, 0, 0};
+  std::size_t pos = 0;
+  for (int f = 0; f < 4; ++f) {
+    if (f > 0) {
+      if (pos >= s.size() || s[pos] != '-') return std::nullopt;
+      ++pos;
+    }
+    const std::size_t start = pos;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+      const auto digit = static_cast<std::uint64_t>(s[pos] - '0');
+      const std::uint64_t limit = f == 0 ? std::numeric_limits<std::uint64_t>::max()
+                                         : static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+      if (v[f] > (limit - digit) / 10) return std::nullopt;
+      v[f] = v[f] * 10 + digit;
+      ++pos;
+    }
+    if (pos == start) return std::nullopt;
+  }
+  if (pos != s.size()) return std::nullopt;
+  return indexed_sample{v[0], static_cast<std::int64_t>(v[1]), static_cast<std::int64_t>(v[2]),
+                        static_cast<std::int64_t>(v[3])};
+}
+
+/// As `try_decode_opensora_index`; throws `vbucket::error` quoting the string when malformed.
+inline indexed_sample decode_opensora_index(std::string_view s) {
+  if (auto r = try_decode_opensora_index(s)) return *r;
+  throw error("\"" + std::string(s) + "\" is not an Open-Sora sample string \"idx-T-H-W\"");
+}
+
+}  // namespace vbucket
