@@ -1,0 +1,259 @@
+#include "vbucket/csv.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+namespace {
+
+/// The message `parse_meta_csv(text, "meta.csv")` throws, or "" when it does not throw.
+std::string csv_error(std::string_view text) {
+  try {
+    (void)vbucket::parse_meta_csv(text, "meta.csv");
+  } catch (const vbucket::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+/// Checks that `text` is rejected with a one-line message naming the file and every `parts`.
+void check_error(std::string_view text, std::initializer_list<std::string_view> parts) {
+  const std::string message = csv_error(text);
+  INFO("message: " << message);
+  REQUIRE_FALSE(message.empty());
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK(message.rfind("meta.csv: ", 0) == 0);
+  for (const auto part : parts) CHECK(contains(message, part));
+}
+
+constexpr std::string_view header = "path,num_frames,height,width,fps\n";
+
+std::string with_header(std::string_view rows) { return std::string(header) + std::string(rows); }
+
+}  // namespace
+
+TEST_CASE("csv: a plain table, row order is sample order") {
+  const auto t = vbucket::parse_meta_csv(
+      with_header("a.mp4,300,1080,1920,30\nb.jpg,1,720,1280,\nc.mp4,51,480,854,23.976\n"),
+      "meta.csv");
+  REQUIRE(t.size() == 3);
+  CHECK(t.num_frames[0] == 300);
+  CHECK(t.height[0] == 1080);
+  CHECK(t.width[0] == 1920);
+  CHECK(t.fps[0] == 30.0);
+  CHECK(t.num_frames[1] == 1);
+  CHECK(std::isnan(t.fps[1]));
+  CHECK(t.fps[2] == 23.976);
+  CHECK(t.width[2] == 854);
+}
+
+TEST_CASE("csv: columns in any order, extra columns ignored") {
+  const auto t = vbucket::parse_meta_csv(
+      "fps,extra,width,path,height,num_frames,text\n24,x,640,a.mp4,360,100,\"hello, world\"\n",
+      "meta.csv");
+  REQUIRE(t.size() == 1);
+  CHECK(t.num_frames[0] == 100);
+  CHECK(t.height[0] == 360);
+  CHECK(t.width[0] == 640);
+  CHECK(t.fps[0] == 24.0);
+}
+
+TEST_CASE("csv: RFC 4180 quoting: commas, doubled quotes and line breaks in fields") {
+  const auto m =
+      vbucket::parse_meta_csv_with_lines(with_header("\"a, b.mp4\",10,100,200,24\n"
+                                                     "\"say \"\"hi\"\".mp4\",11,101,201,25\n"
+                                                     "\"two\nlines\r\nand three.mp4\",12,102,202,\n"
+                                                     "\"12\",\"13\",\"103\",\"203\",\"30\"\n"),
+                                         "meta.csv");
+  REQUIRE(m.table.size() == 4);
+  CHECK(m.table.num_frames[0] == 10);
+  CHECK(m.table.num_frames[1] == 11);
+  CHECK(m.table.num_frames[2] == 12);
+  CHECK(std::isnan(m.table.fps[2]));
+  // Quoted numbers are numbers.
+  CHECK(m.table.num_frames[3] == 13);
+  CHECK(m.table.fps[3] == 30.0);
+  // Row i starts on line lines[i]; the third path spans three lines.
+  CHECK(m.lines == std::vector<std::uint64_t>{2, 3, 4, 7});
+}
+
+TEST_CASE("csv: CRLF, a UTF-8 BOM, no final newline, trailing blank lines") {
+  SUBCASE("CRLF and BOM") {
+    const auto t = vbucket::parse_meta_csv(
+        "\xEF\xBB\xBFnum_frames,height,width,fps\r\n5,6,7,8\r\n9,10,11,\r\n", "meta.csv");
+    REQUIRE(t.size() == 2);
+    CHECK(t.num_frames[0] == 5);
+    CHECK(t.fps[0] == 8.0);
+    CHECK(std::isnan(t.fps[1]));
+  }
+  SUBCASE("no final newline") {
+    const auto t = vbucket::parse_meta_csv("num_frames,height,width,fps\n5,6,7,8", "meta.csv");
+    REQUIRE(t.size() == 1);
+    CHECK(t.fps[0] == 8.0);
+  }
+  SUBCASE("no final newline, empty last field") {
+    const auto t = vbucket::parse_meta_csv("num_frames,height,width,fps\n5,6,7,", "meta.csv");
+    REQUIRE(t.size() == 1);
+    CHECK(std::isnan(t.fps[0]));
+  }
+  SUBCASE("trailing blank lines") {
+    const auto t =
+        vbucket::parse_meta_csv("num_frames,height,width,fps\n5,6,7,8\n\n\r\n\n", "meta.csv");
+    CHECK(t.size() == 1);
+  }
+  SUBCASE("blank lines between rows are skipped, as pandas does, lines still count") {
+    const auto m = vbucket::parse_meta_csv_with_lines(
+        "num_frames,height,width,fps\n5,6,7,8\n\n9,10,11,12\n", "meta.csv");
+    REQUIRE(m.table.size() == 2);
+    CHECK(m.table.num_frames[1] == 9);
+    CHECK(m.lines == std::vector<std::uint64_t>{2, 4});
+    check_error("num_frames,height,width,fps\n5,6,7,8\n\n9,0,11,12\n", {"row 2 (line 4)"});
+  }
+}
+
+TEST_CASE("csv: a header-only file is an empty table") {
+  CHECK(vbucket::parse_meta_csv("num_frames,height,width,fps\n", "meta.csv").empty());
+  CHECK(vbucket::parse_meta_csv("num_frames,height,width,fps", "meta.csv").empty());
+  CHECK(vbucket::parse_meta_csv(header, "meta.csv").empty());
+}
+
+TEST_CASE("csv: NaN fps in any spelling, sizes with surrounding blanks") {
+  const auto t = vbucket::parse_meta_csv(
+      with_header("a,1,2,3,nan\nb,1,2,3,NaN\nc,1,2,3,NAN\nd,1,2,3,\ne,1,2,3,  \nf, 4 ,5,6, 7.5\n"),
+      "meta.csv");
+  REQUIRE(t.size() == 6);
+  for (std::size_t i = 0; i < 5; ++i) CHECK(std::isnan(t.fps[i]));
+  CHECK(t.num_frames[5] == 4);
+  CHECK(t.fps[5] == 7.5);
+}
+
+TEST_CASE("csv: size limits") {
+  const auto t =
+      vbucket::parse_meta_csv(with_header("a,2147483648,16777216,16777216,1e-3\n"), "meta.csv");
+  CHECK(t.num_frames[0] == vbucket::max_meta_frames);
+  CHECK(t.height[0] == vbucket::detail::max_side);
+  CHECK(t.fps[0] == 0.001);
+  check_error(with_header("a,2147483649,1,1,24\n"), {"column \"num_frames\"", "2147483648"});
+  check_error(with_header("a,1,16777217,1,24\n"), {"column \"height\"", "16777216"});
+  check_error(with_header("a,1,1,16777217,24\n"), {"column \"width\""});
+}
+
+TEST_CASE("csv errors: empty file") {
+  check_error("", {"empty file"});
+  check_error("\xEF\xBB\xBF", {"empty file"});
+  check_error("\n\n", {"empty file"});
+}
+
+TEST_CASE("csv errors: missing required column") {
+  check_error("path,num_frames,height,width\na,1,2,3\n", {"header (line 1)", "missing", "\"fps\""});
+  check_error("path,frames,h,w,fps\n", {"\"num_frames\"", "\"height\"", "\"width\""});
+  check_error("num_frames;height;width;fps\n", {"missing"});
+}
+
+TEST_CASE("csv errors: duplicate column") {
+  check_error("num_frames,height,width,fps,width\n", {"header (line 1)", "duplicate", "\"width\""});
+  // Duplicates of ignored columns are not ambiguous.
+  CHECK(vbucket::parse_meta_csv("path,path,num_frames,height,width,fps\na,b,1,2,3,4\n", "meta.csv")
+            .size() == 1);
+}
+
+TEST_CASE("csv errors: wrong field count") {
+  check_error(with_header("a,1,2,3,4\nb,1,2,3\n"), {"row 2 (line 3)", "4 fields", "5 columns"});
+  check_error(with_header("a,1,2,3,4,5\n"), {"row 1 (line 2)", "6 fields"});
+  check_error(with_header("a,1,2,3,4\n \n"), {"row 2 (line 3)", "1 field,"});
+}
+
+TEST_CASE("csv errors: unterminated quote, junk after a closing quote") {
+  check_error(with_header("a,1,2,3,4\n\"b,1,2,3,4\n"),
+              {"row 2 (line 3)", "column \"path\"", "unterminated"});
+  check_error("num_frames,height,width,\"fps\n", {"header (line 1)", "unterminated"});
+  check_error(with_header("\"a\"x,1,2,3,4\n"), {"row 1 (line 2)", "column \"path\"", "\"x\""});
+  // A bare quote inside an unquoted field is taken literally (pandas does the same).
+  CHECK(vbucket::parse_meta_csv(with_header("a\"b,1,2,3,4\n"), "meta.csv").size() == 1);
+}
+
+TEST_CASE("csv errors: non-numeric sizes") {
+  check_error(with_header("a,abc,2,3,4\n"), {"row 1 (line 2)", "column \"num_frames\"", "\"abc\""});
+  check_error(with_header("a,12.0,2,3,4\n"),
+              {"column \"num_frames\"", "\"12.0\"", "not an integer"});
+  check_error(with_header("a,1,2e3,3,4\n"), {"column \"height\"", "not an integer"});
+  check_error(with_header("a,1,+2,3,4\n"), {"column \"height\""});
+  check_error(with_header("a,1,,3,4\n"), {"column \"height\"", "empty"});
+  check_error(with_header("a,1,2,\"3\"\"\",4\n"), {"column \"width\"", "not an integer"});
+}
+
+TEST_CASE("csv errors: NaN, inf, negative, zero and huge sizes") {
+  check_error(with_header("a,1,nan,3,4\n"), {"column \"height\"", "\"nan\""});
+  check_error(with_header("a,1,2,inf,4\n"), {"column \"width\"", "\"inf\""});
+  check_error(with_header("a,-1,2,3,4\n"), {"row 1 (line 2)", "column \"num_frames\"", "-1"});
+  check_error(with_header("a,1,0,3,4\n"), {"column \"height\"", "got 0"});
+  check_error(with_header("a,1,2,99999999999999999999999,4\n"),
+              {"column \"width\"", "99999999999999999999999"});
+  check_error(with_header("a,1,2,-99999999999999999999999,4\n"), {"column \"width\""});
+}
+
+TEST_CASE("csv errors: bad fps") {
+  check_error(with_header("a,1,2,3,-24\n"), {"row 1 (line 2)", "column \"fps\"", "-24"});
+  check_error(with_header("a,1,2,3,0\n"), {"column \"fps\""});
+  check_error(with_header("a,1,2,3,inf\n"), {"column \"fps\"", "inf"});
+  check_error(with_header("a,1,2,3,-Infinity\n"), {"column \"fps\""});
+  check_error(with_header("a,1,2,3,1e999\n"), {"column \"fps\""});
+  check_error(with_header("a,1,2,3,24fps\n"), {"column \"fps\"", "\"24fps\"", "not a number"});
+  check_error(with_header("a,1,2,3,null\n"), {"column \"fps\""});
+}
+
+TEST_CASE("csv errors: messages stay on one line and name the row of a multi-line record") {
+  const std::string message =
+      csv_error(with_header("\"a\nb\nc\",1,2,3,4\n\"d\ne\",1,2,\"x\ny\",4\n"));
+  INFO(message);
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK(contains(message, "row 2 (line 5)"));
+  CHECK(contains(message, "\"x\\ny\""));  // the value's line break shown as an escape
+}
+
+TEST_CASE("csv: load_meta_csv reads a file and names it in errors") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path();
+  const std::string good = (dir / "vbucket_csv_test_good.csv").string();
+  const std::string bad = (dir / "vbucket_csv_test_bad.csv").string();
+  {
+    std::ofstream(good, std::ios::binary) << "num_frames,height,width,fps\r\n3,4,5,6\r\n";
+    std::ofstream(bad, std::ios::binary) << "num_frames,height,width,fps\n3,4,5,6\n3,0,5,6\n";
+  }
+  const auto t = vbucket::load_meta_csv(good);
+  REQUIRE(t.size() == 1);
+  CHECK(t.width[0] == 5);
+  const auto m = vbucket::load_meta_csv_with_lines(good);
+  CHECK(m.lines == std::vector<std::uint64_t>{2});
+
+  try {
+    (void)vbucket::load_meta_csv(bad);
+    FAIL("no error");
+  } catch (const vbucket::error& e) {
+    CHECK(contains(e.what(), bad + ": row 2 (line 3), column \"height\""));
+  }
+  const std::string missing = (dir / "vbucket_csv_test_missing.csv").string();
+  try {
+    (void)vbucket::load_meta_csv(missing);
+    FAIL("no error");
+  } catch (const vbucket::error& e) {
+    CHECK(contains(e.what(), missing + ": cannot open"));
+  }
+  try {
+    (void)vbucket::load_meta_csv(dir.string());
+    FAIL("no error");
+  } catch (const vbucket::error& e) {
+    CHECK(contains(e.what(), dir.string() + ": cannot read"));
+  }
+  fs::remove(good);
+  fs::remove(bad);
+}
