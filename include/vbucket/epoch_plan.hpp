@@ -456,19 +456,19 @@ class epoch_schedule {
   }
 
  private:
-  /// Picks `count` repeats: among the remaining real batches before the last step, those whose
-  /// cost is closest to the mean cost of the last step's real batches, earliest position first
-  /// among equal distances; when there are fewer than `count` such batches, all remaining
-  /// batches in order, cyclically.
+  /// Picks `count` repeats from the real batches of the whole epoch before the last step: those
+  /// whose cost is closest to the mean cost of the last step's real batches, earliest position
+  /// first among equal distances; when there are fewer than `count` such batches, all real
+  /// batches in order, cyclically. The choice depends on (plan, world, batches left in the
+  /// last step) only, so resuming with the same world size repeats the same batches.
   void choose_repeats(std::uint64_t n, std::uint64_t count) {
-    const std::uint64_t rem = n - begin_;
-    const std::uint64_t last_real = rem % world_;
+    const std::uint64_t last_real = (n - begin_) % world_;
     repeats_.reserve(static_cast<std::size_t>(count));
-    if (rem - last_real < count) {
-      for (std::uint64_t e = 0; e < count; ++e) repeats_.push_back(plan_.ref_at(begin_ + e % rem));
+    if (n - last_real < count) {
+      for (std::uint64_t e = 0; e < count; ++e) repeats_.push_back(plan_.ref_at(e % n));
       return;
     }
-    n -= last_real;  // candidates: [begin_, n)
+    n -= last_real;  // candidates: [0, n)
     double target = 0.0;
     for (std::uint64_t p = n; p < n + last_real; ++p) target += plan_.bucket(plan_.bucket_at(p)).cost;
     target /= static_cast<double>(last_real);
@@ -477,7 +477,7 @@ class epoch_schedule {
     std::vector<std::uint64_t> remaining(nb, 0);
     for (std::size_t b = 0; b < nb; ++b)
       dist[b] = std::abs(plan_.bucket(static_cast<bucket_id>(b)).cost - target);
-    for (std::uint64_t p = begin_; p < n; ++p) ++remaining[detail::ref_bucket(plan_.ref_at(p))];
+    for (std::uint64_t p = 0; p < n; ++p) ++remaining[detail::ref_bucket(plan_.ref_at(p))];
     // The largest distance d* such that the batches strictly closer than d* are fewer than
     // `count`: all of those are taken, then the earliest at exactly d*.
     std::vector<std::size_t> by_dist(nb);
@@ -498,7 +498,7 @@ class epoch_schedule {
       i = j;
     }
     std::uint64_t at_threshold = count - closer;
-    for (std::uint64_t p = begin_; p < n && repeats_.size() < count; ++p) {
+    for (std::uint64_t p = 0; p < n && repeats_.size() < count; ++p) {
       const std::uint64_t ref = plan_.ref_at(p);
       const double d = dist[detail::ref_bucket(ref)];
       if (d < threshold) {
