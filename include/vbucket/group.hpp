@@ -56,8 +56,13 @@ inline bucket_groups group_by_bucket(std::span<const bucket_id> ids, std::size_t
       ++g.offsets[static_cast<std::size_t>(b) + 1];
     } else if (b == invalid_sample) {
       ++g.invalid;
-    } else {
+    } else if (b == no_bucket) {
       ++g.unassigned;
+    } else {
+      throw error("group_by_bucket: sample " + std::to_string(i) + " has bucket id " +
+                  std::to_string(b) + ", which is neither a bucket nor no_bucket (" +
+                  std::to_string(no_bucket) + ") or invalid_sample (" +
+                  std::to_string(invalid_sample) + ")");
     }
   }
   for (std::size_t b = 0; b < num_buckets; ++b) g.offsets[b + 1] += g.offsets[b];
