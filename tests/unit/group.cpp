@@ -1,0 +1,205 @@
+/// Tests of vbucket/group.hpp: the counting-sort grouping equals a naive map of vectors,
+/// counts what it does not list, rejects ids out of range, and handles empty input.
+#include "vbucket/group.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>  // std::int32_t, std::uint32_t
+#include <limits>   // numeric_limits
+#include <map>      // std::map (the naive reference)
+#include <random>   // std::mt19937_64
+#include <string>   // std::string
+#include <vector>   // std::vector
+
+#include "vbucket/assign.hpp"
+
+namespace {
+
+template <class Fn>
+std::string error_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const vbucket::error& e) {
+    return e.what();
+  }
+  FAIL_CHECK("no vbucket::error was thrown");
+  return {};
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+/// Random ids in [-2, nb): -1 and -2 about `special` of the time each.
+std::vector<vbucket::bucket_id> random_ids(std::size_t n, std::size_t nb, std::uint64_t seed,
+                                           std::uint64_t special_per_1000 = 50) {
+  std::mt19937_64 gen(seed);
+  std::vector<vbucket::bucket_id> ids(n);
+  for (auto& id : ids) {
+    const std::uint64_t r = gen();
+    const std::uint64_t k = r % 1000;
+    if (k < special_per_1000)
+      id = vbucket::no_bucket;
+    else if (k < 2 * special_per_1000)
+      id = vbucket::invalid_sample;
+    else
+      id = static_cast<vbucket::bucket_id>((r >> 20) % nb);
+  }
+  return ids;
+}
+
+/// The naive grouping the counting sort replaces, and a check of `g` against it.
+void check_against_map(const std::vector<vbucket::bucket_id>& ids, std::size_t nb,
+                       const vbucket::bucket_groups& g) {
+  std::map<vbucket::bucket_id, std::vector<std::uint32_t>> naive;
+  std::uint64_t unassigned = 0, invalid = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= 0)
+      naive[ids[i]].push_back(static_cast<std::uint32_t>(i));
+    else if (ids[i] == vbucket::no_bucket)
+      ++unassigned;
+    else
+      ++invalid;
+  }
+  REQUIRE(g.num_buckets() == nb);
+  REQUIRE(g.offsets.size() == nb + 1);
+  CHECK(g.offsets.front() == 0);
+  CHECK(g.offsets.back() == g.indices.size());
+  CHECK(g.unassigned == unassigned);
+  CHECK(g.invalid == invalid);
+  CHECK(g.assigned() + g.unassigned + g.invalid == ids.size());
+  std::size_t bad = 0;
+  for (std::size_t b = 0; b < nb; ++b) {
+    const auto id = static_cast<vbucket::bucket_id>(b);
+    const auto it = naive.find(id);
+    const std::vector<std::uint32_t> expected =
+        it == naive.end() ? std::vector<std::uint32_t>{} : it->second;
+    const auto got = g.bucket(id);
+    bad += g.count(id) != expected.size();
+    bad += std::vector<std::uint32_t>(got.begin(), got.end()) != expected;
+    bad += g.offsets[b] > g.offsets[b + 1];
+  }
+  CHECK(bad == 0);
+}
+
+vbucket::bucket_config small_v2_config() {
+  std::vector<vbucket::bucket_spec> specs;
+  specs.push_back({"256px", 1, 0.9, std::nullopt, 8});
+  specs.push_back({"256px", 33, 0.7, std::nullopt, 4});
+  specs.push_back({"256px", 97, 0.5, 0.5, 2});
+  specs.push_back({"768px", 33, 0.3, 0.5, 1});
+  return vbucket::bucket_config(specs, vbucket::opensora_v2_tables{});
+}
+
+}  // namespace
+
+TEST_CASE("group: equals a naive map of vectors on random ids") {
+  for (std::size_t nb : {1u, 2u, 7u, 141u, 1025u}) {
+    for (std::size_t n : {1u, 2u, 100u, 10'000u, 300'000u}) {
+      CAPTURE(nb);
+      CAPTURE(n);
+      const auto ids = random_ids(n, nb, nb * 1000003 + n);
+      check_against_map(ids, nb, vbucket::group_by_bucket(ids, nb));
+    }
+  }
+  // Skewed: almost everything in one bucket, the rest spread thin (many empty buckets).
+  std::vector<vbucket::bucket_id> skewed(50'000, 3);
+  for (std::size_t i = 0; i < skewed.size(); i += 97)
+    skewed[i] = static_cast<vbucket::bucket_id>(i % 500);
+  check_against_map(skewed, 500, vbucket::group_by_bucket(skewed, 500));
+}
+
+TEST_CASE("group: counts of unassigned and invalid samples") {
+  // By hand: 3 x no_bucket, 2 x invalid_sample, buckets 0 (x2) and 2 (x1) of 4.
+  const std::vector<vbucket::bucket_id> ids{-1, 2, -2, 0, -1, -1, 0, -2};
+  const auto g = vbucket::group_by_bucket(ids, 4);
+  CHECK(g.unassigned == 3);
+  CHECK(g.invalid == 2);
+  CHECK(g.assigned() == 3);
+  CHECK(g.offsets == std::vector<std::uint64_t>{0, 2, 2, 3, 3});
+  CHECK(g.indices == std::vector<std::uint32_t>{3, 6, 1});
+  CHECK(g.count(1) == 0);
+  CHECK(g.bucket(1).empty());
+  CHECK(g.bucket(3).empty());
+  // Nothing but codes.
+  const std::vector<vbucket::bucket_id> codes{-1, -2, -2};
+  const auto gc = vbucket::group_by_bucket(codes, 3);
+  CHECK(gc.assigned() == 0);
+  CHECK(gc.unassigned == 1);
+  CHECK(gc.invalid == 2);
+  CHECK(gc.offsets == std::vector<std::uint64_t>{0, 0, 0, 0});
+}
+
+TEST_CASE("group: an id out of range is an error naming the sample") {
+  const std::vector<vbucket::bucket_id> at_end{0, 1, 5, 2};
+  auto msg = error_message([&] { (void)vbucket::group_by_bucket(at_end, 5); });
+  CHECK(contains(msg, "sample 2"));
+  CHECK(contains(msg, "5"));
+  for (vbucket::bucket_id bad : {6, 1000, std::numeric_limits<vbucket::bucket_id>::max()}) {
+    const std::vector<vbucket::bucket_id> ids{0, -1, bad};
+    msg = error_message([&] { (void)vbucket::group_by_bucket(ids, 5); });
+    CHECK(contains(msg, "sample 2"));
+    CHECK(contains(msg, std::to_string(bad)));
+  }
+  // Negative values other than no_bucket (-1) and invalid_sample (-2) are not ids either.
+  for (vbucket::bucket_id bad : {-3, -100, std::numeric_limits<vbucket::bucket_id>::min()}) {
+    CAPTURE(bad);
+    const std::vector<vbucket::bucket_id> ids{0, 1, -1, bad};
+    msg = error_message([&] { (void)vbucket::group_by_bucket(ids, 5); });
+    CHECK(contains(msg, "sample 3"));
+    CHECK(contains(msg, std::to_string(bad)));
+  }
+  // With no buckets at all, any id >= 0 is out of range.
+  const std::vector<vbucket::bucket_id> zero{-1, 0};
+  CHECK(contains(error_message([&] { (void)vbucket::group_by_bucket(zero, 0); }), "sample 1"));
+}
+
+TEST_CASE("group: empty input") {
+  const std::vector<vbucket::bucket_id> none;
+  const auto g = vbucket::group_by_bucket(none, 6);
+  CHECK(g.num_buckets() == 6);
+  CHECK(g.offsets == std::vector<std::uint64_t>(7, 0));
+  CHECK(g.indices.empty());
+  CHECK(g.assigned() == 0);
+  CHECK(g.unassigned == 0);
+  CHECK(g.invalid == 0);
+  for (vbucket::bucket_id b = 0; b < 6; ++b) CHECK(g.bucket(b).empty());
+  const auto g0 = vbucket::group_by_bucket(none, 0);
+  CHECK(g0.num_buckets() == 0);
+  CHECK(g0.offsets == std::vector<std::uint64_t>{0});
+  // Only codes, with zero buckets, is fine too.
+  const std::vector<vbucket::bucket_id> codes{-1, -2};
+  const auto gc = vbucket::group_by_bucket(codes, 0);
+  CHECK(gc.unassigned == 1);
+  CHECK(gc.invalid == 1);
+}
+
+TEST_CASE("group: groups of assign_all are the same whatever the thread count") {
+  // 250,000 rows split into real chunks; group the ids of each thread count and compare.
+  std::mt19937_64 gen(3);
+  vbucket::meta_table table;
+  for (std::size_t i = 0; i < 250'000; ++i) {
+    const std::uint64_t r = gen();
+    const std::int64_t frames = (r & 15) == 0 ? 1 : static_cast<std::int64_t>(r >> 52) - 64;
+    table.push_back({frames, static_cast<std::int64_t>(100 + (r >> 8) % 1500),
+                     static_cast<std::int64_t>(100 + (r >> 24) % 1500), 24.0});
+  }
+  const auto config = small_v2_config();
+  const vbucket::opensora_v2_rule rule{};
+  const vbucket::fast_source src(77, 0);
+  const auto ids1 = vbucket::assign_all(config, table, rule, src, 1);
+  const auto ref = vbucket::group_by_bucket(ids1, config.num_buckets());
+  check_against_map(ids1, config.num_buckets(), ref);
+  CHECK(ref.assigned() > 10'000);
+  CHECK(ref.unassigned > 1'000);
+  CHECK(ref.invalid > 1'000);
+  for (unsigned threads : {2u, 3u, 8u, 0u}) {
+    CAPTURE(threads);
+    const auto ids = vbucket::assign_all(config, table, rule, src, threads);
+    const auto g = vbucket::group_by_bucket(ids, config.num_buckets());
+    CHECK(g.offsets == ref.offsets);
+    CHECK(g.indices == ref.indices);
+    CHECK(g.unassigned == ref.unassigned);
+    CHECK(g.invalid == ref.invalid);
+  }
+}
