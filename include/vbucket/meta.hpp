@@ -19,10 +19,24 @@ namespace vbucket {
 ///     c.frames; } ... };
 template <class T>
 struct meta_traits {
-  static constexpr auto frames(const T& m) -> decltype(m.num_frames) { return m.num_frames; }
-  static constexpr auto height(const T& m) -> decltype(m.height) { return m.height; }
-  static constexpr auto width(const T& m) -> decltype(m.width) { return m.width; }
-  static constexpr auto fps(const T& m) -> decltype(m.fps) { return m.fps; }
+  // Member templates, so that a type without these members makes `video_meta<T>` false
+  // (substitution failure) instead of making meta_traits<T> itself ill-formed (a hard error).
+  template <class U = T>
+  static constexpr auto frames(const U& m) -> decltype(m.num_frames) {
+    return m.num_frames;
+  }
+  template <class U = T>
+  static constexpr auto height(const U& m) -> decltype(m.height) {
+    return m.height;
+  }
+  template <class U = T>
+  static constexpr auto width(const U& m) -> decltype(m.width) {
+    return m.width;
+  }
+  template <class U = T>
+  static constexpr auto fps(const U& m) -> decltype(m.fps) {
+    return m.fps;
+  }
 };
 
 /// A type whose frames, height and width read as integers and fps as a floating value
