@@ -4,6 +4,7 @@
 /// buckets get dense ids in Open-Sora's search order.
 
 #include <algorithm>    // std::stable_sort
+#include <charconv>     // std::to_chars (probabilities in messages)
 #include <cmath>        // std::isnan
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int32_t, std::int64_t
@@ -196,9 +197,15 @@ class bucket_config {
 
  private:
   static void check_probability(const std::string& where, const char* what, double p) {
-    if (std::isnan(p) || p < 0.0 || p > 1.0)
+    if (std::isnan(p) || p < 0.0 || p > 1.0) {
+      // Shortest round-trip form: std::to_string's "%f" shows 1.0000001 as "1.000000" and
+      // -1e-9 as "-0.000000", which read as if they were in range.
+      char buf[32];
+      const auto res = std::to_chars(buf, buf + sizeof buf, p);
       throw error(where + ": " + what + " " +
-                  (std::isnan(p) ? std::string("NaN") : std::to_string(p)) + " is outside [0, 1]");
+                  (std::isnan(p) ? std::string("NaN") : std::string(buf, res.ptr)) +
+                  " is outside [0, 1]");
+    }
   }
 
   std::vector<resolution_entry> resolutions_;
