@@ -96,13 +96,15 @@ TEST_CASE("bucket_config: probability below 0") {
   CHECK(contains(msg, "\"c\""));
   CHECK(contains(msg, "\"51\""));
   CHECK(contains(msg, "probability"));
+  // The value is shown as written, even when it is only just out of range.
+  CHECK(contains(spec_error(spec("c", 51, -1e-9)), "-1e-09"));
 }
 
 TEST_CASE("bucket_config: probability above 1") {
   const auto msg = spec_error(spec("c", 51, 1.0000001));
   CHECK(contains(msg, "\"c\""));
   CHECK(contains(msg, "\"51\""));
-  CHECK(contains(msg, "probability"));
+  CHECK(contains(msg, "probability 1.0000001 "));
 }
 
 TEST_CASE("bucket_config: probability NaN") {
