@@ -11,10 +11,11 @@
 ///       full batch. The repeats are counted as pads.
 ///     - `drop`: the leftover (count mod batch size, the last ones in shuffled order) is dropped
 ///       and counted.
-///     - `downgrade`: the leftover moves to the nearest smaller compatible bucket (same aspect
-///       ratio key, at most as many frames and pixels, fewer of one; "nearest" = the most
-///       latent tokens per sample, then the lowest id), where it is shuffled in and may move on
-///       again; a bucket with no such bucket pads. Moves are counted.
+///     - `downgrade`: the leftover moves to the nearest smaller compatible bucket (the same
+///       aspect ratio, i.e. the closest entry of the other resolution's table, at most as many
+///       frames and pixels and fewer of one; "nearest" = the most latent tokens per sample,
+///       then the lowest id), where it is shuffled in and may move on again; a bucket with no
+///       such bucket pads. Moves are counted.
 ///     Samples in a disabled bucket (batch size null) are dropped, or moved under downgrade.
 ///  3. The batches are put in one global order, the same whatever the world size: a keyed
 ///     shuffle of all batches, or with step balance (`balance_group` G > 0) cost-sorted chunks
@@ -24,9 +25,9 @@
 /// the global batches not yet consumed, from position `consumed` on, are dealt round robin:
 /// step k of rank r is global position consumed + k·W + r. When the remaining count is not a
 /// multiple of W, the last step is completed with full repeats of real batches (never short or
-/// empty ones: the remaining batches closest in cost to the mean of that last step's real
-/// batches, earliest first), or with drop_last the incomplete last step is dropped. Both are
-/// counted. So all ranks get the same number of steps.
+/// empty ones: the real batches of the epoch, outside the last step, closest in cost to the mean
+/// of that last step's real batches, earliest first), or with drop_last the incomplete last
+/// step is dropped. Both are counted. So all ranks get the same number of steps.
 ///
 /// Resume: the state is (seed, epoch, global batches consumed) (`plan_state`). After k steps
 /// under world W, consumed grows by k·W. Dealing the same plan from that count under any world
@@ -541,38 +542,36 @@ static_assert(std::ranges::view<rank_steps>);
 
 namespace detail {
 
-/// Under `downgrade`, bucket b's leftovers go to the enabled bucket with the same aspect ratio
-/// key, at most as many frames and pixels and fewer of one, with the most latent tokens per
-/// sample (then the lowest id); no_bucket when there is none.
+/// Under `downgrade`, bucket b's leftovers go to the nearest smaller compatible bucket: among
+/// the enabled buckets (r', t', a') where a' is the entry of resolution r''s table closest to
+/// b's aspect ratio (the one the rule would pick for b's shape), with t' ≤ T and H'·W' ≤ H·W,
+/// not both equal, the one with the most latent tokens per sample, then the lowest id;
+/// no_bucket when there is none.
 inline void choose_downgrades(const bucket_config& config, std::vector<plan_bucket>& buckets) {
-  const std::size_t nb = buckets.size();
-  // Intern ratio keys so that candidates are found per key.
-  std::vector<std::pair<std::string_view, std::uint32_t>> keys(nb);
-  for (std::size_t b = 0; b < nb; ++b)
-    keys[b] = {config.ratio_of(static_cast<bucket_id>(b)).key, static_cast<std::uint32_t>(b)};
-  std::sort(keys.begin(), keys.end());
-  for (std::size_t i = 0; i < nb;) {
-    std::size_t j = i;
-    while (j < nb && keys[j].first == keys[i].first) ++j;
-    for (std::size_t s = i; s < j; ++s) {
-      plan_bucket& src = buckets[keys[s].second];
-      const std::int64_t src_px = src.height * src.width;
-      double best_tokens = -1.0;
-      for (std::size_t c = i; c < j; ++c) {
-        const plan_bucket& cand = buckets[keys[c].second];
-        if (c == s || cand.batch_size == 0) continue;
-        const std::int64_t px = cand.height * cand.width;
-        if (cand.frames > src.frames || px > src_px) continue;
-        if (cand.frames == src.frames && px == src_px) continue;
-        const double tokens = latent_tokens(cand.frames, cand.height, cand.width);
-        const auto id = static_cast<bucket_id>(keys[c].second);
+  const auto& resolutions = config.resolutions();
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    plan_bucket& src = buckets[b];
+    const double ratio = config.ratio_of(static_cast<bucket_id>(b)).ratio;
+    const std::int64_t src_px = src.height * src.width;
+    double best_tokens = -1.0;
+    for (std::size_t r = 0; r < resolutions.size(); ++r) {
+      const std::size_t a = resolutions[r].info.table.closest_ratio(ratio);
+      const aspect_entry& e = resolutions[r].info.table[a];
+      const std::int64_t px = std::int64_t{e.height} * e.width;
+      if (px > src_px) continue;
+      for (std::size_t k = 0; k < resolutions[r].frames.size(); ++k) {
+        const frames_entry& f = resolutions[r].frames[k];
+        if (f.batch_size == 0 || f.frames > src.frames) continue;
+        if (f.frames == src.frames && px == src_px) continue;
+        const bucket_id id = config.id_of(r, k, a);
+        if (static_cast<std::size_t>(id) == b) continue;
+        const double tokens = latent_tokens(f.frames, e.height, e.width);
         if (tokens > best_tokens || (tokens == best_tokens && id < src.downgrade_to)) {
           best_tokens = tokens;
           src.downgrade_to = id;
         }
       }
     }
-    i = j;
   }
 }
 

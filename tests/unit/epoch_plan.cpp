@@ -106,12 +106,29 @@ std::vector<bucket_id> random_ids(test_rng& g, const bucket_config& c, std::size
   return ids;
 }
 
-/// Same aspect ratio key, at most as many frames and pixels.
+/// A downgrade target: enabled, the closest ratio of its resolution's table to the source's
+/// ratio, at most as many frames and pixels, fewer of one.
 bool compatible_downgrade(const bucket_config& c, bucket_id from, bucket_id to) {
   const auto& a = c.ratio_of(from);
   const auto& b = c.ratio_of(to);
-  return a.key == b.key && c.frames_of(to).frames <= c.frames_of(from).frames &&
-         std::int64_t{b.height} * b.width <= std::int64_t{a.height} * a.width;
+  const auto& table = c.resolution_of(to).info.table;
+  const std::int64_t pa = std::int64_t{a.height} * a.width, pb = std::int64_t{b.height} * b.width;
+  const std::int64_t fa = c.frames_of(from).frames, fb = c.frames_of(to).frames;
+  return c.enabled(to) && &table[table.closest_ratio(a.ratio)] == &b && fb <= fa && pb <= pa &&
+         (fb < fa || pb < pa);
+}
+
+/// Whether `to` is reached from `from` through the plan's downgrade targets, each compatible.
+bool reachable_by_downgrade(const bucket_config& c, const epoch_plan& plan, bucket_id from,
+                            bucket_id to) {
+  std::size_t hops = 0;
+  for (bucket_id b = from; b != vbucket::no_bucket; b = plan.bucket(b).downgrade_to) {
+    if (b == to) return true;
+    const bucket_id next = plan.bucket(b).downgrade_to;
+    if (next != vbucket::no_bucket && !compatible_downgrade(c, b, next)) return false;
+    if (++hops > c.num_buckets()) return false;  // a cycle
+  }
+  return false;
 }
 
 /// Checks every guarantee of item 3 for one plan dealt to `world` ranks from position 0.
@@ -152,7 +169,7 @@ void check_plan(const std::vector<bucket_id>& ids, const bucket_config& c, const
         REQUIRE(own >= 0);
         if (own != b.bucket) {
           REQUIRE(policy == incomplete_policy::downgrade);
-          REQUIRE(compatible_downgrade(c, own, b.bucket));
+          REQUIRE(reachable_by_downgrade(c, plan, own, b.bucket));
         }
         ++seen[i];
       }
@@ -738,4 +755,31 @@ TEST_CASE("epoch_plan: groups must match the config") {
   const std::vector<bucket_id> ids = {0, 1};
   const auto groups = vbucket::group_by_bucket(ids, c.num_buckets() + 1);
   CHECK_THROWS_AS((void)vbucket::make_epoch_plan(groups, c), vbucket::error);
+}
+
+TEST_CASE("epoch_plan: downgrade targets are the nearest compatible buckets") {
+  test_rng g{123};
+  for (int iteration = 0; iteration < 20; ++iteration) {
+    const bucket_config c = random_config(g);
+    const std::vector<bucket_id> none;
+    const epoch_plan plan = vbucket::make_epoch_plan(std::span<const bucket_id>(none), c,
+                                                     {0, 0, incomplete_policy::downgrade});
+    for (std::size_t b = 0; b < c.num_buckets(); ++b) {
+      const auto from = static_cast<bucket_id>(b);
+      bucket_id best = vbucket::no_bucket;
+      double best_tokens = -1.0;
+      for (std::size_t t = 0; t < c.num_buckets(); ++t) {
+        const auto to = static_cast<bucket_id>(t);
+        if (!compatible_downgrade(c, from, to)) continue;
+        const double tokens = vbucket::latent_tokens(c.frames_of(to).frames, c.ratio_of(to).height,
+                                                     c.ratio_of(to).width);
+        if (tokens > best_tokens) {
+          best_tokens = tokens;
+          best = to;
+        }
+      }
+      CAPTURE(b);
+      CHECK(plan.bucket(from).downgrade_to == best);
+    }
+  }
 }

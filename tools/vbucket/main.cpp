@@ -19,6 +19,8 @@ struct command {
 // its body in vbucket::cli::run_main), declare it in cli.hpp and add one line here.
 constexpr command commands[] = {
     {"assign", vbucket::cli::cmd_assign, "assign every sample of a metadata CSV to a bucket"},
+    {"plan", vbucket::cli::cmd_plan, "plan an epoch: each rank's batches, as JSON lines"},
+    {"stats", vbucket::cli::cmd_stats, "print an epoch plan's statistics per bucket, shape, ratio"},
 };
 
 const command* find_command(std::string_view name) noexcept {

@@ -1,0 +1,227 @@
+/// `vbucket plan`: one epoch's batches for one rank (or every rank) as JSON lines, one object
+/// per step: {"step":k,"bucket":[res,frames,ratio],"thw":[T,H,W],"indices":[…]}; with
+/// `--rank all` every rank's steps, step by step, each object starting with "rank":r.
+
+#include <charconv>     // std::to_chars
+#include <cstdint>      // std::uint64_t, std::uint32_t
+#include <cstdio>       // std::printf, std::fputs
+#include <limits>       // std::numeric_limits
+#include <optional>     // std::optional
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <vector>       // std::vector
+
+#include "cli.hpp"
+#include "plan_common.hpp"
+#include "vbucket/epoch_plan.hpp"
+
+namespace vbucket::cli {
+namespace {
+
+constexpr flag plan_cmd_flags[] = {
+    {"config", "CFG.json", true, plan_help::config},
+    {"meta", "META.csv", true, plan_help::meta},
+    {"world", "W", true, "number of data-parallel ranks"},
+    {"rank", "R", true, "the rank whose steps are written (0 to W-1), or all"},
+    {"seed", "S", true, plan_help::seed},
+    {"epoch", "E", true, plan_help::epoch},
+    {"out", "BATCHES.jsonl", true, "output: one JSON object per step"},
+    {"drop-last", "", false, plan_help::drop_last},
+    {"start-step", "K", false, "K steps of this world size are done: write steps K, K+1, ..."},
+    {"consumed-batches", "N", false,
+     "N global batches are done (under any world size): write the rest, dealt to W ranks"},
+    {"policy", "POLICY", false, plan_help::policy},
+    {"rule", "RULE", false, plan_help::rule},
+    {"rng", "RNG", false, plan_help::rng},
+    {"fps-max", "F", false, plan_help::fps_max},
+    {"frame-interval", "N", false, plan_help::frame_interval},
+    {"balance", "", false, plan_help::balance},
+    {"balance-group", "G", false, plan_help::balance_group},
+    {"threads", "N", false, plan_help::threads},
+    {"quiet", "", false, "do not print the summary"},
+};
+
+constexpr std::string_view plan_description =
+    "Plans one epoch: assigns every row of META.csv to a bucket, shuffles within buckets, cuts\n"
+    "full batches (padding a bucket's last batch by cycling through its own samples, unless\n"
+    "--policy says otherwise), orders all batches in one global sequence that does not depend\n"
+    "on the world size, and deals it round robin: step k of rank r is global batch\n"
+    "consumed + k*W + r. The last step is completed with repeats of whole batches (or dropped\n"
+    "with --drop-last), so every rank has the same number of full steps.\n"
+    "Writes {\"step\":k,\"bucket\":[res,frames,ratio],\"thw\":[T,H,W],\"indices\":[...]} per "
+    "line;\nwith --rank all, every rank's, with a \"rank\" field. Steps are numbered from K with\n"
+    "--start-step K, and from ceil(N/W) with --consumed-batches N. Unless --quiet, prints a\n"
+    "summary and the resume state after the written steps.\n"
+    "Exit codes: 0 success, 1 bad data, 2 bad usage.";
+
+/// `s` as a JSON string literal.
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(ch);
+    } else if (c < 0x20) {
+      constexpr char hex[] = "0123456789abcdef";
+      out += "\\u00";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out + "\"";
+}
+
+void append_number(std::string& out, std::uint64_t v) {
+  char digits[24];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  (void)ec;  // 24 characters hold any 64-bit value
+  out.append(digits, end);
+}
+
+struct plan_request {
+  plan_flags plan;
+  std::string out_path;
+  std::optional<std::uint32_t> rank;  // nullopt: all
+  std::uint64_t consumed = 0;
+  std::uint64_t first_label = 0;
+  bool quiet = false;
+};
+
+plan_request read_request(const args& a) {
+  plan_request r;
+  r.plan = read_plan_flags(a);
+  r.out_path = a.value("out");
+  const std::string& rank = a.value("rank");
+  if (rank != "all") {
+    const std::uint64_t v = parse_uint_flag("rank", rank, 0, max_world - 1);
+    if (v >= r.plan.world)
+      throw usage_error("--rank " + rank + " is not below --world " + std::to_string(r.plan.world) +
+                        " (ranks are 0 to " + std::to_string(r.plan.world - 1) + ", or all)");
+    r.rank = static_cast<std::uint32_t>(v);
+  }
+  if (a.has("start-step") && a.has("consumed-batches"))
+    throw usage_error("--start-step and --consumed-batches cannot be given together");
+  const std::uint64_t world = r.plan.world;
+  constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
+  if (a.has("start-step")) {
+    const std::uint64_t k = parse_uint_flag("start-step", a.value("start-step"), 0, u64_max / world);
+    r.consumed = k * world;
+    r.first_label = k;
+  } else if (a.has("consumed-batches")) {
+    r.consumed = parse_uint_flag("consumed-batches", a.value("consumed-batches"), 0, u64_max);
+    r.first_label = r.consumed / world + (r.consumed % world != 0 ? 1 : 0);
+  }
+  r.quiet = a.has("quiet");
+  return r;
+}
+
+/// Per bucket, the constant middle of its lines: "bucket":[…],"thw":[…],"indices":[
+std::vector<std::string> bucket_prefixes(const bucket_config& config) {
+  std::vector<std::string> out(config.num_buckets());
+  for (std::size_t b = 0; b < out.size(); ++b) {
+    const auto id = static_cast<bucket_id>(b);
+    const auto& frames = config.frames_of(id);
+    const auto& ratio = config.ratio_of(id);
+    out[b] = "\"bucket\":[" + json_string(config.resolution_of(id).info.name) + "," +
+             std::to_string(frames.frames) + "," + json_string(ratio.key) + "],\"thw\":[" +
+             std::to_string(frames.frames) + "," + std::to_string(ratio.height) + "," +
+             std::to_string(ratio.width) + "],\"indices\":[";
+  }
+  return out;
+}
+
+void write_batches(const plan_request& r, const bucket_config& config, const epoch_schedule& s) {
+  const std::vector<std::string> prefixes = bucket_prefixes(config);
+  output_file out(r.out_path);
+  std::string buffer;
+  constexpr std::size_t flush_at = std::size_t{1} << 20;
+  buffer.reserve(flush_at + 4096);
+  auto write_one = [&](std::uint64_t k, std::uint32_t rank, bool with_rank) {
+    const batch b = s.at(k, rank);
+    buffer.push_back('{');
+    if (with_rank) {
+      buffer += "\"rank\":";
+      append_number(buffer, rank);
+      buffer.push_back(',');
+    }
+    buffer += "\"step\":";
+    append_number(buffer, r.first_label + k);
+    buffer.push_back(',');
+    buffer += prefixes[static_cast<std::size_t>(b.bucket)];
+    for (std::size_t i = 0; i < b.indices.size(); ++i) {
+      if (i > 0) buffer.push_back(',');
+      append_number(buffer, b.indices[i]);
+      if (buffer.size() >= flush_at) {
+        out.write(buffer);
+        buffer.clear();
+      }
+    }
+    buffer += "]}\n";
+    if (buffer.size() >= flush_at) {
+      out.write(buffer);
+      buffer.clear();
+    }
+  };
+  for (std::uint64_t k = 0; k < s.steps(); ++k) {
+    if (r.rank) {
+      write_one(k, *r.rank, false);
+    } else {
+      for (std::uint32_t rank = 0; rank < s.world_size(); ++rank) write_one(k, rank, true);
+    }
+  }
+  out.write(buffer);
+  out.commit();
+}
+
+void print_summary(const plan_request& r, const planned_epoch& p, const epoch_schedule& s) {
+  const epoch_plan& plan = p.plan;
+  std::uint64_t assigned = 0, pads = 0, dropped = 0, moved = 0;
+  for (const plan_bucket& b : plan.buckets()) {
+    assigned += b.grouped;
+    pads += b.pads;
+    dropped += b.dropped;
+    moved += b.moved_out;
+  }
+  std::printf("epoch %llu: %llu samples, %llu in buckets, %llu batches (policy %s: %llu pads, "
+              "%llu dropped, %llu moved down)\n",
+              static_cast<unsigned long long>(plan.epoch()),
+              static_cast<unsigned long long>(p.samples), static_cast<unsigned long long>(assigned),
+              static_cast<unsigned long long>(plan.num_batches()),
+              std::string(policy_name(r.plan.policy)).c_str(), static_cast<unsigned long long>(pads),
+              static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(moved));
+  const std::string who = r.rank ? "rank " + std::to_string(*r.rank) : std::string("all ranks");
+  std::printf("world %u, %s: %llu steps from step %llu (%llu global batches consumed before); "
+              "rank alignment: %llu repeated, %llu dropped batches\n",
+              s.world_size(), who.c_str(), static_cast<unsigned long long>(s.steps()),
+              static_cast<unsigned long long>(r.first_label),
+              static_cast<unsigned long long>(s.consumed()),
+              static_cast<unsigned long long>(s.repeat_batches()),
+              static_cast<unsigned long long>(s.dropped_batches()));
+  std::printf("resume state after these steps: %s\n", s.state_after(s.steps()).to_string().c_str());
+}
+
+}  // namespace
+
+int cmd_plan(int argc, char** argv) {
+  return run_main("plan", [&] {
+    const args a = args::parse(argc, argv, plan_cmd_flags);
+    if (a.help()) {
+      std::fputs(usage_text("plan", plan_description, plan_cmd_flags).c_str(), stdout);
+      return exit_ok;
+    }
+    const plan_request r = read_request(a);
+    const planned_epoch p = plan_from_flags(r.plan);
+    const epoch_schedule s = p.plan.deal(r.plan.world, r.consumed, r.plan.drop_last);
+    write_batches(r, p.config, s);
+    if (!r.quiet) {
+      print_summary(r, p, s);
+      std::fflush(stdout);
+    }
+    return exit_ok;
+  });
+}
+
+}  // namespace vbucket::cli

@@ -1,0 +1,190 @@
+#pragma once
+/// What `vbucket plan` and `vbucket stats` share: the flags that define an epoch plan (config,
+/// metadata, rule, random source, seed, epoch, policy, world, balance) and building the plan
+/// from them: load, assign, group, plan.
+
+#include <cstdint>      // std::uint64_t, std::uint32_t
+#include <limits>       // std::numeric_limits
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <vector>       // std::vector
+
+#include "cli.hpp"
+#include "vbucket/assign.hpp"
+#include "vbucket/bucket_config.hpp"
+#include "vbucket/csv.hpp"
+#include "vbucket/epoch_plan.hpp"
+#include "vbucket/group.hpp"
+#include "vbucket/json/bucket_config.hpp"
+#include "vbucket/numpy_random.hpp"
+#include "vbucket/random.hpp"
+#include "vbucket/rules.hpp"
+
+namespace vbucket::cli {
+
+/// The largest world size the CLI accepts.
+inline constexpr std::uint64_t max_world = std::uint64_t{1} << 24;
+
+/// Flag help texts shared by plan and stats.
+namespace plan_help {
+inline constexpr std::string_view config =
+    "bucket config (JSON), as Open-Sora's dict: {\"360p\": {\"102\": [[0.15, 0.33], 4]}}";
+inline constexpr std::string_view meta =
+    "metadata CSV with columns num_frames,height,width,fps (any order, others ignored)";
+inline constexpr std::string_view rule = "opensora-v2 (Open-Sora 2.0, default) or opensora-v1.2";
+inline constexpr std::string_view rng =
+    "fast (counter-based, default) or numpy (Open-Sora's draws with seed + epoch)";
+inline constexpr std::string_view seed = "the run's seed, an integer in [0, 2^64)";
+inline constexpr std::string_view epoch = "the epoch, an integer in [0, 2^64)";
+inline constexpr std::string_view policy =
+    "incomplete batches: pad (default), drop, or downgrade (to a smaller bucket, then pad)";
+inline constexpr std::string_view drop_last =
+    "drop incomplete steps instead of repeating batches (and --policy drop unless given)";
+inline constexpr std::string_view balance =
+    "step balance: order batches so that each step's batches cost about the same";
+inline constexpr std::string_view balance_group =
+    "step balance for groups of G batches (default with --balance: the world size; pass the "
+    "original world size when resuming with another)";
+inline constexpr std::string_view fps_max = "opensora-v2: frames are thinned to at most F per second (16)";
+inline constexpr std::string_view frame_interval = "opensora-v1.2: the frame interval (1)";
+inline constexpr std::string_view threads = "worker threads; 0 = one per core (0)";
+}  // namespace plan_help
+
+enum class plan_rule { opensora_v2, opensora_v12 };
+enum class plan_rng { fast, numpy };
+
+/// The flags that define a plan.
+struct plan_flags {
+  std::string config_path;
+  std::string meta_path;
+  plan_rule rule = plan_rule::opensora_v2;
+  plan_rng rng = plan_rng::fast;
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  double fps_max = 16.0;
+  std::int64_t frame_interval = 1;
+  incomplete_policy policy = incomplete_policy::pad;
+  bool drop_last = false;
+  std::uint32_t world = 1;
+  std::uint32_t balance_group = 0;
+  unsigned threads = 0;
+};
+
+/// Reads the plan-defining flags present in `a` (those a command does not declare are absent).
+inline plan_flags read_plan_flags(const args& a) {
+  plan_flags f;
+  f.config_path = a.value("config");
+  f.meta_path = a.value("meta");
+  const std::string rule = a.value_or("rule", "opensora-v2");
+  if (rule == "opensora-v2") {
+    f.rule = plan_rule::opensora_v2;
+  } else if (rule == "opensora-v1.2") {
+    f.rule = plan_rule::opensora_v12;
+  } else {
+    throw usage_error("--rule: unknown rule \"" + rule + "\" (expected opensora-v2 or opensora-v1.2)");
+  }
+  const std::string rng = a.value_or("rng", "fast");
+  if (rng == "fast") {
+    f.rng = plan_rng::fast;
+  } else if (rng == "numpy") {
+    f.rng = plan_rng::numpy;
+  } else {
+    throw usage_error("--rng: unknown random source \"" + rng + "\" (expected fast or numpy)");
+  }
+  constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
+  if (a.has("seed")) f.seed = parse_uint_flag("seed", a.value("seed"), 0, u64_max);
+  if (a.has("epoch")) f.epoch = parse_uint_flag("epoch", a.value("epoch"), 0, u64_max);
+  if (a.has("fps-max")) {
+    if (f.rule != plan_rule::opensora_v2) throw usage_error("--fps-max applies to --rule opensora-v2 only");
+    f.fps_max = parse_positive_flag("fps-max", a.value("fps-max"));
+  }
+  if (a.has("frame-interval")) {
+    if (f.rule != plan_rule::opensora_v12)
+      throw usage_error("--frame-interval applies to --rule opensora-v1.2 only");
+    f.frame_interval = static_cast<std::int64_t>(
+        parse_uint_flag("frame-interval", a.value("frame-interval"), 1, std::uint64_t{1} << 31));
+  }
+  f.drop_last = a.has("drop-last");
+  if (a.has("policy")) {
+    const auto p = parse_policy(a.value("policy"));
+    if (!p)
+      throw usage_error("--policy: unknown policy \"" + a.value("policy") +
+                        "\" (expected pad, drop or downgrade)");
+    f.policy = *p;
+  } else if (f.drop_last) {
+    f.policy = incomplete_policy::drop;
+  }
+  if (a.has("world"))
+    f.world = static_cast<std::uint32_t>(parse_uint_flag("world", a.value("world"), 1, max_world));
+  if (a.has("balance-group")) {
+    f.balance_group = static_cast<std::uint32_t>(
+        parse_uint_flag("balance-group", a.value("balance-group"), 1, max_world));
+  } else if (a.has("balance")) {
+    f.balance_group = f.world;
+  }
+  if (a.has("threads"))
+    f.threads = static_cast<unsigned>(parse_uint_flag("threads", a.value("threads"), 0, 4096));
+  return f;
+}
+
+namespace plan_detail {
+/// `v` in decimal (for numpy seeds beyond 64 bits: seed + epoch).
+inline std::string u128_decimal(u128 v) {
+  std::string s;
+  do {
+    s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  } while (v != 0);
+  return s;
+}
+
+template <class Rule>
+std::vector<bucket_id> assign_with(const plan_flags& f, const bucket_config& config,
+                                   const meta_table& meta, const Rule& rule) {
+  rule.validate();
+  if (f.rng == plan_rng::numpy) {
+    // Open-Sora seeds sample i of an epoch with (seed + epoch) + i · num_bucket.
+    const big_seed seed = big_seed::parse(u128_decimal(static_cast<u128>(f.seed) + f.epoch));
+    return assign_all(config, meta, rule, numpy_source(seed, config.num_buckets()), f.threads);
+  }
+  return assign_all(config, meta, rule, fast_source(f.seed, f.epoch), f.threads);
+}
+}  // namespace plan_detail
+
+/// A loaded config, the number of metadata rows and the epoch's plan.
+struct planned_epoch {
+  bucket_config config;
+  std::uint64_t samples = 0;
+  epoch_plan plan;
+};
+
+/// Loads the config and metadata, assigns, groups and plans. Data errors throw vbucket::error
+/// naming the file.
+inline planned_epoch plan_from_flags(const plan_flags& f) {
+  planned_epoch out;
+  std::vector<bucket_id> ids;
+  {
+    const meta_table meta = [&] {
+      if (f.rule == plan_rule::opensora_v2) {
+        out.config = json::load_bucket_config(f.config_path, opensora_v2_tables{});
+      } else {
+        out.config = json::load_bucket_config(f.config_path, opensora_v12_tables{});
+      }
+      return load_meta_csv(f.meta_path);
+    }();
+    out.samples = meta.size();
+    ids = f.rule == plan_rule::opensora_v2
+              ? plan_detail::assign_with(f, out.config, meta, opensora_v2_rule{f.fps_max})
+              : plan_detail::assign_with(f, out.config, meta, opensora_v12_rule{f.frame_interval});
+  }
+  plan_options o;
+  o.seed = f.seed;
+  o.epoch = f.epoch;
+  o.policy = f.policy;
+  o.balance_group = f.balance_group;
+  o.threads = f.threads;
+  out.plan = make_epoch_plan(std::span<const bucket_id>(ids), out.config, o);
+  return out;
+}
+
+}  // namespace vbucket::cli

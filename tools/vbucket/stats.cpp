@@ -1,0 +1,61 @@
+/// `vbucket stats`: plans one epoch and prints its statistics: per bucket, by (resolution,
+/// frames), by aspect ratio, images and videos, rank alignment and step balance.
+
+#include <cstdio>       // std::fputs
+#include <string_view>  // std::string_view
+
+#include "cli.hpp"
+#include "plan_common.hpp"
+#include "vbucket/epoch_plan.hpp"
+#include "vbucket/fmt/plan_table.hpp"
+#include "vbucket/plan_stats.hpp"
+
+namespace vbucket::cli {
+namespace {
+
+constexpr flag stats_cmd_flags[] = {
+    {"config", "CFG.json", true, plan_help::config},
+    {"meta", "META.csv", true, plan_help::meta},
+    {"world", "W", false, "number of data-parallel ranks (1)"},
+    {"seed", "S", false, "the run's seed (0)"},
+    {"epoch", "E", false, "the epoch (0)"},
+    {"drop-last", "", false, plan_help::drop_last},
+    {"policy", "POLICY", false, plan_help::policy},
+    {"rule", "RULE", false, plan_help::rule},
+    {"rng", "RNG", false, plan_help::rng},
+    {"fps-max", "F", false, plan_help::fps_max},
+    {"frame-interval", "N", false, plan_help::frame_interval},
+    {"balance", "", false, plan_help::balance},
+    {"balance-group", "G", false, plan_help::balance_group},
+    {"threads", "N", false, plan_help::threads},
+};
+
+constexpr std::string_view stats_description =
+    "Plans one epoch as `vbucket plan` does and prints its statistics: samples, batches, pads,\n"
+    "drops (and downgrade moves) per bucket, by (resolution, frames) and by aspect ratio;\n"
+    "image and video totals; the rank alignment for --world ranks; and the step balance\n"
+    "(max/mean cost of the batches in one step; cost = latent tokens x batch size, where\n"
+    "latent tokens = (1 + (T-1)/4) * (H/16) * (W/16)).\n"
+    "Exit codes: 0 success, 1 bad data, 2 bad usage.";
+
+}  // namespace
+
+int cmd_stats(int argc, char** argv) {
+  return run_main("stats", [&] {
+    const args a = args::parse(argc, argv, stats_cmd_flags);
+    if (a.help()) {
+      std::fputs(usage_text("stats", stats_description, stats_cmd_flags).c_str(), stdout);
+      return exit_ok;
+    }
+    const plan_flags f = read_plan_flags(a);
+    const planned_epoch p = plan_from_flags(f);
+    const epoch_schedule s = p.plan.deal(f.world, 0, f.drop_last);
+    const plan_stats st = compute_plan_stats(s, p.config);
+    const step_balance_stats balance = step_balance(s);
+    print_plan_table(stdout, st, &balance);
+    std::fflush(stdout);
+    return exit_ok;
+  });
+}
+
+}  // namespace vbucket::cli
