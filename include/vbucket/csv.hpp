@@ -16,6 +16,7 @@
 #include <cstdint>       // std::int64_t, std::uint64_t
 #include <cstdio>        // std::fopen, std::fread, std::ferror
 #include <cstring>       // std::strerror, std::memcpy
+#include <filesystem>    // std::filesystem::status, file_size
 #include <limits>        // std::numeric_limits
 #include <string>        // std::string, std::to_string
 #include <string_view>   // std::string_view
@@ -353,7 +354,19 @@ inline std::string read_whole_file(const std::string& path) {
                 ")");
   std::string text;
   std::size_t size = 0;
+  // One read of the whole file when its size is known (a regular file); pipes and other
+  // unseekable inputs are read in growing chunks.
   std::size_t chunk = std::size_t{1} << 16;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::is_directory(status)) {
+    std::fclose(f);
+    throw error(path + ": cannot read file (it is a directory)");
+  }
+  if (!ec && std::filesystem::is_regular_file(status)) {
+    const auto bytes = std::filesystem::file_size(path, ec);
+    if (!ec && bytes < (std::uintmax_t{1} << 40)) chunk = static_cast<std::size_t>(bytes) + 1;
+  }
   for (;;) {
     text.resize(size + chunk);
     const std::size_t got = std::fread(text.data() + size, 1, chunk, f);

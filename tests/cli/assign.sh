@@ -287,5 +287,19 @@ expect_ok "rewrite OUT" assign "${common[@]}" --meta "$meta" --out "$tmp/outdir/
 expect_error "OUT in a missing directory" 1 "$tmp/missing/out.csv" assign "${common[@]}" --meta "$meta" --out "$tmp/missing/out.csv"
 expect_error "OUT is a directory" 1 "$tmp/outdir" assign "${common[@]}" --meta "$meta" --out "$tmp/outdir"
 
+# An OUT that is not a regular file (a pipe here; /dev/null, /dev/stdout alike) is written in
+# place, never replaced by a renamed file.
+if mkfifo "$tmp/pipe" 2>/dev/null; then
+  cat "$tmp/pipe" >"$tmp/pipe_content" &
+  reader=$!
+  expect_ok "OUT is a pipe" assign "${common[@]}" --meta "$meta" --out "$tmp/pipe" --quiet
+  wait "$reader"
+  [[ -p $tmp/pipe ]] && pass || fail "the pipe OUT was replaced"
+  cmp -s "$out" "$tmp/pipe_content" && pass || fail "the pipe got another content"
+fi
+# META from a pipe (process substitution): read in chunks.
+expect_ok "META from a pipe" assign "${common[@]}" --meta <(cat "$meta") --out "$tmp/from_pipe.csv" --quiet &&
+  { cmp -s "$out" "$tmp/from_pipe.csv" && pass || fail "META from a pipe gives another result"; }
+
 echo "assign.sh: $checks checks passed, $failures failed"
 [[ $failures -eq 0 ]]
