@@ -35,27 +35,26 @@
 /// skip: the first step after a change of world size is formed by global positions consumed …
 /// consumed + W' − 1, i.e. rank r of the new world starts at position consumed + r.
 
-#include <algorithm>    // std::sort, std::stable_sort, std::min, std::max
-#include <cassert>      // assert
-#include <charconv>     // std::from_chars
-#include <cmath>        // std::abs
-#include <compare>      // operator<=>
-#include <concepts>     // std::regular_invocable, std::convertible_to
-#include <cstddef>      // std::size_t, std::ptrdiff_t
-#include <cstdint>      // std::uint32_t, std::uint64_t, std::int64_t
-#include <iterator>     // std::random_access_iterator_tag
-#include <limits>       // std::numeric_limits
-#include <memory>       // std::shared_ptr
-#include <numeric>      // std::iota
-#include <optional>     // std::optional
-#include <ranges>       // std::ranges::view_interface
-#include <span>         // std::span
-#include <string>       // std::string
-#include <string_view>  // std::string_view
-#include <system_error> // std::errc
-#include <type_traits>  // std::invoke_result_t
-#include <utility>      // std::move
-#include <vector>       // std::vector
+#include <algorithm>     // std::sort, std::stable_sort, std::min, std::max
+#include <cassert>       // assert
+#include <charconv>      // std::from_chars
+#include <cmath>         // std::abs
+#include <compare>       // operator<=>
+#include <concepts>      // std::convertible_to
+#include <cstddef>       // std::size_t, std::ptrdiff_t
+#include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
+#include <iterator>      // std::random_access_iterator_tag
+#include <limits>        // std::numeric_limits
+#include <memory>        // std::shared_ptr
+#include <numeric>       // std::iota
+#include <optional>      // std::optional
+#include <ranges>        // std::ranges::view_interface
+#include <span>          // std::span
+#include <string>        // std::string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::errc
+#include <utility>       // std::move
+#include <vector>        // std::vector
 
 #include "bucket_config.hpp"
 #include "detail/keyed_shuffle.hpp"
@@ -75,9 +74,12 @@ enum class incomplete_policy : std::uint8_t {
 /// "pad", "drop" or "downgrade".
 constexpr std::string_view policy_name(incomplete_policy p) noexcept {
   switch (p) {
-    case incomplete_policy::pad: return "pad";
-    case incomplete_policy::drop: return "drop";
-    case incomplete_policy::downgrade: return "downgrade";
+    case incomplete_policy::pad:
+      return "pad";
+    case incomplete_policy::drop:
+      return "drop";
+    case incomplete_policy::downgrade:
+      return "downgrade";
   }
   return "?";
 }
@@ -116,9 +118,9 @@ struct latent_tokens_cost {
 ///     auto seconds = [](const vbucket::bucket_config& c, vbucket::bucket_id b, std::int64_t bs) {
 ///       return 0.01 * static_cast<double>(bs * c.frames_of(b).frames); };
 template <class F>
-concept batch_cost = std::regular_invocable<const F&, const bucket_config&, bucket_id, std::int64_t> &&
-    std::convertible_to<std::invoke_result_t<const F&, const bucket_config&, bucket_id, std::int64_t>,
-                        double>;
+concept batch_cost = requires(const F& f, const bucket_config& c, bucket_id b, std::int64_t n) {
+  { f(c, b, n) } -> std::convertible_to<double>;
+};
 
 /// What a plan depends on besides the groups and the config.
 struct plan_options {
@@ -138,20 +140,20 @@ struct plan_options {
 
 /// A bucket as planned: where its samples lie, its batches, and what happened to its samples.
 struct plan_bucket {
-  std::uint64_t slot_begin = 0;   ///< first slot of its region in `epoch_plan::slots()`
-  std::uint64_t batches = 0;      ///< its batches in the epoch
-  std::uint64_t batch_size = 0;   ///< per-GPU batch size (0: disabled)
-  std::int64_t frames = 0;        ///< target T
-  std::int64_t height = 0;        ///< target H
-  std::int64_t width = 0;         ///< target W
-  double cost = 0.0;              ///< cost of one of its batches
+  std::uint64_t slot_begin = 0;        ///< first slot of its region in `epoch_plan::slots()`
+  std::uint64_t batches = 0;           ///< its batches in the epoch
+  std::uint64_t batch_size = 0;        ///< per-GPU batch size (0: disabled)
+  std::int64_t frames = 0;             ///< target T
+  std::int64_t height = 0;             ///< target H
+  std::int64_t width = 0;              ///< target W
+  double cost = 0.0;                   ///< cost of one of its batches
   bucket_id downgrade_to = no_bucket;  ///< where leftovers go under `downgrade`
-  std::uint64_t grouped = 0;      ///< samples the rule put in it
-  std::uint64_t moved_in = 0;     ///< leftovers moved in from larger buckets (downgrade)
-  std::uint64_t moved_out = 0;    ///< leftovers moved on to a smaller bucket (downgrade)
-  std::uint64_t samples = 0;      ///< distinct samples in its batches
-  std::uint64_t pads = 0;         ///< repeated slots that fill its last batch
-  std::uint64_t dropped = 0;      ///< samples in no batch (drop policy, disabled bucket)
+  std::uint64_t grouped = 0;           ///< samples the rule put in it
+  std::uint64_t moved_in = 0;          ///< leftovers moved in from larger buckets (downgrade)
+  std::uint64_t moved_out = 0;         ///< leftovers moved on to a smaller bucket (downgrade)
+  std::uint64_t samples = 0;           ///< distinct samples in its batches
+  std::uint64_t pads = 0;              ///< repeated slots that fill its last batch
+  std::uint64_t dropped = 0;           ///< samples in no batch (drop policy, disabled bucket)
 
   [[nodiscard]] constexpr bool image() const noexcept { return frames == 1; }
 };
@@ -224,7 +226,10 @@ struct plan_state {
     }
     if (!seen[0] || !seen[1] || !seen[2])
       return fail(std::string("missing field \"") +
-                  (!seen[0] ? "seed" : !seen[1] ? "epoch" : "consumed") + "\"");
+                  (!seen[0]   ? "seed"
+                   : !seen[1] ? "epoch"
+                              : "consumed") +
+                  "\"");
     return s;
   }
 
@@ -307,9 +312,10 @@ class epoch_plan {
     out.frames = pb.frames;
     out.height = pb.height;
     out.width = pb.width;
-    out.indices = std::span<const std::uint32_t>(data_->slots).subspan(
-        static_cast<std::size_t>(pb.slot_begin + detail::ref_local(ref) * pb.batch_size),
-        static_cast<std::size_t>(pb.batch_size));
+    out.indices = std::span<const std::uint32_t>(data_->slots)
+                      .subspan(static_cast<std::size_t>(pb.slot_begin +
+                                                        detail::ref_local(ref) * pb.batch_size),
+                               static_cast<std::size_t>(pb.batch_size));
     return out;
   }
   /// The ref of the batch at global position p.
@@ -341,10 +347,24 @@ class rank_steps : public std::ranges::view_interface<rank_steps> {
     batch operator*() const noexcept;
     batch operator[](difference_type n) const noexcept { return *(*this + n); }
 
-    iterator& operator++() noexcept { ++step_; return *this; }
-    iterator operator++(int) noexcept { auto t = *this; ++step_; return t; }
-    iterator& operator--() noexcept { --step_; return *this; }
-    iterator operator--(int) noexcept { auto t = *this; --step_; return t; }
+    iterator& operator++() noexcept {
+      ++step_;
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      auto t = *this;
+      ++step_;
+      return t;
+    }
+    iterator& operator--() noexcept {
+      --step_;
+      return *this;
+    }
+    iterator operator--(int) noexcept {
+      auto t = *this;
+      --step_;
+      return t;
+    }
     iterator& operator+=(difference_type n) noexcept {
       step_ = static_cast<std::uint64_t>(static_cast<difference_type>(step_) + n);
       return *this;
@@ -376,7 +396,9 @@ class rank_steps : public std::ranges::view_interface<rank_steps> {
 
   [[nodiscard]] iterator begin() const noexcept { return {schedule_, rank_, first_}; }
   [[nodiscard]] iterator end() const noexcept { return {schedule_, rank_, last_}; }
-  [[nodiscard]] std::size_t size() const noexcept { return static_cast<std::size_t>(last_ - first_); }
+  [[nodiscard]] std::size_t size() const noexcept {
+    return static_cast<std::size_t>(last_ - first_);
+  }
 
  private:
   const epoch_schedule* schedule_ = nullptr;
@@ -418,7 +440,8 @@ class epoch_schedule {
   /// Slots of those repeats (their samples are pads).
   [[nodiscard]] std::uint64_t repeat_samples() const noexcept {
     std::uint64_t s = 0;
-    for (auto ref : repeats_) s += plan_.bucket(static_cast<bucket_id>(detail::ref_bucket(ref))).batch_size;
+    for (auto ref : repeats_)
+      s += plan_.bucket(static_cast<bucket_id>(detail::ref_bucket(ref))).batch_size;
     return s;
   }
   /// Real batches left out of the incomplete last step with drop_last.
@@ -471,7 +494,8 @@ class epoch_schedule {
     }
     n -= last_real;  // candidates: [0, n)
     double target = 0.0;
-    for (std::uint64_t p = n; p < n + last_real; ++p) target += plan_.bucket(plan_.bucket_at(p)).cost;
+    for (std::uint64_t p = n; p < n + last_real; ++p)
+      target += plan_.bucket(plan_.bucket_at(p)).cost;
     target /= static_cast<double>(last_real);
     const std::size_t nb = plan_.num_buckets();
     std::vector<double> dist(nb);
@@ -483,8 +507,9 @@ class epoch_schedule {
     // `count`: all of those are taken, then the earliest at exactly d*.
     std::vector<std::size_t> by_dist(nb);
     std::iota(by_dist.begin(), by_dist.end(), std::size_t{0});
-    std::sort(by_dist.begin(), by_dist.end(),
-              [&](std::size_t a, std::size_t b) { return dist[a] < dist[b] || (dist[a] == dist[b] && a < b); });
+    std::sort(by_dist.begin(), by_dist.end(), [&](std::size_t a, std::size_t b) {
+      return dist[a] < dist[b] || (dist[a] == dist[b] && a < b);
+    });
     std::uint64_t closer = 0;
     double threshold = 0.0;
     for (std::size_t i = 0; i < nb;) {
@@ -515,13 +540,15 @@ class epoch_schedule {
   std::uint32_t world_ = 1;
   bool drop_last_ = false;
   std::uint64_t consumed_ = 0;
-  std::uint64_t begin_ = 0;   // min(consumed, num_batches)
+  std::uint64_t begin_ = 0;  // min(consumed, num_batches)
   std::uint64_t steps_ = 0;
   std::uint64_t dropped_ = 0;
   std::vector<std::uint64_t> repeats_;
 };
 
-inline batch rank_steps::iterator::operator*() const noexcept { return schedule_->at(step_, rank_); }
+inline batch rank_steps::iterator::operator*() const noexcept {
+  return schedule_->at(step_, rank_);
+}
 
 inline epoch_schedule epoch_plan::deal(std::uint32_t world, std::uint64_t consumed,
                                        bool drop_last) const {
@@ -730,7 +757,8 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
       }
     }
     std::vector<std::uint64_t> sorted(order.size());
-    for (std::uint64_t ref : order) sorted[static_cast<std::size_t>(start[detail::ref_bucket(ref)]++)] = ref;
+    for (std::uint64_t ref : order)
+      sorted[static_cast<std::size_t>(start[detail::ref_bucket(ref)]++)] = ref;
     const std::uint64_t chunks = total_batches / group;
     std::vector<std::uint64_t> chunk_order(static_cast<std::size_t>(chunks));
     std::iota(chunk_order.begin(), chunk_order.end(), std::uint64_t{0});
@@ -738,7 +766,8 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
                           detail::stream_key(key, detail::plan_domain_chunks, 0));
     for (std::uint64_t c = 0; c < chunks; ++c)
       std::copy_n(sorted.begin() + static_cast<std::ptrdiff_t>(chunk_order[c] * group),
-                  static_cast<std::ptrdiff_t>(group), order.begin() + static_cast<std::ptrdiff_t>(c * group));
+                  static_cast<std::ptrdiff_t>(group),
+                  order.begin() + static_cast<std::ptrdiff_t>(c * group));
     std::copy(sorted.begin() + static_cast<std::ptrdiff_t>(chunks * group), sorted.end(),
               order.begin() + static_cast<std::ptrdiff_t>(chunks * group));
   }
@@ -767,8 +796,8 @@ struct indexed_sample {
 
 /// "idx-T-H-W", as Open-Sora's batch samplers yield for its dataset's __getitem__.
 inline std::string encode_opensora_index(const indexed_sample& s) {
-  return std::to_string(s.index) + "-" + std::to_string(s.frames) + "-" +
-         std::to_string(s.height) + "-" + std::to_string(s.width);
+  return std::to_string(s.index) + "-" + std::to_string(s.frames) + "-" + std::to_string(s.height) +
+         "-" + std::to_string(s.width);
 }
 
 /// Every sample of a batch as "idx-T-H-W".
@@ -792,8 +821,9 @@ constexpr std::optional<indexed_sample> try_decode_opensora_index(std::string_vi
     const std::size_t start = pos;
     while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
       const auto digit = static_cast<std::uint64_t>(s[pos] - '0');
-      const std::uint64_t limit = f == 0 ? std::numeric_limits<std::uint64_t>::max()
-                                         : static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+      const std::uint64_t limit =
+          f == 0 ? std::numeric_limits<std::uint64_t>::max()
+                 : static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
       if (v[f] > (limit - digit) / 10) return std::nullopt;
       v[f] = v[f] * 10 + digit;
       ++pos;

@@ -51,10 +51,10 @@ struct plan_counts {
 struct bucket_stats {
   bucket_id bucket = no_bucket;
   std::string resolution;
-  std::int64_t frames = 0;   ///< the frames key = target T
-  std::string ratio;         ///< the aspect table key
-  std::int64_t height = 0;   ///< target H
-  std::int64_t width = 0;    ///< target W
+  std::int64_t frames = 0;  ///< the frames key = target T
+  std::string ratio;        ///< the aspect table key
+  std::int64_t height = 0;  ///< target H
+  std::int64_t width = 0;   ///< target W
   std::int64_t batch_size = 0;
   plan_counts counts;
 };
@@ -117,8 +117,14 @@ inline plan_stats compute_plan_stats(const epoch_plan& plan, const bucket_config
         s.total += pb;
         if (pb.grouped == 0 && pb.moved_in == 0) continue;
         const aspect_entry& ratio = res.info.table[a];
-        bucket_stats b{id, res.info.name, pb.frames, ratio.key, pb.height, pb.width,
-                       static_cast<std::int64_t>(pb.batch_size), {}};
+        bucket_stats b{id,
+                       res.info.name,
+                       pb.frames,
+                       ratio.key,
+                       pb.height,
+                       pb.width,
+                       static_cast<std::int64_t>(pb.batch_size),
+                       {}};
         b.counts += pb;
         s.buckets.push_back(std::move(b));
         auto it = std::find_if(ratios.begin(), ratios.end(),
@@ -132,8 +138,9 @@ inline plan_stats compute_plan_stats(const epoch_plan& plan, const bucket_config
       s.by_shape.push_back(std::move(shape));
     }
   }
-  std::stable_sort(s.buckets.begin(), s.buckets.end(),
-                   [](const bucket_stats& a, const bucket_stats& b) { return a.bucket < b.bucket; });
+  std::stable_sort(
+      s.buckets.begin(), s.buckets.end(),
+      [](const bucket_stats& a, const bucket_stats& b) { return a.bucket < b.bucket; });
   std::stable_sort(ratios.begin(), ratios.end(),
                    [](const ratio_stats& a, const ratio_stats& b) { return a.value < b.value; });
   s.by_ratio = std::move(ratios);
@@ -143,9 +150,8 @@ inline plan_stats compute_plan_stats(const epoch_plan& plan, const bucket_config
 /// Statistics of a plan as dealt by `schedule`, with its rank alignment.
 inline plan_stats compute_plan_stats(const epoch_schedule& schedule, const bucket_config& config) {
   plan_stats s = compute_plan_stats(schedule.plan(), config);
-  s.alignment = {schedule.world_size(),      schedule.consumed(),
-                 schedule.steps(),           schedule.repeat_batches(),
-                 schedule.repeat_samples(),  schedule.dropped_batches(),
+  s.alignment = {schedule.world_size(),     schedule.consumed(),       schedule.steps(),
+                 schedule.repeat_batches(), schedule.repeat_samples(), schedule.dropped_batches(),
                  schedule.dropped_samples()};
   return s;
 }
@@ -155,9 +161,9 @@ inline plan_stats compute_plan_stats(const epoch_schedule& schedule, const bucke
 /// (Σ max / Σ mean over steps) is the expected slowdown against perfect balance.
 struct step_balance_stats {
   std::uint64_t steps = 0;
-  double max_over_mean = 1.0;   ///< Σ_steps max cost / Σ_steps mean cost
-  double mean_step_ratio = 1.0; ///< mean over steps of (max / mean)
-  double worst_step_ratio = 1.0;///< the largest max / mean of a step
+  double max_over_mean = 1.0;     ///< Σ_steps max cost / Σ_steps mean cost
+  double mean_step_ratio = 1.0;   ///< mean over steps of (max / mean)
+  double worst_step_ratio = 1.0;  ///< the largest max / mean of a step
 };
 
 /// The step balance of a schedule with the plan's batch costs (those of `make_epoch_plan`).

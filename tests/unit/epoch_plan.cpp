@@ -289,7 +289,9 @@ void check_resume(const epoch_plan& plan, std::uint32_t world, std::uint64_t ste
 
 incomplete_policy random_policy(test_rng& g) {
   const std::uint64_t u = g.below(3);
-  return u == 0 ? incomplete_policy::pad : u == 1 ? incomplete_policy::drop : incomplete_policy::downgrade;
+  return u == 0   ? incomplete_policy::pad
+         : u == 1 ? incomplete_policy::drop
+                  : incomplete_policy::downgrade;
 }
 
 /// A dataset size in 0…10^5, log-uniform-ish so that small and empty cases are common.
@@ -358,7 +360,8 @@ TEST_CASE("epoch_plan: the plan does not depend on the thread count") {
       const epoch_plan many = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o);
       REQUIRE(std::ranges::equal(one.slots(), many.slots()));
       REQUIRE(one.num_batches() == many.num_batches());
-      for (std::uint64_t p = 0; p < one.num_batches(); ++p) REQUIRE(one.ref_at(p) == many.ref_at(p));
+      for (std::uint64_t p = 0; p < one.num_batches(); ++p)
+        REQUIRE(one.ref_at(p) == many.ref_at(p));
     }
   }
 }
@@ -368,7 +371,8 @@ TEST_CASE("epoch_plan: seeds and epochs give different orders, the same key the 
   std::vector<bucket_id> ids(400);
   for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<bucket_id>(i % c.num_buckets());
   auto order = [&](std::uint64_t seed, std::uint64_t epoch) {
-    const epoch_plan p = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, {seed, epoch});
+    const epoch_plan p =
+        vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, {seed, epoch});
     std::vector<std::uint32_t> out;
     for (std::uint64_t q = 0; q < p.num_batches(); ++q)
       for (auto i : p.global_batch(q).indices) out.push_back(i);
@@ -399,7 +403,8 @@ TEST_CASE("epoch_plan: resume from every step, same and other world sizes") {
     if (steps > 60) {
       // Large cases: a sample of steps.
       for (std::uint64_t k : {std::uint64_t{0}, std::uint64_t{1}, steps / 2, steps - 1, steps})
-        for (std::uint32_t w2 : {world, std::uint32_t{1}, std::uint32_t{world + 3}, std::uint32_t{64}})
+        for (std::uint32_t w2 :
+             {world, std::uint32_t{1}, std::uint32_t{world + 3}, std::uint32_t{64}})
           check_resume(plan, world, k, w2, drop_last);
       continue;
     }
@@ -436,7 +441,8 @@ TEST_CASE("epoch_plan: empty dataset, empty and disabled buckets, one-sample buc
   const bucket_config c = small_config(500, 7, 1);
   SUBCASE("empty dataset") {
     const std::vector<bucket_id> none;
-    for (auto policy : {incomplete_policy::pad, incomplete_policy::drop, incomplete_policy::downgrade}) {
+    for (auto policy :
+         {incomplete_policy::pad, incomplete_policy::drop, incomplete_policy::downgrade}) {
       const epoch_plan plan =
           vbucket::make_epoch_plan(std::span<const bucket_id>(none), c, {1, 0, policy});
       CHECK(plan.num_batches() == 0);
@@ -580,12 +586,13 @@ TEST_CASE("epoch_plan: resume state as text") {
   CHECK(vbucket::plan_state::parse("vbucket-plan seed=18446744073709551615 epoch=0 consumed=0")
             .seed == 18446744073709551615ULL);
   CHECK(s.advanced(3, 64).consumed == 98765 + 192);
-  for (const char* bad : {"", "seed=1 epoch=2 consumed=3", "vbucket-plan seed=1 epoch=2",
-                          "vbucket-plan seed=1 epoch=2 consumed=-3",
-                          "vbucket-plan seed=1 epoch=2 consumed=3 consumed=4",
-                          "vbucket-plan seed=1 epoch=2 consumed=3x", "vbucket-plan seed=1 epoch=2 foo=3",
-                          "vbucket-plan seed=18446744073709551616 epoch=0 consumed=0",
-                          "vbucket-planseed=1 epoch=2 consumed=3"}) {
+  for (const char* bad :
+       {"", "seed=1 epoch=2 consumed=3", "vbucket-plan seed=1 epoch=2",
+        "vbucket-plan seed=1 epoch=2 consumed=-3",
+        "vbucket-plan seed=1 epoch=2 consumed=3 consumed=4",
+        "vbucket-plan seed=1 epoch=2 consumed=3x", "vbucket-plan seed=1 epoch=2 foo=3",
+        "vbucket-plan seed=18446744073709551616 epoch=0 consumed=0",
+        "vbucket-planseed=1 epoch=2 consumed=3"}) {
     CAPTURE(bad);
     CHECK_THROWS_AS((void)vbucket::plan_state::parse(bad), vbucket::error);
   }
@@ -596,9 +603,9 @@ TEST_CASE("epoch_plan: Open-Sora idx-T-H-W strings") {
   CHECK(vbucket::encode_opensora_index(s) == "123456-65-272-480");
   CHECK(vbucket::decode_opensora_index("123456-65-272-480") == s);
   static_assert(vbucket::try_decode_opensora_index("0-1-2-3")->width == 3);
-  for (const char* bad : {"", "1-2-3", "1-2-3-4-5", "a-1-2-3", "1--2-3", "-1-2-3-4", "1-2-3-",
-                          "1-2-3-4 ", " 1-2-3-4", "1-2-3-99999999999999999999",
-                          "99999999999999999999999-1-1-1"}) {
+  for (const char* bad :
+       {"", "1-2-3", "1-2-3-4-5", "a-1-2-3", "1--2-3", "-1-2-3-4", "1-2-3-", "1-2-3-4 ", " 1-2-3-4",
+        "1-2-3-99999999999999999999", "99999999999999999999999-1-1-1"}) {
     CAPTURE(bad);
     CHECK_FALSE(vbucket::try_decode_opensora_index(bad).has_value());
     CHECK_THROWS_AS((void)vbucket::decode_opensora_index(bad), vbucket::error);
@@ -690,8 +697,9 @@ TEST_CASE("plan_stats: step balance orders batches of similar cost into each ste
   std::vector<bucket_spec> specs;
   const bucket_config c =
 #ifdef VBUCKET_PLAN_TEST_JSON
-      vbucket::json::load_bucket_config(std::string(VBUCKET_TEST_DATA_DIR) + "/config_opensora_v12.json",
-                                        vbucket::opensora_v12_tables{});
+      vbucket::json::load_bucket_config(
+          std::string(VBUCKET_TEST_DATA_DIR) + "/config_opensora_v12.json",
+          vbucket::opensora_v12_tables{});
 #else
       bucket_config(std::vector<bucket_spec>{{"144p", 1, 1.0, std::nullopt, 475},
                                              {"144p", 51, 1.0, std::nullopt, 51},
@@ -702,7 +710,7 @@ TEST_CASE("plan_stats: step balance orders batches of similar cost into each ste
 #endif
   test_rng g{8};
   vbucket::meta_table meta;
-  static const std::int64_t sizes[][2] = {{1080, 1920}, {720, 1280}, {480, 854}, {360, 640},
+  static const std::int64_t sizes[][2] = {{1080, 1920}, {720, 1280},  {480, 854}, {360, 640},
                                           {1920, 1080}, {1080, 1080}, {240, 426}};
   for (int i = 0; i < 30000; ++i) {
     const auto& hw = sizes[g.below(std::size(sizes))];
@@ -710,7 +718,8 @@ TEST_CASE("plan_stats: step balance orders batches of similar cost into each ste
     meta.push_back({image ? 1 : static_cast<std::int64_t>(50 + g.below(500)), hw[0], hw[1],
                     image ? std::numeric_limits<double>::quiet_NaN() : 30.0});
   }
-  const auto ids = vbucket::assign_all(c, meta, vbucket::opensora_v12_rule{}, vbucket::fast_source(1, 0));
+  const auto ids =
+      vbucket::assign_all(c, meta, vbucket::opensora_v12_rule{}, vbucket::fast_source(1, 0));
   for (std::uint32_t world : {8u, 64u}) {
     CAPTURE(world);
     plan_options random_order{42, 0};
@@ -735,9 +744,11 @@ TEST_CASE("plan_stats: step balance orders batches of similar cost into each ste
   auto frames_cost = [](const bucket_config& cfg, bucket_id id, std::int64_t bs) {
     return static_cast<double>(cfg.frames_of(id).frames * bs);
   };
-  const epoch_plan f = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, {1, 0}, frames_cost);
+  const epoch_plan f =
+      vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, {1, 0}, frames_cost);
   for (const auto& pb : f.buckets())
-    if (pb.batches > 0) CHECK(pb.cost == static_cast<double>(pb.frames) * static_cast<double>(pb.batch_size));
+    if (pb.batches > 0)
+      CHECK(pb.cost == static_cast<double>(pb.frames) * static_cast<double>(pb.batch_size));
   auto negative = [](const bucket_config&, bucket_id, std::int64_t) { return -1.0; };
   CHECK_THROWS_AS((void)vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, {}, negative),
                   vbucket::error);

@@ -107,7 +107,8 @@ plan_request read_request(const args& a) {
   const std::uint64_t world = r.plan.world;
   constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
   if (a.has("start-step")) {
-    const std::uint64_t k = parse_uint_flag("start-step", a.value("start-step"), 0, u64_max / world);
+    const std::uint64_t k =
+        parse_uint_flag("start-step", a.value("start-step"), 0, u64_max / world);
     r.consumed = k * world;
     r.first_label = k;
   } else if (a.has("consumed-batches")) {
@@ -185,21 +186,22 @@ void print_summary(const plan_request& r, const planned_epoch& p, const epoch_sc
     dropped += b.dropped;
     moved += b.moved_out;
   }
-  std::printf("epoch %llu: %llu samples, %llu in buckets, %llu batches (policy %s: %llu pads, "
-              "%llu dropped, %llu moved down)\n",
-              static_cast<unsigned long long>(plan.epoch()),
-              static_cast<unsigned long long>(p.samples), static_cast<unsigned long long>(assigned),
-              static_cast<unsigned long long>(plan.num_batches()),
-              std::string(policy_name(r.plan.policy)).c_str(), static_cast<unsigned long long>(pads),
-              static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(moved));
+  std::printf(
+      "epoch %llu: %llu samples, %llu in buckets, %llu batches (policy %s: %llu pads, "
+      "%llu dropped, %llu moved down)\n",
+      static_cast<unsigned long long>(plan.epoch()), static_cast<unsigned long long>(p.samples),
+      static_cast<unsigned long long>(assigned),
+      static_cast<unsigned long long>(plan.num_batches()),
+      std::string(policy_name(r.plan.policy)).c_str(), static_cast<unsigned long long>(pads),
+      static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(moved));
   const std::string who = r.rank ? "rank " + std::to_string(*r.rank) : std::string("all ranks");
-  std::printf("world %u, %s: %llu steps from step %llu (%llu global batches consumed before); "
-              "rank alignment: %llu repeated, %llu dropped batches\n",
-              s.world_size(), who.c_str(), static_cast<unsigned long long>(s.steps()),
-              static_cast<unsigned long long>(r.first_label),
-              static_cast<unsigned long long>(s.consumed()),
-              static_cast<unsigned long long>(s.repeat_batches()),
-              static_cast<unsigned long long>(s.dropped_batches()));
+  std::printf(
+      "world %u, %s: %llu steps from step %llu (%llu global batches consumed before); "
+      "rank alignment: %llu repeated, %llu dropped batches\n",
+      s.world_size(), who.c_str(), static_cast<unsigned long long>(s.steps()),
+      static_cast<unsigned long long>(r.first_label), static_cast<unsigned long long>(s.consumed()),
+      static_cast<unsigned long long>(s.repeat_batches()),
+      static_cast<unsigned long long>(s.dropped_batches()));
   std::printf("resume state after these steps: %s\n", s.state_after(s.steps()).to_string().c_str());
 }
 

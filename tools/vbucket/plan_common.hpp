@@ -45,7 +45,8 @@ inline constexpr std::string_view balance =
 inline constexpr std::string_view balance_group =
     "step balance for groups of G batches (default with --balance: the world size; pass the "
     "original world size when resuming with another)";
-inline constexpr std::string_view fps_max = "opensora-v2: frames are thinned to at most F per second (16)";
+inline constexpr std::string_view fps_max =
+    "opensora-v2: frames are thinned to at most F per second (16)";
 inline constexpr std::string_view frame_interval = "opensora-v1.2: the frame interval (1)";
 inline constexpr std::string_view threads = "worker threads; 0 = one per core (0)";
 }  // namespace plan_help
@@ -81,7 +82,8 @@ inline plan_flags read_plan_flags(const args& a) {
   } else if (rule == "opensora-v1.2") {
     f.rule = plan_rule::opensora_v12;
   } else {
-    throw usage_error("--rule: unknown rule \"" + rule + "\" (expected opensora-v2 or opensora-v1.2)");
+    throw usage_error("--rule: unknown rule \"" + rule +
+                      "\" (expected opensora-v2 or opensora-v1.2)");
   }
   const std::string rng = a.value_or("rng", "fast");
   if (rng == "fast") {
@@ -95,7 +97,8 @@ inline plan_flags read_plan_flags(const args& a) {
   if (a.has("seed")) f.seed = parse_uint_flag("seed", a.value("seed"), 0, u64_max);
   if (a.has("epoch")) f.epoch = parse_uint_flag("epoch", a.value("epoch"), 0, u64_max);
   if (a.has("fps-max")) {
-    if (f.rule != plan_rule::opensora_v2) throw usage_error("--fps-max applies to --rule opensora-v2 only");
+    if (f.rule != plan_rule::opensora_v2)
+      throw usage_error("--fps-max applies to --rule opensora-v2 only");
     f.fps_max = parse_positive_flag("fps-max", a.value("fps-max"));
   }
   if (a.has("frame-interval")) {

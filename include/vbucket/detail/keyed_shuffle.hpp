@@ -37,9 +37,10 @@ constexpr std::uint64_t stream_key(std::uint64_t key, std::uint64_t domain,
 
 /// A uniform integer in [0, bound) from draw `d` of stream `k`: Lemire's multiply-shift without
 /// rejection (the bias, at most bound / 2^64, is far below anything observable).
-constexpr std::uint64_t keyed_below(std::uint64_t k, std::uint64_t d, std::uint64_t bound) noexcept {
-  return static_cast<std::uint64_t>((static_cast<u128>(mix64(k + (d + 1) * golden_gamma)) * bound) >>
-                                    64);
+constexpr std::uint64_t keyed_below(std::uint64_t k, std::uint64_t d,
+                                    std::uint64_t bound) noexcept {
+  return static_cast<std::uint64_t>(
+      (static_cast<u128>(mix64(k + (d + 1) * golden_gamma)) * bound) >> 64);
 }
 
 /// Fisher–Yates shuffle keyed by `k`: position i (counting down) swaps with keyed_below(k, i,

@@ -79,7 +79,8 @@ inline std::string shape(std::int64_t t, std::int64_t h, std::int64_t w) {
 }  // namespace detail
 
 /// The statistics as text; `balance` (optional) adds the step balance.
-inline std::string format_plan_table(const plan_stats& s, const step_balance_stats* balance = nullptr,
+inline std::string format_plan_table(const plan_stats& s,
+                                     const step_balance_stats* balance = nullptr,
                                      const plan_table_options& o = {}) {
   using detail::count;
   using detail::count_or_dash;
@@ -90,20 +91,25 @@ inline std::string format_plan_table(const plan_stats& s, const step_balance_sta
   const bool moves = t.moved_out > 0;
 
   if (o.per_bucket) {
-    detail::text_table table{{"bucket", "resolution", "frames", "ratio", "TxHxW", "batch", "grouped"},
-                             moves ? "rllllrrrrrrrrrr" : "rllllrrrrrrr",
-                             {}};
+    detail::text_table table{
+        {"bucket", "resolution", "frames", "ratio", "TxHxW", "batch", "grouped"},
+        moves ? "rllllrrrrrrrrrr" : "rllllrrrrrrr",
+        {}};
     if (moves) {
       table.header.push_back("moved in");
       table.header.push_back("moved out");
     }
-    for (const char* h : {"samples", "batches", "pads", "dropped", "cost"}) table.header.push_back(h);
+    for (const char* h : {"samples", "batches", "pads", "dropped", "cost"})
+      table.header.push_back(h);
     for (const bucket_stats& b : s.buckets) {
-      std::vector<std::string> row = {count(static_cast<std::uint64_t>(b.bucket)), b.resolution,
-                                      count(static_cast<std::uint64_t>(b.frames)), b.ratio,
-                                      detail::shape(b.frames, b.height, b.width),
-                                      b.batch_size > 0 ? count(static_cast<std::uint64_t>(b.batch_size)) : "off",
-                                      count(b.counts.grouped)};
+      std::vector<std::string> row = {
+          count(static_cast<std::uint64_t>(b.bucket)),
+          b.resolution,
+          count(static_cast<std::uint64_t>(b.frames)),
+          b.ratio,
+          detail::shape(b.frames, b.height, b.width),
+          b.batch_size > 0 ? count(static_cast<std::uint64_t>(b.batch_size)) : "off",
+          count(b.counts.grouped)};
       if (moves) {
         row.push_back(count_or_dash(b.counts.moved_in));
         row.push_back(count_or_dash(b.counts.moved_out));
@@ -127,11 +133,12 @@ inline std::string format_plan_table(const plan_stats& s, const step_balance_sta
                              {}};
     for (const shape_stats& x : s.by_shape) {
       if (x.counts.grouped == 0 && x.counts.moved_in == 0) continue;
-      table.rows.push_back({x.resolution, count(static_cast<std::uint64_t>(x.frames)),
-                            x.batch_size > 0 ? count(static_cast<std::uint64_t>(x.batch_size)) : "off",
-                            count(x.counts.buckets), count(x.counts.samples), count(x.counts.batches),
-                            count_or_dash(x.counts.pads), count_or_dash(x.counts.dropped),
-                            percent(static_cast<double>(x.counts.samples), static_cast<double>(t.samples))});
+      table.rows.push_back(
+          {x.resolution, count(static_cast<std::uint64_t>(x.frames)),
+           x.batch_size > 0 ? count(static_cast<std::uint64_t>(x.batch_size)) : "off",
+           count(x.counts.buckets), count(x.counts.samples), count(x.counts.batches),
+           count_or_dash(x.counts.pads), count_or_dash(x.counts.dropped),
+           percent(static_cast<double>(x.counts.samples), static_cast<double>(t.samples))});
     }
     out += "By (resolution, frames)\n";
     out += table.rows.empty() ? std::string("(none)\n") : table.render();
@@ -139,25 +146,26 @@ inline std::string format_plan_table(const plan_stats& s, const step_balance_sta
   }
 
   if (o.by_ratio) {
-    detail::text_table table{{"ratio", "H/W", "buckets", "samples", "batches", "pads", "dropped",
-                              "samples %"},
-                             "lrrrrrrr",
-                             {}};
+    detail::text_table table{
+        {"ratio", "H/W", "buckets", "samples", "batches", "pads", "dropped", "samples %"},
+        "lrrrrrrr",
+        {}};
     for (const ratio_stats& x : s.by_ratio)
-      table.rows.push_back({x.ratio, ::fmt::format("{:.3f}", x.value), count(x.counts.buckets),
-                            count(x.counts.samples), count(x.counts.batches),
-                            count_or_dash(x.counts.pads), count_or_dash(x.counts.dropped),
-                            percent(static_cast<double>(x.counts.samples), static_cast<double>(t.samples))});
+      table.rows.push_back(
+          {x.ratio, ::fmt::format("{:.3f}", x.value), count(x.counts.buckets),
+           count(x.counts.samples), count(x.counts.batches), count_or_dash(x.counts.pads),
+           count_or_dash(x.counts.dropped),
+           percent(static_cast<double>(x.counts.samples), static_cast<double>(t.samples))});
     out += "By aspect ratio\n";
     out += table.rows.empty() ? std::string("(none)\n") : table.render();
     out += '\n';
   }
 
   if (o.summary) {
-    detail::text_table kinds{{"", "buckets", "samples", "batches", "pads", "dropped", "moved",
-                              "samples %", "cost %"},
-                             "lrrrrrrrr",
-                             {}};
+    detail::text_table kinds{
+        {"", "buckets", "samples", "batches", "pads", "dropped", "moved", "samples %", "cost %"},
+        "lrrrrrrrr",
+        {}};
     auto kind_row = [&](const char* name, const plan_counts& c) {
       kinds.rows.push_back({name, count(c.buckets), count(c.samples), count(c.batches),
                             count_or_dash(c.pads), count_or_dash(c.dropped),
@@ -172,9 +180,10 @@ inline std::string format_plan_table(const plan_stats& s, const step_balance_sta
     out += kinds.render();
     out += '\n';
     const std::uint64_t rows = t.grouped + s.unassigned + s.invalid;
-    out += ::fmt::format("samples:            {} rows, {} in buckets ({}), {} without bucket, {} invalid\n",
-                         rows, t.grouped, percent(static_cast<double>(t.grouped), static_cast<double>(rows)),
-                         s.unassigned, s.invalid);
+    out += ::fmt::format(
+        "samples:            {} rows, {} in buckets ({}), {} without bucket, {} invalid\n", rows,
+        t.grouped, percent(static_cast<double>(t.grouped), static_cast<double>(rows)), s.unassigned,
+        s.invalid);
     out += ::fmt::format("#training sample:   {} distinct samples in batches, {} dropped\n",
                          t.samples, t.dropped);
     out += ::fmt::format("#training batch:    {} ({} slots, {} pads = {} of slots)\n", t.batches,
@@ -182,16 +191,17 @@ inline std::string format_plan_table(const plan_stats& s, const step_balance_sta
     out += ::fmt::format("#non-empty bucket:  {}\n", t.buckets);
     if (s.alignment.world > 0) {
       const alignment_stats& a = s.alignment;
-      out += ::fmt::format("world:              {} ranks, {} steps each after {} consumed global "
-                           "batches; {} repeated batches ({} samples), {} dropped ({} samples)\n",
-                           a.world, a.steps, a.consumed, a.repeat_batches, a.repeat_samples,
-                           a.dropped_batches, a.dropped_samples);
+      out += ::fmt::format(
+          "world:              {} ranks, {} steps each after {} consumed global "
+          "batches; {} repeated batches ({} samples), {} dropped ({} samples)\n",
+          a.world, a.steps, a.consumed, a.repeat_batches, a.repeat_samples, a.dropped_batches,
+          a.dropped_samples);
     }
     if (balance != nullptr) {
-      out += ::fmt::format("step balance:       max/mean cost per step {:.4f} (mean of step ratios "
-                           "{:.4f}, worst step {:.4f})\n",
-                           balance->max_over_mean, balance->mean_step_ratio,
-                           balance->worst_step_ratio);
+      out += ::fmt::format(
+          "step balance:       max/mean cost per step {:.4f} (mean of step ratios "
+          "{:.4f}, worst step {:.4f})\n",
+          balance->max_over_mean, balance->mean_step_ratio, balance->worst_step_ratio);
     }
   }
   return out;
