@@ -197,11 +197,14 @@ void print_summary(const plan_request& r, const planned_epoch& p, const epoch_sc
   const std::string who = r.rank ? "rank " + std::to_string(*r.rank) : std::string("all ranks");
   std::printf(
       "world %u, %s: %llu steps from step %llu (%llu global batches consumed before); "
-      "rank alignment: %llu repeated, %llu dropped batches\n",
+      "rank alignment: %llu repeated batches (%llu samples), %llu dropped batches (%llu "
+      "samples)\n",
       s.world_size(), who.c_str(), static_cast<unsigned long long>(s.steps()),
       static_cast<unsigned long long>(r.first_label), static_cast<unsigned long long>(s.consumed()),
       static_cast<unsigned long long>(s.repeat_batches()),
-      static_cast<unsigned long long>(s.dropped_batches()));
+      static_cast<unsigned long long>(s.repeat_samples()),
+      static_cast<unsigned long long>(s.dropped_batches()),
+      static_cast<unsigned long long>(s.dropped_samples()));
   std::printf("resume state after these steps: %s\n", s.state_after(s.steps()).to_string().c_str());
 }
 

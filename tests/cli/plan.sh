@@ -1,0 +1,398 @@
+#!/usr/bin/env bash
+# CLI test of `vbucket plan` and `vbucket stats`: every rank's output together covers every
+# assigned sample, repeats are exactly the counted pads; --rank all is the ranks' outputs
+# interleaved; --start-step K is the rest of the same schedule; --consumed-batches N under
+# another world size delivers exactly the batches not yet consumed; --drop-last repeats no
+# sample; bad input exits non-zero with exactly one stderr line naming the problem.
+#
+#   bash tests/cli/plan.sh <path to vbucket> <absolute path of tests/data>
+set -uo pipefail
+
+vbucket=${1:?usage: plan.sh <vbucket binary> <tests/data dir>}
+data=${2:?usage: plan.sh <vbucket binary> <tests/data dir>}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-plan-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "FAIL: python3 is needed to check the JSON lines" >&2
+  exit 1
+fi
+
+failures=0
+checks=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+pass() { checks=$((checks + 1)); }
+
+# run ARGS...: runs vbucket; exit code in $rc, stdout in $tmp/stdout, stderr in $tmp/stderr.
+run() {
+  "$vbucket" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+}
+
+# expect_ok NAME ARGS...: the command succeeds and prints nothing on stderr.
+expect_ok() {
+  local name=$1
+  shift
+  run "$@"
+  if [[ $rc -ne 0 ]]; then
+    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
+    return 1
+  elif [[ -s $tmp/stderr ]]; then
+    fail "$name: unexpected stderr: $(cat "$tmp/stderr")"
+    return 1
+  fi
+  pass
+}
+
+# expect_error NAME CODE PATTERN ARGS...: exit code CODE and exactly one stderr line, starting
+# "vbucket <cmd>: error: " and containing PATTERN (a fixed string).
+expect_error() {
+  local name=$1 code=$2 pattern=$3
+  shift 3
+  run "$@"
+  local lines
+  lines=$(wc -l <"$tmp/stderr")
+  if [[ $rc -eq 0 ]]; then
+    fail "$name: exit code 0, expected $code"
+  elif [[ $rc -ne $code ]]; then
+    fail "$name: exit code $rc, expected $code (stderr: $(cat "$tmp/stderr"))"
+  elif [[ $lines -ne 1 ]]; then
+    fail "$name: $lines lines on stderr, expected 1:"$'\n'"$(cat "$tmp/stderr")"
+  elif ! grep -q '^vbucket\( [a-z-]*\)\?: error: ' "$tmp/stderr"; then
+    fail "$name: stderr line has no 'vbucket <cmd>: error: ' prefix: $(cat "$tmp/stderr")"
+  elif ! grep -qF -- "$pattern" "$tmp/stderr"; then
+    fail "$name: stderr does not mention '$pattern': $(cat "$tmp/stderr")"
+  else
+    pass
+  fi
+}
+
+# check NAME PYTHON-ARGS...: runs the checker below; a non-zero exit is a failure.
+check() {
+  local name=$1
+  shift
+  if python3 "$tmp/check.py" "$@" >"$tmp/check.out" 2>&1; then
+    pass
+  else
+    fail "$name: $(cat "$tmp/check.out")"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Inputs: 600 web-video-like rows (images, videos of many sizes, a few too small for any bucket).
+# ---------------------------------------------------------------------------------------------
+cfg="$data/config_opensora_v2.json"
+meta="$tmp/meta.csv"
+python3 - "$meta" <<'EOF'
+import sys
+sizes = [(1080, 1920), (720, 1280), (480, 854), (360, 640), (1920, 1080), (1080, 1080),
+         (240, 426), (2160, 3840), (800, 1920), (64, 64)]
+state = 12345
+def rnd(n):
+    global state
+    state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
+    return (state >> 33) % n
+with open(sys.argv[1], "w") as f:
+    f.write("path,num_frames,height,width,fps\n")
+    for i in range(600):
+        h, w = sizes[rnd(len(sizes))]
+        if rnd(100) < 15:
+            f.write(f"img{i}.jpg,1,{h},{w},\n")
+        else:
+            f.write(f"v{i}.mp4,{20 + rnd(900)},{h},{w},{[24, 25, 30, 60][rnd(4)]}\n")
+EOF
+
+cat >"$tmp/check.py" <<'EOF'
+"""Checks of `vbucket plan` outputs. Usage: check.py MODE ARGS..."""
+import json
+import re
+import sys
+from collections import Counter
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def summary(path):
+    """Numbers from plan's stdout summary."""
+    text = open(path).read()
+    m = re.search(r"(\d+) batches \(policy (\w+): (\d+) pads, (\d+) dropped, (\d+) moved", text)
+    a = re.search(r"world (\d+), .*?: (\d+) steps from step (\d+) \((\d+) global batches consumed "
+                  r"before\); rank alignment: (\d+) repeated batches \((\d+) samples\), (\d+) "
+                  r"dropped batches \((\d+) samples\)", text)
+    if not m or not a:
+        sys.exit(f"cannot parse the summary: {text!r}")
+    return dict(batches=int(m[1]), policy=m[2], pads=int(m[3]), dropped=int(m[4]),
+                moved=int(m[5]), world=int(a[1]), steps=int(a[2]), first=int(a[3]),
+                consumed=int(a[4]), repeats=int(a[5]), repeat_samples=int(a[6]),
+                dropped_batches=int(a[7]), dropped_samples=int(a[8]))
+
+
+def assigned(path):
+    """index -> (resolution, frames, ratio) from `vbucket assign`'s OUT.csv."""
+    out = {}
+    with open(path) as f:
+        next(f)
+        for line in f:
+            fields = line.rstrip("\n").split(",")
+            if fields[1]:
+                out[int(fields[0])] = (fields[1], int(fields[2]), fields[3])
+    return out
+
+
+def check_lines(lines, config, with_rank):
+    """Every line: the contract's fields, a full batch of its bucket's size and shape."""
+    for x in lines:
+        keys = ["rank"] if with_rank else []
+        keys += ["step", "bucket", "thw", "indices"]
+        if list(x.keys()) != keys:
+            sys.exit(f"fields {list(x.keys())}, expected {keys}")
+        res, frames, ratio = x["bucket"]
+        bs = config[res][str(frames)][1]
+        if len(x["indices"]) != bs:
+            sys.exit(f"batch of {len(x['indices'])} in bucket {x['bucket']} of batch size {bs}")
+        if x["thw"][0] != frames:
+            sys.exit(f"thw {x['thw']} does not match bucket {x['bucket']}")
+
+
+def coverage(batches, buckets, pads, exact_bucket=True):
+    """Every assigned sample appears; repeats are exactly `pads`; nothing else appears."""
+    seen = Counter()
+    for x in batches:
+        for i in x["indices"]:
+            if i not in buckets:
+                sys.exit(f"sample {i} has no bucket but is in a batch")
+            if exact_bucket and tuple(x["bucket"]) != buckets[i]:
+                sys.exit(f"sample {i} of bucket {buckets[i]} is in a batch of {x['bucket']}")
+            seen[i] += 1
+    missing = [i for i in buckets if seen[i] == 0]
+    if missing:
+        sys.exit(f"{len(missing)} assigned samples never appear, e.g. {missing[:5]}")
+    repeats = sum(seen.values()) - len(seen)
+    if repeats != pads:
+        sys.exit(f"{repeats} repeated slots but {pads} counted pads")
+
+
+mode = sys.argv[1]
+config = json.load(open(sys.argv[2]))
+if mode == "all":  # all.jsonl summary assign.csv world
+    lines = load(sys.argv[3])
+    s = summary(sys.argv[4])
+    world = int(sys.argv[6])
+    check_lines(lines, config, True)
+    steps = Counter(x["step"] for x in lines)
+    if sorted(steps) != list(range(s["steps"])) or set(steps.values()) != {world}:
+        sys.exit("--rank all: every step must have exactly one line per rank")
+    if [x["rank"] for x in lines] != [r for _ in range(s["steps"]) for r in range(world)]:
+        sys.exit("--rank all: lines must go step by step, ranks in order")
+    if s["steps"] * world != s["batches"] + s["repeats"]:
+        sys.exit("steps x world != batches + repeats")
+    coverage(lines, assigned(sys.argv[5]), s["pads"] + s["repeat_samples"])
+elif mode == "ranks":  # all.jsonl world rank0.jsonl ...: per-rank files == --rank all, split
+    lines = load(sys.argv[3])
+    world = int(sys.argv[4])
+    for r in range(world):
+        mine = [{k: v for k, v in x.items() if k != "rank"} for x in lines if x["rank"] == r]
+        got = load(sys.argv[5 + r])
+        check_lines(got, config, False)
+        if got != mine:
+            sys.exit(f"rank {r}'s output differs from its lines in --rank all")
+elif mode == "suffix":  # full.jsonl part.jsonl K: part == lines of full with step >= K
+    full, part, k = load(sys.argv[3]), load(sys.argv[4]), int(sys.argv[5])
+    if part != [x for x in full if x["step"] >= k]:
+        sys.exit(f"--start-step {k}: not the rest of the schedule")
+elif mode == "resume":  # first.jsonl K world1 rest.jsonl rest-summary assign.csv
+    first, k, world1 = load(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    rest, s = load(sys.argv[6]), summary(sys.argv[7])
+    done = [x for x in first if x["step"] < k]
+    if len(done) != k * world1:
+        sys.exit("the first run has fewer steps than the resume point")
+    if s["consumed"] != k * world1:
+        sys.exit(f"resumed after {s['consumed']} batches, expected {k * world1}")
+    w2 = s["world"]
+    first_label = -(-k * world1 // w2)
+    if rest and rest[0]["step"] != first_label:
+        sys.exit(f"resumed steps start at {rest[0]['step']}, expected {first_label}")
+    if len(rest) != s["steps"] * w2:
+        sys.exit("resumed run: lines != steps x world")
+    if k * world1 + len(rest) != s["batches"] + s["repeats"]:
+        sys.exit("consumed + resumed batches != the epoch's batches + repeats")
+    # Nothing skipped, nothing replayed: the first run's pads (no repeats before the last
+    # step) plus the resumed run's pads and repeats explain every repeated slot.
+    check_lines(rest, config, True)
+    coverage(done + rest, assigned(sys.argv[8]), s["pads"] + s["repeat_samples"])
+elif mode == "no-repeat":  # file.jsonl summary: drop policy + drop-last: no sample twice
+    lines = load(sys.argv[3])
+    s = summary(sys.argv[4])
+    check_lines(lines, config, True)
+    seen = Counter(i for x in lines for i in x["indices"])
+    twice = [i for i, c in seen.items() if c > 1]
+    if twice:
+        sys.exit(f"--drop-last: samples appear twice, e.g. {twice[:5]}")
+    if s["repeats"] != 0 or s["pads"] != 0:
+        sys.exit("--drop-last: repeats or pads counted")
+elif mode == "downgrade":  # file.jsonl summary assign.csv
+    lines = load(sys.argv[3])
+    s = summary(sys.argv[4])
+    check_lines(lines, config, True)
+    coverage(lines, assigned(sys.argv[5]), s["pads"] + s["repeat_samples"], exact_bucket=False)
+else:
+    sys.exit(f"unknown mode {mode}")
+EOF
+
+# The assignment `plan` uses for epoch 0 with the fast source: `assign --rng fast --seed S`.
+seed=7
+expect_ok "assign" assign --config "$cfg" --meta "$meta" --rule opensora-v2 --rng fast \
+  --seed "$seed" --out "$tmp/assign.csv" --quiet
+
+common=(--config "$cfg" --meta "$meta" --seed "$seed" --epoch 0)
+
+# ---------------------------------------------------------------------------------------------
+# --rank all, and every rank alone.
+# ---------------------------------------------------------------------------------------------
+world=4
+if expect_ok "plan --rank all" plan "${common[@]}" --world $world --rank all --out "$tmp/all.jsonl"; then
+  cp "$tmp/stdout" "$tmp/all.summary"
+  check "--rank all covers every assigned sample" all "$cfg" "$tmp/all.jsonl" "$tmp/all.summary" \
+    "$tmp/assign.csv" $world
+fi
+rank_files=()
+for ((r = 0; r < world; r++)); do
+  expect_ok "plan --rank $r" plan "${common[@]}" --world $world --rank $r --out "$tmp/rank$r.jsonl" \
+    --quiet
+  rank_files+=("$tmp/rank$r.jsonl")
+  [[ -s $tmp/stdout ]] && fail "plan --quiet printed on stdout"
+done
+check "each rank's output is its part of --rank all" ranks "$cfg" "$tmp/all.jsonl" $world \
+  "${rank_files[@]}"
+
+# A world that does not divide the batch count: repeats are counted and cover the last step.
+if expect_ok "plan --world 7" plan "${common[@]}" --world 7 --rank all --out "$tmp/all7.jsonl"; then
+  cp "$tmp/stdout" "$tmp/all7.summary"
+  check "--world 7 covers every assigned sample" all "$cfg" "$tmp/all7.jsonl" "$tmp/all7.summary" \
+    "$tmp/assign.csv" 7
+fi
+
+# ---------------------------------------------------------------------------------------------
+# --start-step K: the rest of the same schedule; equal to --consumed-batches K*W.
+# ---------------------------------------------------------------------------------------------
+expect_ok "plan --start-step 5" plan "${common[@]}" --world $world --rank 2 --start-step 5 \
+  --out "$tmp/rank2-from5.jsonl" --quiet
+check "--start-step 5 is the rest of rank 2's steps" suffix "$cfg" "$tmp/rank2.jsonl" \
+  "$tmp/rank2-from5.jsonl" 5
+expect_ok "plan --consumed-batches 20" plan "${common[@]}" --world $world --rank 2 \
+  --consumed-batches 20 --out "$tmp/rank2-consumed20.jsonl" --quiet
+if ! cmp -s "$tmp/rank2-from5.jsonl" "$tmp/rank2-consumed20.jsonl"; then
+  fail "--consumed-batches 20 (world 4) differs from --start-step 5"
+else
+  pass
+fi
+expect_ok "plan --start-step beyond the epoch" plan "${common[@]}" --world $world --rank 0 \
+  --start-step 100000 --out "$tmp/empty.jsonl" --quiet
+[[ -s $tmp/empty.jsonl ]] && fail "--start-step beyond the epoch wrote steps" || pass
+
+# ---------------------------------------------------------------------------------------------
+# --consumed-batches N with another world size: exactly the batches not yet consumed.
+# ---------------------------------------------------------------------------------------------
+for w2 in 3 1 6; do
+  for k in 0 9 17; do
+    if expect_ok "resume world $world step $k -> world $w2" plan "${common[@]}" --world $w2 \
+      --rank all --consumed-batches $((k * world)) --out "$tmp/rest.jsonl"; then
+      cp "$tmp/stdout" "$tmp/rest.summary"
+      check "resume world $world after $k steps with world $w2" resume "$cfg" "$tmp/all.jsonl" \
+        $k $world "$tmp/rest.jsonl" "$tmp/rest.summary" "$tmp/assign.csv"
+    fi
+  done
+done
+
+# ---------------------------------------------------------------------------------------------
+# --drop-last (policy drop): no sample twice. --policy downgrade: nothing lost.
+# ---------------------------------------------------------------------------------------------
+if expect_ok "plan --drop-last" plan "${common[@]}" --world 5 --rank all --drop-last \
+  --out "$tmp/drop.jsonl"; then
+  cp "$tmp/stdout" "$tmp/drop.summary"
+  check "--drop-last repeats no sample" no-repeat "$cfg" "$tmp/drop.jsonl" "$tmp/drop.summary"
+fi
+if expect_ok "plan --policy downgrade" plan "${common[@]}" --world 5 --rank all \
+  --policy downgrade --out "$tmp/down.jsonl"; then
+  cp "$tmp/stdout" "$tmp/down.summary"
+  check "--policy downgrade covers every assigned sample" downgrade "$cfg" "$tmp/down.jsonl" \
+    "$tmp/down.summary" "$tmp/assign.csv"
+fi
+if expect_ok "plan --balance" plan "${common[@]}" --world $world --rank all --balance \
+  --out "$tmp/balance.jsonl"; then
+  cp "$tmp/stdout" "$tmp/balance.summary"
+  check "--balance covers every assigned sample" all "$cfg" "$tmp/balance.jsonl" \
+    "$tmp/balance.summary" "$tmp/assign.csv" $world
+fi
+
+# Determinism: the same flags give the same bytes.
+expect_ok "plan again" plan "${common[@]}" --world $world --rank all --out "$tmp/all-again.jsonl" \
+  --threads 1 --quiet
+cmp -s "$tmp/all.jsonl" "$tmp/all-again.jsonl" && pass || fail "plan is not deterministic"
+
+# --rng numpy (Open-Sora's draws) and the v1.2 rule work too.
+expect_ok "plan --rng numpy --rule opensora-v1.2" plan --config "$data/config_opensora_v12.json" \
+  --meta "$meta" --rule opensora-v1.2 --rng numpy --seed 42 --epoch 1 --world 2 --rank 1 \
+  --out "$tmp/v12.jsonl" --quiet
+
+# ---------------------------------------------------------------------------------------------
+# stats
+# ---------------------------------------------------------------------------------------------
+if expect_ok "stats" stats --config "$cfg" --meta "$meta" --world 8 --seed 3 --epoch 2; then
+  for text in "By (resolution, frames)" "By aspect ratio" "Images and videos" "#training batch" \
+    "#training sample" "#non-empty bucket" "step balance" "world:"; do
+    grep -qF -- "$text" "$tmp/stdout" && pass || fail "stats output lacks '$text'"
+  done
+fi
+expect_ok "stats --policy downgrade" stats --config "$cfg" --meta "$meta" --policy downgrade
+grep -qF "moved in" "$tmp/stdout" && pass || fail "stats --policy downgrade shows no moves"
+expect_ok "plan --help" plan --help
+expect_ok "stats --help" stats --help
+
+# ---------------------------------------------------------------------------------------------
+# Errors: exit code (1 bad data, 2 bad usage) and exactly one line naming the problem.
+# ---------------------------------------------------------------------------------------------
+out=(--out "$tmp/err.jsonl")
+expect_error "rank not below world" 2 "--rank 4" plan "${common[@]}" --world 4 --rank 4 "${out[@]}"
+expect_error "world 0" 2 "--world" plan "${common[@]}" --world 0 --rank 0 "${out[@]}"
+expect_error "bad rank" 2 "--rank" plan "${common[@]}" --world 2 --rank first "${out[@]}"
+expect_error "negative seed" 2 "--seed" plan --config "$cfg" --meta "$meta" --seed -1 --epoch 0 \
+  --world 2 --rank 0 "${out[@]}"
+expect_error "bad policy" 2 "--policy" plan "${common[@]}" --world 2 --rank 0 --policy fill \
+  "${out[@]}"
+expect_error "bad rng" 2 "--rng" plan "${common[@]}" --world 2 --rank 0 --rng mt "${out[@]}"
+expect_error "bad rule" 2 "--rule" plan "${common[@]}" --world 2 --rank 0 --rule v3 "${out[@]}"
+expect_error "both resume flags" 2 "--consumed-batches" plan "${common[@]}" --world 2 --rank 0 \
+  --start-step 1 --consumed-batches 2 "${out[@]}"
+expect_error "bad start step" 2 "--start-step" plan "${common[@]}" --world 2 --rank 0 \
+  --start-step -3 "${out[@]}"
+expect_error "missing --out" 2 "--out" plan "${common[@]}" --world 2 --rank 0
+expect_error "missing --world" 2 "--world" plan "${common[@]}" --rank 0 "${out[@]}"
+expect_error "unknown flag" 2 "--worlds" plan "${common[@]}" --worlds 2 --rank 0 "${out[@]}"
+expect_error "missing config file" 1 "$tmp/nope.json" plan --config "$tmp/nope.json" \
+  --meta "$meta" --seed 1 --epoch 0 --world 2 --rank 0 "${out[@]}"
+printf '{"360p": {"102": [0.5, -4]}}\n' >"$tmp/bad-bs.json"
+expect_error "negative batch size" 1 "batch size" plan --config "$tmp/bad-bs.json" --meta "$meta" \
+  --seed 1 --epoch 0 --world 2 --rank 0 "${out[@]}"
+printf '{"360p": {"102": [1.5, 4]}}\n' >"$tmp/bad-p.json"
+expect_error "probability above 1" 1 "bad-p.json" plan --config "$tmp/bad-p.json" --meta "$meta" \
+  --seed 1 --epoch 0 --world 2 --rank 0 "${out[@]}"
+printf 'num_frames,height,width,fps\n10,20\n' >"$tmp/bad.csv"
+expect_error "malformed metadata" 1 "bad.csv" plan --config "$cfg" --meta "$tmp/bad.csv" --seed 1 \
+  --epoch 0 --world 2 --rank 0 "${out[@]}"
+expect_error "unwritable output" 1 "$tmp/no/such/dir/out.jsonl" plan "${common[@]}" --world 2 \
+  --rank 0 --out "$tmp/no/such/dir/out.jsonl"
+expect_error "stats world 0" 2 "--world" stats --config "$cfg" --meta "$meta" --world 0
+expect_error "stats missing meta" 2 "--meta" stats --config "$cfg"
+expect_error "stats frame-interval with v2" 2 "--frame-interval" stats --config "$cfg" \
+  --meta "$meta" --frame-interval 2
+[[ -e $tmp/err.jsonl ]] && fail "a failed run left its output file" || pass
+
+echo "plan.sh: $checks checks passed, $failures failed"
+((failures == 0))
