@@ -19,6 +19,7 @@ struct command {
 // its body in vbucket::cli::run_main), declare it in cli.hpp and add one line here.
 constexpr command commands[] = {
     {"assign", vbucket::cli::cmd_assign, "assign every sample of a metadata CSV to a bucket"},
+    {"fit-bs", vbucket::cli::cmd_fit_bs, "fit memory/time models, rescale a config's batch sizes"},
     {"plan", vbucket::cli::cmd_plan, "plan an epoch: each rank's batches, as JSON lines"},
     {"stats", vbucket::cli::cmd_stats, "print an epoch plan's statistics per bucket, shape, ratio"},
 };

@@ -332,7 +332,8 @@ inline rescale_result rescale_batch_sizes(std::span<const batch_bucket> buckets,
                   (capped ? " (a profiled step ran out of memory)"
                           : " (predicted " +
                                 detail::format_number(out.memory.model.predict(b.tokens, 1)) +
-                                " GiB)"));
+                                " GiB)") +
+                  "; disable it (probability 0, batch size null) to rescale the rest");
     return cap;
   };
 
