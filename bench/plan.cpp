@@ -1,0 +1,176 @@
+/// Benchmarks of the epoch planner over synthetic web-video samples, world size 64:
+///  - `plan/epoch/<N>`: the whole epoch as a trainer computes it on every rank: assignment
+///    (fast source, Open-Sora 2.0 rule, tests/data/config_opensora_v2.json) + grouping + the
+///    plan (per-bucket shuffles, pads, global order) + dealing to 64 ranks. Counters:
+///    `per_sample` (time per sample), `assign_ns`/`group_ns`/`plan_ns` (per sample, each
+///    stage), `extra_B_per_sample` (peak RSS during the iterations above the RSS before them,
+///    per sample: the memory the epoch needs beyond the metadata table), `peak_rss_MB`.
+///  - `plan/balance/opensora_v12`: the step balance (Σ max / Σ mean cost per step) of random
+///    batch order and of step-balanced order on Open-Sora v1.2's config, world 64.
+///
+///     ./vbucket_bench --benchmark_filter=plan/ --benchmark_repetitions=3
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>      // std::chrono::steady_clock (stage times)
+#include <cstddef>     // std::size_t
+#include <cstdint>     // std::uint64_t
+#include <cstdio>      // std::FILE, std::fopen, std::fgets
+#include <cstdlib>     // std::strtol
+#include <cstring>     // std::strlen, std::strncmp
+#include <filesystem>  // std::filesystem::path (locating tests/data)
+#include <map>         // std::map (tables per size)
+#include <memory>      // std::unique_ptr
+#include <span>        // std::span
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+#include "synthetic.hpp"
+#include "vbucket/epoch_plan.hpp"
+#include "vbucket/json/bucket_config.hpp"
+#include "vbucket/plan_stats.hpp"
+#include "vbucket/vbucket.hpp"
+
+namespace {
+
+constexpr std::uint64_t plan_seed = 1234;
+constexpr std::uint32_t plan_world = 64;
+
+std::string plan_data_path(const char* file) {
+#ifdef VBUCKET_BENCH_DATA_DIR
+  const std::filesystem::path dir = VBUCKET_BENCH_DATA_DIR;
+#else
+  const std::filesystem::path dir =
+      std::filesystem::path(__FILE__).parent_path().parent_path() / "tests" / "data";
+#endif
+  return (dir / file).string();
+}
+
+/// The synthetic table of n samples (built once per size).
+const vbucket::meta_table& plan_samples(std::size_t n) {
+  static std::map<std::size_t, std::unique_ptr<vbucket::meta_table>> tables;
+  auto& t = tables[n];
+  if (!t) t = std::make_unique<vbucket::meta_table>(vbucket::bench::synthetic_table(n));
+  return *t;
+}
+
+/// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 when unavailable.
+long proc_status_kb(const char* field) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kb = -1;
+  const std::size_t len = std::strlen(field);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      kb = std::strtol(line + len + 1, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb;
+}
+
+/// Resets the peak RSS (VmHWM) to the current RSS (Linux ≥ 4.0); false when not possible.
+bool reset_peak_rss() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void plan_epoch(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const vbucket::meta_table& table = plan_samples(n);
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+  const vbucket::opensora_v2_rule rule{};
+  const long rss_before = proc_status_kb("VmRSS");
+  const bool peak_reset = reset_peak_rss();
+  double assign_s = 0.0, group_s = 0.0, plan_s = 0.0;
+  std::uint64_t batches = 0, steps = 0;
+  std::uint64_t epoch = 0;
+  for (auto _ : state) {
+    // A new epoch every iteration, as in training: new draws, new shuffles.
+    auto t0 = std::chrono::steady_clock::now();
+    const std::vector<vbucket::bucket_id> ids =
+        vbucket::assign_all(config, table, rule, vbucket::fast_source(plan_seed, epoch));
+    assign_s += seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    const vbucket::bucket_groups groups = vbucket::group_by_bucket(ids, config.num_buckets());
+    group_s += seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    vbucket::plan_options options;
+    options.seed = plan_seed;
+    options.epoch = epoch;
+    const vbucket::epoch_plan plan = vbucket::make_epoch_plan(groups, config, options);
+    const vbucket::epoch_schedule schedule = plan.deal(plan_world);
+    plan_s += seconds_since(t0);
+    batches = plan.num_batches();
+    steps = schedule.steps();
+    benchmark::DoNotOptimize(schedule.at(0, plan_world - 1).indices.data());
+    ++epoch;
+  }
+  const long rss_peak = peak_reset ? proc_status_kb("VmHWM") : -1;
+  const double samples = static_cast<double>(n);
+  const double iterations = static_cast<double>(state.iterations());
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(n));
+  state.counters["per_sample"] = benchmark::Counter(
+      samples, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["assign_ns"] = 1e9 * assign_s / iterations / samples;
+  state.counters["group_ns"] = 1e9 * group_s / iterations / samples;
+  state.counters["plan_ns"] = 1e9 * plan_s / iterations / samples;
+  state.counters["batches"] = static_cast<double>(batches);
+  state.counters["steps"] = static_cast<double>(steps);
+  if (rss_before >= 0 && rss_peak >= 0) {
+    state.counters["extra_B_per_sample"] =
+        1024.0 * static_cast<double>(rss_peak - rss_before) / samples;
+    state.counters["peak_rss_MB"] = static_cast<double>(rss_peak) / 1024.0;
+  }
+}
+
+/// Step balance on Open-Sora v1.2's config: random order against step-balanced order.
+void plan_balance_v12(benchmark::State& state) {
+  const vbucket::meta_table& table = plan_samples(1'000'000);
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      plan_data_path("config_opensora_v12.json"), vbucket::opensora_v12_tables{});
+  const std::vector<vbucket::bucket_id> ids = vbucket::assign_all(
+      config, table, vbucket::opensora_v12_rule{}, vbucket::fast_source(plan_seed, 0));
+  const vbucket::bucket_groups groups = vbucket::group_by_bucket(ids, config.num_buckets());
+  vbucket::step_balance_stats random_order, balanced;
+  for (auto _ : state) {
+    vbucket::plan_options options;
+    options.seed = plan_seed;
+    const vbucket::epoch_plan a = vbucket::make_epoch_plan(groups, config, options);
+    options.balance_group = plan_world;
+    const vbucket::epoch_plan b = vbucket::make_epoch_plan(groups, config, options);
+    random_order = vbucket::step_balance(a.deal(plan_world));
+    balanced = vbucket::step_balance(b.deal(plan_world));
+  }
+  state.counters["random_max_over_mean"] = random_order.max_over_mean;
+  state.counters["balanced_max_over_mean"] = balanced.max_over_mean;
+  state.counters["random_worst_step"] = random_order.worst_step_ratio;
+  state.counters["balanced_worst_step"] = balanced.worst_step_ratio;
+  state.counters["steps"] = static_cast<double>(random_order.steps);
+}
+
+[[maybe_unused]] const bool registered = [] {
+  using benchmark::kMillisecond;
+  benchmark::RegisterBenchmark("plan/epoch", plan_epoch)
+      ->Arg(1'000'000)
+      ->Arg(10'000'000)
+      ->Unit(kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("plan/balance/opensora_v12", plan_balance_v12)
+      ->Unit(kMillisecond)
+      ->UseRealTime()
+      ->Iterations(1);
+  return true;
+}();
+
+}  // namespace
