@@ -2,9 +2,10 @@
 ///  - `plan/epoch/<N>`: the whole epoch as a trainer computes it on every rank: assignment
 ///    (fast source, Open-Sora 2.0 rule, tests/data/config_opensora_v2.json) + grouping + the
 ///    plan (per-bucket shuffles, pads, global order) + dealing to 64 ranks. Counters:
-///    `per_sample` (time per sample), `assign_ns`/`group_ns`/`plan_ns` (per sample, each
-///    stage), `extra_B_per_sample` (peak RSS during the iterations above the RSS before them,
-///    per sample: the memory the epoch needs beyond the metadata table), `peak_rss_MB`.
+///    `per_sample` (time per sample), `assign_ns` and `plan_ns` (per sample: assignment, and
+///    grouping + plan + deal), `extra_B_per_sample` (peak RSS during the iterations above the
+///    RSS before them, per sample: the memory an epoch needs beyond the metadata table) and
+///    `peak_rss_MB`.
 ///  - `plan/balance/opensora_v12`: the step balance (Σ max / Σ mean cost per step) of random
 ///    batch order and of step-balanced order on Open-Sora v1.2's config, world 64.
 ///
@@ -91,7 +92,7 @@ void plan_epoch(benchmark::State& state) {
   const vbucket::opensora_v2_rule rule{};
   const long rss_before = proc_status_kb("VmRSS");
   const bool peak_reset = reset_peak_rss();
-  double assign_s = 0.0, group_s = 0.0, plan_s = 0.0;
+  double assign_s = 0.0, plan_s = 0.0;
   std::uint64_t batches = 0, steps = 0;
   std::uint64_t epoch = 0;
   for (auto _ : state) {
@@ -101,13 +102,12 @@ void plan_epoch(benchmark::State& state) {
         vbucket::assign_all(config, table, rule, vbucket::fast_source(plan_seed, epoch));
     assign_s += seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
-    const vbucket::bucket_groups groups = vbucket::group_by_bucket(ids, config.num_buckets());
-    group_s += seconds_since(t0);
-    t0 = std::chrono::steady_clock::now();
     vbucket::plan_options options;
     options.seed = plan_seed;
     options.epoch = epoch;
-    const vbucket::epoch_plan plan = vbucket::make_epoch_plan(groups, config, options);
+    // Grouping happens inside: a parallel counting sort straight into the plan's slots.
+    const vbucket::epoch_plan plan =
+        vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, options);
     const vbucket::epoch_schedule schedule = plan.deal(plan_world);
     plan_s += seconds_since(t0);
     batches = plan.num_batches();
@@ -123,7 +123,6 @@ void plan_epoch(benchmark::State& state) {
   state.counters["per_sample"] = benchmark::Counter(
       samples, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.counters["assign_ns"] = 1e9 * assign_s / iterations / samples;
-  state.counters["group_ns"] = 1e9 * group_s / iterations / samples;
   state.counters["plan_ns"] = 1e9 * plan_s / iterations / samples;
   state.counters["batches"] = static_cast<double>(batches);
   state.counters["steps"] = static_cast<double>(steps);

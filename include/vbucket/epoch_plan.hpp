@@ -53,7 +53,8 @@
 #include <string>        // std::string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
-#include <utility>       // std::move
+#include <thread>        // std::thread::hardware_concurrency
+#include <utility>       // std::move, std::as_const
 #include <vector>        // std::vector
 
 #include "bucket_config.hpp"
@@ -252,8 +253,10 @@ constexpr std::uint64_t ref_local(std::uint64_t ref) noexcept { return ref & 0xf
 struct plan_data {
   plan_options options;
   std::vector<plan_bucket> buckets;
-  std::vector<std::uint32_t> slots;  // per bucket: shuffled samples, then pads
-  std::vector<std::uint64_t> order;  // the global sequence of batch refs
+  std::unique_ptr<std::uint32_t[]> slots;  // per bucket: shuffled samples, then pads
+  std::size_t num_slots = 0;
+  std::unique_ptr<std::uint64_t[]> order;  // the global sequence of batch refs
+  std::size_t num_batches = 0;
   std::uint64_t unassigned = 0;
   std::uint64_t invalid = 0;
 };
@@ -271,7 +274,7 @@ class epoch_plan {
   [[nodiscard]] std::uint64_t epoch() const noexcept { return data_->options.epoch; }
 
   /// Real batches in the global sequence (repeats for rank alignment are not counted).
-  [[nodiscard]] std::uint64_t num_batches() const noexcept { return data_->order.size(); }
+  [[nodiscard]] std::uint64_t num_batches() const noexcept { return data_->num_batches; }
   [[nodiscard]] std::size_t num_buckets() const noexcept { return data_->buckets.size(); }
   [[nodiscard]] const plan_bucket& bucket(bucket_id b) const noexcept {
     return data_->buckets[static_cast<std::size_t>(b)];
@@ -282,7 +285,9 @@ class epoch_plan {
   [[nodiscard]] std::uint64_t invalid() const noexcept { return data_->invalid; }
   /// Every bucket's region, one flat array: batch j of bucket b is
   /// slots[b.slot_begin + j · b.batch_size, + b.batch_size).
-  [[nodiscard]] std::span<const std::uint32_t> slots() const noexcept { return data_->slots; }
+  [[nodiscard]] std::span<const std::uint32_t> slots() const noexcept {
+    return {data_->slots.get(), data_->num_slots};
+  }
 
   /// The batch at global position p (p < num_batches()).
   [[nodiscard]] batch global_batch(std::uint64_t p) const noexcept {
@@ -312,10 +317,9 @@ class epoch_plan {
     out.frames = pb.frames;
     out.height = pb.height;
     out.width = pb.width;
-    out.indices = std::span<const std::uint32_t>(data_->slots)
-                      .subspan(static_cast<std::size_t>(pb.slot_begin +
-                                                        detail::ref_local(ref) * pb.batch_size),
-                               static_cast<std::size_t>(pb.batch_size));
+    out.indices = slots().subspan(
+        static_cast<std::size_t>(pb.slot_begin + detail::ref_local(ref) * pb.batch_size),
+        static_cast<std::size_t>(pb.batch_size));
     return out;
   }
   /// The ref of the batch at global position p.
@@ -604,19 +608,20 @@ inline void choose_downgrades(const bucket_config& config, std::vector<plan_buck
 
 }  // namespace detail
 
-/// Plans an epoch from grouped samples. Throws `vbucket::error` when the groups do not match
-/// the config or the cost is not a finite number ≥ 0.
-template <batch_cost Cost = latent_tokens_cost>
-epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& config,
-                           const plan_options& options = {}, const Cost& cost = {}) {
+namespace detail {
+
+/// Lays out and fills a plan from per-bucket sample counts. `fill_own(slots, buckets, capacity)`
+/// writes every bucket's grouped samples, ascending, at the start of its region (buckets with
+/// capacity 0 are skipped); the rest (shuffles, moves, pads, order) follows here.
+template <class Cost, class FillOwn>
+epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_t unassigned,
+                            std::uint64_t invalid, const bucket_config& config,
+                            const plan_options& options, const Cost& cost, FillOwn fill_own) {
   const std::size_t nb = config.num_buckets();
-  if (groups.num_buckets() != nb)
-    throw error("epoch plan: the groups have " + std::to_string(groups.num_buckets()) +
-                " buckets but the config has " + std::to_string(nb));
-  auto data = std::make_shared<detail::plan_data>();
+  auto data = std::make_shared<plan_data>();
   data->options = options;
-  data->unassigned = groups.unassigned;
-  data->invalid = groups.invalid;
+  data->unassigned = unassigned;
+  data->invalid = invalid;
   auto& buckets = data->buckets;
   buckets.resize(nb);
   for (std::size_t b = 0; b < nb; ++b) {
@@ -626,7 +631,7 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
     pb.frames = config.frames_of(id).frames;
     pb.height = config.ratio_of(id).height;
     pb.width = config.ratio_of(id).width;
-    pb.grouped = groups.count(id);
+    pb.grouped = grouped[b];
     if (pb.batch_size > 0) {
       pb.cost = static_cast<double>(cost(config, id, static_cast<std::int64_t>(pb.batch_size)));
       if (!(pb.cost >= 0.0) || !(pb.cost < std::numeric_limits<double>::infinity()))
@@ -635,7 +640,7 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
     }
   }
   const bool downgrade = options.policy == incomplete_policy::downgrade;
-  if (downgrade) detail::choose_downgrades(config, buckets);
+  if (downgrade) choose_downgrades(config, buckets);
 
   // Sources before targets: a target has strictly fewer frames·pixels than its source.
   std::vector<std::uint32_t> topo(nb);
@@ -680,26 +685,28 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
     total_slots += capacity[b];
     total_batches += buckets[b].batches;
   }
-  if (total_slots > std::numeric_limits<std::size_t>::max() / sizeof(std::uint32_t))
+  if (total_slots > std::numeric_limits<std::size_t>::max() / sizeof(std::uint64_t))
     throw error("epoch plan: too many slots");
-  data->slots.resize(static_cast<std::size_t>(total_slots));
-  std::uint32_t* slots = data->slots.data();
-  const std::uint64_t key = detail::plan_key(options.seed, options.epoch);
+  // Not zero-filled: every slot that a batch reads is written below.
+  data->num_slots = static_cast<std::size_t>(total_slots);
+  data->slots = std::make_unique_for_overwrite<std::uint32_t[]>(data->num_slots);
+  std::uint32_t* slots = data->slots.get();
+  const std::uint64_t key = plan_key(options.seed, options.epoch);
 
-  // Own samples: copied and shuffled per bucket, largest first, in parallel.
+  fill_own(slots, std::as_const(buckets), std::span<const std::uint64_t>(capacity));
+
+  // Own samples: shuffled per bucket, largest first, in parallel.
   std::vector<std::uint32_t> work;
   for (std::uint32_t b = 0; b < nb; ++b)
-    if (capacity[b] > 0 && buckets[b].grouped > 0) work.push_back(b);
+    if (capacity[b] > 0 && buckets[b].grouped > 1) work.push_back(b);
   std::stable_sort(work.begin(), work.end(), [&](std::uint32_t a, std::uint32_t b) {
     return buckets[a].grouped > buckets[b].grouped;
   });
-  detail::parallel_tasks(work.size(), options.threads, [&](std::size_t t) {
+  parallel_tasks(work.size(), options.threads, [&](std::size_t t) {
     const std::uint32_t b = work[t];
-    const auto src = groups.bucket(static_cast<bucket_id>(b));
-    std::uint32_t* region = slots + buckets[b].slot_begin;
-    std::copy(src.begin(), src.end(), region);
-    detail::keyed_shuffle(std::span<std::uint32_t>(region, src.size()),
-                          detail::stream_key(key, detail::plan_domain_bucket, b));
+    keyed_shuffle(std::span<std::uint32_t>(slots + buckets[b].slot_begin,
+                                           static_cast<std::size_t>(buckets[b].grouped)),
+                  stream_key(key, plan_domain_bucket, b));
   });
 
   // Downgrade: in source-to-target order, shuffle arrivals in (inside-out Fisher–Yates, which
@@ -711,9 +718,9 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
       const plan_bucket& pb = buckets[b];
       std::uint32_t* region = slots + pb.slot_begin;
       const std::uint64_t count = pb.grouped + pb.moved_in;
-      const std::uint64_t k = detail::stream_key(key, detail::plan_domain_insert, b);
+      const std::uint64_t k = stream_key(key, plan_domain_insert, b);
       for (std::uint64_t m = pb.grouped; m < count; ++m)
-        std::swap(region[m], region[detail::keyed_below(k, m, m + 1)]);
+        std::swap(region[m], region[keyed_below(k, m, m + 1)]);
       if (pb.moved_out == 0) continue;
       const auto to = static_cast<std::size_t>(pb.downgrade_to);
       std::copy(region + (count - pb.moved_out), region + count,
@@ -730,17 +737,18 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
   }
 
   // The global order.
-  auto& order = data->order;
-  order.resize(static_cast<std::size_t>(total_batches));
+  const auto n = static_cast<std::size_t>(total_batches);
+  data->num_batches = n;
+  data->order = std::make_unique_for_overwrite<std::uint64_t[]>(n);
+  const std::span<std::uint64_t> order(data->order.get(), n);
   {
     std::size_t i = 0;
     for (std::size_t b = 0; b < nb; ++b)
-      for (std::uint64_t j = 0; j < buckets[b].batches; ++j) order[i++] = detail::batch_ref(b, j);
+      for (std::uint64_t j = 0; j < buckets[b].batches; ++j) order[i++] = batch_ref(b, j);
   }
-  detail::keyed_shuffle(std::span<std::uint64_t>(order),
-                        detail::stream_key(key, detail::plan_domain_order, 0));
+  keyed_shuffle(order, stream_key(key, plan_domain_order, 0));
   const std::uint64_t group = options.balance_group;
-  if (group > 0 && total_batches > 0) {
+  if (group > 0 && n > 0) {
     // Stable counting sort by cost, most expensive first, then chunks of G in shuffled order;
     // the remainder (count mod G, the cheapest) stays last.
     std::vector<std::uint32_t> by_cost(nb);
@@ -748,7 +756,7 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
     std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::uint32_t a, std::uint32_t b) {
       return buckets[a].cost > buckets[b].cost;
     });
-    std::vector<std::uint64_t> start(nb + 1, 0);  // output start per bucket, in cost order
+    std::vector<std::uint64_t> start(nb, 0);  // output start per bucket, in cost order
     {
       std::uint64_t s = 0;
       for (std::uint32_t b : by_cost) {
@@ -756,29 +764,119 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
         s += buckets[b].batches;
       }
     }
-    std::vector<std::uint64_t> sorted(order.size());
+    const auto sorted = std::make_unique_for_overwrite<std::uint64_t[]>(n);
     for (std::uint64_t ref : order)
-      sorted[static_cast<std::size_t>(start[detail::ref_bucket(ref)]++)] = ref;
+      sorted[static_cast<std::size_t>(start[ref_bucket(ref)]++)] = ref;
     const std::uint64_t chunks = total_batches / group;
     std::vector<std::uint64_t> chunk_order(static_cast<std::size_t>(chunks));
     std::iota(chunk_order.begin(), chunk_order.end(), std::uint64_t{0});
-    detail::keyed_shuffle(std::span<std::uint64_t>(chunk_order),
-                          detail::stream_key(key, detail::plan_domain_chunks, 0));
-    for (std::uint64_t c = 0; c < chunks; ++c)
-      std::copy_n(sorted.begin() + static_cast<std::ptrdiff_t>(chunk_order[c] * group),
-                  static_cast<std::ptrdiff_t>(group),
-                  order.begin() + static_cast<std::ptrdiff_t>(c * group));
-    std::copy(sorted.begin() + static_cast<std::ptrdiff_t>(chunks * group), sorted.end(),
-              order.begin() + static_cast<std::ptrdiff_t>(chunks * group));
+    keyed_shuffle(std::span<std::uint64_t>(chunk_order), stream_key(key, plan_domain_chunks, 0));
+    const auto g = static_cast<std::size_t>(group);
+    for (std::size_t c = 0; c < chunk_order.size(); ++c)
+      std::copy_n(sorted.get() + static_cast<std::size_t>(chunk_order[c]) * g, g,
+                  order.data() + c * g);
+    std::copy(sorted.get() + chunk_order.size() * g, sorted.get() + n,
+              order.data() + chunk_order.size() * g);
   }
   return epoch_plan(std::move(data));
 }
 
-/// Groups `ids` (as from `assign_all`) and plans the epoch.
+}  // namespace detail
+
+/// Plans an epoch from grouped samples. Throws `vbucket::error` when the groups do not match
+/// the config or the cost is not a finite number ≥ 0.
+template <batch_cost Cost = latent_tokens_cost>
+epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& config,
+                           const plan_options& options = {}, const Cost& cost = {}) {
+  const std::size_t nb = config.num_buckets();
+  if (groups.num_buckets() != nb)
+    throw error("epoch plan: the groups have " + std::to_string(groups.num_buckets()) +
+                " buckets but the config has " + std::to_string(nb));
+  std::vector<std::uint64_t> grouped(nb);
+  for (std::size_t b = 0; b < nb; ++b) grouped[b] = groups.count(static_cast<bucket_id>(b));
+  return detail::plan_from_counts(grouped, groups.unassigned, groups.invalid, config, options, cost,
+                                  [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
+                                      std::span<const std::uint64_t> capacity) {
+                                    detail::parallel_tasks(nb, options.threads, [&](std::size_t b) {
+                                      if (capacity[b] == 0) return;
+                                      const auto src = groups.bucket(static_cast<bucket_id>(b));
+                                      std::copy(src.begin(), src.end(),
+                                                slots + buckets[b].slot_begin);
+                                    });
+                                  });
+}
+
+/// Plans an epoch from the bucket id of every sample (as from `assign_all`), grouping them on
+/// the way (a parallel counting sort straight into the plan; the same plan as
+/// `make_epoch_plan(group_by_bucket(ids, …), …)`). Throws `vbucket::error` on an id out of
+/// range, 2^32 samples or more, or a cost that is not a finite number ≥ 0.
 template <batch_cost Cost = latent_tokens_cost>
 epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& config,
                            const plan_options& options = {}, const Cost& cost = {}) {
-  return make_epoch_plan(group_by_bucket(ids, config.num_buckets()), config, options, cost);
+  const std::size_t n = ids.size();
+  if (n > std::numeric_limits<std::uint32_t>::max())
+    throw error("epoch plan: " + std::to_string(n) + " samples is more than 2^32 - 1");
+  const std::size_t nb = config.num_buckets();
+  const unsigned threads =
+      options.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : options.threads;
+  constexpr std::size_t min_chunk = std::size_t{1} << 16;
+  const std::size_t chunks =
+      std::max<std::size_t>(1, std::min<std::size_t>(threads, (n + min_chunk - 1) / min_chunk));
+  const std::size_t step = (n + chunks - 1) / chunks;
+  const std::size_t row = nb + 2;  // per chunk: every bucket, then no bucket, then invalid
+  std::vector<std::uint64_t> counts(chunks * row, 0);
+  std::vector<std::size_t> bad(chunks, n);
+  detail::parallel_tasks(chunks, threads, [&](std::size_t c) {
+    std::uint64_t* count = counts.data() + c * row;
+    for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
+      const bucket_id b = ids[i];
+      if (b >= 0) {
+        if (static_cast<std::size_t>(b) >= nb) {
+          bad[c] = i;
+          return;
+        }
+        ++count[static_cast<std::size_t>(b)];
+      } else {
+        ++count[b == invalid_sample ? nb + 1 : nb];
+      }
+    }
+  });
+  for (std::size_t c = 0; c < chunks; ++c)
+    if (bad[c] != n)
+      throw error("epoch plan: sample " + std::to_string(bad[c]) + " has bucket id " +
+                  std::to_string(ids[bad[c]]) + " but there are " + std::to_string(nb) +
+                  " buckets");
+  std::vector<std::uint64_t> grouped(nb, 0);
+  std::uint64_t unassigned = 0, invalid = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    for (std::size_t b = 0; b < nb; ++b) grouped[b] += counts[c * row + b];
+    unassigned += counts[c * row + nb];
+    invalid += counts[c * row + nb + 1];
+  }
+  return detail::plan_from_counts(
+      grouped, unassigned, invalid, config, options, cost,
+      [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
+          std::span<const std::uint64_t> capacity) {
+        // Chunk c's samples of bucket b go after those of chunks before it: ascending order.
+        std::vector<std::uint64_t> cursor(chunks * nb);
+        for (std::size_t b = 0; b < nb; ++b) {
+          std::uint64_t at = buckets[b].slot_begin;
+          for (std::size_t c = 0; c < chunks; ++c) {
+            cursor[c * nb + b] = capacity[b] == 0 ? std::numeric_limits<std::uint64_t>::max() : at;
+            at += counts[c * row + b];
+          }
+        }
+        detail::parallel_tasks(chunks, threads, [&](std::size_t c) {
+          std::uint64_t* next = cursor.data() + c * nb;
+          for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
+            const bucket_id b = ids[i];
+            if (b < 0) continue;
+            std::uint64_t& at = next[static_cast<std::size_t>(b)];
+            if (at != std::numeric_limits<std::uint64_t>::max())
+              slots[static_cast<std::size_t>(at++)] = static_cast<std::uint32_t>(i);
+          }
+        });
+      });
 }
 
 // ------------------------------------------------------------------------------------------

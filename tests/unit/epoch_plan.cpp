@@ -794,3 +794,32 @@ TEST_CASE("epoch_plan: downgrade targets are the nearest compatible buckets") {
     }
   }
 }
+
+TEST_CASE("epoch_plan: planning from ids groups on the way, with the same result") {
+  test_rng g{4242};
+  for (int iteration = 0; iteration < 12; ++iteration) {
+    const bucket_config c = random_config(g);
+    const std::vector<bucket_id> ids = random_ids(g, c, random_size(g) * 2);
+    plan_options o;
+    o.seed = g.next();
+    o.epoch = 3;
+    o.policy = random_policy(g);
+    o.balance_group = iteration % 2 == 0 ? 16 : 0;
+    o.threads = static_cast<unsigned>(g.below(4));
+    const epoch_plan from_ids = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o);
+    const epoch_plan from_groups =
+        vbucket::make_epoch_plan(vbucket::group_by_bucket(ids, c.num_buckets()), c, o);
+    REQUIRE(from_ids.num_batches() == from_groups.num_batches());
+    REQUIRE(from_ids.unassigned() == from_groups.unassigned());
+    REQUIRE(from_ids.invalid() == from_groups.invalid());
+    for (std::uint64_t p = 0; p < from_ids.num_batches(); ++p) {
+      REQUIRE(from_ids.ref_at(p) == from_groups.ref_at(p));
+      REQUIRE(std::ranges::equal(from_ids.global_batch(p).indices,
+                                 from_groups.global_batch(p).indices));
+    }
+  }
+  const bucket_config c = small_config(4, 2, 1);
+  const std::vector<bucket_id> bad = {0, 1, static_cast<bucket_id>(c.num_buckets())};
+  CHECK_THROWS_AS((void)vbucket::make_epoch_plan(std::span<const bucket_id>(bad), c),
+                  vbucket::error);
+}
