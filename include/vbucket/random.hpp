@@ -105,5 +105,18 @@ class numpy_source {
 };
 
 static_assert(random_source<fast_source>);
+static_assert(random_source<numpy_source>);
+
+namespace detail {
+/// True for a source whose streams are pure functions of (sample, sub-stream) that share no
+/// state: a rule may then leave out a stream whose draws cannot change its answer. Not for
+/// user sources, which may count or record draws.
+template <class Source>
+inline constexpr bool independent_streams = false;
+template <>
+inline constexpr bool independent_streams<fast_source> = true;
+template <>
+inline constexpr bool independent_streams<numpy_source> = true;
+}  // namespace detail
 
 }  // namespace vbucket

@@ -39,6 +39,10 @@ inline bool valid_meta(const sample_meta& m) noexcept {
   return m.num_frames >= 1 && m.height >= 1 && m.width >= 1 && m.height <= max_side &&
          m.width <= max_side;
 }
+/// The number of keys of `r` a video can take: all but the key 1, which is the last.
+inline std::size_t video_keys(const resolution_entry& r) noexcept {
+  return r.image_index >= 0 ? static_cast<std::size_t>(r.image_index) : r.frames.size();
+}
 /// The bucket of frames key k of resolution r for this sample's closest ratio.
 inline bucket_id ratio_bucket(const resolution_entry& r, std::size_t k,
                               const sample_meta& m) noexcept {
@@ -79,20 +83,23 @@ struct opensora_v2_rule {
     const std::int64_t t_eff = effective_frames(m.num_frames, m.fps);
     const double pixels = static_cast<double>(m.height * m.width);
     auto rng = source.stream(index, 0);
-    const auto& rs = c.resolutions();
-    for (std::size_t r = 0; r < rs.size(); ++r) {
-      const resolution_entry& res = rs[r];
+    for (const resolution_entry& res : c.resolutions()) {
       if (pixels < res.min_pixels) continue;
+      const frames_entry* const keys = res.frames.data();
       if (t_eff == 1) {
         if (res.image_index >= 0) {
           const auto k = static_cast<std::size_t>(res.image_index);
-          if (rng.random() < res.frames[k].p_resolution) return detail::ratio_bucket(res, k, m);
+          if (rng.random() < keys[k].p_resolution) return detail::ratio_bucket(res, k, m);
         }
         continue;
       }
-      for (std::size_t k = 0; k < res.frames.size(); ++k) {
-        const frames_entry& f = res.frames[k];
-        if (f.frames == 1 || t_eff < f.frames) continue;
+      // Keys are in descending order: those longer than the clip are a prefix and draw
+      // nothing, and the key 1 (never a video key) is the last.
+      const std::size_t n = detail::video_keys(res);
+      std::size_t k = 0;
+      while (k < n && keys[k].frames > t_eff) ++k;
+      for (; k < n; ++k) {
+        const frames_entry& f = keys[k];
         // A pair's p_t is Open-Sora 2.0's chance to drop to fewer frames.
         if (f.pair && (f.p_frames >= 1.0 || rng.random() <= f.p_frames)) continue;
         if (f.p_resolution >= 1.0 || rng.random() <= f.p_resolution)
@@ -120,25 +127,36 @@ struct opensora_v12_rule {
     if (!detail::valid_meta(m)) return invalid_sample;
     const std::int64_t t = m.num_frames;
     const std::int64_t interval = frame_interval < 1 ? 1 : frame_interval;
+    // T > t · interval, without overflow: t ≤ (T − 1) / interval.
+    const std::int64_t longest = (t - 1) / interval;
     const double pixels = static_cast<double>(m.height * m.width);
-    const auto& rs = c.resolutions();
-    for (std::size_t r = 0; r < rs.size(); ++r) {
-      const resolution_entry& res = rs[r];
+    for (const resolution_entry& res : c.resolutions()) {
       if (pixels < res.min_pixels) continue;
+      const frames_entry* const keys = res.frames.data();
+      const auto first_sub = static_cast<std::uint64_t>(res.first_pair);
       if (t == 1) {
         if (res.image_index >= 0) {
           const auto k = static_cast<std::size_t>(res.image_index);
-          auto rng = source.stream(index, static_cast<std::uint64_t>(res.first_pair) + k);
-          if (rng.random() < res.frames[k].p_resolution) return detail::ratio_bucket(res, k, m);
+          auto rng = source.stream(index, first_sub + k);
+          if (rng.random() < keys[k].p_resolution) return detail::ratio_bucket(res, k, m);
         }
         continue;  // an image never matches a video key (T > t · interval fails)
       }
-      for (std::size_t k = 0; k < res.frames.size(); ++k) {
-        const frames_entry& f = res.frames[k];
-        auto rng = source.stream(index, static_cast<std::uint64_t>(res.first_pair) + k);
+      std::size_t k = 0;
+      std::size_t n = res.frames.size();
+      if constexpr (detail::independent_streams<Source>) {
+        // A check that cannot choose its key (the key is longer than the clip, or is the key
+        // 1) ends in `continue` whatever it draws, and its stream serves no other check: with
+        // independent streams, leaving it out changes nothing. Those keys are a prefix (keys
+        // are in descending order) and the last key.
+        n = detail::video_keys(res);
+        while (k < n && keys[k].frames > longest) ++k;
+      }
+      for (; k < n; ++k) {
+        const frames_entry& f = keys[k];
+        auto rng = source.stream(index, first_sub + k);
         if (f.pair && rng.random() > f.p_frames) continue;
-        // T > t · interval, without overflow: t ≤ (T − 1) / interval.
-        if (f.frames == 1 || f.frames > (t - 1) / interval) continue;
+        if (f.frames == 1 || f.frames > longest) continue;
         if (f.p_resolution >= 1.0 || rng.random() < f.p_resolution)
           return detail::ratio_bucket(res, k, m);
         break;

@@ -347,6 +347,7 @@ TEST_CASE("search: small configs, edge cases and errors") {
     o.budget = {80.0, 0.0};
     const auto r = vbucket::eigen::search_batch_sizes(buckets, gpu, o);
     CHECK(r.probes == gpu.probes);
+    CHECK(r.profile.size() == static_cast<std::size_t>(r.probes));
     REQUIRE(r.buckets.size() == buckets.size());
     for (std::size_t i = 0; i < buckets.size(); ++i) {
       if (!buckets[i].enabled()) {

@@ -424,6 +424,9 @@ struct search_result {
   /// Model-assisted: the models fitted to every probe that ran (none if they could not be).
   std::optional<cost_fit> memory_fit;
   std::optional<cost_fit> time_fit;
+  /// Every probe in the order it ran, OOMs included: a profile for `rescale_batch_sizes` (or a
+  /// PROFILE.csv for `vbucket fit-bs`) to move the result to another device.
+  std::vector<profile_point> profile;
 };
 
 namespace detail {
@@ -498,6 +501,8 @@ class batch_search {
                   " returned a negative or non-finite peak memory or step time");
     auto& s = state_[i];
     s.tried.emplace_back(bs, r);
+    result_.profile.push_back({buckets_[i].tokens, bs, r.oom, r.oom ? 0.0 : r.peak_memory_gib,
+                               r.oom ? std::numeric_limits<double>::quiet_NaN() : r.step_seconds});
     if (fits(r)) {
       s.lo_ok = std::max(s.lo_ok, bs);
     } else {
@@ -718,7 +723,7 @@ class batch_search {
       return;
     }
     out.predicted = std::clamp(*next, o_.min_batch, o_.max_batch);
-    std::int64_t step_down = 1;
+    std::int64_t step_down = 0;  // 0: not galloping yet
     std::int64_t corrections = 0;
     const std::size_t before = s.tried.size();
     for (;;) {
@@ -747,9 +752,11 @@ class batch_search {
         if (guess && *guess < s.hi_fail && corrections < o_.newton_probes) {
           next = guess;
           ++corrections;
-        } else if (s.hi_fail - step_down > bracket_of(i, fill).lo) {
-          next = s.hi_fail - step_down;  // gallop down (else: bisect)
-          step_down *= 2;
+        } else {
+          // Gallop down, from steps of about 1.5 % (models err by a few per cent), doubling;
+          // bisect once a step would pass the bracket's low end.
+          step_down = step_down == 0 ? std::max<std::int64_t>(1, s.hi_fail / 64) : 2 * step_down;
+          if (s.hi_fail - step_down > bracket_of(i, fill).lo) next = s.hi_fail - step_down;
         }
       } else if (corrections < o_.newton_probes) {
         next = propose(i, fill);
