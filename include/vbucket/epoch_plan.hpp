@@ -33,7 +33,20 @@
 /// under world W, consumed grows by k·W. Dealing the same plan from that count under any world
 /// size W' yields exactly the batches not yet consumed, in global order, with no replay and no
 /// skip: the first step after a change of world size is formed by global positions consumed …
-/// consumed + W' − 1, i.e. rank r of the new world starts at position consumed + r.
+/// consumed + W' − 1, i.e. rank r of the new world starts at position consumed + r. (A batch
+/// consumed as a repeat in the last step is not a position; repeats never precede real batches.)
+///
+/// Cost (step balance and repeats): by default latent tokens × batch size, with latent tokens
+/// = (1 + (T − 1) / 4) · (H / 16) · (W / 16) of the bucket's target shape (`latent_tokens`).
+///
+/// Randomness is counter-based (`fast_source`'s mix64) and keyed by (seed, epoch, bucket) or
+/// (seed, epoch, "order"), so every rank computes the same plan alone, whatever its thread
+/// count. Memory: one flat array of sample indices (4 bytes per slot) and one 8-byte reference
+/// per batch; a batch is a span into the flat array.
+///
+///     auto ids = vbucket::assign_all(cfg, table, rule, vbucket::fast_source(seed, epoch));
+///     auto plan = vbucket::make_epoch_plan(ids, cfg, {.seed = seed, .epoch = epoch});
+///     for (const vbucket::batch& b : plan.deal(world, consumed).rank(rank)) train(b);
 
 #include <algorithm>     // std::sort, std::stable_sort, std::min, std::max
 #include <cassert>       // assert
@@ -334,7 +347,93 @@ class epoch_plan {
   std::shared_ptr<const detail::plan_data> data_;
 };
 
-/// The steps of one rank, as a C++20 random-access view of `batch` values.
+namespace detail {
+
+/// A plan dealt to a world size from a resume point (shared by a schedule and its views).
+struct schedule_data {
+  epoch_plan plan;
+  std::uint32_t world = 1;
+  bool drop_last = false;
+  std::uint64_t consumed = 0;
+  std::uint64_t begin = 0;  // min(consumed, num_batches)
+  std::uint64_t steps = 0;
+  std::uint64_t dropped = 0;
+  std::vector<std::uint64_t> repeats;
+
+  [[nodiscard]] batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
+    assert(step < steps && rank < world);
+    const std::uint64_t p = begin + step * world + rank;
+    const std::uint64_t n = plan.num_batches();
+    batch out = p < n ? plan.make_batch(plan.ref_at(p))
+                      : plan.make_batch(repeats[static_cast<std::size_t>(p - n)]);
+    out.step = step;
+    out.position = consumed + step * world + rank;
+    out.repeat = p >= n;
+    return out;
+  }
+
+  /// Picks `count` repeats from the real batches of the whole epoch before the last step:
+  /// those whose cost is closest to the mean cost of the last step's real batches, earliest
+  /// position first among equal distances; when there are fewer than `count` such batches, all
+  /// real batches in order, cyclically. The choice depends on (plan, world, batches left in
+  /// the last step) only, so resuming with the same world size repeats the same batches.
+  void choose_repeats(std::uint64_t count) {
+    std::uint64_t n = plan.num_batches();
+    const std::uint64_t last_real = (n - begin) % world;
+    repeats.reserve(static_cast<std::size_t>(count));
+    if (n - last_real < count) {
+      for (std::uint64_t e = 0; e < count; ++e) repeats.push_back(plan.ref_at(e % n));
+      return;
+    }
+    n -= last_real;  // candidates: [0, n)
+    double target = 0.0;
+    for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.bucket(plan.bucket_at(p)).cost;
+    target /= static_cast<double>(last_real);
+    const std::size_t nb = plan.num_buckets();
+    std::vector<double> dist(nb);
+    std::vector<std::uint64_t> available(nb, 0);
+    for (std::size_t b = 0; b < nb; ++b)
+      dist[b] = std::abs(plan.bucket(static_cast<bucket_id>(b)).cost - target);
+    for (std::uint64_t p = 0; p < n; ++p) ++available[ref_bucket(plan.ref_at(p))];
+    // The distance d* at which the batches closer than d* are fewer than `count` and those at
+    // most d* are not: all closer ones are taken, then the earliest at exactly d*.
+    std::vector<std::size_t> by_dist(nb);
+    std::iota(by_dist.begin(), by_dist.end(), std::size_t{0});
+    std::sort(by_dist.begin(), by_dist.end(), [&](std::size_t a, std::size_t b) {
+      return dist[a] < dist[b] || (dist[a] == dist[b] && a < b);
+    });
+    std::uint64_t closer = 0;
+    double threshold = 0.0;
+    for (std::size_t i = 0; i < nb;) {
+      std::size_t j = i;
+      std::uint64_t tied = 0;
+      while (j < nb && dist[by_dist[j]] == dist[by_dist[i]]) tied += available[by_dist[j++]];
+      if (closer + tied >= count) {
+        threshold = dist[by_dist[i]];
+        break;
+      }
+      closer += tied;
+      i = j;
+    }
+    std::uint64_t at_threshold = count - closer;
+    for (std::uint64_t p = 0; p < n && repeats.size() < count; ++p) {
+      const std::uint64_t ref = plan.ref_at(p);
+      const double d = dist[ref_bucket(ref)];
+      if (d < threshold) {
+        repeats.push_back(ref);
+      } else if (d == threshold && at_threshold > 0) {
+        repeats.push_back(ref);
+        --at_threshold;
+      }
+    }
+  }
+};
+
+}  // namespace detail
+
+/// The steps of one rank, as a C++20 random-access view of `batch` values. It shares the
+/// schedule's data, so it stays valid after the schedule it came from is gone:
+/// `for (auto b : plan.deal(w).rank(r))` is safe.
 class rank_steps : public std::ranges::view_interface<rank_steps> {
  public:
   class iterator {
@@ -345,10 +444,10 @@ class rank_steps : public std::ranges::view_interface<rank_steps> {
     using difference_type = std::ptrdiff_t;
 
     iterator() = default;
-    iterator(const epoch_schedule* s, std::uint32_t rank, std::uint64_t step) noexcept
+    iterator(const detail::schedule_data* s, std::uint32_t rank, std::uint64_t step) noexcept
         : schedule_(s), rank_(rank), step_(step) {}
 
-    batch operator*() const noexcept;
+    batch operator*() const noexcept { return schedule_->at(step_, rank_); }
     batch operator[](difference_type n) const noexcept { return *(*this + n); }
 
     iterator& operator++() noexcept {
@@ -388,171 +487,102 @@ class rank_steps : public std::ranges::view_interface<rank_steps> {
     }
 
    private:
-    const epoch_schedule* schedule_ = nullptr;
+    const detail::schedule_data* schedule_ = nullptr;
     std::uint32_t rank_ = 0;
     std::uint64_t step_ = 0;
   };
 
   rank_steps() = default;
-  rank_steps(const epoch_schedule* s, std::uint32_t rank, std::uint64_t first,
-             std::uint64_t last) noexcept
-      : schedule_(s), rank_(rank), first_(first), last_(last) {}
+  rank_steps(std::shared_ptr<const detail::schedule_data> s, std::uint32_t rank,
+             std::uint64_t first, std::uint64_t last) noexcept
+      : schedule_(std::move(s)), rank_(rank), first_(first), last_(last) {}
 
-  [[nodiscard]] iterator begin() const noexcept { return {schedule_, rank_, first_}; }
-  [[nodiscard]] iterator end() const noexcept { return {schedule_, rank_, last_}; }
+  [[nodiscard]] iterator begin() const noexcept { return {schedule_.get(), rank_, first_}; }
+  [[nodiscard]] iterator end() const noexcept { return {schedule_.get(), rank_, last_}; }
   [[nodiscard]] std::size_t size() const noexcept {
     return static_cast<std::size_t>(last_ - first_);
   }
 
  private:
-  const epoch_schedule* schedule_ = nullptr;
+  std::shared_ptr<const detail::schedule_data> schedule_;
   std::uint32_t rank_ = 0;
   std::uint64_t first_ = 0;
   std::uint64_t last_ = 0;
 };
 
 /// An epoch plan dealt to a world size from a resume point. Every rank builds the same
-/// schedule alone. The plan's data is shared; the schedule must outlive its `rank_steps` views.
+/// schedule alone. A cheap, shared, immutable handle, like the plan.
 class epoch_schedule {
  public:
-  epoch_schedule(epoch_plan plan, std::uint32_t world, std::uint64_t consumed, bool drop_last)
-      : plan_(std::move(plan)), world_(world), drop_last_(drop_last) {
+  /// Throws `vbucket::error` when world is 0.
+  epoch_schedule(epoch_plan plan, std::uint32_t world, std::uint64_t consumed, bool drop_last) {
     if (world == 0) throw error("world size must be at least 1");
-    const std::uint64_t n = plan_.num_batches();
-    consumed_ = consumed;
-    begin_ = std::min(consumed, n);
-    const std::uint64_t rem = n - begin_;
+    auto d = std::make_shared<detail::schedule_data>();
+    d->plan = std::move(plan);
+    d->world = world;
+    d->drop_last = drop_last;
+    const std::uint64_t n = d->plan.num_batches();
+    d->consumed = consumed;
+    d->begin = std::min(consumed, n);
+    const std::uint64_t rem = n - d->begin;
     const std::uint64_t partial = rem % world;
-    if (drop_last_) {
-      steps_ = rem / world;
-      dropped_ = partial;
+    if (drop_last) {
+      d->steps = rem / world;
+      d->dropped = partial;
     } else {
-      steps_ = rem / world + (partial != 0 ? 1 : 0);
-      if (partial != 0) choose_repeats(n, world - partial);
+      d->steps = rem / world + (partial != 0 ? 1 : 0);
+      if (partial != 0) d->choose_repeats(world - partial);
     }
+    d_ = std::move(d);
   }
 
-  [[nodiscard]] const epoch_plan& plan() const noexcept { return plan_; }
-  [[nodiscard]] std::uint32_t world_size() const noexcept { return world_; }
-  [[nodiscard]] bool drop_last() const noexcept { return drop_last_; }
+  [[nodiscard]] const epoch_plan& plan() const noexcept { return d_->plan; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept { return d_->world; }
+  [[nodiscard]] bool drop_last() const noexcept { return d_->drop_last; }
   /// Global batches consumed before the first step of this schedule.
-  [[nodiscard]] std::uint64_t consumed() const noexcept { return consumed_; }
+  [[nodiscard]] std::uint64_t consumed() const noexcept { return d_->consumed; }
   /// Steps every rank runs.
-  [[nodiscard]] std::uint64_t steps() const noexcept { return steps_; }
+  [[nodiscard]] std::uint64_t steps() const noexcept { return d_->steps; }
   /// Repeats added to complete the last step (0 with drop_last).
-  [[nodiscard]] std::uint64_t repeat_batches() const noexcept { return repeats_.size(); }
+  [[nodiscard]] std::uint64_t repeat_batches() const noexcept { return d_->repeats.size(); }
   /// Slots of those repeats (their samples are pads).
   [[nodiscard]] std::uint64_t repeat_samples() const noexcept {
     std::uint64_t s = 0;
-    for (auto ref : repeats_)
-      s += plan_.bucket(static_cast<bucket_id>(detail::ref_bucket(ref))).batch_size;
+    for (auto ref : d_->repeats)
+      s += plan().bucket(static_cast<bucket_id>(detail::ref_bucket(ref))).batch_size;
     return s;
   }
   /// Real batches left out of the incomplete last step with drop_last.
-  [[nodiscard]] std::uint64_t dropped_batches() const noexcept { return dropped_; }
+  [[nodiscard]] std::uint64_t dropped_batches() const noexcept { return d_->dropped; }
   [[nodiscard]] std::uint64_t dropped_samples() const noexcept {
     std::uint64_t s = 0;
-    for (std::uint64_t p = plan_.num_batches() - dropped_; p < plan_.num_batches(); ++p)
-      s += plan_.bucket(plan_.bucket_at(p)).batch_size;
+    const std::uint64_t n = plan().num_batches();
+    for (std::uint64_t p = n - d_->dropped; p < n; ++p)
+      s += plan().bucket(plan().bucket_at(p)).batch_size;
     return s;
   }
   /// The refs repeated at the tail, in the order they are dealt.
-  [[nodiscard]] std::span<const std::uint64_t> repeats() const noexcept { return repeats_; }
+  [[nodiscard]] std::span<const std::uint64_t> repeats() const noexcept { return d_->repeats; }
 
   /// The batch of `rank` at `step` (step < steps(), rank < world_size()).
   [[nodiscard]] batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
-    assert(step < steps_ && rank < world_);
-    const std::uint64_t p = begin_ + step * world_ + rank;
-    const std::uint64_t n = plan_.num_batches();
-    batch out = p < n ? plan_.make_batch(plan_.ref_at(p))
-                      : plan_.make_batch(repeats_[static_cast<std::size_t>(p - n)]);
-    out.step = step;
-    out.position = consumed_ + step * world_ + rank;
-    out.repeat = p >= n;
-    return out;
+    return d_->at(step, rank);
   }
 
   /// The steps of `rank` from `first_step` on, as a random-access range.
   [[nodiscard]] rank_steps rank(std::uint32_t r, std::uint64_t first_step = 0) const noexcept {
-    assert(r < world_);
-    return {this, r, std::min(first_step, steps_), steps_};
+    assert(r < d_->world);
+    return {d_, r, std::min(first_step, d_->steps), d_->steps};
   }
 
   /// The resume state after `steps_done` steps of this schedule.
   [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
-    return {plan_.seed(), plan_.epoch(), consumed_ + steps_done * world_};
+    return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world};
   }
 
  private:
-  /// Picks `count` repeats from the real batches of the whole epoch before the last step: those
-  /// whose cost is closest to the mean cost of the last step's real batches, earliest position
-  /// first among equal distances; when there are fewer than `count` such batches, all real
-  /// batches in order, cyclically. The choice depends on (plan, world, batches left in the
-  /// last step) only, so resuming with the same world size repeats the same batches.
-  void choose_repeats(std::uint64_t n, std::uint64_t count) {
-    const std::uint64_t last_real = (n - begin_) % world_;
-    repeats_.reserve(static_cast<std::size_t>(count));
-    if (n - last_real < count) {
-      for (std::uint64_t e = 0; e < count; ++e) repeats_.push_back(plan_.ref_at(e % n));
-      return;
-    }
-    n -= last_real;  // candidates: [0, n)
-    double target = 0.0;
-    for (std::uint64_t p = n; p < n + last_real; ++p)
-      target += plan_.bucket(plan_.bucket_at(p)).cost;
-    target /= static_cast<double>(last_real);
-    const std::size_t nb = plan_.num_buckets();
-    std::vector<double> dist(nb);
-    std::vector<std::uint64_t> remaining(nb, 0);
-    for (std::size_t b = 0; b < nb; ++b)
-      dist[b] = std::abs(plan_.bucket(static_cast<bucket_id>(b)).cost - target);
-    for (std::uint64_t p = 0; p < n; ++p) ++remaining[detail::ref_bucket(plan_.ref_at(p))];
-    // The largest distance d* such that the batches strictly closer than d* are fewer than
-    // `count`: all of those are taken, then the earliest at exactly d*.
-    std::vector<std::size_t> by_dist(nb);
-    std::iota(by_dist.begin(), by_dist.end(), std::size_t{0});
-    std::sort(by_dist.begin(), by_dist.end(), [&](std::size_t a, std::size_t b) {
-      return dist[a] < dist[b] || (dist[a] == dist[b] && a < b);
-    });
-    std::uint64_t closer = 0;
-    double threshold = 0.0;
-    for (std::size_t i = 0; i < nb;) {
-      std::size_t j = i;
-      std::uint64_t tied = 0;
-      while (j < nb && dist[by_dist[j]] == dist[by_dist[i]]) tied += remaining[by_dist[j++]];
-      if (closer + tied >= count) {
-        threshold = dist[by_dist[i]];
-        break;
-      }
-      closer += tied;
-      i = j;
-    }
-    std::uint64_t at_threshold = count - closer;
-    for (std::uint64_t p = 0; p < n && repeats_.size() < count; ++p) {
-      const std::uint64_t ref = plan_.ref_at(p);
-      const double d = dist[detail::ref_bucket(ref)];
-      if (d < threshold) {
-        repeats_.push_back(ref);
-      } else if (d == threshold && at_threshold > 0) {
-        repeats_.push_back(ref);
-        --at_threshold;
-      }
-    }
-  }
-
-  epoch_plan plan_;
-  std::uint32_t world_ = 1;
-  bool drop_last_ = false;
-  std::uint64_t consumed_ = 0;
-  std::uint64_t begin_ = 0;  // min(consumed, num_batches)
-  std::uint64_t steps_ = 0;
-  std::uint64_t dropped_ = 0;
-  std::vector<std::uint64_t> repeats_;
+  std::shared_ptr<const detail::schedule_data> d_;
 };
-
-inline batch rank_steps::iterator::operator*() const noexcept {
-  return schedule_->at(step_, rank_);
-}
 
 inline epoch_schedule epoch_plan::deal(std::uint32_t world, std::uint64_t consumed,
                                        bool drop_last) const {

@@ -823,3 +823,24 @@ TEST_CASE("epoch_plan: planning from ids groups on the way, with the same result
   CHECK_THROWS_AS((void)vbucket::make_epoch_plan(std::span<const bucket_id>(bad), c),
                   vbucket::error);
 }
+
+TEST_CASE("epoch_plan: views outlive the schedule they came from; vectors convert") {
+  const bucket_config c = small_config(3, 2, 1);
+  std::vector<bucket_id> ids(200);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<bucket_id>(i % c.num_buckets());
+  const epoch_plan plan = vbucket::make_epoch_plan(ids, c, {.seed = 1, .epoch = 2});
+  const epoch_schedule kept = plan.deal(3);
+  std::uint64_t k = 0;
+  for (const vbucket::batch& b : plan.deal(3).rank(1)) {  // the schedule is a temporary
+    CHECK(b.indices.data() == kept.at(k, 1).indices.data());
+    ++k;
+  }
+  CHECK(k == kept.steps());
+  vbucket::rank_steps steps;
+  {
+    const epoch_plan inner = vbucket::make_epoch_plan(ids, c, {.seed = 1, .epoch = 2});
+    steps = inner.deal(5).rank(4);
+  }
+  CHECK(steps.size() == plan.deal(5).steps());
+  CHECK(std::ranges::equal(steps.front().indices, plan.deal(5).at(0, 4).indices));
+}
