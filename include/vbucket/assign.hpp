@@ -3,12 +3,14 @@
 /// through a bucket rule, in parallel. The result is independent of the thread count,
 /// because each sample's draws depend only on its index.
 
-#include <algorithm>  // std::min
-#include <cstddef>    // std::size_t
-#include <cstdint>    // std::uint64_t
-#include <span>       // std::span
-#include <thread>     // std::thread
-#include <vector>     // std::vector
+#include <algorithm>    // std::min
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::uint64_t
+#include <span>         // std::span
+#include <thread>       // std::thread
+#include <type_traits>  // std::remove_cvref_t
+#include <utility>      // std::declval
+#include <vector>       // std::vector
 
 #include "bucket_config.hpp"
 #include "meta.hpp"
