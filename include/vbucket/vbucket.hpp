@@ -4,10 +4,14 @@
 
 #include "vbucket/aspect.hpp"         // aspect tables, resolutions, closest ratio
 #include "vbucket/assign.hpp"         // assign_all
+#include "vbucket/batch_size.hpp"     // data-parallel size, tokens, micro-batching
 #include "vbucket/bucket_config.hpp"  // bucket_config
+#include "vbucket/csv.hpp"            // metadata CSV reader
+#include "vbucket/epoch_plan.hpp"     // epoch planner
 #include "vbucket/error.hpp"          // vbucket::error
 #include "vbucket/group.hpp"          // group_by_bucket
 #include "vbucket/meta.hpp"           // video_meta, meta_table
 #include "vbucket/numpy_random.hpp"   // numpy_rng, big_seed
+#include "vbucket/plan_stats.hpp"     // plan statistics
 #include "vbucket/random.hpp"         // fast_source, numpy_source
 #include "vbucket/rules.hpp"          // opensora_v2_rule, opensora_v12_rule
