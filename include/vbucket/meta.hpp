@@ -2,11 +2,12 @@
 /// Video metadata: the `video_meta` concept a user's own sample type satisfies, and
 /// `meta_table`, the struct-of-arrays form the hot loops work on.
 
-#include <concepts>  // std::convertible_to
-#include <cstddef>   // std::size_t
-#include <cstdint>   // std::int64_t
-#include <limits>    // quiet_NaN
-#include <vector>    // std::vector
+#include <concepts>     // std::convertible_to
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::int64_t
+#include <limits>       // quiet_NaN
+#include <type_traits>  // std::is_floating_point_v, std::is_unsigned_v
+#include <vector>       // std::vector
 
 namespace vbucket {
 
@@ -61,13 +62,33 @@ struct sample_meta {
   double fps = std::numeric_limits<double>::quiet_NaN();
 };
 
-/// Reads any `video_meta` into the canonical form.
+namespace detail {
+/// A size as int64 without undefined behaviour whatever the user's type: floating values are
+/// truncated, NaN becomes 0 (so the sample is invalid, not UB), and values beyond the int64
+/// range (floating or unsigned) saturate.
+template <class V>
+constexpr std::int64_t to_size(const V& v) noexcept {
+  using limits = std::numeric_limits<std::int64_t>;
+  if constexpr (std::is_floating_point_v<V>) {
+    if (!(v == v)) return 0;  // NaN (std::isnan is not constexpr before C++23)
+    if (v >= static_cast<V>(9223372036854775808.0)) return limits::max();  // 2^63
+    if (v < static_cast<V>(-9223372036854775808.0)) return limits::min();
+    return static_cast<std::int64_t>(v);
+  } else if constexpr (std::is_integral_v<V> && std::is_unsigned_v<V>) {
+    return v > static_cast<std::uint64_t>(limits::max()) ? limits::max()
+                                                         : static_cast<std::int64_t>(v);
+  } else {
+    return static_cast<std::int64_t>(v);
+  }
+}
+}  // namespace detail
+
+/// Reads any `video_meta` into the canonical form. Floating-point sizes are truncated, a NaN
+/// size reads as 0 (an invalid sample) and an out-of-range one saturates.
 template <video_meta T>
 constexpr sample_meta to_sample_meta(const T& m) {
-  return {static_cast<std::int64_t>(meta_traits<T>::frames(m)),
-          static_cast<std::int64_t>(meta_traits<T>::height(m)),
-          static_cast<std::int64_t>(meta_traits<T>::width(m)),
-          static_cast<double>(meta_traits<T>::fps(m))};
+  return {detail::to_size(meta_traits<T>::frames(m)), detail::to_size(meta_traits<T>::height(m)),
+          detail::to_size(meta_traits<T>::width(m)), static_cast<double>(meta_traits<T>::fps(m))};
 }
 
 /// Struct of arrays: one contiguous column per field, row i = sample index i.

@@ -72,6 +72,9 @@ struct opensora_v2_rule {
   [[nodiscard]] std::int64_t effective_frames(std::int64_t frames, double fps) const noexcept {
     if (std::isnan(fps) || fps < fps_max) return frames;
     const double q = std::ceil(fps / fps_max);
+    // q ≥ 1 for a valid fps_max; an invalid one (≤ 0, which validate() rejects) must still not
+    // divide by zero or overflow the cast below, so it thins nothing.
+    if (!(q >= 1.0)) return frames;
     if (!(q < static_cast<double>(std::numeric_limits<std::int64_t>::max()))) return 0;
     return frames / static_cast<std::int64_t>(q);
   }

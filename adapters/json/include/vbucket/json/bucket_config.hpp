@@ -20,14 +20,22 @@
 
 namespace vbucket::json {
 
-/// Parses JSON text, rejecting duplicate keys (which JSON parsers silently merge).
-/// `where` names the source in messages (usually the file name).
+/// The deepest nesting `parse_json` accepts. vbucket's files nest 4 levels; the limit keeps
+/// recursive code (nlohmann's `dump`, used in messages) from overflowing the stack on a hostile
+/// file such as a megabyte of '['.
+inline constexpr int max_json_depth = 64;
+
+/// Parses JSON text, rejecting duplicate keys (which JSON parsers silently merge) and nesting
+/// deeper than `max_json_depth`. `where` names the source in messages (usually the file name).
 inline nlohmann::ordered_json parse_json(std::string_view text, const std::string& where) {
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
-  auto on_event = [&](int /*depth*/, nlohmann::ordered_json::parse_event_t ev,
+  auto on_event = [&](int depth, nlohmann::ordered_json::parse_event_t ev,
                       nlohmann::ordered_json& parsed) {
     using ev_t = nlohmann::ordered_json::parse_event_t;
+    if ((ev == ev_t::object_start || ev == ev_t::array_start) && depth >= max_json_depth)
+      throw error(where + ": malformed JSON: nested deeper than " + std::to_string(max_json_depth) +
+                  " levels");
     if (ev == ev_t::object_start) {
       keys.emplace_back();
     } else if (ev == ev_t::object_end) {
@@ -67,9 +75,19 @@ inline std::string read_file(const std::string& path) {
 }
 
 namespace detail {
+/// A JSON value as it appears in a message: compact, and cut short so that a huge value cannot
+/// make a huge message.
+inline std::string excerpt(const nlohmann::ordered_json& v) {
+  constexpr std::size_t max_chars = 60;
+  std::string text = v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  if (text.size() > max_chars) text = text.substr(0, max_chars - 3) + "...";
+  return text;
+}
+
 inline double probability(const nlohmann::ordered_json& v, const std::string& where,
                           const char* what) {
-  if (!v.is_number()) throw error(where + ": " + what + " must be a number, got " + v.dump());
+  if (!v.is_number())
+    throw error(where + ": " + what + " must be a number, got " + detail::excerpt(v));
   return v.get<double>();
 }
 }  // namespace detail
@@ -83,7 +101,7 @@ inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j,
   for (const auto& [res, frames] : j.items()) {
     const std::string rwhere = where + ": \"" + res + "\"";
     if (!frames.is_object())
-      throw error(rwhere + ": must be an object of frames keys, got " + frames.dump());
+      throw error(rwhere + ": must be an object of frames keys, got " + detail::excerpt(frames));
     if (frames.empty()) throw error(rwhere + ": has no frames keys");
     for (const auto& [fkey, entry] : frames.items()) {
       const std::string w = rwhere + " -> \"" + fkey + "\"";
@@ -97,14 +115,14 @@ inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j,
         throw error(
             w +
             ": must be [probability, batch_size] or [[p_resolution, p_frames], batch_size], got " +
-            entry.dump());
+            detail::excerpt(entry));
       bucket_spec s;
       s.resolution = res;
       s.frames = nframes;
       const auto& p = entry[0];
       if (p.is_array()) {
         if (p.size() != 2)
-          throw error(w + ": a probability pair must have 2 numbers, got " + p.dump());
+          throw error(w + ": a probability pair must have 2 numbers, got " + detail::excerpt(p));
         s.p_resolution = detail::probability(p[0], w, "p_resolution");
         s.p_frames = detail::probability(p[1], w, "p_frames");
       } else {
@@ -115,12 +133,13 @@ inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j,
         s.batch_size = std::nullopt;
       } else if (bs.is_number_unsigned()) {
         if (bs.get<std::uint64_t>() > static_cast<std::uint64_t>(bucket_config::max_batch))
-          throw error(w + ": batch size " + bs.dump() + " is too large");
+          throw error(w + ": batch size " + detail::excerpt(bs) + " is too large");
         s.batch_size = bs.get<std::int64_t>();
       } else if (bs.is_number_integer()) {
         s.batch_size = bs.get<std::int64_t>();  // negative: the validator names it
       } else {
-        throw error(w + ": batch size must be a positive integer or null, got " + bs.dump());
+        throw error(w + ": batch size must be a positive integer or null, got " +
+                    detail::excerpt(bs));
       }
       specs.push_back(std::move(s));
     }
