@@ -838,8 +838,9 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
 
 /// Plans an epoch from the bucket id of every sample (as from `assign_all`), grouping them on
 /// the way (a parallel counting sort straight into the plan; the same plan as
-/// `make_epoch_plan(group_by_bucket(ids, …), …)`). Throws `vbucket::error` on an id out of
-/// range, 2^32 samples or more, or a cost that is not a finite number ≥ 0.
+/// `make_epoch_plan(group_by_bucket(ids, …), …)`). Throws `vbucket::error` on an id that is
+/// neither a bucket nor no_bucket or invalid_sample, 2^32 samples or more, or a cost that is not a
+/// finite number ≥ 0.
 template <batch_cost Cost = latent_tokens_cost>
 epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& config,
                            const plan_options& options = {}, const Cost& cost = {}) {
@@ -853,57 +854,72 @@ epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& 
   const std::size_t chunks =
       std::max<std::size_t>(1, std::min<std::size_t>(threads, (n + min_chunk - 1) / min_chunk));
   const std::size_t step = (n + chunks - 1) / chunks;
-  const std::size_t row = nb + 2;  // per chunk: every bucket, then no bucket, then invalid
+  // Branch-free counting sort (a fifth of the samples without a bucket would make branches
+  // mispredict): sample i goes to column id + 2 of its chunk's row; an id ≥ nb or below
+  // invalid_sample lands in the last column, which is an error.
+  const std::size_t row = nb + 3;  // invalid, no bucket, every bucket, bad id
+  const auto column = [nb](bucket_id b) noexcept {
+    const auto bad = static_cast<std::int64_t>(nb);
+    const std::int64_t k = b < invalid_sample ? bad : std::min<std::int64_t>(b, bad);
+    return static_cast<std::size_t>(k + 2);
+  };
   std::vector<std::uint64_t> counts(chunks * row, 0);
-  std::vector<std::size_t> bad(chunks, n);
   detail::parallel_tasks(chunks, threads, [&](std::size_t c) {
     std::uint64_t* count = counts.data() + c * row;
-    for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
-      const bucket_id b = ids[i];
-      if (b >= 0) {
-        if (static_cast<std::size_t>(b) >= nb) {
-          bad[c] = i;
-          return;
-        }
-        ++count[static_cast<std::size_t>(b)];
-      } else {
-        ++count[b == invalid_sample ? nb + 1 : nb];
-      }
-    }
+    for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i)
+      ++count[column(ids[i])];
   });
-  for (std::size_t c = 0; c < chunks; ++c)
-    if (bad[c] != n)
-      throw error("epoch plan: sample " + std::to_string(bad[c]) + " has bucket id " +
-                  std::to_string(ids[bad[c]]) + " but there are " + std::to_string(nb) +
-                  " buckets");
   std::vector<std::uint64_t> grouped(nb, 0);
-  std::uint64_t unassigned = 0, invalid = 0;
+  std::uint64_t unassigned = 0, invalid = 0, out_of_range = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
-    for (std::size_t b = 0; b < nb; ++b) grouped[b] += counts[c * row + b];
-    unassigned += counts[c * row + nb];
-    invalid += counts[c * row + nb + 1];
+    invalid += counts[c * row];
+    unassigned += counts[c * row + 1];
+    for (std::size_t b = 0; b < nb; ++b) grouped[b] += counts[c * row + b + 2];
+    out_of_range += counts[c * row + nb + 2];
+  }
+  if (out_of_range > 0) {
+    std::size_t i = 0;
+    while (column(ids[i]) != nb + 2) ++i;
+    if (ids[i] >= 0)
+      throw error("epoch plan: sample " + std::to_string(i) + " has bucket id " +
+                  std::to_string(ids[i]) + " but there are " + std::to_string(nb) + " buckets");
+    throw error("epoch plan: sample " + std::to_string(i) + " has bucket id " +
+                std::to_string(ids[i]) + ", which is neither a bucket nor no_bucket (" +
+                std::to_string(no_bucket) + ") or invalid_sample (" +
+                std::to_string(invalid_sample) + ")");
   }
   return detail::plan_from_counts(
       grouped, unassigned, invalid, config, options, cost,
       [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
           std::span<const std::uint64_t> capacity) {
-        // Chunk c's samples of bucket b go after those of chunks before it: ascending order.
-        std::vector<std::uint64_t> cursor(chunks * nb);
+        // Chunk c's samples of bucket b go after those of the chunks before it, so each bucket
+        // lists its samples in ascending order. Samples that are not written (no bucket, or a
+        // bucket with no room) go to a per-chunk scratch word whose cursor does not advance.
+        struct alignas(64) scratch {
+          std::uint32_t word = 0;
+        };
+        std::vector<scratch> trash(chunks);
+        std::vector<std::uint32_t*> cursor(chunks * row);
+        std::vector<std::uint8_t> advance(row, 0);
+        for (std::size_t c = 0; c < chunks; ++c) {
+          cursor[c * row] = &trash[c].word;
+          cursor[c * row + 1] = &trash[c].word;
+          cursor[c * row + nb + 2] = &trash[c].word;
+        }
         for (std::size_t b = 0; b < nb; ++b) {
+          advance[b + 2] = capacity[b] > 0 ? 1 : 0;
           std::uint64_t at = buckets[b].slot_begin;
           for (std::size_t c = 0; c < chunks; ++c) {
-            cursor[c * nb + b] = capacity[b] == 0 ? std::numeric_limits<std::uint64_t>::max() : at;
-            at += counts[c * row + b];
+            cursor[c * row + b + 2] = capacity[b] > 0 ? slots + at : &trash[c].word;
+            at += counts[c * row + b + 2];
           }
         }
         detail::parallel_tasks(chunks, threads, [&](std::size_t c) {
-          std::uint64_t* next = cursor.data() + c * nb;
+          std::uint32_t** next = cursor.data() + c * row;
           for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
-            const bucket_id b = ids[i];
-            if (b < 0) continue;
-            std::uint64_t& at = next[static_cast<std::size_t>(b)];
-            if (at != std::numeric_limits<std::uint64_t>::max())
-              slots[static_cast<std::size_t>(at++)] = static_cast<std::uint32_t>(i);
+            const std::size_t k = column(ids[i]);
+            *next[k] = static_cast<std::uint32_t>(i);
+            next[k] += advance[k];
           }
         });
       });

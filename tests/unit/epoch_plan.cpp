@@ -820,8 +820,11 @@ TEST_CASE("epoch_plan: planning from ids groups on the way, with the same result
   }
   const bucket_config c = small_config(4, 2, 1);
   const std::vector<bucket_id> bad = {0, 1, static_cast<bucket_id>(c.num_buckets())};
-  CHECK_THROWS_AS((void)vbucket::make_epoch_plan(std::span<const bucket_id>(bad), c),
-                  vbucket::error);
+  CHECK_THROWS_WITH_AS((void)vbucket::make_epoch_plan(std::span<const bucket_id>(bad), c),
+                       doctest::Contains("sample 2 has bucket id"), vbucket::error);
+  const std::vector<bucket_id> negative = {0, -1, -2, -7};
+  CHECK_THROWS_WITH_AS((void)vbucket::make_epoch_plan(std::span<const bucket_id>(negative), c),
+                       doctest::Contains("sample 3 has bucket id -7"), vbucket::error);
 }
 
 TEST_CASE("epoch_plan: views outlive the schedule they came from; vectors convert") {
