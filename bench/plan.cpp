@@ -21,10 +21,13 @@
 #include <cstring>     // std::strlen, std::strncmp
 #include <filesystem>  // std::filesystem::path (locating tests/data)
 #include <map>         // std::map (tables per size)
-#include <memory>      // std::unique_ptr
-#include <span>        // std::span
-#include <string>      // std::string
-#include <vector>      // std::vector
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim (a clean RSS baseline)
+#endif
+#include <memory>  // std::unique_ptr
+#include <span>    // std::span
+#include <string>  // std::string
+#include <vector>  // std::vector
 
 #include "synthetic.hpp"
 #include "vbucket/epoch_plan.hpp"
@@ -90,6 +93,9 @@ void plan_epoch(benchmark::State& state) {
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
       plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
   const vbucket::opensora_v2_rule rule{};
+#if defined(__GLIBC__)
+  malloc_trim(0);  // return memory freed by earlier runs, so the baseline is the table alone
+#endif
   const long rss_before = proc_status_kb("VmRSS");
   const bool peak_reset = reset_peak_rss();
   double assign_s = 0.0, plan_s = 0.0;
