@@ -320,7 +320,7 @@ bucket_config small_config(std::int64_t bs_image, std::int64_t bs33, std::int64_
 
 TEST_CASE("epoch_plan: guarantees over random configs, sizes, worlds and batch sizes") {
   test_rng g{20240611};
-  for (int iteration = 0; iteration < 60; ++iteration) {
+  for (int iteration = 0; iteration < 100; ++iteration) {
     const bucket_config c = random_config(g);
     const std::vector<bucket_id> ids = random_ids(g, c, random_size(g));
     plan_options o;
