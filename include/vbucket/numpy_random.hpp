@@ -329,7 +329,9 @@ class numpy_rng {
 
   /// The next double in [0, 1), as Generator.random(): the top 53 bits scaled by 2^-53.
   double random() noexcept {
-    return static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0);
+    // Through a signed integer (the value fits): one conversion instruction on x86-64.
+    return static_cast<double>(static_cast<std::int64_t>(next_u64() >> 11)) *
+           (1.0 / 9007199254740992.0);
   }
 
  private:

@@ -43,6 +43,25 @@ inline bool valid_meta(const sample_meta& m) noexcept {
 inline std::size_t video_keys(const resolution_entry& r) noexcept {
   return r.image_index >= 0 ? static_cast<std::size_t>(r.image_index) : r.frames.size();
 }
+/// The number of resolutions too large for the sample (H·W < 0.8 · pixels). Resolutions are
+/// in descending order of pixels, so these are a prefix; counting them all has a fixed trip
+/// count, and so no branch that depends on the sample's size.
+inline std::size_t too_large(const bucket_config& c, const sample_meta& m) noexcept {
+  const double pixels = static_cast<double>(m.height * m.width);
+  std::size_t count = 0;
+  for (const resolution_entry& r : c.resolutions())
+    count += static_cast<std::size_t>(pixels < r.min_pixels);
+  return count;
+}
+/// The number of keys among the first n longer than `frames` frames. Keys are in descending
+/// order, so they are a prefix; counting them all (rather than stopping at the first shorter
+/// one) has a fixed trip count and so no branch that depends on the clip's length.
+inline std::size_t longer_keys(const frames_entry* keys, std::size_t n,
+                               std::int64_t frames) noexcept {
+  std::size_t count = 0;
+  for (std::size_t k = 0; k < n; ++k) count += static_cast<std::size_t>(keys[k].frames > frames);
+  return count;
+}
 /// The bucket of frames key k of resolution r for this sample's closest ratio.
 inline bucket_id ratio_bucket(const resolution_entry& r, std::size_t k,
                               const sample_meta& m) noexcept {
@@ -84,29 +103,29 @@ struct opensora_v2_rule {
                                  const Source& source) const noexcept {
     if (!detail::valid_meta(m)) return invalid_sample;
     const std::int64_t t_eff = effective_frames(m.num_frames, m.fps);
-    const double pixels = static_cast<double>(m.height * m.width);
+    const resolution_entry* res = c.resolutions().data();
+    const resolution_entry* const end = res + c.resolutions().size();
+    res += detail::too_large(c, m);
     auto rng = source.stream(index, 0);
-    for (const resolution_entry& res : c.resolutions()) {
-      if (pixels < res.min_pixels) continue;
-      const frames_entry* const keys = res.frames.data();
-      if (t_eff == 1) {
-        if (res.image_index >= 0) {
-          const auto k = static_cast<std::size_t>(res.image_index);
-          if (rng.random() < keys[k].p_resolution) return detail::ratio_bucket(res, k, m);
-        }
-        continue;
+    if (t_eff == 1) {
+      for (; res != end; ++res) {
+        if (res->image_index < 0) continue;
+        const auto k = static_cast<std::size_t>(res->image_index);
+        if (rng.random() < res->frames[k].p_resolution) return detail::ratio_bucket(*res, k, m);
       }
+      return no_bucket;
+    }
+    for (; res != end; ++res) {
+      const frames_entry* const keys = res->frames.data();
       // Keys are in descending order: those longer than the clip are a prefix and draw
       // nothing, and the key 1 (never a video key) is the last.
-      const std::size_t n = detail::video_keys(res);
-      std::size_t k = 0;
-      while (k < n && keys[k].frames > t_eff) ++k;
-      for (; k < n; ++k) {
+      const std::size_t n = detail::video_keys(*res);
+      for (std::size_t k = detail::longer_keys(keys, n, t_eff); k < n; ++k) {
         const frames_entry& f = keys[k];
         // A pair's p_t is Open-Sora 2.0's chance to drop to fewer frames.
         if (f.pair && (f.p_frames >= 1.0 || rng.random() <= f.p_frames)) continue;
         if (f.p_resolution >= 1.0 || rng.random() <= f.p_resolution)
-          return detail::ratio_bucket(res, k, m);
+          return detail::ratio_bucket(*res, k, m);
         break;  // downgrade: leave this resolution
       }
     }
@@ -132,28 +151,30 @@ struct opensora_v12_rule {
     const std::int64_t interval = frame_interval < 1 ? 1 : frame_interval;
     // T > t · interval, without overflow: t ≤ (T − 1) / interval.
     const std::int64_t longest = (t - 1) / interval;
-    const double pixels = static_cast<double>(m.height * m.width);
-    for (const resolution_entry& res : c.resolutions()) {
-      if (pixels < res.min_pixels) continue;
-      const frames_entry* const keys = res.frames.data();
-      const auto first_sub = static_cast<std::uint64_t>(res.first_pair);
-      if (t == 1) {
-        if (res.image_index >= 0) {
-          const auto k = static_cast<std::size_t>(res.image_index);
-          auto rng = source.stream(index, first_sub + k);
-          if (rng.random() < keys[k].p_resolution) return detail::ratio_bucket(res, k, m);
-        }
-        continue;  // an image never matches a video key (T > t · interval fails)
+    const resolution_entry* res = c.resolutions().data();
+    const resolution_entry* const end = res + c.resolutions().size();
+    res += detail::too_large(c, m);
+    if (t == 1) {  // an image never matches a video key (T > t · interval fails)
+      for (; res != end; ++res) {
+        if (res->image_index < 0) continue;
+        const auto k = static_cast<std::size_t>(res->image_index);
+        auto rng = source.stream(index, static_cast<std::uint64_t>(res->first_pair) + k);
+        if (rng.random() < res->frames[k].p_resolution) return detail::ratio_bucket(*res, k, m);
       }
+      return no_bucket;
+    }
+    for (; res != end; ++res) {
+      const frames_entry* const keys = res->frames.data();
+      const auto first_sub = static_cast<std::uint64_t>(res->first_pair);
       std::size_t k = 0;
-      std::size_t n = res.frames.size();
+      std::size_t n = res->frames.size();
       if constexpr (detail::independent_streams<Source>) {
         // A check that cannot choose its key (the key is longer than the clip, or is the key
         // 1) ends in `continue` whatever it draws, and its stream serves no other check: with
         // independent streams, leaving it out changes nothing. Those keys are a prefix (keys
         // are in descending order) and the last key.
-        n = detail::video_keys(res);
-        while (k < n && keys[k].frames > longest) ++k;
+        n = detail::video_keys(*res);
+        k = detail::longer_keys(keys, n, longest);
       }
       for (; k < n; ++k) {
         const frames_entry& f = keys[k];
@@ -161,7 +182,7 @@ struct opensora_v12_rule {
         if (f.pair && rng.random() > f.p_frames) continue;
         if (f.frames == 1 || f.frames > longest) continue;
         if (f.p_resolution >= 1.0 || rng.random() < f.p_resolution)
-          return detail::ratio_bucket(res, k, m);
+          return detail::ratio_bucket(*res, k, m);
         break;
       }
     }
