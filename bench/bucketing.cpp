@@ -15,8 +15,11 @@
 #include <vector>      // std::vector
 
 #include "synthetic.hpp"
-#include "vbucket/json/bucket_config.hpp"
-#include "vbucket/vbucket.hpp"
+#include "vbucket/assign.hpp"              // assign_into, assign_all
+#include "vbucket/group.hpp"               // group_by_bucket
+#include "vbucket/json/bucket_config.hpp"  // load_bucket_config
+#include "vbucket/random.hpp"              // fast_source, numpy_source
+#include "vbucket/rules.hpp"               // opensora_v2_rule, opensora_v12_rule
 
 namespace {
 
