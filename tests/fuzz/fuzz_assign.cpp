@@ -16,8 +16,16 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include "fuzz_common.hpp"
+#include "vbucket/aspect.hpp"
+#include "vbucket/assign.hpp"
+#include "vbucket/bucket_config.hpp"
+#include "vbucket/error.hpp"
+#include "vbucket/group.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/vbucket.hpp"
+#include "vbucket/meta.hpp"
+#include "vbucket/numpy_random.hpp"
+#include "vbucket/random.hpp"
+#include "vbucket/rules.hpp"
 
 namespace {
 

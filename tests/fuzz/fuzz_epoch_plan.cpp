@@ -14,9 +14,13 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include "clang_ranges_workaround.hpp"  // first: before <vbucket/epoch_plan.hpp>
 #include "fuzz_common.hpp"
+#include "vbucket/aspect.hpp"
+#include "vbucket/bucket_config.hpp"
 #include "vbucket/epoch_plan.hpp"
-#include "vbucket/vbucket.hpp"
+#include "vbucket/error.hpp"
+#include "vbucket/group.hpp"
 
 namespace {
 
@@ -220,7 +224,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Deal to fuzzed world sizes from fuzzed resume points; then resume with another world.
   for (int round = 0; round < 3 && in.remaining_bytes() > 0; ++round) {
     const std::uint32_t world = in.ConsumeBool() ? in.ConsumeIntegralInRange(1u, 9u)
-                                                 : in.ConsumeIntegralInRange(1u, 1u << 20);
+                                                 : in.ConsumeIntegralInRange(1u, 1u << 12);
     const std::uint64_t consumed =
         in.ConsumeBool() ? in.ConsumeIntegralInRange<std::uint64_t>(0, plan.num_batches() + 3)
                          : in.ConsumeIntegral<std::uint64_t>();
