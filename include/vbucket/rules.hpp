@@ -158,32 +158,51 @@ struct opensora_v12_rule {
       for (; res != end; ++res) {
         if (res->image_index < 0) continue;
         const auto k = static_cast<std::size_t>(res->image_index);
+        const double p = res->frames[k].p_resolution;
+        if constexpr (detail::independent_streams<Source>) {
+          // random() < p always holds for p = 1 and never for p = 0: no stream needed.
+          if (p >= 1.0) return detail::ratio_bucket(*res, k, m);
+          if (!(p > 0.0)) continue;
+        }
         auto rng = source.stream(index, static_cast<std::uint64_t>(res->first_pair) + k);
-        if (rng.random() < res->frames[k].p_resolution) return detail::ratio_bucket(*res, k, m);
+        if (rng.random() < p) return detail::ratio_bucket(*res, k, m);
       }
       return no_bucket;
     }
     for (; res != end; ++res) {
       const frames_entry* const keys = res->frames.data();
       const auto first_sub = static_cast<std::uint64_t>(res->first_pair);
-      std::size_t k = 0;
-      std::size_t n = res->frames.size();
       if constexpr (detail::independent_streams<Source>) {
-        // A check that cannot choose its key (the key is longer than the clip, or is the key
-        // 1) ends in `continue` whatever it draws, and its stream serves no other check: with
-        // independent streams, leaving it out changes nothing. Those keys are a prefix (keys
-        // are in descending order) and the last key.
-        n = detail::video_keys(*res);
-        k = detail::longer_keys(keys, n, longest);
-      }
-      for (; k < n; ++k) {
-        const frames_entry& f = keys[k];
-        auto rng = source.stream(index, first_sub + k);
-        if (f.pair && rng.random() > f.p_frames) continue;
-        if (f.frames == 1 || f.frames > longest) continue;
-        if (f.p_resolution >= 1.0 || rng.random() < f.p_resolution)
-          return detail::ratio_bucket(*res, k, m);
-        break;
+        // Every check has a stream of its own, so a stream whose draws cannot change the
+        // answer may be left out: the checks of keys longer than the clip and of the key 1
+        // (they end in `continue` whatever they draw; a prefix and the last key, as keys are
+        // in descending order), and the checks of keys whose test is decided without a draw
+        // (random() > 1 and random() < 0 never hold, random() < 1 always does).
+        const std::size_t n = detail::video_keys(*res);
+        for (std::size_t k = detail::longer_keys(keys, n, longest); k < n; ++k) {
+          const frames_entry& f = keys[k];
+          const bool skip_drawn = f.pair && f.p_frames < 1.0;
+          const bool accept_drawn = f.p_resolution > 0.0 && f.p_resolution < 1.0;
+          if (!skip_drawn && !accept_drawn) {
+            if (f.p_resolution >= 1.0) return detail::ratio_bucket(*res, k, m);
+            break;
+          }
+          auto rng = source.stream(index, first_sub + k);
+          if (f.pair && rng.random() > f.p_frames) continue;  // a pair always draws first
+          if (f.p_resolution >= 1.0 || (accept_drawn && rng.random() < f.p_resolution))
+            return detail::ratio_bucket(*res, k, m);
+          break;
+        }
+      } else {
+        for (std::size_t k = 0; k < res->frames.size(); ++k) {
+          const frames_entry& f = keys[k];
+          auto rng = source.stream(index, first_sub + k);
+          if (f.pair && rng.random() > f.p_frames) continue;
+          if (f.frames == 1 || f.frames > longest) continue;
+          if (f.p_resolution >= 1.0 || rng.random() < f.p_resolution)
+            return detail::ratio_bucket(*res, k, m);
+          break;
+        }
       }
     }
     return no_bucket;
