@@ -61,7 +61,7 @@
 #include <memory>        // std::shared_ptr
 #include <numeric>       // std::iota
 #include <optional>      // std::optional
-#include <ranges>        // std::ranges::view_interface
+#include <ranges>        // std::ranges::view_base
 #include <span>          // std::span
 #include <string>        // std::string
 #include <string_view>   // std::string_view
@@ -431,10 +431,11 @@ struct schedule_data {
 
 }  // namespace detail
 
-/// The steps of one rank, as a C++20 random-access view of `batch` values. It shares the
-/// schedule's data, so it stays valid after the schedule it came from is gone:
-/// `for (auto b : plan.deal(w).rank(r))` is safe.
-class rank_steps : public std::ranges::view_interface<rank_steps> {
+/// The steps of one rank, as a C++20 random-access view of `batch` values (a `view_base`
+/// rather than a `view_interface`, which clang before 16 cannot instantiate with libstdc++
+/// for a class being defined). It shares the schedule's data, so it stays valid after the schedule
+/// it came from is gone: `for (auto b : plan.deal(w).rank(r))` is safe.
+class rank_steps : public std::ranges::view_base {
  public:
   class iterator {
    public:
@@ -502,6 +503,12 @@ class rank_steps : public std::ranges::view_interface<rank_steps> {
   [[nodiscard]] std::size_t size() const noexcept {
     return static_cast<std::size_t>(last_ - first_);
   }
+  [[nodiscard]] bool empty() const noexcept { return first_ == last_; }
+  [[nodiscard]] batch operator[](std::size_t i) const noexcept {
+    return begin()[static_cast<std::ptrdiff_t>(i)];
+  }
+  [[nodiscard]] batch front() const noexcept { return *begin(); }
+  [[nodiscard]] batch back() const noexcept { return *(end() - 1); }
 
  private:
   std::shared_ptr<const detail::schedule_data> schedule_;

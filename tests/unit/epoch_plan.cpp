@@ -561,9 +561,11 @@ TEST_CASE("epoch_plan: batches carry bucket, target shape and indices; the range
   CHECK(std::ranges::distance(steps) == static_cast<std::ptrdiff_t>(s.steps()));
   CHECK(steps[3].position == 3 * 6 + 2);
   CHECK((*(steps.begin() + 5)).step == 5);
+#if !defined(__clang__) || __clang_major__ >= 16  // older clangs lack libstdc++'s views
   std::uint64_t k = 0;
   for (const vbucket::batch& b : steps | std::views::take(4)) CHECK(b.step == k++);
   CHECK(k == 4);
+#endif
   const auto from = s.rank(2, 10);
   CHECK(from.size() == s.steps() - 10);
   CHECK(from.front().step == 10);
@@ -645,7 +647,7 @@ TEST_CASE("plan_stats: totals agree with the plan, by bucket, shape, ratio and k
     const std::uint32_t world = random_world(g);
     const epoch_schedule s = plan.deal(world, 0, iteration % 2 == 0);
     const vbucket::plan_stats st = vbucket::compute_plan_stats(s, c);
-    vbucket::plan_counts sum_buckets, sum_shapes, sum_ratios, kinds;
+    vbucket::plan_counts sum_buckets, sum_shapes, sum_ratios;
     for (const auto& b : st.buckets) {
       sum_buckets.buckets += b.counts.buckets;
       sum_buckets.grouped += b.counts.grouped;
