@@ -14,7 +14,6 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include "clang_ranges_workaround.hpp"  // first: before <vbucket/epoch_plan.hpp>
 #include "fuzz_common.hpp"
 #include "vbucket/aspect.hpp"
 #include "vbucket/bucket_config.hpp"
