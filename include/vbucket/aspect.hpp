@@ -55,6 +55,28 @@ class aspect_table {
     });
     sorted_.reserve(order_.size());
     for (auto i : order_) sorted_.push_back(entries_[i].ratio);
+    // Branch-free search data: the sorted ratios between -inf and +inf sentinels, and for
+    // each the first table index among the entries of equal ratio.
+    const std::size_t n = entries_.size();
+    bounded_.assign(n + 2, std::numeric_limits<double>::infinity());
+    bounded_[0] = -std::numeric_limits<double>::infinity();
+    first_.assign(n + 2, std::numeric_limits<std::uint32_t>::max());
+    for (std::size_t p = 0; p < n; ++p) {
+      bounded_[p + 1] = sorted_[p];
+      first_[p + 1] = order_[p];
+    }
+    for (std::size_t p = 2; p <= n; ++p)
+      if (bounded_[p] == bounded_[p - 1]) first_[p] = std::min(first_[p], first_[p - 1]);
+    for (std::size_t p = n - 1; p >= 1; --p)
+      if (bounded_[p] == bounded_[p + 1]) first_[p] = std::min(first_[p], first_[p + 1]);
+    // With a ratio h/w < 2^25, two distinct ratios further apart than this cannot round to
+    // equal distances from it, so the nearest is one of the two around it.
+    const double largest = sorted_.back();
+    const double apart = std::max(0x1p-26, 0x1p-50 * largest);
+    two_candidates_ = true;
+    for (std::size_t p = 1; p < n; ++p)
+      if (sorted_[p] != sorted_[p - 1] && !(sorted_[p] - sorted_[p - 1] > apart))
+        two_candidates_ = false;
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
@@ -65,7 +87,22 @@ class aspect_table {
   /// exactly Open-Sora's `min(ratios, key=lambda r: abs(h / w - get_ratio(r)))`.
   /// Precondition: h > 0 and w > 0. O(log n).
   [[nodiscard]] std::size_t closest(std::int64_t h, std::int64_t w) const noexcept {
-    return closest_ratio(static_cast<double>(h) / static_cast<double>(w));
+    const double a = static_cast<double>(h) / static_cast<double>(w);
+    if (!two_candidates_ || !(a < 0x1p25)) return closest_ratio(a);
+    // Branch-free upper bound: `split` = the number of ratios <= a.
+    const double* const s = bounded_.data() + 1;
+    std::size_t pos = 0;
+    for (std::size_t len = entries_.size(); len > 1;) {
+      const std::size_t half = len / 2;
+      pos += static_cast<std::size_t>(s[pos + half - 1] <= a) * half;
+      len -= half;
+    }
+    const std::size_t split = pos + static_cast<std::size_t>(s[pos] <= a);
+    const double below = a - s[split - 1];  // +inf at the -inf sentinel
+    const double above = s[split] - a;      // +inf at the +inf sentinel
+    const std::uint32_t lo = first_[split], hi = first_[split + 1];
+    const bool take_lo = (below < above) | ((below == above) & (lo < hi));
+    return hi + static_cast<std::uint32_t>(take_lo) * (lo - hi);
   }
 
   /// As `closest`, for a ratio already divided out.
@@ -144,6 +181,9 @@ class aspect_table {
   std::vector<aspect_entry> entries_;
   std::vector<std::uint32_t> order_;  // table indices sorted by ratio (stable)
   std::vector<double> sorted_;        // ratios in that order
+  std::vector<double> bounded_;       // -inf, sorted_, +inf
+  std::vector<std::uint32_t> first_;  // per bounded_ slot: first table index of equal ratio
+  bool two_candidates_ = false;       // closest() may look at the two ratios around h/w only
 };
 
 /// A resolution as a bucket config uses it: its name, the pixel count below which
