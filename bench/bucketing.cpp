@@ -16,6 +16,7 @@
 
 #include "synthetic.hpp"
 #include "vbucket/assign.hpp"              // assign_into, assign_all
+#include "vbucket/compiled_rule.hpp"       // compiled_v2_rule
 #include "vbucket/group.hpp"               // group_by_bucket
 #include "vbucket/json/bucket_config.hpp"  // load_bucket_config
 #include "vbucket/random.hpp"              // fast_source, numpy_source
@@ -80,6 +81,11 @@ void assign_v2_fast(benchmark::State& state, unsigned threads) {
                threads);
 }
 
+void assign_v2_fast_compiled(benchmark::State& state) {
+  static const vbucket::compiled_v2_rule rule(config_v2(), vbucket::opensora_v2_rule{});
+  assign_bench(state, config_v2(), rule, vbucket::fast_source(bench_seed, 0), 1);
+}
+
 void assign_v2_numpy(benchmark::State& state) {
   assign_bench(state, config_v2(), vbucket::opensora_v2_rule{},
                vbucket::numpy_source(bench_seed, config_v2().num_buckets()), 1);
@@ -110,6 +116,8 @@ void group_by_bucket(benchmark::State& state) {
 [[maybe_unused]] const bool registered = [] {
   using benchmark::kMillisecond;
   benchmark::RegisterBenchmark("assign/opensora_v2/fast", assign_v2_fast, 1u)->Unit(kMillisecond);
+  benchmark::RegisterBenchmark("assign/opensora_v2/fast_compiled", assign_v2_fast_compiled)
+      ->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v2/numpy", assign_v2_numpy)->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v12/fast", assign_v12_fast)->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v12/numpy", assign_v12_numpy)->Unit(kMillisecond);

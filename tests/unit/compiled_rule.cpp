@@ -1,0 +1,385 @@
+/// Tests of vbucket/compiled_rule.hpp: compiled_v2_rule's outcome tables equal the
+/// probabilities of opensora_v2_rule's decision tree (enumerated exactly, no Monte Carlo), its
+/// assignments follow the same distribution as opensora_v2_rule + numpy_source (two-sample
+/// chi-square over a million synthetic samples), and it handles invalid metadata and threads.
+#include "vbucket/compiled_rule.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>  // std::sort, std::unique, std::min_element
+#include <cmath>      // std::exp, std::log, std::lgamma, std::abs
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint64_t, std::int64_t
+#include <limits>     // quiet_NaN
+#include <map>        // std::map
+#include <string>     // std::string
+#include <utility>    // std::pair
+#include <vector>     // std::vector
+
+#include "../../bench/synthetic.hpp"  // vbucket::bench::synthetic_table
+#include "vbucket/assign.hpp"
+#include "vbucket/rules.hpp"
+
+#if !defined(VBUCKET_TEST_HAS_JSON) || VBUCKET_TEST_HAS_JSON
+#include "vbucket/json/bucket_config.hpp"
+
+namespace {
+
+std::string data_path(const char* file) { return std::string(VBUCKET_TEST_DATA_DIR) + "/" + file; }
+
+/// Exact enumeration of opensora_v2_rule's decision tree. Every comparison the rule makes is of
+/// a draw with a probability of the config, so its behaviour depends only on which interval
+/// between consecutive distinct probabilities each draw falls in. A scripted source replays a
+/// prefix of interval choices (as the interval's midpoint) and notes when the rule asks for one
+/// more draw; a depth-first search over prefixes then visits every path once, and a path's
+/// probability is the product of its intervals' lengths.
+struct scripted_source {
+  const std::vector<double>* values;  // the midpoint of each interval
+  const std::vector<std::size_t>* prefix;
+  bool* wanted_more;
+  struct stream_type {
+    const scripted_source* s;
+    std::size_t next = 0;
+    double random() {
+      if (next < s->prefix->size()) return (*s->values)[(*s->prefix)[next++]];
+      *s->wanted_more = true;
+      return (*s->values)[0];
+    }
+  };
+  stream_type stream(std::uint64_t, std::uint64_t) const { return {this, 0}; }
+};
+
+/// Outcome probabilities of opensora_v2_rule for one sample, keyed by bucket id (no_bucket
+/// included), over every path of its decision tree.
+std::map<vbucket::bucket_id, double> enumerate(const vbucket::bucket_config& c,
+                                               const vbucket::opensora_v2_rule& rule,
+                                               const vbucket::sample_meta& m) {
+  std::vector<double> bounds{0.0, 1.0};
+  for (const auto& r : c.resolutions())
+    for (const auto& f : r.frames) {
+      if (f.p_resolution > 0.0 && f.p_resolution < 1.0) bounds.push_back(f.p_resolution);
+      if (f.pair && f.p_frames > 0.0 && f.p_frames < 1.0) bounds.push_back(f.p_frames);
+    }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::vector<double> mids, lengths;
+  for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+    mids.push_back((bounds[i] + bounds[i + 1]) / 2);
+    lengths.push_back(bounds[i + 1] - bounds[i]);
+  }
+  std::map<vbucket::bucket_id, double> out;
+  std::vector<std::size_t> prefix;
+  bool wanted_more = false;
+  const scripted_source source{&mids, &prefix, &wanted_more};
+  // Depth-first: explore(weight) runs the rule on the current prefix.
+  auto explore = [&](auto& self, double weight) -> void {
+    wanted_more = false;
+    const vbucket::bucket_id id = rule.assign(c, m, 0, source);
+    if (!wanted_more) {
+      out[id] += weight;
+      return;
+    }
+    for (std::size_t i = 0; i < mids.size(); ++i) {
+      prefix.push_back(i);
+      self(self, weight * lengths[i]);
+      prefix.pop_back();
+    }
+  };
+  explore(explore, 1.0);
+  return out;
+}
+
+void check_tables(const char* file) {
+  CAPTURE(file);
+  const vbucket::bucket_config c =
+      vbucket::json::load_bucket_config(data_path(file), vbucket::opensora_v2_tables{});
+  const vbucket::opensora_v2_rule rule{16.0};
+  const vbucket::compiled_v2_rule compiled(c, rule);
+  const auto& res = c.resolutions();
+  std::vector<std::int64_t> keys;
+  for (const auto& r : res)
+    for (const auto& f : r.frames) keys.push_back(f.frames);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  // Effective lengths covering every class: 0 (shorter than every key), each key, the gap
+  // above each key, and the image (1).
+  std::vector<std::int64_t> lengths{0, 1};
+  for (const std::int64_t k : keys) {
+    lengths.push_back(k);
+    lengths.push_back(k + 1);
+  }
+  std::size_t combinations = 0;
+  for (std::size_t r0 = 0; r0 <= res.size(); ++r0) {
+    // A 1-pixel-high sample with exactly the pixels of resolution r0's threshold (or 1 pixel).
+    const std::int64_t w =
+        r0 < res.size() ? static_cast<std::int64_t>(std::ceil(res[r0].min_pixels)) : 1;
+    for (const std::int64_t t : lengths) {
+      // t_eff = 0 through fps thinning: 1 frame at 60 fps is 1 / 4 = 0 frames.
+      const vbucket::sample_meta m{t == 0 ? 1 : t, 1, w,
+                                   t == 0 ? 60.0 : std::numeric_limits<double>::quiet_NaN()};
+      if (vbucket::detail::too_large(c, m) != r0) continue;  // tied resolutions
+      REQUIRE(rule.effective_frames(m.num_frames, m.fps) == t);
+      CAPTURE(r0);
+      CAPTURE(t);
+      ++combinations;
+      const auto expected = enumerate(c, rule, m);
+      double total = 0;
+      for (const auto& [id, p] : expected) total += p;
+      CHECK(total == doctest::Approx(1.0).epsilon(1e-12));
+      // Every (resolution, key) and no_bucket: the table's probability is the tree's.
+      const double none = expected.count(vbucket::no_bucket) ? expected.at(vbucket::no_bucket) : 0;
+      CHECK(compiled.no_bucket_probability(r0, t) == doctest::Approx(none).epsilon(1e-12));
+      // The alias table the assignment draws from encodes the same probabilities.
+      CHECK(std::abs(compiled.sampled_no_bucket_probability(r0, t) - none) < 1e-12);
+      double sum = compiled.no_bucket_probability(r0, t);
+      for (std::size_t ri = 0; ri < res.size(); ++ri) {
+        for (std::size_t k = 0; k < res[ri].frames.size(); ++k) {
+          double p = 0;
+          for (const auto& [id, q] : expected) {
+            if (id < 0) continue;
+            const auto key = c.key(id);
+            if (static_cast<std::size_t>(key.resolution) == ri &&
+                static_cast<std::size_t>(key.frames_index) == k)
+              p += q;
+          }
+          CAPTURE(ri);
+          CAPTURE(k);
+          CHECK(compiled.probability(r0, t, ri, k) == doctest::Approx(p).epsilon(1e-12));
+          CHECK(std::abs(compiled.probability(r0, t, ri, k) - p) < 1e-12);
+          CHECK(std::abs(compiled.sampled_probability(r0, t, c.id_of(ri, k, 0)) - p) < 1e-12);
+          sum += compiled.probability(r0, t, ri, k);
+        }
+      }
+      CHECK(sum == doctest::Approx(1.0).epsilon(1e-12));
+    }
+  }
+  CHECK(combinations >= res.size() + 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two-sample chi-square (as tests/unit/random.cpp): Q(a, x), its inverse, and pooling.
+// ---------------------------------------------------------------------------------------------
+double gamma_q(double a, double x) {
+  if (x <= 0) return 1.0;
+  const double log_prefix = -x + a * std::log(x) - std::lgamma(a);
+  if (x < a + 1) {
+    double term = 1.0 / a, sum = term;
+    for (int n = 1; n < 100000 && term > sum * 1e-17; ++n) {
+      term *= x / (a + n);
+      sum += term;
+    }
+    return 1.0 - sum * std::exp(log_prefix);
+  }
+  constexpr double tiny = 1e-300;
+  double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
+  for (int i = 1; i < 100000; ++i) {
+    const double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    if (std::abs(d) < tiny) d = tiny;
+    c = b + an / c;
+    if (std::abs(c) < tiny) c = tiny;
+    d = 1 / d;
+    const double del = d * c;
+    h *= del;
+    if (std::abs(del - 1) < 1e-16) break;
+  }
+  return std::exp(log_prefix) * h;
+}
+double chi2_critical(double df, double p) {
+  double lo = 0, hi = 10 * df + 1000;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (gamma_q(df / 2, mid / 2) > p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+std::vector<std::uint64_t> histogram(const std::vector<vbucket::bucket_id>& ids, std::size_t nb) {
+  std::vector<std::uint64_t> h(nb + 1, 0);
+  std::size_t invalid = 0;
+  for (auto id : ids) {
+    invalid += id == vbucket::invalid_sample;
+    ++h[id >= 0 ? static_cast<std::size_t>(id) : nb];
+  }
+  CHECK(invalid == 0);
+  return h;
+}
+
+struct chi2_result {
+  double statistic = 0;
+  std::size_t df = 0;
+};
+
+chi2_result two_sample_chi2(const std::vector<std::uint64_t>& a,
+                            const std::vector<std::uint64_t>& b) {
+  std::vector<std::pair<double, double>> bins;
+  double pool_a = 0, pool_b = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const double x = static_cast<double>(a[k]), y = static_cast<double>(b[k]);
+    if ((x + y) / 2 < 5) {
+      pool_a += x;
+      pool_b += y;
+    } else {
+      bins.push_back({x, y});
+    }
+  }
+  if (pool_a + pool_b > 0) {
+    if ((pool_a + pool_b) / 2 >= 5 || bins.empty()) {
+      bins.push_back({pool_a, pool_b});
+    } else {
+      auto smallest = std::min_element(bins.begin(), bins.end(), [](auto& l, auto& r) {
+        return l.first + l.second < r.first + r.second;
+      });
+      smallest->first += pool_a;
+      smallest->second += pool_b;
+    }
+  }
+  chi2_result r;
+  for (const auto& [x, y] : bins) r.statistic += (x - y) * (x - y) / (x + y);
+  r.df = bins.size() - 1;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("compiled_rule: tables equal opensora_v2_rule's enumerated decision tree") {
+  check_tables("config_opensora_v2.json");
+  check_tables("config_360p_example.json");
+}
+
+TEST_CASE("compiled_rule: same bucket distribution as opensora_v2_rule + numpy_source") {
+  // Two independent synthetic web-video sets (bench/synthetic.hpp), one per rule.
+  constexpr std::size_t n = 1'000'000;
+  const vbucket::meta_table table_a = vbucket::bench::synthetic_table(n, 1);
+  const vbucket::meta_table table_b = vbucket::bench::synthetic_table(n, 2);
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+  const std::size_t nb = config.num_buckets();
+  const vbucket::opensora_v2_rule rule{16.0};
+  const vbucket::compiled_v2_rule compiled(config, rule);
+  const auto compiled_hist =
+      histogram(vbucket::assign_all(config, table_a, compiled, vbucket::fast_source(1234, 0)), nb);
+  const auto numpy_hist =
+      histogram(vbucket::assign_all(config, table_b, rule,
+                                    vbucket::numpy_source(vbucket::big_seed(1234), nb)),
+                nb);
+  std::size_t used = 0;
+  for (std::size_t b = 0; b < nb; ++b) used += numpy_hist[b] > 0;
+  CHECK(used > 50);
+  CHECK(numpy_hist[nb] > 1000);
+  const chi2_result same = two_sample_chi2(compiled_hist, numpy_hist);
+  const double critical = chi2_critical(static_cast<double>(same.df), 1e-6);
+  INFO("chi-square " << same.statistic << " with " << same.df << " df, critical " << critical);
+  CHECK(same.df > 50);
+  CHECK(same.statistic < critical);
+
+  // The test has power: a rule with one probability nudged (768px's 33-frame p_res 0.5 -> 0.45)
+  // is told apart.
+  const auto specs_of = [&](double p33) {
+    std::vector<vbucket::bucket_spec> specs;
+    for (const auto& r : config.resolutions())
+      for (const auto& f : r.frames)
+        specs.push_back({r.info.name, f.frames,
+                         (r.info.name == "768px" && f.frames == 33) ? p33 : f.p_resolution,
+                         f.pair ? std::optional<double>(f.p_frames) : std::nullopt, f.batch_size});
+    return specs;
+  };
+  const vbucket::bucket_config nudged(specs_of(0.45), vbucket::opensora_v2_tables{});
+  REQUIRE(nudged.num_buckets() == nb);
+  const auto nudged_hist =
+      histogram(vbucket::assign_all(nudged, table_a, vbucket::compiled_v2_rule(nudged, rule),
+                                    vbucket::fast_source(1234, 0)),
+                nb);
+  const chi2_result differs = two_sample_chi2(nudged_hist, numpy_hist);
+  INFO("nudged chi-square " << differs.statistic << " with " << differs.df << " df");
+  CHECK(differs.statistic > chi2_critical(static_cast<double>(differs.df), 1e-6));
+}
+
+TEST_CASE("compiled_rule: invalid metadata, and the same answer for any thread count") {
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+  const vbucket::compiled_v2_rule compiled(config, vbucket::opensora_v2_rule{16.0});
+  const vbucket::fast_source source(7, 3);
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr std::int64_t big = std::int64_t{1} << 40;
+  for (const vbucket::sample_meta m :
+       {vbucket::sample_meta{0, 720, 1280, 30.0}, vbucket::sample_meta{-5, 720, 1280, 30.0},
+        vbucket::sample_meta{100, 0, 1280, 30.0}, vbucket::sample_meta{100, 720, -1, nan},
+        vbucket::sample_meta{100, big, 1280, 30.0}, vbucket::sample_meta{1, 720, big, nan}})
+    CHECK(compiled.assign(config, m, 0, source) == vbucket::invalid_sample);
+  // Odd but valid values never leave the id range.
+  for (const vbucket::sample_meta m :
+       {vbucket::sample_meta{1, 1, 1, nan}, vbucket::sample_meta{1000000, 1, 1 << 24, -3.0},
+        vbucket::sample_meta{5, 720, 1280, 1e308}, vbucket::sample_meta{200, 2000, 2000, 1e-300},
+        vbucket::sample_meta{200, 2000, 2000, std::numeric_limits<double>::infinity()}}) {
+    for (std::uint64_t i = 0; i < 100; ++i) {
+      const vbucket::bucket_id id = compiled.assign(config, m, i, source);
+      CHECK((id == vbucket::no_bucket ||
+             (id >= 0 && static_cast<std::size_t>(id) < config.num_buckets())));
+    }
+  }
+  CHECK_THROWS(vbucket::compiled_v2_rule(config, vbucket::opensora_v2_rule{0.0}));
+  // Its effective length (a double division where exact) is the rule's, at the edges too.
+  for (const double fps_max : {16.0, 7.5, 1e-300, 1e300}) {
+    const vbucket::opensora_v2_rule r{fps_max};
+    const vbucket::compiled_v2_rule cr(config, r);
+    for (const std::int64_t f :
+         {std::int64_t{1}, std::int64_t{2}, std::int64_t{15}, std::int64_t{16}, std::int64_t{17},
+          std::int64_t{1000003}, (std::int64_t{1} << 52) - 1, std::int64_t{1} << 52,
+          std::numeric_limits<std::int64_t>::max()})
+      for (const double fps :
+           {nan, -1.0, 0.0, 7.4, 7.5, 16.0, 16.5, 23.976, 29.97, 60.0, 1e15, 4503599627370495.0,
+            1e300, std::numeric_limits<double>::infinity()}) {
+        CAPTURE(fps_max);
+        CAPTURE(f);
+        CAPTURE(fps);
+        CHECK(cr.effective_frames(f, fps) == r.effective_frames(f, fps));
+      }
+  }
+
+  // The closest ratio is the aspect table's, on synthetic samples and a grid of sizes that
+  // includes every exact table ratio (two ratio groups here: 256px has fewer ratios).
+  CHECK(compiled.ratio_groups() == 2);
+  std::vector<vbucket::sample_meta> metas;
+  for (std::int64_t h = 16; h <= 1024; h += 16)
+    for (std::int64_t w = 16; w <= 1024; w += 16) metas.push_back({1, h, w, nan});
+  for (const auto& r : config.resolutions())
+    for (const auto& e : r.info.table.entries()) {
+      metas.push_back({1, e.height, e.width, nan});
+      metas.push_back({1, 4 * e.height, 4 * e.width, nan});
+      metas.push_back({200, 4 * e.height, 4 * e.width, 30.0});
+    }
+  metas.push_back({1, 1 << 24, 1, nan});
+  metas.push_back({1, 1, 1 << 24, nan});
+  const vbucket::meta_table synth = vbucket::bench::synthetic_table(20'000, 4);
+  for (std::size_t i = 0; i < synth.size(); ++i)
+    metas.push_back({synth.num_frames[i], synth.height[i], synth.width[i], synth.fps[i]});
+  std::size_t bucketed = 0;
+  for (const auto& m : metas) {
+    for (std::uint64_t i = 0; i < 8; ++i) {
+      const vbucket::bucket_id id = compiled.assign(config, m, i, source);
+      if (id < 0) continue;
+      ++bucketed;
+      const auto key = config.key(id);
+      CAPTURE(m.height);
+      CAPTURE(m.width);
+      CHECK(static_cast<std::size_t>(key.ratio_index) ==
+            config.resolution_of(id).info.table.closest(m.height, m.width));
+    }
+  }
+  CHECK(bucketed > metas.size());
+
+  const vbucket::meta_table table = vbucket::bench::synthetic_table(100'000, 3);
+  const auto one = vbucket::assign_all(config, table, compiled, source, 1);
+  for (unsigned threads : {2u, 3u, 8u, 0u})
+    CHECK(vbucket::assign_all(config, table, compiled, source, threads) == one);
+  // And each is the sample's own one-draw assignment.
+  for (std::size_t i = 0; i < table.size(); i += 997)
+    CHECK(one[i] == compiled.assign(config,
+                                    vbucket::sample_meta{table.num_frames[i], table.height[i],
+                                                         table.width[i], table.fps[i]},
+                                    i, source));
+}
+
+#endif  // VBUCKET_TEST_HAS_JSON
