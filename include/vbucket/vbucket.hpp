@@ -6,6 +6,7 @@
 #include "vbucket/assign.hpp"         // assign_all
 #include "vbucket/batch_size.hpp"     // data-parallel size, tokens, micro-batching
 #include "vbucket/bucket_config.hpp"  // bucket_config
+#include "vbucket/compiled_rule.hpp"  // compiled_v2_rule (one draw per sample)
 #include "vbucket/csv.hpp"            // metadata CSV reader
 #include "vbucket/epoch_plan.hpp"     // epoch planner
 #include "vbucket/error.hpp"          // vbucket::error
