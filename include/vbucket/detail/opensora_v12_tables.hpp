@@ -8,6 +8,7 @@
 
 namespace vbucket::detail {
 
+// clang-format off
 struct v12_entry {
   std::string_view key;
   int h;
@@ -398,5 +399,6 @@ inline constexpr v12_table v12_tables[] = {
     {"2880", 8294400, v12_entries_11},
     {"4k", 8294400, v12_entries_12},
 };
+// clang-format on
 
 }  // namespace vbucket::detail
