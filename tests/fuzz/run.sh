@@ -30,11 +30,12 @@ if [[ ! -f build-fuzz/CMakeCache.txt ]] && command -v ninja >/dev/null 2>&1; the
   generator=(-G Ninja)
 fi
 # -O1 with asserts on: fast enough to fuzz, and the library's precondition checks stay armed.
+# Warnings are not errors (instrumentation causes false positives; the dev build gates them).
 cmake -S . -B build-fuzz "${generator[@]}" -DCMAKE_CXX_COMPILER="${cxx}" \
   -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
   -DVBUCKET_BUILD_FUZZ=ON -DVBUCKET_BUILD_TESTS=OFF -DVBUCKET_BUILD_TOOLS=OFF \
   -DVBUCKET_BUILD_EXAMPLES=OFF -DVBUCKET_BUILD_BENCH=OFF -DVBUCKET_INSTALL=OFF \
-  -DVBUCKET_WERROR=ON >/dev/null
+  -DVBUCKET_WERROR=OFF >/dev/null
 cmake --build build-fuzz --parallel "$(nproc)"
 
 # Targets this clang cannot compile (listed in build-fuzz/fuzz/skipped.txt) are built without
@@ -54,7 +55,7 @@ if ((${#skipped[@]} > 0)); then
     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
     -DVBUCKET_SANITIZE=address,undefined,float-cast-overflow -DVBUCKET_FUZZ_REPLAY=ON \
     -DVBUCKET_BUILD_TESTS=ON -DVBUCKET_BUILD_TOOLS=OFF -DVBUCKET_BUILD_EXAMPLES=OFF \
-    -DVBUCKET_BUILD_BENCH=OFF -DVBUCKET_INSTALL=OFF -DVBUCKET_WERROR=ON >/dev/null
+    -DVBUCKET_BUILD_BENCH=OFF -DVBUCKET_INSTALL=OFF -DVBUCKET_WERROR=OFF >/dev/null
   fallback_targets=()
   for target in "${skipped[@]}"; do fallback_targets+=(--target "fuzz_${target}_replay"); done
   cmake --build build-fuzz-gcc --parallel "$(nproc)" "${fallback_targets[@]}"
