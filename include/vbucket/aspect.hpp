@@ -98,8 +98,9 @@ class aspect_table {
       len -= half;
     }
     const std::size_t split = pos + static_cast<std::size_t>(s[pos] <= a);
-    const double below = a - s[split - 1];  // +inf at the -inf sentinel
-    const double above = s[split] - a;      // +inf at the +inf sentinel
+    // bounded_[split] is s[split - 1], without forming s - 1 when split is 0 (UB).
+    const double below = a - bounded_[split];      // +inf at the -inf sentinel
+    const double above = bounded_[split + 1] - a;  // +inf at the +inf sentinel
     const std::uint32_t lo = first_[split], hi = first_[split + 1];
     const bool take_lo = (below < above) | ((below == above) & (lo < hi));
     return hi + static_cast<std::uint32_t>(take_lo) * (lo - hi);

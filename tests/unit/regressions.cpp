@@ -150,3 +150,20 @@ TEST_CASE("regression: deeply nested JSON is rejected, not a stack overflow") {
   }
 }
 #endif
+
+// fuzz_assign (its seed corpus, once closest() went branch-free): a sample whose ratio h/w is
+// below every entry of the table has split 0, and `s[split - 1]` formed the pointer s + SIZE_MAX
+// before reading the -inf sentinel (UBSan: "addition of unsigned offset ... overflowed",
+// include/vbucket/aspect.hpp, aspect_table::closest).
+TEST_CASE("regression: closest() for a ratio below or above every entry") {
+  const vbucket::aspect_table table(
+      {{"a", 0.5, 100, 200}, {"b", 1.0, 100, 100}, {"c", 2.0, 200, 100}});
+  CHECK(table.closest(1, 1000) == 0);
+  CHECK(table.closest(1, 16777216) == 0);
+  CHECK(table.closest(1000, 1) == 2);
+  CHECK(table.closest(16777216, 1) == 2);
+  for (const std::int64_t h : {1, 2, 50, 100, 150, 199, 200, 400, 16777216})
+    for (const std::int64_t w : {1, 2, 50, 100, 150, 199, 200, 400, 16777216})
+      CHECK(table.closest(h, w) ==
+            table.linear_closest(static_cast<double>(h) / static_cast<double>(w)));
+}
