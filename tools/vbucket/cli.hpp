@@ -38,7 +38,8 @@ namespace vbucket::cli {
 int cmd_assign(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_stats(int argc, char** argv);
-int cmd_scan(int argc, char** argv);
+int cmd_scan(int argc, char** argv);    // tools/vbucket/ffmpeg/ (VBUCKET_CLI_HAS_FFMPEG)
+int cmd_decode(int argc, char** argv);  // tools/vbucket/ffmpeg/ (VBUCKET_CLI_HAS_FFMPEG)
 int cmd_fit_bs(int argc, char** argv);
 
 inline constexpr int exit_ok = 0;

@@ -19,8 +19,14 @@ struct command {
 // its body in vbucket::cli::run_main), declare it in cli.hpp and add one line here.
 constexpr command commands[] = {
     {"assign", vbucket::cli::cmd_assign, "assign every sample of a metadata CSV to a bucket"},
+#if VBUCKET_CLI_HAS_FFMPEG
+    {"decode", vbucket::cli::cmd_decode, "decode a clip of a video, resized and cropped, as RGB24"},
+#endif
     {"fit-bs", vbucket::cli::cmd_fit_bs, "fit memory/time models, rescale a config's batch sizes"},
     {"plan", vbucket::cli::cmd_plan, "plan an epoch: each rank's batches, as JSON lines"},
+#if VBUCKET_CLI_HAS_FFMPEG
+    {"scan", vbucket::cli::cmd_scan, "probe the videos of a directory or list into a metadata CSV"},
+#endif
     {"stats", vbucket::cli::cmd_stats, "print an epoch plan's statistics per bucket, shape, ratio"},
 };
 

@@ -1,0 +1,594 @@
+#pragma once
+/// Decoding a clip into a caller's buffer: frames start, start + interval, ... (count N, by
+/// presentation order, so variable-frame-rate files work), resized and center-cropped to H x W
+/// with Open-Sora's geometry (scale so H x W is covered, keeping the aspect ratio, then crop
+/// the middle), honouring the display rotation, as RGB24 bytes in THWC or CTHW order.
+///
+/// How: the start of the stream is demuxed (not decoded) to map frame indices to timestamps;
+/// then the input seeks to the keyframe before the first wanted frame, decodes up to the last
+/// wanted frame only (non-reference frames that are not wanted are skipped), and converts only
+/// the wanted frames, straight to the target size (libswscale).
+///
+///     vbucket::ffmpeg::clip_request req{.start = 10, .frames = 16, .interval = 2,
+///                                       .height = 192, .width = 336};
+///     std::vector<std::uint8_t> buf(vbucket::ffmpeg::clip_bytes(req));
+///     auto info = vbucket::ffmpeg::decode_clip("clip.mp4", req, buf);  // info.error() if bad
+
+#include <algorithm>  // std::sort, std::binary_search, std::unique, std::max
+#include <cmath>      // std::nearbyint
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::int64_t, std::uint8_t, std::uint64_t
+#include <cstring>    // std::memcpy
+#include <limits>     // std::numeric_limits
+#include <memory>     // std::unique_ptr
+#include <optional>   // std::optional
+#include <span>       // std::span
+#include <string>     // std::string
+#include <vector>     // std::vector
+
+#include "vbucket/ffmpeg/detail/libav.hpp"
+#include "vbucket/ffmpeg/probe.hpp"  // detail::guarded
+#include "vbucket/ffmpeg/result.hpp"
+#include "vbucket/random.hpp"  // vbucket::detail::mix64, vbucket::detail::golden_gamma
+
+namespace vbucket::ffmpeg {
+
+/// Byte order of a decoded clip: THWC (frames, rows, columns, RGB) or CTHW (R plane of every
+/// frame, then G, then B).
+enum class layout { thwc, cthw };
+
+/// libswscale's resampling filter.
+enum class resize_filter { bilinear, bicubic, area, nearest };
+
+/// Open-Sora's resize-crop: scale the (display) frame to `scaled_height` x `scaled_width`, the
+/// smallest size that covers the target keeping the aspect ratio (rounded half to even, as
+/// Python's round), then take the target from row `top`, column `left`.
+struct resize_crop {
+  std::int64_t scaled_height = 0;
+  std::int64_t scaled_width = 0;
+  std::int64_t top = 0;
+  std::int64_t left = 0;
+};
+
+/// The geometry for a `height` x `width` source and a `target_height` x `target_width` target
+/// (all ≥ 1), as Open-Sora's `resize_crop_to_fill`.
+inline resize_crop resize_crop_geometry(std::int64_t height, std::int64_t width,
+                                        std::int64_t target_height,
+                                        std::int64_t target_width) noexcept {
+  const double rh = static_cast<double>(target_height) / static_cast<double>(height);
+  const double rw = static_cast<double>(target_width) / static_cast<double>(width);
+  resize_crop g;
+  if (rh > rw) {
+    g.scaled_height = target_height;
+    g.scaled_width = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(width) * rh));
+    g.scaled_width = std::max(g.scaled_width, target_width);
+    g.left = static_cast<std::int64_t>(
+        std::nearbyint(static_cast<double>(g.scaled_width - target_width) / 2.0));
+  } else {
+    g.scaled_height = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(height) * rw));
+    g.scaled_height = std::max(g.scaled_height, target_height);
+    g.scaled_width = target_width;
+    g.top = static_cast<std::int64_t>(
+        std::nearbyint(static_cast<double>(g.scaled_height - target_height) / 2.0));
+  }
+  return g;
+}
+
+/// What to decode. Frames start, start + interval, ..., start + (frames - 1) · interval
+/// (0-based, presentation order), each resized and cropped to height x width.
+struct clip_request {
+  std::int64_t start = 0;
+  std::int64_t frames = 1;
+  std::int64_t interval = 1;
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  ffmpeg::layout layout = layout::thwc;
+  /// Decoder threads; 1 by default, since loaders decode many clips in parallel (0 = FFmpeg's
+  /// choice).
+  int threads = 1;
+  /// A video that ends early: false = an error; true = the last decoded frame is repeated.
+  bool pad = false;
+  resize_filter filter = resize_filter::bilinear;
+  ffmpeg::limits limits{};
+};
+
+/// The largest clip (frames) and step one request may ask for.
+inline constexpr std::int64_t max_clip_frames = std::int64_t{1} << 16;
+inline constexpr std::int64_t max_clip_index = std::int64_t{1} << 40;
+
+/// Bytes of the buffer a request fills: frames · height · width · 3 (0 for an invalid request).
+inline std::size_t clip_bytes(const clip_request& r) noexcept {
+  if (r.frames < 1 || r.frames > max_clip_frames || r.height < 1 || r.width < 1 ||
+      r.height > r.limits.max_side || r.width > r.limits.max_side)
+    return 0;
+  return static_cast<std::size_t>(r.frames) * static_cast<std::size_t>(r.height) *
+         static_cast<std::size_t>(r.width) * 3u;
+}
+
+/// What `decode_clip` did.
+struct clip_info {
+  std::int64_t frames_decoded = 0;    ///< frames that came out of the decoder
+  std::int64_t frames_converted = 0;  ///< frames resized into the buffer
+  std::int64_t frames_padded = 0;     ///< slots filled by repeating the last frame
+  std::int64_t source_height = 0;     ///< display size of the (last converted) frame
+  std::int64_t source_width = 0;
+  int rotation = 0;                ///< clockwise display rotation that was applied
+  bool seeked = false;             ///< decoding started at a keyframe found by seeking
+  bool presentation_index = true;  ///< false: the stream has no timestamps; output order used
+};
+
+/// Open-Sora's `temporal_random_crop` start: uniform in [0, max(0, total - frames · interval -
+/// 1)], from a counter-based generator keyed by `seed` (the same on every platform). Empty when
+/// the video is too short for frames start, start + interval, ... Note: Open-Sora then takes
+/// `linspace(start, start + frames · interval - 1, frames)`; vbucket takes exactly every
+/// `interval`-th frame.
+inline std::optional<std::int64_t> temporal_random_crop(std::int64_t total_frames,
+                                                        std::int64_t frames, std::int64_t interval,
+                                                        std::uint64_t seed) noexcept {
+  if (frames < 1 || interval < 1 || total_frames < 1 || frames > max_clip_frames ||
+      interval > max_clip_index)
+    return std::nullopt;
+  const std::int64_t span = (frames - 1) * interval + 1;
+  if (total_frames < span) return std::nullopt;
+  const std::int64_t last_start = std::max<std::int64_t>(0, total_frames - frames * interval - 1);
+  const auto range = static_cast<std::uint64_t>(last_start) + 1;
+  // Rejection sampling: uniform without modulo bias.
+  const std::uint64_t limit =
+      std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % range;
+  std::uint64_t state = vbucket::detail::mix64(seed);
+  for (;;) {
+    state += vbucket::detail::golden_gamma;
+    const std::uint64_t x = vbucket::detail::mix64(state);
+    if (x < limit) return static_cast<std::int64_t>(x % range);
+  }
+}
+
+namespace detail {
+
+inline int sws_flags_of(resize_filter f) noexcept {
+  switch (f) {
+    case resize_filter::bicubic:
+      return SWS_BICUBIC;
+    case resize_filter::area:
+      return SWS_AREA;
+    case resize_filter::nearest:
+      return SWS_POINT;
+    case resize_filter::bilinear:
+      break;
+  }
+  return SWS_BILINEAR;
+}
+
+/// Converts decoded frames into slots of the output buffer.
+class frame_writer {
+ public:
+  frame_writer(const clip_request& req, std::span<std::uint8_t> out, int rotation)
+      : req_(req), out_(out), rotation_(rotation) {}
+
+  void write(const std::string& name, const AVFrame* f, std::int64_t slot, clip_info& info) {
+    check_size(name, f->height, f->width, req_.limits);
+    const bool swap = rotation_ == 90 || rotation_ == 270;
+    const std::int64_t dh = swap ? f->width : f->height;
+    const std::int64_t dw = swap ? f->height : f->width;
+    const resize_crop g = resize_crop_geometry(dh, dw, req_.height, req_.width);
+    if (g.scaled_height > 4 * req_.limits.max_side || g.scaled_width > 4 * req_.limits.max_side)
+      fail(name, "frame " + std::to_string(f->width) + "x" + std::to_string(f->height) +
+                     " is too narrow to cover " + std::to_string(req_.width) + "x" +
+                     std::to_string(req_.height));
+    const int cw = static_cast<int>(swap ? g.scaled_height : g.scaled_width);
+    const int ch = static_cast<int>(swap ? g.scaled_width : g.scaled_height);
+    const bool planar = req_.layout == layout::cthw;
+    const AVPixelFormat dst_format = planar ? AV_PIX_FMT_GBRP : AV_PIX_FMT_RGB24;
+
+    AVPixelFormat src_format = static_cast<AVPixelFormat>(f->format);
+    int full_range = f->color_range == AVCOL_RANGE_JPEG ? 1 : 0;
+    switch (src_format) {  // the deprecated "J" formats: the same layout, full range
+      case AV_PIX_FMT_YUVJ420P:
+        src_format = AV_PIX_FMT_YUV420P;
+        full_range = 1;
+        break;
+      case AV_PIX_FMT_YUVJ422P:
+        src_format = AV_PIX_FMT_YUV422P;
+        full_range = 1;
+        break;
+      case AV_PIX_FMT_YUVJ444P:
+        src_format = AV_PIX_FMT_YUV444P;
+        full_range = 1;
+        break;
+      case AV_PIX_FMT_YUVJ440P:
+        src_format = AV_PIX_FMT_YUV440P;
+        full_range = 1;
+        break;
+      default:
+        break;
+    }
+    sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height, src_format, cw, ch,
+                                    dst_format, sws_flags_of(req_.filter), nullptr, nullptr,
+                                    nullptr));
+    if (!sws_)
+      fail(name, std::string("cannot convert pixel format ") +
+                     (av_get_pix_fmt_name(src_format) ? av_get_pix_fmt_name(src_format) : "?") +
+                     " to RGB");
+    int matrix = SWS_CS_DEFAULT;
+    switch (f->colorspace) {
+      case AVCOL_SPC_BT709:
+        matrix = SWS_CS_ITU709;
+        break;
+      case AVCOL_SPC_BT2020_NCL:
+      case AVCOL_SPC_BT2020_CL:
+        matrix = SWS_CS_BT2020;
+        break;
+      case AVCOL_SPC_SMPTE240M:
+        matrix = SWS_CS_SMPTE240M;
+        break;
+      case AVCOL_SPC_FCC:
+        matrix = SWS_CS_FCC;
+        break;
+      default:
+        break;
+    }
+    const int* coefficients = sws_getCoefficients(matrix);
+    sws_setColorspaceDetails(sws_.get(), coefficients, full_range, coefficients, 1, 0, 1 << 16,
+                             1 << 16);
+
+    const auto hw = static_cast<std::size_t>(req_.height * req_.width);
+    const auto n = static_cast<std::size_t>(req_.frames);
+    const auto s = static_cast<std::size_t>(slot);
+    std::uint8_t* dst[4] = {};
+    int dst_stride[4] = {};
+    const bool direct =
+        rotation_ == 0 && g.scaled_height == req_.height && g.scaled_width == req_.width;
+    if (direct) {  // no crop, no rotation: straight into the buffer
+      if (planar) {
+        dst[0] = out_.data() + (1 * n + s) * hw;  // G
+        dst[1] = out_.data() + (2 * n + s) * hw;  // B
+        dst[2] = out_.data() + (0 * n + s) * hw;  // R
+        dst_stride[0] = dst_stride[1] = dst_stride[2] = static_cast<int>(req_.width);
+      } else {
+        dst[0] = out_.data() + s * hw * 3;
+        dst_stride[0] = static_cast<int>(req_.width * 3);
+      }
+    } else {
+      const int stride = ((planar ? cw : cw * 3) + 63) & ~63;
+      const std::size_t plane = static_cast<std::size_t>(stride) * static_cast<std::size_t>(ch);
+      const std::size_t bytes = plane * (planar ? 3 : 1) + 64;
+      if (bytes > scratch_size_) {
+        scratch_.reset(static_cast<std::uint8_t*>(av_malloc(bytes)));
+        if (!scratch_) throw std::bad_alloc();
+        scratch_size_ = bytes;
+      }
+      for (int p = 0; p < (planar ? 3 : 1); ++p) {
+        dst[p] = scratch_.get() + static_cast<std::size_t>(p) * plane;
+        dst_stride[p] = stride;
+      }
+    }
+    const int rows = sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, dst_stride);
+    if (rows <= 0) fail(name, "cannot convert a frame to RGB");
+    if (!direct) copy_crop(dst, dst_stride, cw, ch, g, s);
+    info.source_height = dh;
+    info.source_width = dw;
+    ++info.frames_converted;
+  }
+
+  /// Fills slot `to` with a copy of slot `from`.
+  void repeat(std::int64_t from, std::int64_t to) noexcept {
+    const auto hw = static_cast<std::size_t>(req_.height * req_.width);
+    const auto n = static_cast<std::size_t>(req_.frames);
+    const auto f = static_cast<std::size_t>(from), t = static_cast<std::size_t>(to);
+    if (req_.layout == layout::thwc) {
+      std::memcpy(out_.data() + t * hw * 3, out_.data() + f * hw * 3, hw * 3);
+    } else {
+      for (std::size_t c = 0; c < 3; ++c)
+        std::memcpy(out_.data() + (c * n + t) * hw, out_.data() + (c * n + f) * hw, hw);
+    }
+  }
+
+ private:
+  /// Copies the target window of the scaled (coded orientation) image into slot `s`,
+  /// rotating it for display.
+  void copy_crop(std::uint8_t* const src[4], const int src_stride[4], int cw, int ch,
+                 const resize_crop& g, std::size_t s) noexcept {
+    const std::int64_t th = req_.height, tw = req_.width;
+    const auto hw = static_cast<std::size_t>(th * tw);
+    const auto n = static_cast<std::size_t>(req_.frames);
+    const bool planar = req_.layout == layout::cthw;
+    // Source coordinates (row, column) in the coded image of display pixel (y, x).
+    auto at = [&](std::int64_t y, std::int64_t x, std::int64_t& r, std::int64_t& c) {
+      switch (rotation_) {
+        case 90:
+          r = ch - 1 - x;
+          c = y;
+          break;
+        case 180:
+          r = ch - 1 - y;
+          c = cw - 1 - x;
+          break;
+        case 270:
+          r = x;
+          c = cw - 1 - y;
+          break;
+        default:
+          r = y;
+          c = x;
+          break;
+      }
+    };
+    if (!planar) {
+      std::uint8_t* out = out_.data() + s * hw * 3;
+      for (std::int64_t y = 0; y < th; ++y) {
+        std::uint8_t* row = out + static_cast<std::size_t>(y * tw * 3);
+        if (rotation_ == 0) {
+          std::memcpy(row, src[0] + (g.top + y) * src_stride[0] + g.left * 3,
+                      static_cast<std::size_t>(tw * 3));
+          continue;
+        }
+        for (std::int64_t x = 0; x < tw; ++x) {
+          std::int64_t r = 0, c = 0;
+          at(g.top + y, g.left + x, r, c);
+          std::memcpy(row + x * 3, src[0] + r * src_stride[0] + c * 3, 3);
+        }
+      }
+      return;
+    }
+    // GBRP planes: 0 = G, 1 = B, 2 = R; the output's channel order is R, G, B.
+    constexpr int plane_of[3] = {2, 0, 1};
+    for (std::size_t channel = 0; channel < 3; ++channel) {
+      const int p = plane_of[channel];
+      std::uint8_t* out = out_.data() + (channel * n + s) * hw;
+      for (std::int64_t y = 0; y < th; ++y) {
+        std::uint8_t* row = out + static_cast<std::size_t>(y * tw);
+        if (rotation_ == 0) {
+          std::memcpy(row, src[p] + (g.top + y) * src_stride[p] + g.left,
+                      static_cast<std::size_t>(tw));
+          continue;
+        }
+        for (std::int64_t x = 0; x < tw; ++x) {
+          std::int64_t r = 0, c = 0;
+          at(g.top + y, g.left + x, r, c);
+          row[x] = src[p][r * src_stride[p] + c];
+        }
+      }
+    }
+  }
+
+  const clip_request& req_;
+  std::span<std::uint8_t> out_;
+  int rotation_ = 0;
+  sws_ptr sws_;
+  av_buffer_ptr scratch_;
+  std::size_t scratch_size_ = 0;
+};
+
+/// An opened input, its video stream and decoder.
+struct decode_session {
+  std::unique_ptr<input> in;
+  int index = -1;
+  AVStream* stream = nullptr;
+  codec_ptr codec;
+
+  decode_session(const source& src, const clip_request& req)
+      : in(std::make_unique<input>(src, req.limits)) {
+    AVFormatContext* fmt = in->format();
+    bool need_info = is_image_format(fmt);
+    for (unsigned i = 0; i < fmt->nb_streams; ++i) {
+      const AVCodecParameters* par = fmt->streams[i]->codecpar;
+      if (par->codec_type == AVMEDIA_TYPE_VIDEO && (par->width <= 0 || par->height <= 0))
+        need_info = true;
+    }
+    if (fmt->nb_streams == 0) need_info = true;
+    if (need_info) in->find_stream_info();
+    index = in->video_stream();
+    stream = fmt->streams[index];
+    check_size(in->name(), stream->codecpar->height, stream->codecpar->width, req.limits);
+    in->discard_others(index);
+    codec = open_decoder(*in, stream, req.threads, req.limits);
+  }
+};
+
+/// Reads the next packet of the session's stream into `pkt`; false at the end (or at a read
+/// error, which ends a truncated file like its end). Throws on a timeout.
+inline bool next_packet(decode_session& s, AVPacket* pkt) {
+  for (;;) {
+    const int rc = av_read_frame(s.in->format(), pkt);
+    if (rc < 0) {
+      if (s.in->timed_out()) fail(s.in->name(), "timed out while reading");
+      return false;
+    }
+    if (pkt->stream_index == s.index) return true;
+    av_packet_unref(pkt);
+  }
+}
+
+inline void check_request(const std::string& name, const clip_request& req, std::size_t bytes) {
+  if (req.frames < 1 || req.frames > max_clip_frames)
+    fail(name, "frames must be from 1 to " + std::to_string(max_clip_frames) + ", got " +
+                   std::to_string(req.frames));
+  if (req.interval < 1 || req.interval > max_clip_index)
+    fail(name, "interval must be from 1 to " + std::to_string(max_clip_index) + ", got " +
+                   std::to_string(req.interval));
+  if (req.start < 0 || req.start > max_clip_index)
+    fail(name, "start must be from 0 to " + std::to_string(max_clip_index) + ", got " +
+                   std::to_string(req.start));
+  if (req.height < 1 || req.width < 1 || req.height > req.limits.max_side ||
+      req.width > req.limits.max_side)
+    fail(name, "target size " + std::to_string(req.width) + "x" + std::to_string(req.height) +
+                   " must have sides from 1 to " + std::to_string(req.limits.max_side));
+  const std::size_t need = clip_bytes(req);
+  if (bytes != need)
+    fail(name, "the output buffer holds " + std::to_string(bytes) + " bytes, the clip needs " +
+                   std::to_string(need) + " (frames x height x width x 3)");
+}
+
+/// Frames come out of the decoder; `take` sees each one and returns true when it is done.
+template <class Take>
+void decode_frames(decode_session& s, const clip_request& req,
+                   const std::vector<std::int64_t>* wanted_pts, Take&& take) {
+  packet_ptr pkt = make_packet();
+  frame_ptr frame = make_frame();
+  AVCodecContext* ctx = s.codec.get();
+  std::int64_t since_frame = 0;
+  // true when done
+  auto drain = [&]() -> bool {
+    for (;;) {
+      const int rc = avcodec_receive_frame(ctx, frame.get());
+      if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return false;
+      if (rc < 0) fail(s.in->name(), "cannot decode: " + av_error_text(rc));
+      since_frame = 0;
+      const bool done = take(frame.get());
+      av_frame_unref(frame.get());
+      if (done) return true;
+    }
+  };
+  while (next_packet(s, pkt.get())) {
+    if (wanted_pts != nullptr) {
+      // Non-reference frames that are not wanted need not be decoded at all.
+      const bool wanted = pkt->pts == AV_NOPTS_VALUE ||
+                          std::binary_search(wanted_pts->begin(), wanted_pts->end(), pkt->pts);
+      ctx->skip_frame = wanted ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+    }
+    const int rc = avcodec_send_packet(ctx, pkt.get());
+    av_packet_unref(pkt.get());
+    if (rc < 0 && rc != AVERROR(EAGAIN) && rc != AVERROR_INVALIDDATA)
+      fail(s.in->name(), "cannot decode: " + av_error_text(rc));
+    if (++since_frame > req.limits.max_packets_without_frame)
+      fail(s.in->name(), "no frame decoded from " + std::to_string(since_frame) + " packets");
+    if (drain()) return;
+  }
+  ctx->skip_frame = AVDISCARD_DEFAULT;
+  avcodec_send_packet(ctx, nullptr);
+  drain();
+}
+
+inline clip_info decode_input(const source& src, const clip_request& req,
+                              std::span<std::uint8_t> out) {
+  check_request(src.name, req, out.size());
+  const std::int64_t n = req.frames;
+  const std::int64_t last = req.start + (n - 1) * req.interval;
+  clip_info info;
+  auto s = std::make_unique<decode_session>(src, req);
+  info.rotation = display_rotation(s->stream);
+  frame_writer writer(req, out, info.rotation);
+  const std::string& name = s->in->name();
+
+  // 1. Timestamps of the frames up to the last wanted one, by demuxing (no decoding). The
+  // margin covers decoders' reordering (H.264 reorders at most 16 frames).
+  constexpr std::int64_t reorder_margin = 64;
+  std::vector<std::int64_t> pts;
+  bool timestamps = true;
+  {
+    packet_ptr pkt = make_packet();
+    for (;;) {
+      if (static_cast<std::int64_t>(pts.size()) > last + reorder_margin) break;
+      if (!next_packet(*s, pkt.get())) break;  // the whole stream is in `pts`
+      const bool discard = (pkt->flags & AV_PKT_FLAG_DISCARD) != 0;
+      const std::int64_t p = pkt->pts;
+      av_packet_unref(pkt.get());
+      if (discard) continue;
+      if (p == AV_NOPTS_VALUE) {
+        timestamps = false;
+        break;
+      }
+      pts.push_back(p);
+    }
+  }
+
+  std::int64_t filled = 0;
+  if (!timestamps) {
+    // 2a. No timestamps: frames are numbered in the decoder's output order, from the start.
+    info.presentation_index = false;
+    s = std::make_unique<decode_session>(src, req);
+    std::int64_t k = 0;
+    decode_frames(*s, req, nullptr, [&](const AVFrame* f) {
+      ++info.frames_decoded;
+      const std::int64_t index = k++;
+      if (index >= req.start && (index - req.start) % req.interval == 0) {
+        writer.write(name, f, filled, info);
+        ++filled;
+      }
+      return filled == n;
+    });
+  } else {
+    // 2b. Presentation index i is the i-th smallest timestamp.
+    std::sort(pts.begin(), pts.end());
+    std::vector<std::int64_t> wanted;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t i = req.start + j * req.interval;
+      if (i >= static_cast<std::int64_t>(pts.size())) break;
+      wanted.push_back(pts[static_cast<std::size_t>(i)]);
+    }
+    const auto available = static_cast<std::int64_t>(wanted.size());
+    if (available < n && (!req.pad || available == 0))
+      fail(name, "clip too short: frames " + std::to_string(req.start) + " to " +
+                     std::to_string(last) + " asked, the video has " + std::to_string(pts.size()) +
+                     " frames");
+    std::vector<std::int64_t> sorted_wanted = wanted;
+    std::sort(sorted_wanted.begin(), sorted_wanted.end());
+    sorted_wanted.erase(std::unique(sorted_wanted.begin(), sorted_wanted.end()),
+                        sorted_wanted.end());
+    bool seek = true;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (seek) {
+        const int rc =
+            av_seek_frame(s->in->format(), s->index, wanted.front(), AVSEEK_FLAG_BACKWARD);
+        seek = rc >= 0;
+      }
+      if (!seek) s = std::make_unique<decode_session>(src, req);  // from the start
+      info.seeked = seek;
+      bool overshot = false, first = true;
+      filled = 0;
+      info.frames_decoded = 0;
+      decode_frames(*s, req, &sorted_wanted, [&](const AVFrame* f) {
+        ++info.frames_decoded;
+        const std::int64_t p = frame_pts(f);
+        if (first && p > wanted.front()) {
+          overshot = true;  // the seek landed after the first wanted frame
+          return true;
+        }
+        first = false;
+        if (filled < available && p > wanted[static_cast<std::size_t>(filled)])
+          fail(name, "frame " + std::to_string(req.start + filled * req.interval) +
+                         " is missing from the decoded stream (corrupt data?)");
+        if (filled < available && p == wanted[static_cast<std::size_t>(filled)]) {
+          writer.write(name, f, filled, info);
+          ++filled;
+        }
+        return filled == available;
+      });
+      if (!overshot) break;
+      if (!seek)
+        fail(name, "the first frame decoded comes after frame " + std::to_string(req.start));
+      seek = false;
+    }
+  }
+  if (filled < n) {
+    if (!req.pad || filled == 0)
+      fail(name, "clip too short: " + std::to_string(filled) + " of " + std::to_string(n) +
+                     " frames decoded (frames " + std::to_string(req.start) + " to " +
+                     std::to_string(last) + " asked)");
+    for (std::int64_t j = filled; j < n; ++j) writer.repeat(filled - 1, j);
+    info.frames_padded = n - filled;
+  }
+  return info;
+}
+
+}  // namespace detail
+
+/// Decodes the clip `req` asks for from the file at `path` into `out` (exactly
+/// clip_bytes(req) bytes). Bad files and impossible requests come back as error values.
+inline result<clip_info> decode_clip(const std::string& path, const clip_request& req,
+                                     std::span<std::uint8_t> out) noexcept {
+  return detail::guarded<clip_info>(path, [&] {
+    return detail::decode_input(detail::source{path, {}, false}, req, out);
+  });
+}
+
+/// The same for a file held in memory; `name` is used in messages only.
+inline result<clip_info> decode_clip_memory(std::span<const std::uint8_t> data,
+                                            const std::string& name, const clip_request& req,
+                                            std::span<std::uint8_t> out) noexcept {
+  return detail::guarded<clip_info>(name, [&] {
+    return detail::decode_input(detail::source{name, data, true}, req, out);
+  });
+}
+
+}  // namespace vbucket::ffmpeg

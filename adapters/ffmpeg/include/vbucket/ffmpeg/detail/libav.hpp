@@ -1,0 +1,321 @@
+#pragma once
+/// The FFmpeg C API behind vbucket::ffmpeg: owning wrappers (every AVFormatContext,
+/// AVCodecContext, AVFrame, AVPacket, SwsContext and custom AVIOContext is freed on every path),
+/// an opened input (a file or a block of memory) with an interrupt deadline, the choice of the
+/// video stream, an opened decoder, and FFmpeg error strings. Internals: failures throw
+/// `vbucket::error`, which the public functions turn into error values.
+
+#include <algorithm>    // std::min
+#include <chrono>       // std::chrono::steady_clock
+#include <cmath>        // std::lround, std::isnan
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::int64_t, std::uint8_t
+#include <cstring>      // std::memcpy
+#include <memory>       // std::unique_ptr
+#include <new>          // std::bad_alloc
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/avutil.h>
+#include <libavutil/display.h>
+#include <libavutil/error.h>
+#include <libavutil/log.h>
+#include <libavutil/mem.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+}
+
+#include "vbucket/error.hpp"
+
+namespace vbucket::ffmpeg {
+
+/// Bounds that keep corrupt or hostile files from exhausting memory or time.
+struct limits {
+  std::int64_t max_side = 16384;                    ///< largest frame height or width
+  std::int64_t max_pixels = std::int64_t{1} << 26;  ///< largest height · width (64 Mpixel)
+  std::int64_t max_packets_without_frame = 1024;    ///< packets sent with no frame coming out
+  double timeout_seconds = 120.0;  ///< wall-clock bound on one probe or decode (interrupts I/O)
+};
+
+/// Silences FFmpeg's own log output (it writes to stderr); a process-wide setting, which the
+/// `vbucket` CLI and the tests use. Errors are reported by vbucket's return values anyway.
+inline void quiet_logs() noexcept { av_log_set_level(AV_LOG_QUIET); }
+
+namespace detail {
+
+inline std::string av_error_text(int code) {
+  char text[AV_ERROR_MAX_STRING_SIZE] = {};
+  if (av_strerror(code, text, sizeof text) < 0) return "FFmpeg error " + std::to_string(code);
+  return text;
+}
+
+[[noreturn]] inline void fail(const std::string& name, const std::string& what) {
+  throw vbucket::error(name + ": " + what);
+}
+
+struct format_closer {
+  void operator()(AVFormatContext* p) const noexcept { avformat_close_input(&p); }
+};
+struct codec_freer {
+  void operator()(AVCodecContext* p) const noexcept { avcodec_free_context(&p); }
+};
+struct frame_freer {
+  void operator()(AVFrame* p) const noexcept { av_frame_free(&p); }
+};
+struct packet_freer {
+  void operator()(AVPacket* p) const noexcept { av_packet_free(&p); }
+};
+struct sws_freer {
+  void operator()(SwsContext* p) const noexcept { sws_freeContext(p); }
+};
+struct avio_freer {
+  void operator()(AVIOContext* p) const noexcept {
+    if (p == nullptr) return;
+    av_freep(&p->buffer);  // avio may have replaced the buffer it was given
+    avio_context_free(&p);
+  }
+};
+struct av_freer {
+  void operator()(std::uint8_t* p) const noexcept { av_free(p); }
+};
+
+using format_ptr = std::unique_ptr<AVFormatContext, format_closer>;
+using codec_ptr = std::unique_ptr<AVCodecContext, codec_freer>;
+using frame_ptr = std::unique_ptr<AVFrame, frame_freer>;
+using packet_ptr = std::unique_ptr<AVPacket, packet_freer>;
+using sws_ptr = std::unique_ptr<SwsContext, sws_freer>;
+using avio_ptr = std::unique_ptr<AVIOContext, avio_freer>;
+using av_buffer_ptr = std::unique_ptr<std::uint8_t, av_freer>;
+
+inline frame_ptr make_frame() {
+  frame_ptr f(av_frame_alloc());
+  if (!f) throw std::bad_alloc();
+  return f;
+}
+inline packet_ptr make_packet() {
+  packet_ptr p(av_packet_alloc());
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+/// Where the bytes come from: a file path, or memory (then `name` is only used in messages).
+struct source {
+  std::string name;
+  std::span<const std::uint8_t> memory{};
+  bool in_memory = false;
+};
+
+/// Read/seek callbacks of the custom AVIOContext over a block of memory.
+struct memory_reader {
+  const std::uint8_t* data = nullptr;
+  std::int64_t size = 0;
+  std::int64_t pos = 0;
+
+  static int read(void* opaque, std::uint8_t* buf, int n) {
+    auto* r = static_cast<memory_reader*>(opaque);
+    const std::int64_t left = r->size - r->pos;
+    if (left <= 0 || n <= 0) return AVERROR_EOF;
+    const auto count = static_cast<int>(std::min<std::int64_t>(left, n));
+    std::memcpy(buf, r->data + r->pos, static_cast<std::size_t>(count));
+    r->pos += count;
+    return count;
+  }
+  static std::int64_t seek(void* opaque, std::int64_t offset, int whence) {
+    auto* r = static_cast<memory_reader*>(opaque);
+    if (whence == AVSEEK_SIZE) return r->size;
+    std::int64_t base = 0;
+    switch (whence & ~AVSEEK_FORCE) {
+      case SEEK_SET:
+        base = 0;
+        break;
+      case SEEK_CUR:
+        base = r->pos;
+        break;
+      case SEEK_END:
+        base = r->size;
+        break;
+      default:
+        return AVERROR(EINVAL);
+    }
+    if ((offset > 0 && base > r->size - offset) || base + offset < 0) return AVERROR(EINVAL);
+    r->pos = base + offset;
+    return r->pos;
+  }
+};
+
+/// An opened input with a chosen video stream. Not movable: FFmpeg holds pointers into it
+/// (the interrupt deadline, the memory reader).
+class input {
+ public:
+  input(const source& src, const limits& lim)
+      : name_(src.name),
+        deadline_(std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(lim.timeout_seconds))) {
+    AVFormatContext* raw = avformat_alloc_context();
+    if (raw == nullptr) throw std::bad_alloc();
+    raw->interrupt_callback.callback = &input::interrupted;
+    raw->interrupt_callback.opaque = this;
+    AVDictionary* options = nullptr;
+    std::string url;
+    if (src.in_memory) {
+      reader_.data = src.memory.data();
+      reader_.size = static_cast<std::int64_t>(src.memory.size());
+      constexpr int buffer_size = 1 << 15;
+      auto* buffer = static_cast<std::uint8_t*>(av_malloc(buffer_size));
+      if (buffer == nullptr) {
+        avformat_free_context(raw);
+        throw std::bad_alloc();
+      }
+      avio_.reset(avio_alloc_context(buffer, buffer_size, 0, &reader_, &memory_reader::read,
+                                     nullptr, &memory_reader::seek));
+      if (!avio_) {
+        av_free(buffer);
+        avformat_free_context(raw);
+        throw std::bad_alloc();
+      }
+      raw->pb = avio_.get();
+      raw->flags |= AVFMT_FLAG_CUSTOM_IO;
+      // Nothing in memory may make a demuxer (HLS, concat, ...) open other files.
+      av_dict_set(&options, "protocol_whitelist", "none", 0);
+    } else {
+      // "file:" so that a colon in a path is not read as a protocol; other protocols (network)
+      // are refused, also for playlists that name other files.
+      url = "file:" + src.name;
+      av_dict_set(&options, "protocol_whitelist", "file", 0);
+    }
+    // A '%' in a file name is not an image-sequence pattern.
+    av_dict_set(&options, "pattern_type", "none", 0);
+    const int rc = avformat_open_input(&raw, src.in_memory ? "" : url.c_str(), nullptr, &options);
+    av_dict_free(&options);
+    if (rc < 0) {  // FFmpeg freed `raw`
+      if (interrupted(this) != 0) fail(name_, "timed out while opening");
+      fail(name_, "cannot open: " + av_error_text(rc));
+    }
+    format_.reset(raw);
+  }
+  input(const input&) = delete;
+  input& operator=(const input&) = delete;
+
+  [[nodiscard]] AVFormatContext* format() const noexcept { return format_.get(); }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] bool timed_out() const noexcept {
+    return std::chrono::steady_clock::now() > deadline_;
+  }
+
+  /// avformat_find_stream_info, needed when the header alone does not give the sizes.
+  void find_stream_info() {
+    const int rc = avformat_find_stream_info(format(), nullptr);
+    if (rc < 0) {
+      if (timed_out()) fail(name_, "timed out while reading stream information");
+      fail(name_, "cannot read stream information: " + av_error_text(rc));
+    }
+  }
+
+  /// The index of the video stream to use: the default-disposition video stream if there is
+  /// one, else the first; cover art (attached pictures) does not count. Throws if none.
+  [[nodiscard]] int video_stream() const {
+    int first = -1;
+    for (unsigned i = 0; i < format()->nb_streams; ++i) {
+      const AVStream* st = format()->streams[i];
+      if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO) continue;
+      if ((st->disposition & AV_DISPOSITION_ATTACHED_PIC) != 0) continue;
+      if ((st->disposition & AV_DISPOSITION_DEFAULT) != 0) return static_cast<int>(i);
+      if (first < 0) first = static_cast<int>(i);
+    }
+    if (first < 0) {
+      bool audio = false;
+      for (unsigned i = 0; i < format()->nb_streams; ++i)
+        audio = audio || format()->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO;
+      fail(name_, audio ? "no video stream (audio only)" : "no video stream");
+    }
+    return first;
+  }
+
+  /// Drops every packet of the other streams in the demuxer.
+  void discard_others(int keep) const noexcept {
+    for (unsigned i = 0; i < format()->nb_streams; ++i)
+      if (static_cast<int>(i) != keep) format()->streams[i]->discard = AVDISCARD_ALL;
+  }
+
+ private:
+  static int interrupted(void* opaque) noexcept {
+    return static_cast<const input*>(opaque)->timed_out() ? 1 : 0;
+  }
+
+  std::string name_;
+  std::chrono::steady_clock::time_point deadline_;
+  memory_reader reader_;
+  avio_ptr avio_;  // destroyed after format_ (members are destroyed in reverse order)
+  format_ptr format_;
+};
+
+/// Checks a frame size against the limits.
+inline void check_size(const std::string& name, std::int64_t height, std::int64_t width,
+                       const limits& lim) {
+  if (height <= 0 || width <= 0)
+    fail(name, "video stream has no valid size (" + std::to_string(width) + "x" +
+                   std::to_string(height) + ")");
+  if (height > lim.max_side || width > lim.max_side || height * width > lim.max_pixels)
+    fail(name, "frame size " + std::to_string(width) + "x" + std::to_string(height) +
+                   " is beyond the limits (sides up to " + std::to_string(lim.max_side) + ", " +
+                   std::to_string(lim.max_pixels) + " pixels)");
+}
+
+/// Clockwise rotation, in degrees (0, 90, 180 or 270), that the stream's display matrix asks
+/// for; 0 without one. Angles are rounded to the nearest quarter turn.
+inline int display_rotation(const AVStream* st) noexcept {
+  const std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+  const AVPacketSideData* sd = av_packet_side_data_get(
+      st->codecpar->coded_side_data, st->codecpar->nb_coded_side_data, AV_PKT_DATA_DISPLAYMATRIX);
+  if (sd != nullptr) {
+    data = sd->data;
+    size = sd->size;
+  }
+#else
+  data = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
+#endif
+  if (data == nullptr || size < 9 * sizeof(std::int32_t)) return 0;
+  std::int32_t matrix[9];
+  std::memcpy(matrix, data, sizeof matrix);
+  const double ccw = av_display_rotation_get(matrix);
+  if (std::isnan(ccw)) return 0;
+  long quarter = std::lround(-ccw / 90.0) % 4;
+  if (quarter < 0) quarter += 4;
+  return static_cast<int>(quarter * 90);
+}
+
+/// An opened decoder for one stream.
+inline codec_ptr open_decoder(const input& in, const AVStream* st, int threads, const limits& lim) {
+  const AVCodec* codec = avcodec_find_decoder(st->codecpar->codec_id);
+  if (codec == nullptr)
+    fail(in.name(),
+         std::string("no decoder for codec ") + avcodec_get_name(st->codecpar->codec_id));
+  codec_ptr ctx(avcodec_alloc_context3(codec));
+  if (!ctx) throw std::bad_alloc();
+  int rc = avcodec_parameters_to_context(ctx.get(), st->codecpar);
+  if (rc < 0) fail(in.name(), "cannot set up the decoder: " + av_error_text(rc));
+  ctx->pkt_timebase = st->time_base;
+  ctx->thread_count = threads < 0 ? 0 : threads;
+  if (threads != 1) ctx->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+  ctx->max_pixels = lim.max_pixels;
+  rc = avcodec_open2(ctx.get(), codec, nullptr);
+  if (rc < 0)
+    fail(in.name(),
+         std::string("cannot open the ") + codec->name + " decoder: " + av_error_text(rc));
+  return ctx;
+}
+
+/// A frame's presentation timestamp (the decoder's best guess when the frame has none).
+inline std::int64_t frame_pts(const AVFrame* f) noexcept {
+  return f->pts != AV_NOPTS_VALUE ? f->pts : f->best_effort_timestamp;
+}
+
+}  // namespace detail
+}  // namespace vbucket::ffmpeg

@@ -1,0 +1,115 @@
+#pragma once
+/// Scanning many files: the media files under a directory (recursive) or listed in a text file,
+/// probed in parallel. A file that fails to probe gets its error message; the scan goes on.
+///
+///     auto paths = vbucket::ffmpeg::list_media("videos/");
+///     auto infos = vbucket::ffmpeg::probe_all(paths, 8);   // infos[i] for paths[i]
+
+#include <algorithm>     // std::sort, std::min
+#include <atomic>        // std::atomic
+#include <cctype>        // std::tolower
+#include <cerrno>        // errno
+#include <cstddef>       // std::size_t
+#include <cstdio>        // std::FILE
+#include <filesystem>    // std::filesystem
+#include <fstream>       // std::ifstream
+#include <functional>    // std::function
+#include <mutex>         // std::mutex, std::lock_guard
+#include <string>        // std::string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::error_code
+#include <thread>        // std::thread
+#include <vector>        // std::vector
+
+#include "vbucket/error.hpp"
+#include "vbucket/ffmpeg/probe.hpp"
+
+namespace vbucket::ffmpeg {
+
+/// File name extensions (lower case, with the dot) that a directory scan probes.
+inline constexpr std::string_view media_extensions[] = {
+    ".mp4", ".m4v",  ".mov",  ".mkv", ".webm", ".avi", ".flv", ".wmv",
+    ".mpg", ".mpeg", ".ts",   ".mts", ".m2ts", ".3gp", ".ogv", ".gif",
+    ".png", ".jpg",  ".jpeg", ".bmp", ".webp", ".tif", ".tiff"};
+
+inline bool is_media_name(const std::filesystem::path& p) {
+  std::string ext = p.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string_view e : media_extensions)
+    if (ext == e) return true;
+  return false;
+}
+
+/// The files to scan. A directory: every regular file with a media extension under it
+/// (recursive, symlinked directories not followed), sorted by path. A file: a list, one path a
+/// line (blank lines and lines starting with '#' skipped; relative paths as written). Throws
+/// `vbucket::error` naming `where` if it cannot be read.
+inline std::vector<std::string> list_media(const std::string& where) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(where, ec);
+  if (ec || !fs::exists(st)) throw vbucket::error(where + ": no such file or directory");
+  std::vector<std::string> paths;
+  if (fs::is_directory(st)) {
+    fs::recursive_directory_iterator it(where, fs::directory_options::skip_permission_denied, ec);
+    if (ec) throw vbucket::error(where + ": cannot list the directory (" + ec.message() + ")");
+    for (const fs::recursive_directory_iterator end; it != end; it.increment(ec)) {
+      if (ec) throw vbucket::error(where + ": cannot list the directory (" + ec.message() + ")");
+      std::error_code fe;
+      if (it->is_regular_file(fe) && is_media_name(it->path()))
+        paths.push_back(it->path().string());
+    }
+    if (ec) throw vbucket::error(where + ": cannot list the directory (" + ec.message() + ")");
+    std::sort(paths.begin(), paths.end());
+    return paths;
+  }
+  std::ifstream in(where, std::ios::binary);
+  if (!in) throw vbucket::error(where + ": cannot open the list for reading");
+  std::string line;
+  std::size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (line.find('\0') != std::string::npos)
+      throw vbucket::error(where + ": line " + std::to_string(number) +
+                           ": a NUL byte (is this a list of paths, one a line?)");
+    paths.push_back(line);
+  }
+  if (in.bad()) throw vbucket::error(where + ": read error");
+  return paths;
+}
+
+/// Probes every path with `threads` workers (0 = one per core); results[i] is paths[i]'s.
+/// `progress(done, total)` (optional) is called from the workers, serialised, after each file.
+inline std::vector<result<video_info>> probe_all(
+    const std::vector<std::string>& paths, unsigned threads, const probe_options& opt = {},
+    const std::function<void(std::size_t, std::size_t)>& progress = {}) {
+  std::vector<result<video_info>> results(paths.size(), result<video_info>::failure("not probed"));
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads =
+      static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, paths.size())));
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::mutex progress_mutex;
+  auto work = [&] {
+    for (;;) {
+      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= paths.size()) return;
+      results[i] = probe(paths[i], opt);
+      const std::size_t d = done.fetch_add(1, std::memory_order_acq_rel) + 1;
+      if (progress) {
+        const std::lock_guard<std::mutex> lock(progress_mutex);
+        progress(d, paths.size());
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return results;
+}
+
+}  // namespace vbucket::ffmpeg

@@ -1,0 +1,121 @@
+/// `vbucket decode`: one clip of a video (frames start, start + interval, ...), resized and
+/// center-cropped to HxW as Open-Sora does, written as raw RGB24 (THWC or CTHW).
+
+#include <charconv>     // std::from_chars
+#include <cstdint>      // std::int64_t, std::uint8_t
+#include <cstdio>       // std::fputs, std::printf
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <vector>       // std::vector
+
+#include "../cli.hpp"
+#include "positional.hpp"
+#include "vbucket/ffmpeg/decode.hpp"
+
+namespace vbucket::cli {
+namespace {
+
+constexpr flag decode_flags[] = {
+    {"start", "S", true, "first frame (0-based, presentation order)"},
+    {"frames", "N", true, "number of frames"},
+    {"interval", "I", true, "take every I-th frame from S"},
+    {"size", "HxW", true, "output height x width, e.g. 192x336"},
+    {"out", "OUT.rgb", true, "raw RGB24 output, N*H*W*3 bytes"},
+    {"threads", "T", false, "decoder threads; 0 = FFmpeg's choice (1)"},
+    {"layout", "L", false, "thwc (frame, row, column, RGB) or cthw (R, G, B planes) (thwc)"},
+    {"filter", "F", false, "resampling: bilinear, bicubic, area or nearest (bilinear)"},
+    {"pad", "", false, "a video that ends early: repeat its last frame instead of failing"},
+};
+
+constexpr std::string_view decode_description =
+    "Decodes frames S, S+I, ..., S+(N-1)*I of FILE (presentation order), scales each so that\n"
+    "HxW is covered keeping the aspect ratio, crops the middle (Open-Sora's resize-crop),\n"
+    "honouring the display rotation, and writes raw RGB24 to OUT.rgb. Seeks to the keyframe\n"
+    "before S and decodes only up to the last frame needed.\n"
+    "Exit codes: 0 success, 1 bad data (unreadable, corrupt or too short video), 2 bad usage.";
+
+/// "HxW", each side an integer from 1 to 16384.
+void parse_size(std::string_view text, std::int64_t& h, std::int64_t& w) {
+  const auto x = text.find('x');
+  auto side = [&](std::string_view s, std::int64_t& v) {
+    const char* end = s.data() + s.size();
+    const auto [p, ec] = std::from_chars(s.data(), end, v);
+    return !s.empty() && ec == std::errc{} && p == end && v >= 1 && v <= 16384;
+  };
+  if (x == std::string_view::npos || !side(text.substr(0, x), h) || !side(text.substr(x + 1), w))
+    throw usage_error("--size: expected HxW with sides from 1 to 16384 (e.g. 192x336), got \"" +
+                      std::string(text) + "\"");
+}
+
+}  // namespace
+
+int cmd_decode(int argc, char** argv) {
+  return run_main("decode", [&] {
+    const positional_args p = split_positional(argc, argv);
+    const args a = args::parse(p.argc, p.argv, decode_flags);
+    if (a.help()) {
+      std::fputs(usage_with_positional("decode", "FILE",
+                                       usage_text("decode", decode_description, decode_flags))
+                     .c_str(),
+                 stdout);
+      return exit_ok;
+    }
+    if (p.positional.empty())
+      throw usage_error(
+          "missing the input: vbucket decode FILE --start S --frames N --interval I --size HxW "
+          "--out OUT.rgb");
+    ffmpeg::clip_request req;
+    req.start = static_cast<std::int64_t>(
+        parse_uint_flag("start", a.value("start"), 0, std::uint64_t{1} << 40));
+    req.frames =
+        static_cast<std::int64_t>(parse_uint_flag("frames", a.value("frames"), 1, 1u << 16));
+    req.interval = static_cast<std::int64_t>(
+        parse_uint_flag("interval", a.value("interval"), 1, std::uint64_t{1} << 20));
+    parse_size(a.value("size"), req.height, req.width);
+    if (a.has("threads"))
+      req.threads = static_cast<int>(parse_uint_flag("threads", a.value("threads"), 0, 256));
+    const std::string layout = a.value_or("layout", "thwc");
+    if (layout == "thwc") {
+      req.layout = ffmpeg::layout::thwc;
+    } else if (layout == "cthw") {
+      req.layout = ffmpeg::layout::cthw;
+    } else {
+      throw usage_error("--layout: expected thwc or cthw, got \"" + layout + "\"");
+    }
+    const std::string filter = a.value_or("filter", "bilinear");
+    if (filter == "bilinear") {
+      req.filter = ffmpeg::resize_filter::bilinear;
+    } else if (filter == "bicubic") {
+      req.filter = ffmpeg::resize_filter::bicubic;
+    } else if (filter == "area") {
+      req.filter = ffmpeg::resize_filter::area;
+    } else if (filter == "nearest") {
+      req.filter = ffmpeg::resize_filter::nearest;
+    } else {
+      throw usage_error("--filter: expected bilinear, bicubic, area or nearest, got \"" + filter +
+                        "\"");
+    }
+    req.pad = a.has("pad");
+    const std::size_t bytes = ffmpeg::clip_bytes(req);
+    if (bytes > (std::size_t{1} << 34))
+      throw usage_error("--frames x --size: the clip would take " + std::to_string(bytes) +
+                        " bytes (more than 16 GiB)");
+    ffmpeg::quiet_logs();
+    output_file out(a.value("out"));  // fails early for an unwritable path
+    std::vector<std::uint8_t> buffer(bytes);
+    const std::string path(p.positional);
+    const auto info = ffmpeg::decode_clip(path, req, buffer).value();  // throws on error
+    out.write(std::string_view(reinterpret_cast<const char*>(buffer.data()), buffer.size()));
+    out.commit();
+    std::printf("%lld frames %lldx%lld (%s) from %s: %lld decoded, %lld padded%s%s\n",
+                static_cast<long long>(req.frames), static_cast<long long>(req.height),
+                static_cast<long long>(req.width), layout.c_str(), one_line(path).c_str(),
+                static_cast<long long>(info.frames_decoded),
+                static_cast<long long>(info.frames_padded), info.seeked ? ", seeked" : "",
+                info.rotation != 0 ? (", rotated " + std::to_string(info.rotation)).c_str() : "");
+    std::fflush(stdout);
+    return exit_ok;
+  });
+}
+
+}  // namespace vbucket::cli
