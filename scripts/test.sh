@@ -14,9 +14,22 @@ if [[ ! -f build-debug/CMakeCache.txt ]]; then
   generator=(-G Ninja)
 fi
 
+# The CUDA adapter is built whenever nvcc exists (on PATH or in /usr/local/cuda/bin); its GPU
+# tests report "Skipped" on a machine without a GPU, its host-backend logic is tested anyway.
+cuda=(-DVBUCKET_CUDA=OFF)
+nvcc="$(command -v nvcc || true)"
+if [[ -z "${nvcc}" && -x /usr/local/cuda/bin/nvcc ]]; then
+  nvcc=/usr/local/cuda/bin/nvcc
+fi
+if [[ -n "${nvcc}" && "${VBUCKET_TEST_CUDA:-1}" != 0 ]]; then
+  cuda=(-DVBUCKET_CUDA=ON -DCMAKE_CUDA_COMPILER="${nvcc}")
+else
+  echo "test: no nvcc, the CUDA adapter is not built"
+fi
+
 cmake -S . -B build-debug "${generator[@]}" -DCMAKE_BUILD_TYPE="${build_type}" \
   -DVBUCKET_BUILD_TESTS=ON -DVBUCKET_BUILD_TOOLS=ON -DVBUCKET_BUILD_EXAMPLES=ON \
-  -DVBUCKET_BUILD_BENCH=ON -DVBUCKET_WERROR=ON
+  -DVBUCKET_BUILD_BENCH=ON -DVBUCKET_WERROR=ON "${cuda[@]}"
 cmake --build build-debug --parallel "$(nproc)"
 ctest --test-dir build-debug --output-on-failure --no-tests=error --parallel "$(nproc)"
 bash tests/consumers/run.sh

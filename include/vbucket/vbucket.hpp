@@ -12,7 +12,9 @@
 #include "vbucket/error.hpp"          // vbucket::error
 #include "vbucket/group.hpp"          // group_by_bucket
 #include "vbucket/meta.hpp"           // video_meta, meta_table
+#include "vbucket/normalize.hpp"      // THWC uint8 -> CTHW float/bf16 (CPU reference)
 #include "vbucket/numpy_random.hpp"   // numpy_rng, big_seed
 #include "vbucket/plan_stats.hpp"     // plan statistics
 #include "vbucket/random.hpp"         // fast_source, numpy_source
 #include "vbucket/rules.hpp"          // opensora_v2_rule, opensora_v12_rule
+#include "vbucket/staging.hpp"        // staging_ring, host_backend

@@ -1,0 +1,45 @@
+/// Host wrappers around vbucket/cuda/normalize.cuh for the tests (see kernels.hpp).
+#include "kernels.hpp"
+
+#include <cstring>  // std::memcpy
+
+#include "vbucket/cuda/normalize.cuh"
+
+namespace vbucket_test {
+
+namespace {
+
+template <class Out, class Host>
+std::vector<Host> run(const std::vector<std::uint8_t>& src, const vbucket::batch_shape& shape,
+                      const vbucket::normalization& norm) {
+  using vbucket::cuda::check;
+  const std::size_t n = shape.elements();
+  vbucket::cuda::device_buffer in(src.size() + 1), out(n * sizeof(Out) + 1);
+  vbucket::cuda::stream s;
+  check(cudaMemcpyAsync(in.get(), src.data(), src.size(), cudaMemcpyHostToDevice, s.get()),
+        "cudaMemcpyAsync");
+  vbucket::cuda::normalize_thwc_to_cthw<Out>(in.as<std::uint8_t>(), out.as<Out>(), shape, norm,
+                                             s.get());
+  std::vector<Host> host(n);
+  check(cudaMemcpyAsync(host.data(), out.get(), n * sizeof(Out), cudaMemcpyDeviceToHost, s.get()),
+        "cudaMemcpyAsync");
+  s.synchronize();
+  return host;
+}
+
+}  // namespace
+
+std::vector<float> normalize_on_device_f32(const std::vector<std::uint8_t>& src,
+                                           const vbucket::batch_shape& shape,
+                                           const vbucket::normalization& norm) {
+  return run<float, float>(src, shape, norm);
+}
+
+std::vector<std::uint16_t> normalize_on_device_bf16(const std::vector<std::uint8_t>& src,
+                                                    const vbucket::batch_shape& shape,
+                                                    const vbucket::normalization& norm) {
+  static_assert(sizeof(__nv_bfloat16) == sizeof(std::uint16_t));
+  return run<__nv_bfloat16, std::uint16_t>(src, shape, norm);
+}
+
+}  // namespace vbucket_test
