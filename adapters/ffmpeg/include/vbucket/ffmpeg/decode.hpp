@@ -177,8 +177,10 @@ class frame_writer {
                      std::to_string(req_.height));
     const int cw = static_cast<int>(swap ? g.scaled_height : g.scaled_width);
     const int ch = static_cast<int>(swap ? g.scaled_width : g.scaled_height);
+    // CTHW too is converted to packed RGB24 and split into planes by the copy: libswscale's
+    // planar RGB output interpolates chroma differently, and both layouts must agree.
     const bool planar = req_.layout == layout::cthw;
-    const AVPixelFormat dst_format = planar ? AV_PIX_FMT_GBRP : AV_PIX_FMT_RGB24;
+    constexpr AVPixelFormat dst_format = AV_PIX_FMT_RGB24;
 
     AVPixelFormat src_format = static_cast<AVPixelFormat>(f->format);
     int full_range = f->color_range == AVCOL_RANGE_JPEG ? 1 : 0;
@@ -232,39 +234,29 @@ class frame_writer {
                              1 << 16);
 
     const auto hw = static_cast<std::size_t>(req_.height * req_.width);
-    const auto n = static_cast<std::size_t>(req_.frames);
     const auto s = static_cast<std::size_t>(slot);
     std::uint8_t* dst[4] = {};
     int dst_stride[4] = {};
     const bool direct =
-        rotation_ == 0 && g.scaled_height == req_.height && g.scaled_width == req_.width;
-    if (direct) {  // no crop, no rotation: straight into the buffer
-      if (planar) {
-        dst[0] = out_.data() + (1 * n + s) * hw;  // G
-        dst[1] = out_.data() + (2 * n + s) * hw;  // B
-        dst[2] = out_.data() + (0 * n + s) * hw;  // R
-        dst_stride[0] = dst_stride[1] = dst_stride[2] = static_cast<int>(req_.width);
-      } else {
-        dst[0] = out_.data() + s * hw * 3;
-        dst_stride[0] = static_cast<int>(req_.width * 3);
-      }
+        !planar && rotation_ == 0 && g.scaled_height == req_.height && g.scaled_width == req_.width;
+    if (direct) {  // THWC without crop or rotation: straight into the buffer
+      dst[0] = out_.data() + s * hw * 3;
+      dst_stride[0] = static_cast<int>(req_.width * 3);
     } else {
-      const int stride = ((planar ? cw : cw * 3) + 63) & ~63;
-      const std::size_t plane = static_cast<std::size_t>(stride) * static_cast<std::size_t>(ch);
-      const std::size_t bytes = plane * (planar ? 3 : 1) + 64;
+      const int stride = (cw * 3 + 63) & ~63;
+      const std::size_t bytes =
+          static_cast<std::size_t>(stride) * static_cast<std::size_t>(ch) + 64;
       if (bytes > scratch_size_) {
         scratch_.reset(static_cast<std::uint8_t*>(av_malloc(bytes)));
         if (!scratch_) throw std::bad_alloc();
         scratch_size_ = bytes;
       }
-      for (int p = 0; p < (planar ? 3 : 1); ++p) {
-        dst[p] = scratch_.get() + static_cast<std::size_t>(p) * plane;
-        dst_stride[p] = stride;
-      }
+      dst[0] = scratch_.get();
+      dst_stride[0] = stride;
     }
     const int rows = sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, dst_stride);
     if (rows <= 0) fail(name, "cannot convert a frame to RGB");
-    if (!direct) copy_crop(dst, dst_stride, cw, ch, g, s);
+    if (!direct) copy_crop(dst[0], dst_stride[0], cw, ch, g, s);
     info.source_height = dh;
     info.source_width = dw;
     ++info.frames_converted;
@@ -286,14 +278,14 @@ class frame_writer {
  private:
   /// Copies the target window of the scaled (coded orientation) image into slot `s`,
   /// rotating it for display.
-  void copy_crop(std::uint8_t* const src[4], const int src_stride[4], int cw, int ch,
-                 const resize_crop& g, std::size_t s) noexcept {
+  void copy_crop(const std::uint8_t* src, int src_stride, int cw, int ch, const resize_crop& g,
+                 std::size_t s) noexcept {
     const std::int64_t th = req_.height, tw = req_.width;
     const auto hw = static_cast<std::size_t>(th * tw);
     const auto n = static_cast<std::size_t>(req_.frames);
-    const bool planar = req_.layout == layout::cthw;
-    // Source coordinates (row, column) in the coded image of display pixel (y, x).
-    auto at = [&](std::int64_t y, std::int64_t x, std::int64_t& r, std::int64_t& c) {
+    // The RGB24 pixel of the scaled coded image that display pixel (y, x) shows.
+    auto pixel = [&](std::int64_t y, std::int64_t x) -> const std::uint8_t* {
+      std::int64_t r = y, c = x;
       switch (rotation_) {
         case 90:
           r = ch - 1 - x;
@@ -308,45 +300,33 @@ class frame_writer {
           c = cw - 1 - y;
           break;
         default:
-          r = y;
-          c = x;
           break;
       }
+      return src + r * src_stride + c * 3;
     };
-    if (!planar) {
+    if (req_.layout == layout::thwc) {
       std::uint8_t* out = out_.data() + s * hw * 3;
       for (std::int64_t y = 0; y < th; ++y) {
         std::uint8_t* row = out + static_cast<std::size_t>(y * tw * 3);
         if (rotation_ == 0) {
-          std::memcpy(row, src[0] + (g.top + y) * src_stride[0] + g.left * 3,
-                      static_cast<std::size_t>(tw * 3));
+          std::memcpy(row, pixel(g.top + y, g.left), static_cast<std::size_t>(tw * 3));
           continue;
         }
-        for (std::int64_t x = 0; x < tw; ++x) {
-          std::int64_t r = 0, c = 0;
-          at(g.top + y, g.left + x, r, c);
-          std::memcpy(row + x * 3, src[0] + r * src_stride[0] + c * 3, 3);
-        }
+        for (std::int64_t x = 0; x < tw; ++x)
+          std::memcpy(row + x * 3, pixel(g.top + y, g.left + x), 3);
       }
       return;
     }
-    // GBRP planes: 0 = G, 1 = B, 2 = R; the output's channel order is R, G, B.
-    constexpr int plane_of[3] = {2, 0, 1};
-    for (std::size_t channel = 0; channel < 3; ++channel) {
-      const int p = plane_of[channel];
-      std::uint8_t* out = out_.data() + (channel * n + s) * hw;
-      for (std::int64_t y = 0; y < th; ++y) {
-        std::uint8_t* row = out + static_cast<std::size_t>(y * tw);
-        if (rotation_ == 0) {
-          std::memcpy(row, src[p] + (g.top + y) * src_stride[p] + g.left,
-                      static_cast<std::size_t>(tw));
-          continue;
-        }
-        for (std::int64_t x = 0; x < tw; ++x) {
-          std::int64_t r = 0, c = 0;
-          at(g.top + y, g.left + x, r, c);
-          row[x] = src[p][r * src_stride[p] + c];
-        }
+    std::uint8_t* planes[3] = {out_.data() + s * hw, out_.data() + (n + s) * hw,
+                               out_.data() + (2 * n + s) * hw};
+    for (std::int64_t y = 0; y < th; ++y) {
+      const auto o = static_cast<std::size_t>(y * tw);
+      for (std::int64_t x = 0; x < tw; ++x) {
+        const std::uint8_t* p = pixel(g.top + y, g.left + x);
+        const auto i = o + static_cast<std::size_t>(x);
+        planes[0][i] = p[0];
+        planes[1][i] = p[1];
+        planes[2][i] = p[2];
       }
     }
   }
@@ -474,8 +454,9 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   // margin covers decoders' reordering (H.264 reorders at most 16 frames).
   constexpr std::int64_t reorder_margin = 64;
   std::vector<std::int64_t> pts;
-  bool timestamps = true;
-  {
+  // Images and streams without timestamps are decoded in order from the start.
+  bool timestamps = !is_image_format(s->in->format());
+  if (timestamps) {
     packet_ptr pkt = make_packet();
     for (;;) {
       if (static_cast<std::int64_t>(pts.size()) > last + reorder_margin) break;
@@ -554,7 +535,8 @@ inline clip_info decode_input(const source& src, const clip_request& req,
         }
         return filled == available;
       });
-      if (!overshot) break;
+      // Nothing at all after a seek (some demuxers seek badly): also retried from the start.
+      if (!overshot && (filled > 0 || !seek)) break;
       if (!seek)
         fail(name, "the first frame decoded comes after frame " + std::to_string(req.start));
       seek = false;

@@ -1,0 +1,472 @@
+/// Tests of vbucket::ffmpeg against media that tests/ffmpeg/make_media.sh generates with the
+/// ffmpeg command (the ctest fixture ffmpeg/media): probe results against ffprobe's, decoded
+/// pixels against the ffmpeg command doing the same select + scale + crop (PSNR), and bad,
+/// truncated and mangled files (error values, never a crash: run under ASan in CI).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>   // std::min
+#include <cmath>       // std::log10
+#include <cstdint>     // std::uint8_t, std::int64_t
+#include <cstdio>      // popen, pclose, std::fread
+#include <filesystem>  // std::filesystem
+#include <fstream>     // std::ifstream
+#include <iterator>    // std::istreambuf_iterator
+#include <map>         // std::map
+#include <set>         // std::set
+#include <span>        // std::span
+#include <sstream>     // std::istringstream
+#include <string>      // std::string
+#include <thread>      // std::thread
+#include <vector>      // std::vector
+
+#include "vbucket/ffmpeg/ffmpeg.hpp"
+#include "vbucket/meta.hpp"
+
+namespace ff = vbucket::ffmpeg;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string media_dir = VBUCKET_FFMPEG_MEDIA_DIR;
+
+std::string media(const std::string& name) { return media_dir + "/" + name; }
+
+bool exists(const std::string& name) { return fs::exists(media(name)); }
+
+struct quiet_init {
+  quiet_init() { ff::quiet_logs(); }
+} const quiet;
+
+struct expected_row {
+  std::int64_t frames = 0, width = 0, height = 0;
+  double fps = 0;
+  int ffprobe_rotation = 0;  // counter-clockwise degrees, as ffprobe prints them
+};
+
+std::map<std::string, expected_row> read_expected() {
+  std::map<std::string, expected_row> rows;
+  std::ifstream in(media("expected.csv"));
+  REQUIRE_MESSAGE(in.good(), "no expected.csv: run the ffmpeg/media fixture");
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream s(line);
+    std::string name, frames, width, height, rate, rotation;
+    std::getline(s, name, ',');
+    std::getline(s, frames, ',');
+    std::getline(s, width, ',');
+    std::getline(s, height, ',');
+    std::getline(s, rate, ',');
+    std::getline(s, rotation, ',');
+    expected_row r;
+    r.frames = std::stoll(frames);
+    r.width = std::stoll(width);
+    r.height = std::stoll(height);
+    const auto slash = rate.find('/');
+    r.fps = std::stod(rate.substr(0, slash)) / std::stod(rate.substr(slash + 1));
+    r.ffprobe_rotation = std::stoi(rotation);
+    rows[name] = r;
+  }
+  return rows;
+}
+
+std::vector<std::uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// The clip the ffmpeg command makes for the same request: select the frames by index
+/// (presentation order), scale with the same geometry and filter, crop; autorotated.
+std::vector<std::uint8_t> reference(const std::string& name, const ff::clip_request& req,
+                                    std::int64_t display_h, std::int64_t display_w, int rotation) {
+  const auto g = ff::resize_crop_geometry(display_h, display_w, req.height, req.width);
+  // vbucket scales in the coded orientation, then rotates (cheaper than rotating the full-size
+  // frame first); ffmpeg's autorotation rotates first, which with 4:2:0 chroma gives visibly
+  // different edges. The reference does what vbucket does.
+  const bool swap = rotation == 90 || rotation == 270;
+  const std::string rotate = rotation == 90    ? ",transpose=clock"
+                             : rotation == 180 ? ",hflip,vflip"
+                             : rotation == 270 ? ",transpose=cclock"
+                                               : "";
+  const std::int64_t scale_w = swap ? g.scaled_height : g.scaled_width;
+  const std::int64_t scale_h = swap ? g.scaled_width : g.scaled_height;
+  const std::int64_t last = req.start + (req.frames - 1) * req.interval;
+  const std::string filter =
+      "select='between(n\\," + std::to_string(req.start) + "\\," + std::to_string(last) +
+      ")*not(mod(n-" + std::to_string(req.start) + "\\," + std::to_string(req.interval) +
+      "))',scale=" + std::to_string(scale_w) + ":" + std::to_string(scale_h) + ":flags=bilinear" +
+      rotate + ",crop=" + std::to_string(req.width) + ":" + std::to_string(req.height) + ":" +
+      std::to_string(g.left) + ":" + std::to_string(g.top);
+  const std::string command = "ffmpeg -nostdin -v error -threads 1 -noautorotate -i '" +
+                              media(name) + "' -vf \"" + filter +
+                              "\" -fps_mode passthrough -frames:v " + std::to_string(req.frames) +
+                              " -f rawvideo -pix_fmt rgb24 -";
+  std::vector<std::uint8_t> out;
+  FILE* p = popen(command.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::uint8_t buf[1 << 16];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;)
+    out.insert(out.end(), buf, buf + n);
+  REQUIRE(pclose(p) == 0);
+  return out;
+}
+
+double psnr(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
+  double se = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    se += d * d;
+  }
+  if (se == 0) return 99.0;
+  return 10.0 * std::log10(255.0 * 255.0 / (se / double(n)));
+}
+
+/// Decodes `req` from `name` and compares every frame with the ffmpeg command's.
+void check_against_reference(const std::string& name, ff::clip_request req) {
+  CAPTURE(name);
+  CAPTURE(req.start);
+  CAPTURE(req.frames);
+  CAPTURE(req.interval);
+  CAPTURE(req.height);
+  CAPTURE(req.width);
+  const auto info = ff::probe(media(name));
+  REQUIRE_MESSAGE(info.ok(), info.error());
+  std::vector<std::uint8_t> ours(ff::clip_bytes(req));
+  const auto r = ff::decode_clip(media(name), req, ours);
+  REQUIRE_MESSAGE(r.ok(), r.error());
+  CHECK(r->frames_converted == req.frames);
+  CHECK(r->frames_padded == 0);
+  CHECK(r->rotation == info->rotation);
+  const std::vector<std::uint8_t> ref =
+      reference(name, req, info->height, info->width, info->rotation);
+  REQUIRE(ref.size() == ours.size());
+  const std::size_t frame = static_cast<std::size_t>(req.height * req.width * 3);
+  for (std::int64_t j = 0; j < req.frames; ++j) {
+    CAPTURE(j);
+    const auto at = static_cast<std::size_t>(j) * frame;
+    CHECK(psnr(ours.data() + at, ref.data() + at, frame) >= 35.0);
+    // The media's hue turns every frame: a neighbouring frame is far off, so the check above
+    // would catch an off-by-one frame choice.
+    if (j + 1 < req.frames) CHECK(psnr(ours.data() + at, ref.data() + at + frame, frame) < 30.0);
+  }
+}
+
+ff::clip_request request(std::int64_t start, std::int64_t frames, std::int64_t interval,
+                         std::int64_t h, std::int64_t w) {
+  ff::clip_request r;
+  r.start = start;
+  r.frames = frames;
+  r.interval = interval;
+  r.height = h;
+  r.width = w;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("ffmpeg: resize_crop_geometry is Open-Sora's resize_crop_to_fill") {
+  // 1080x1920 to 192x336: the height ratio is larger, so the height is matched.
+  auto g = ff::resize_crop_geometry(1080, 1920, 192, 336);
+  CHECK(g.scaled_height == 192);
+  CHECK(g.scaled_width == 341);  // round(1920 * 192 / 1080) = round(341.33)
+  CHECK(g.top == 0);
+  CHECK(g.left == 2);  // round(2.5) = 2, half to even as Python's round
+  // Portrait source, landscape target: the width is matched.
+  g = ff::resize_crop_geometry(160, 90, 64, 96);
+  CHECK(g.scaled_width == 96);
+  CHECK(g.scaled_height == 171);  // round(160 * 96 / 90) = round(170.67)
+  CHECK(g.left == 0);
+  CHECK(g.top == 54);  // round(107 / 2) = round(53.5) = 54 (even)
+  // Same aspect ratio: no crop.
+  g = ff::resize_crop_geometry(240, 320, 120, 160);
+  CHECK((g.scaled_height == 120 && g.scaled_width == 160 && g.top == 0 && g.left == 0));
+}
+
+TEST_CASE("ffmpeg: temporal_random_crop is seeded, in range, and refuses short videos") {
+  std::set<std::int64_t> seen;
+  for (std::uint64_t seed = 0; seed < 2000; ++seed) {
+    const auto s = ff::temporal_random_crop(100, 16, 2, seed);
+    REQUIRE(s.has_value());
+    CHECK(*s >= 0);
+    CHECK(*s <= 100 - 32 - 1);  // Open-Sora: randint(0, total - frames * interval - 1)
+    CHECK(*s == *ff::temporal_random_crop(100, 16, 2, seed));
+    seen.insert(*s);
+  }
+  CHECK(seen.size() == 68);                            // every start in [0, 67] drawn
+  CHECK(ff::temporal_random_crop(31, 16, 2, 1) == 0);  // exactly fits: (16 - 1) * 2 + 1 = 31
+  CHECK(!ff::temporal_random_crop(30, 16, 2, 1).has_value());
+  CHECK(!ff::temporal_random_crop(100, 0, 2, 1).has_value());
+  CHECK(!ff::temporal_random_crop(100, 4, 0, 1).has_value());
+}
+
+TEST_CASE("ffmpeg: probe matches ffprobe (frames, size, rate, rotation)") {
+  const auto expected = read_expected();
+  REQUIRE(expected.size() >= 6);
+  for (const auto& [name, e] : expected) {
+    CAPTURE(name);
+    const auto info = ff::probe(media(name));
+    REQUIRE_MESSAGE(info.ok(), info.error());
+    CHECK(info->num_frames == e.frames);
+    CHECK(info->coded_width == e.width);
+    CHECK(info->coded_height == e.height);
+    const int cw = ((-e.ffprobe_rotation) % 360 + 360) % 360;
+    CHECK(info->rotation == cw);
+    const bool swap = cw == 90 || cw == 270;
+    CHECK(info->height == (swap ? e.width : e.height));
+    CHECK(info->width == (swap ? e.height : e.width));
+    const bool image = name.ends_with(".png") || name.ends_with(".jpg");
+    if (image) {
+      CHECK(info->counted_by == ff::frame_count_method::image);
+      CHECK(std::isnan(info->fps));
+    } else {
+      CHECK(info->fps == doctest::Approx(e.fps).epsilon(1e-6));
+      CHECK(info->duration > 0.5);
+      CHECK(info->duration < 5.0);
+      // Matroska/WebM record no frame count: those are counted by decoding.
+      const bool counted = name.ends_with(".mkv") || name.ends_with(".webm");
+      CHECK(info->counted_by ==
+            (counted ? ff::frame_count_method::decoded : ff::frame_count_method::container));
+      ff::probe_options o;
+      o.always_decode_count = true;
+      const auto decoded = ff::probe(media(name), o);
+      REQUIRE(decoded.ok());
+      CHECK(decoded->num_frames == e.frames);
+      CHECK(decoded->counted_by == ff::frame_count_method::decoded);
+    }
+    // From memory: the same answer.
+    const auto bytes = read_file(media(name));
+    const auto mem = ff::probe_memory(bytes, name);
+    REQUIRE_MESSAGE(mem.ok(), mem.error());
+    CHECK(mem->num_frames == info->num_frames);
+    CHECK(mem->height == info->height);
+    static_assert(vbucket::video_meta<ff::video_info>);
+  }
+}
+
+TEST_CASE("ffmpeg: decoded pixels match the ffmpeg command (PSNR)") {
+  SUBCASE("h264 with B-frames, seek into the second GOP, crop the width") {
+    if (exists("h264_160x120_25fps.mp4"))
+      check_against_reference("h264_160x120_25fps.mp4", request(29, 6, 2, 64, 48));
+  }
+  SUBCASE("h264 from frame 0, crop the height") {
+    if (exists("h264_320x240_24fps.mp4"))
+      check_against_reference("h264_320x240_24fps.mp4", request(0, 5, 3, 48, 96));
+  }
+  SUBCASE("h264 to the last frame, no crop") {
+    if (exists("h264_320x240_24fps.mp4"))
+      check_against_reference("h264_320x240_24fps.mp4", request(40, 4, 2, 120, 160));
+  }
+  SUBCASE("portrait source") {
+    if (exists("h264_90x160_25fps_portrait.mp4"))
+      check_against_reference("h264_90x160_25fps_portrait.mp4", request(12, 5, 4, 64, 96));
+  }
+  SUBCASE("display rotation 90") {
+    if (exists("h264_160x120_25fps_rotate90.mp4"))
+      check_against_reference("h264_160x120_25fps_rotate90.mp4", request(7, 4, 3, 80, 48));
+  }
+  SUBCASE("display rotation 180") {
+    if (exists("h264_160x120_25fps_rotate180.mp4"))
+      check_against_reference("h264_160x120_25fps_rotate180.mp4", request(3, 4, 1, 48, 64));
+  }
+  SUBCASE("variable frame rate: frames by presentation order, across the rate change") {
+    if (exists("h264_128x96_vfr.mp4"))
+      check_against_reference("h264_128x96_vfr.mp4", request(24, 8, 3, 48, 64));
+  }
+  SUBCASE("matroska (no frame count in the container)") {
+    if (exists("h264_176x144_60fps.mkv"))
+      check_against_reference("h264_176x144_60fps.mkv", request(33, 6, 4, 72, 72));
+  }
+  SUBCASE("mpeg4 in AVI") {
+    check_against_reference("mpeg4_128x96_30fps.avi", request(17, 5, 5, 32, 48));
+  }
+  SUBCASE("mpeg4 with B-frames in MP4") {
+    check_against_reference("mpeg4_96x64_60fps.mp4", request(21, 6, 2, 64, 96));
+  }
+  SUBCASE("vp9 in WebM") {
+    if (exists("vp9_160x90_30fps.webm"))
+      check_against_reference("vp9_160x90_30fps.webm", request(16, 7, 3, 64, 64));
+  }
+  SUBCASE("png and jpeg images") {
+    check_against_reference("image_100x60.png", request(0, 1, 1, 40, 40));
+    check_against_reference("image_120x80.jpg", request(0, 1, 1, 60, 90));
+  }
+}
+
+TEST_CASE("ffmpeg: CTHW holds the THWC clip's channels as planes") {
+  const std::string name = "mpeg4_128x96_30fps.avi";
+  auto req = request(5, 3, 4, 40, 56);
+  std::vector<std::uint8_t> thwc(ff::clip_bytes(req)), cthw(ff::clip_bytes(req));
+  REQUIRE(ff::decode_clip(media(name), req, thwc).ok());
+  req.layout = ff::layout::cthw;
+  REQUIRE(ff::decode_clip(media(name), req, cthw).ok());
+  const std::size_t t = 3, h = 40, w = 56;
+  int worst = 0;
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t f = 0; f < t; ++f)
+      for (std::size_t y = 0; y < h; ++y)
+        for (std::size_t x = 0; x < w; ++x)
+          worst = std::max(worst, std::abs(int(thwc[((f * h + y) * w + x) * 3 + c]) -
+                                           int(cthw[((c * t + f) * h + y) * w + x])));
+  CHECK(worst == 0);
+}
+
+TEST_CASE("ffmpeg: a clip past the end is an error, or padded with the last frame") {
+  const std::string name = "mpeg4_128x96_30fps.avi";  // 60 frames
+  auto req = request(50, 8, 2, 32, 32);               // frames 50, 52, ..., 64
+  std::vector<std::uint8_t> buf(ff::clip_bytes(req));
+  const auto short_clip = ff::decode_clip(media(name), req, buf);
+  REQUIRE(!short_clip.ok());
+  CHECK(short_clip.error().find("too short") != std::string::npos);
+  CHECK(short_clip.error().find(media(name)) == 0);
+  req.pad = true;
+  const auto padded = ff::decode_clip(media(name), req, buf);
+  REQUIRE_MESSAGE(padded.ok(), padded.error());
+  CHECK(padded->frames_converted == 5);  // 50, 52, 54, 56, 58
+  CHECK(padded->frames_padded == 3);
+  const std::ptrdiff_t frame = 32 * 32 * 3;
+  for (std::ptrdiff_t j = 5; j < 8; ++j)
+    CHECK(std::equal(buf.begin() + 4 * frame, buf.begin() + 5 * frame, buf.begin() + j * frame));
+  CHECK(!std::equal(buf.begin() + 3 * frame, buf.begin() + 4 * frame, buf.begin() + 4 * frame));
+  // Starting past the end: nothing to repeat, an error even with pad.
+  req.start = 60;
+  CHECK(!ff::decode_clip(media(name), req, buf).ok());
+}
+
+TEST_CASE("ffmpeg: impossible requests are error values naming the file") {
+  const std::string name = media("mpeg4_128x96_30fps.avi");
+  auto req = request(0, 4, 1, 32, 32);
+  std::vector<std::uint8_t> buf(ff::clip_bytes(req));
+  CHECK(buf.size() == 4 * 32 * 32 * 3);
+  std::vector<std::uint8_t> small(buf.size() - 1);
+  auto r = ff::decode_clip(name, req, small);
+  REQUIRE(!r.ok());
+  CHECK(r.error().find("output buffer") != std::string::npos);
+  CHECK_THROWS_AS((void)r.value(), vbucket::error);
+  for (auto bad : {request(0, 0, 1, 32, 32), request(0, 4, 0, 32, 32), request(-1, 4, 1, 32, 32),
+                   request(0, 4, 1, 0, 32), request(0, 4, 1, 32, 100000)}) {
+    const auto e = ff::decode_clip(name, bad, buf);
+    CHECK(!e.ok());
+    CHECK(e.error().find(name) == 0);
+  }
+}
+
+TEST_CASE("ffmpeg: bad files give error values, never a crash") {
+  const char* bad[] = {"bad_zero_bytes.mp4", "bad_text.mp4", "bad_audio_only.m4a",
+                       "bad_huge.y4m",       "bad_huge.png", "no_such_file.mp4"};
+  auto req = request(0, 4, 2, 32, 32);
+  std::vector<std::uint8_t> buf(ff::clip_bytes(req));
+  for (const char* name : bad) {
+    CAPTURE(name);
+    const auto p = ff::probe(media(name));
+    REQUIRE(!p.ok());
+    CHECK(p.error().find(media(name)) == 0);
+    CHECK(p.error().find('\n') == std::string::npos);
+    const auto d = ff::decode_clip(media(name), req, buf);
+    REQUIRE(!d.ok());
+    CHECK(d.error().find(media(name)) == 0);
+  }
+  CHECK(ff::probe(media("bad_audio_only.m4a")).error().find("audio only") != std::string::npos);
+  CHECK(ff::probe(media_dir).error().find(media_dir) == 0);  // a directory
+  // A file cut at 40%, moov atom first: the header promises 50 frames, fewer are there.
+  const auto truncated = ff::probe(media("bad_truncated.mp4"));
+  if (truncated.ok()) {
+    auto late = request(40, 4, 2, 32, 32);
+    const auto d = ff::decode_clip(media("bad_truncated.mp4"), late, buf);
+    CHECK(!d.ok());
+  }
+  // Overwritten bytes and a cut tail: whatever comes back, it comes back.
+  for (const char* name : {"bad_corrupt.mp4", "bad_truncated_tail.mp4"}) {
+    for (std::int64_t start : {0, 10, 30, 44}) {
+      auto r = request(start, 3, 2, 24, 24);
+      std::vector<std::uint8_t> b(ff::clip_bytes(r));
+      const auto d = ff::decode_clip(media(name), r, b);
+      if (!d.ok()) CHECK(d.error().find(media(name)) == 0);
+    }
+  }
+}
+
+TEST_CASE("ffmpeg: every prefix and many mangled copies of a file, from memory") {
+  // Deterministic mangling: cut at 40 points; overwrite bytes at 60 places. Under ASan (CI)
+  // this is the leak and overflow check of every error path the cuts reach.
+  const std::string name =
+      exists("h264_160x120_25fps.mp4") ? "h264_160x120_25fps.mp4" : "mpeg4_96x64_60fps.mp4";
+  const std::vector<std::uint8_t> good = read_file(media(name));
+  REQUIRE(good.size() > 1000);
+  auto req = request(8, 4, 3, 24, 32);
+  std::vector<std::uint8_t> buf(ff::clip_bytes(req));
+  REQUIRE(ff::decode_clip_memory(good, name, req, buf).ok());
+  int failures = 0;
+  for (std::size_t k = 0; k < 40; ++k) {
+    const std::span<const std::uint8_t> prefix(good.data(), good.size() * k / 40);
+    const auto p = ff::probe_memory(prefix, "prefix");
+    const auto d = ff::decode_clip_memory(prefix, "prefix", req, buf);
+    failures += !d.ok();
+    if (!p.ok()) CHECK(p.error().rfind("prefix", 0) == 0);
+    if (!d.ok()) CHECK(d.error().rfind("prefix", 0) == 0);
+  }
+  CHECK(failures > 0);
+  std::uint64_t state = 12345;
+  for (int k = 0; k < 60; ++k) {
+    std::vector<std::uint8_t> bytes = good;
+    for (int e = 0; e < 1 + k % 8; ++e) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      const std::size_t at = (state >> 33) % bytes.size();
+      bytes[at] = static_cast<std::uint8_t>(state >> 13);
+    }
+    const auto p = ff::probe_memory(bytes, "mangled");
+    const auto d = ff::decode_clip_memory(bytes, "mangled", req, buf);
+    if (!p.ok()) CHECK(p.error().rfind("mangled", 0) == 0);
+    if (!d.ok()) CHECK(d.error().rfind("mangled", 0) == 0);
+  }
+}
+
+TEST_CASE("ffmpeg: parallel scan of a directory") {
+  const auto paths = ff::list_media(media_dir);
+  const auto expected = read_expected();
+  // Every generated media file is listed (not expected.csv), sorted.
+  CHECK(std::is_sorted(paths.begin(), paths.end()));
+  for (const auto& [name, e] : expected)
+    CHECK(std::find(paths.begin(), paths.end(), media(name)) != paths.end());
+  CHECK(std::find(paths.begin(), paths.end(), media("expected.csv")) == paths.end());
+  std::size_t calls = 0, last = 0;
+  const auto results = ff::probe_all(paths, 4, {}, [&](std::size_t done, std::size_t total) {
+    ++calls;
+    CHECK(total == paths.size());
+    CHECK(done > last);  // serialised and increasing
+    last = done;
+  });
+  REQUIRE(results.size() == paths.size());
+  CHECK(calls == paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const std::string base = fs::path(paths[i]).filename().string();
+    CAPTURE(base);
+    if (expected.count(base) != 0) {
+      REQUIRE_MESSAGE(results[i].ok(), results[i].error());
+      CHECK(results[i]->num_frames == expected.at(base).frames);
+    } else if (base.rfind("bad_", 0) == 0 && base != "bad_corrupt.mp4" &&
+               base != "bad_truncated_tail.mp4" && base != "bad_truncated.mp4") {
+      CHECK(!results[i].ok());
+    }
+  }
+  // Parallel clip decoding (a loader's pattern): the same bytes as one at a time.
+  auto req = request(3, 4, 2, 32, 32);
+  std::vector<std::vector<std::uint8_t>> serial(4, std::vector<std::uint8_t>(ff::clip_bytes(req)));
+  auto parallel = serial;
+  const std::string name = media("mpeg4_128x96_30fps.avi");
+  for (auto& b : serial) REQUIRE(ff::decode_clip(name, req, b).ok());
+  std::vector<std::thread> pool;
+  for (auto& b : parallel) pool.emplace_back([&] { (void)ff::decode_clip(name, req, b); });
+  for (auto& t : pool) t.join();
+  CHECK(serial == parallel);
+  // The list form: a text file of paths.
+  const std::string list = media_dir + "/../ffmpeg_list.txt";
+  {
+    std::ofstream out(list);
+    out << "# comment\n\n" << media("image_100x60.png") << "\r\n" << media("nope.mp4") << "\n";
+  }
+  const auto listed = ff::list_media(list);
+  REQUIRE(listed.size() == 2);
+  CHECK(listed[0] == media("image_100x60.png"));
+  CHECK_THROWS_AS(ff::list_media(media_dir + "/missing_dir"), vbucket::error);
+}
