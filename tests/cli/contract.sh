@@ -5,7 +5,9 @@
 #     (exit code < 128: no crash, no sanitizer abort) and never hang (each call: timeout 20 s);
 #   - print exactly one line on stderr, which names the file (and the key or row) or the flag;
 #   - leave no output file behind.
-# A header-only metadata file is valid input (exit 0). Subcommands and their flags are read
+# A header-only metadata file is valid input (exit 0). A subcommand whose usage line names a
+# positional argument (scan DIR|LIST.txt, decode FILE) gets a good one from good_positional and
+# the bad ones of positional_cases. Subcommands and their flags are read
 # from --help, so a new subcommand is covered as soon as it is listed; a required flag this
 # script cannot fill fails the test (add it to good_value below).
 #
@@ -110,6 +112,49 @@ echo "path,num_frames,height,width,fps" >"$header_only_meta"
 
 out_counter=0
 
+# Media for the FFmpeg subcommands (scan DIR|LIST.txt, decode FILE), made with the ffmpeg
+# command when there is one.
+mkdir -p "$tmp/in/media"
+have_media=0
+if command -v ffmpeg >/dev/null 2>&1 &&
+  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc=size=32x24:rate=10:duration=1" -c:v mpeg4 \
+    "$tmp/in/media/clip.mp4" </dev/null; then
+  have_media=1
+  ffmpeg -nostdin -v error -y -f lavfi -i "sine=duration=0.5" -c:a aac "$tmp/in/audio_only.m4a" \
+    </dev/null || true
+  head -c 1200 "$tmp/in/media/clip.mp4" >"$tmp/in/truncated.mp4"
+fi
+
+# good_positional CMD WORD: a valid positional argument (WORD is the usage line's name for it).
+good_positional() {
+  case $1 in
+    scan) echo "$tmp/in/media" ;;
+    decode) ((have_media)) && echo "$tmp/in/media/clip.mp4" ;;
+    *) return 1 ;;
+  esac
+}
+# Bad positional inputs per command: "name|path|code|pattern" (pattern: a fixed string).
+positional_cases() {
+  case $1 in
+    scan)
+      printf 'a\0b\n' >"$tmp/in/binary_list.txt"
+      echo "missing|$tmp/in/does-not-exist|1|$tmp/in/does-not-exist"
+      echo "binary list|$tmp/in/binary_list.txt|1|$tmp/in/binary_list.txt"
+      ;;
+    decode)
+      : >"$tmp/in/empty.mp4"
+      printf 'not a video\n' >"$tmp/in/text.mp4"
+      echo "missing|$tmp/in/does-not-exist.mp4|1|$tmp/in/does-not-exist.mp4"
+      echo "empty|$tmp/in/empty.mp4|1|$tmp/in/empty.mp4"
+      echo "text|$tmp/in/text.mp4|1|$tmp/in/text.mp4"
+      echo "directory|$tmp/in|1|$tmp/in"
+      [[ -e $tmp/in/truncated.mp4 ]] && echo "truncated|$tmp/in/truncated.mp4|1|$tmp/in/truncated.mp4"
+      [[ -e $tmp/in/audio_only.m4a ]] && echo "audio only|$tmp/in/audio_only.m4a|1|audio only"
+      ;;
+  esac
+  return 0
+}
+
 # good_value FLAG: a value of FLAG that makes a valid call (for the required flags).
 good_value() {
   case $1 in
@@ -124,6 +169,10 @@ good_value() {
     world) echo 2 ;;
     rank) echo 0 ;;
     memory-gib) echo 80 ;;
+    start) echo 0 ;;
+    frames) echo 2 ;;
+    interval) echo 1 ;;
+    size) echo 16x16 ;;
     *) return 1 ;;
   esac
 }
@@ -239,6 +288,12 @@ declare -A bad_values=(
   [reference]="360p|360p:0|360p:abc|:51"
   [temporal-compression]="0|abc|99999"
   [spatial-compression]="0|abc|99999"
+  [start]="-1|abc|99999999999999999999"
+  [frames]="0|-1|abc|99999999"
+  [interval]="0|-1|abc"
+  [size]="0x16|16x0|abc|16|x16|16x|-1x16|99999x16|16x16x16"
+  [layout]="hwc|"
+  [filter]="lanczos|"
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +321,15 @@ for cmd in "${commands[@]}"; do
   mapfile -t required < <(sed 's/\[[^]]*\]//g' <<<"$usage" | grep -o -- '--[a-z][a-z0-9-]*' |
     sed 's/^--//')
   mapfile -t all_flags < <(grep -oE '^  --[a-z][a-z0-9-]*' "$tmp/stdout" | sed 's/^  --//')
+  # A positional argument: a word right after the command that is not a flag (scan, decode).
+  positional_word=$(awk '{ print $4 }' <<<"$usage")
+  positional=""
+  if [[ -n $positional_word && $positional_word != -* && $positional_word != "["* ]]; then
+    if ! positional=$(good_positional "$cmd" "$positional_word"); then
+      echo "contract: $cmd: no good $positional_word (no ffmpeg command to make media?); skipped" >&2
+      continue
+    fi
+  fi
 
   # base_args [FLAG VALUE]: the required flags with good values, FLAG's replaced by VALUE.
   base_args=()
@@ -276,6 +340,7 @@ for cmd in "${commands[@]}"; do
     base_args=()
     base_out=""
     out_counter=$((out_counter + 1))  # a fresh output path per call
+    [[ -n $positional ]] && base_args+=("$positional")
     for f in "${required[@]}"; do
       if [[ $f == "$replace" ]]; then
         v=$value
@@ -322,6 +387,19 @@ for cmd in "${commands[@]}"; do
       base_args+=("--$1" "$2")
     fi
   }
+
+  # Bad positional inputs (files and directories the command cannot use).
+  if [[ -n $positional ]]; then
+    while IFS='|' read -r name path code pattern; do
+      [[ -n $name ]] || continue
+      saved=$positional
+      positional=$path
+      make_args
+      positional=$saved
+      expect_error "$cmd: $positional_word $name" "$code" "$base_out" "$pattern" -- \
+        "$cmd" "${base_args[@]}"
+    done < <(positional_cases "$cmd")
+  fi
 
   # Malformed files.
   for kind in config meta profile; do

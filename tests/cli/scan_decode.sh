@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# CLI test of `vbucket scan` and `vbucket decode` (built with the FFmpeg adapter): the metadata
+# CSV a scan writes (failed files in the error column; --skip-failed output read by `vbucket
+# assign`), the list form, the plain progress count off a terminal; decode's output size and
+# pixels against the ffmpeg command (PSNR), CTHW, padding, and the error contract. Media are
+# made here with the ffmpeg command. Skipped (exit 0) when the CLI has no scan/decode or the
+# ffmpeg command is missing.
+#
+#   bash tests/cli/scan_decode.sh <path to vbucket> <absolute path of tests/data>
+set -uo pipefail
+
+vbucket=${1:?usage: scan_decode.sh <vbucket binary> <tests/data dir>}
+data=${2:?usage: scan_decode.sh <vbucket binary> <tests/data dir>}
+if ! "$vbucket" --help | grep -q '^  scan '; then
+  echo "scan_decode: this vbucket has no scan/decode (built without FFmpeg); skipped"
+  exit 0
+fi
+if ! command -v ffmpeg >/dev/null; then
+  echo "scan_decode: no ffmpeg command; skipped"
+  exit 0
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-scan-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+failures=0
+checks=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+check() {  # check NAME CONDITION...: CONDITION (a command) must succeed
+  local name=$1
+  shift
+  checks=$((checks + 1))
+  "$@" || fail "$name"
+}
+run() {
+  timeout -k 5 60 "$vbucket" "$@" </dev/null >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+}
+expect_ok() {
+  local name=$1
+  shift
+  run "$@"
+  checks=$((checks + 1))
+  [[ $rc -eq 0 ]] || fail "$name: exit code $rc: $(head -c 500 "$tmp/stderr")"
+}
+expect_error() {  # expect_error NAME CODE PATTERN ARGS...
+  local name=$1 code=$2 pattern=$3
+  shift 3
+  run "$@"
+  checks=$((checks + 1))
+  local lines
+  lines=$(awk 'END { print NR }' "$tmp/stderr")
+  if [[ $rc -ne $code ]]; then
+    fail "$name: exit code $rc, expected $code: $(head -c 500 "$tmp/stderr")"
+  elif [[ $lines -ne 1 ]]; then
+    fail "$name: $lines lines on stderr, expected 1"
+  elif ! grep -qF -- "$pattern" "$tmp/stderr"; then
+    fail "$name: stderr does not name '$pattern': $(cat "$tmp/stderr")"
+  fi
+}
+
+ff() { ffmpeg -nostdin -v error -y "$@"; }
+mkdir -p "$tmp/media/sub"
+ff -f lavfi -i "testsrc=size=64x48:rate=30:duration=1,hue=H=n*0.9" -c:v mpeg4 -q:v 3 \
+  "$tmp/media/clip.mp4"
+ff -f lavfi -i "testsrc=size=40x80:rate=25:duration=1.2" -c:v mpeg4 -q:v 3 \
+  "$tmp/media/sub/portrait.avi"
+ff -f lavfi -i "testsrc=size=50x30:rate=1:duration=1" -frames:v 1 "$tmp/media/sub/still.png"
+echo "not a video" >"$tmp/media/sub/broken.mp4"
+echo "ignored: not a media name" >"$tmp/media/notes.txt"
+
+# --- scan ---------------------------------------------------------------------------------
+expect_ok "scan a directory" scan "$tmp/media" --out "$tmp/meta.csv" --threads 2
+check "scan: nothing on stderr off a terminal" test ! -s "$tmp/stderr"
+check "scan: a plain count on stdout" grep -q '^scanned 4/4$' "$tmp/stdout"
+check "scan: summary" grep -q '4 files: 3 probed, 1 failed' "$tmp/stdout"
+cat >"$tmp/want.csv" <<CSV
+path,num_frames,height,width,fps,duration,codec,error
+$tmp/media/clip.mp4,30,48,64,30,1,mpeg4,
+$tmp/media/sub/broken.mp4,,,,,,,$tmp/media/sub/broken.mp4: cannot open: Invalid data found when processing input
+$tmp/media/sub/portrait.avi,30,80,40,25,1.2,mpeg4,
+$tmp/media/sub/still.png,1,30,50,,,png,
+CSV
+check "scan: META.csv as expected ($(tr '\n' '|' <"$tmp/meta.csv"))" cmp -s "$tmp/meta.csv" "$tmp/want.csv"
+
+expect_ok "scan --skip-failed" scan "$tmp/media" --out "$tmp/meta_ok.csv" --skip-failed --quiet
+check "scan --quiet: no output" test ! -s "$tmp/stdout"
+check "scan --skip-failed: 3 rows" test "$(wc -l <"$tmp/meta_ok.csv")" -eq 4
+expect_ok "assign reads the scan's META.csv" assign --config "$data/config_360p_example.json" \
+  --meta "$tmp/meta_ok.csv" --rule opensora-v2 --rng fast --seed 1 --out "$tmp/assign.csv" --quiet
+check "assign: one row per scanned file" test "$(wc -l <"$tmp/assign.csv")" -eq 4
+
+printf '# a list\n%s\n\n%s\n' "$tmp/media/sub/still.png" "$tmp/media/missing.mp4" >"$tmp/list.txt"
+expect_ok "scan a list" scan "$tmp/list.txt" --out "$tmp/list.csv"
+check "scan a list: 2 rows" test "$(wc -l <"$tmp/list.csv")" -eq 3
+check "scan a list: the missing file's error" grep -q "missing.mp4,,,,,,,.*missing.mp4: cannot open" "$tmp/list.csv"
+
+expect_error "scan: missing directory" 1 "$tmp/nope" scan "$tmp/nope" --out "$tmp/x.csv"
+check "scan: no output left behind" test ! -e "$tmp/x.csv"
+expect_error "scan: no input" 2 "missing the input" scan --out "$tmp/x.csv"
+expect_error "scan: two inputs" 2 "unexpected argument" scan "$tmp/media" "$tmp/media" --out "$tmp/x.csv"
+
+# --- decode -------------------------------------------------------------------------------
+clip=$tmp/media/clip.mp4
+expect_ok "decode" decode "$clip" --start 2 --frames 4 --interval 3 --size 32x40 --out "$tmp/o.rgb"
+check "decode: N*H*W*3 bytes" test "$(stat -c %s "$tmp/o.rgb")" -eq $((4 * 32 * 40 * 3))
+# The same with the ffmpeg command: 64x48 covered at 32x40 -> scale to 43x32 (round(42.67)),
+# crop 40x32 from column round(1.5) = 2.
+ffmpeg -nostdin -v error -threads 1 -i "$clip" \
+  -vf "select='between(n\,2\,11)*not(mod(n-2\,3))',scale=43:32:flags=bilinear,crop=40:32:2:0" \
+  -fps_mode passthrough -frames:v 4 -f rawvideo -pix_fmt rgb24 -y "$tmp/ref.rgb"
+psnr=$(ffmpeg -nostdin -v info -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/o.rgb" \
+  -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/ref.rgb" -lavfi psnr -f null - 2>&1 |
+  sed -n 's/.*PSNR.* min:\([0-9.inf]*\).*/\1/p')
+check "decode: PSNR against the ffmpeg command ($psnr dB) >= 35" \
+  awk -v p="$psnr" 'BEGIN { exit !(p == "inf" || p + 0 >= 35) }'
+
+expect_ok "decode cthw" decode "$clip" --start 2 --frames 4 --interval 3 --size 32x40 \
+  --layout cthw --out "$tmp/c.rgb"
+check "decode cthw: same size" test "$(stat -c %s "$tmp/c.rgb")" -eq $((4 * 32 * 40 * 3))
+check "decode cthw: differs from thwc" bash -c "! cmp -s '$tmp/o.rgb' '$tmp/c.rgb'"
+
+expect_error "decode: past the end" 1 "too short" decode "$clip" --start 20 --frames 8 \
+  --interval 2 --size 16x16 --out "$tmp/short.rgb"
+check "decode: no output left behind" test ! -e "$tmp/short.rgb"
+expect_ok "decode --pad" decode "$clip" --start 20 --frames 8 --interval 2 --size 16x16 --pad \
+  --out "$tmp/short.rgb"
+check "decode --pad: 3 padded" grep -q ', 3 padded' "$tmp/stdout"
+expect_error "decode: not a video" 1 "$tmp/media/sub/broken.mp4" decode "$tmp/media/sub/broken.mp4" \
+  --start 0 --frames 1 --interval 1 --size 8x8 --out "$tmp/b.rgb"
+expect_error "decode: bad size" 2 "--size" decode "$clip" --start 0 --frames 1 --interval 1 \
+  --size 8by8 --out "$tmp/b.rgb"
+expect_error "decode: no input" 2 "missing the input" decode --start 0 --frames 1 --interval 1 \
+  --size 8x8 --out "$tmp/b.rgb"
+
+if ((failures > 0)); then
+  echo "scan_decode: $failures of $checks checks FAILED" >&2
+  exit 1
+fi
+echo "scan_decode: $checks checks passed"
