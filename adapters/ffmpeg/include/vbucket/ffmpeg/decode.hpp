@@ -374,6 +374,11 @@ inline bool next_packet(decode_session& s, AVPacket* pkt) {
       if (s.in->timed_out()) fail(s.in->name(), "timed out while reading");
       return false;
     }
+    // Custom I/O (memory) is never interrupted by FFmpeg: the deadline is checked here too.
+    if (s.in->timed_out()) {
+      av_packet_unref(pkt);
+      fail(s.in->name(), "timed out while reading");
+    }
     if (pkt->stream_index == s.index) return true;
     av_packet_unref(pkt);
   }
@@ -448,14 +453,17 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   auto s = std::make_unique<decode_session>(src, req);
   info.rotation = display_rotation(s->stream);
   frame_writer writer(req, out, info.rotation);
-  const std::string& name = s->in->name();
+  // A copy: `s` is replaced when decoding restarts from the start (a reference into it would
+  // dangle; fuzz_decode found that).
+  const std::string name = src.name;
 
   // 1. Timestamps of the frames up to the last wanted one, by demuxing (no decoding). The
   // margin covers decoders' reordering (H.264 reorders at most 16 frames).
   constexpr std::int64_t reorder_margin = 64;
   std::vector<std::int64_t> pts;
   // Images and streams without timestamps are decoded in order from the start.
-  bool timestamps = !is_image_format(s->in->format());
+  const bool image = is_image_format(s->in->format());
+  bool timestamps = !image;
   if (timestamps) {
     packet_ptr pkt = make_packet();
     for (;;) {
@@ -477,7 +485,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   if (!timestamps) {
     // 2a. No timestamps: frames are numbered in the decoder's output order, from the start.
     info.presentation_index = false;
-    s = std::make_unique<decode_session>(src, req);
+    if (!image) s = std::make_unique<decode_session>(src, req);  // the pass read packets
     std::int64_t k = 0;
     decode_frames(*s, req, nullptr, [&](const AVFrame* f) {
       ++info.frames_decoded;

@@ -121,6 +121,10 @@ inline std::int64_t decode_count(input& in, int index, const probe_options& opt)
       fail(in.name(),
            "cannot read after frame " + std::to_string(frames) + ": " + av_error_text(rc));
     }
+    if (in.timed_out()) {
+      av_packet_unref(pkt.get());
+      fail(in.name(), "timed out while counting frames");
+    }
     if (pkt->stream_index == index) {
       const int sent = avcodec_send_packet(ctx.get(), pkt.get());
       av_packet_unref(pkt.get());
