@@ -101,6 +101,7 @@ int cmd_decode(int argc, char** argv) {
       throw usage_error("--frames x --size: the clip would take " + std::to_string(bytes) +
                         " bytes (more than 16 GiB)");
     ffmpeg::quiet_logs();
+    ffmpeg::cap_allocations(std::size_t{1} << 30);
     output_file out(a.value("out"));  // fails early for an unwritable path
     std::vector<std::uint8_t> buffer(bytes);
     const std::string path(p.positional);

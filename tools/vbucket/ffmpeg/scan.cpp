@@ -67,6 +67,7 @@ int cmd_scan(int argc, char** argv) {
             : 0u;
     const bool quiet = a.has("quiet");
     ffmpeg::quiet_logs();
+    ffmpeg::cap_allocations(std::size_t{1} << 30);
     const std::vector<std::string> paths = ffmpeg::list_media(where);
     output_file out(a.value("out"));  // fails early for an unwritable path
 

@@ -45,6 +45,12 @@ struct limits {
 /// `vbucket` CLI and the tests use. Errors are reported by vbucket's return values anyway.
 inline void quiet_logs() noexcept { av_log_set_level(AV_LOG_QUIET); }
 
+/// Caps every single allocation FFmpeg makes (av_malloc, av_realloc) at `bytes`, process-wide
+/// (FFmpeg's default: INT_MAX). Some demuxers size buffers from fields of the file, so a hostile
+/// file can ask for gigabytes in one go; with a cap it fails with an error instead. The
+/// `vbucket` CLI caps at 1 GiB, the fuzzers lower.
+inline void cap_allocations(std::size_t bytes) noexcept { av_max_alloc(bytes); }
+
 namespace detail {
 
 inline std::string av_error_text(int code) {
