@@ -1,0 +1,146 @@
+/// Benchmarks of clip decoding (vbucket::ffmpeg), single-threaded, on the clips that
+/// scripts/bench_decode.sh makes (10 s H.264, 30 fps, GOP 60, 720p and 1080p) in
+/// $VBUCKET_BENCH_VIDEO_DIR:
+///  - `decode/clip/<height>p/start:<S>`: `decode_clip`, 33 frames from S at interval 2,
+///    192x336 (seek, decode up to the last wanted frame, convert only the wanted frames).
+///  - `decode/whole_clip_first/<height>p/start:<S>`: the same clip the way a loader that reads
+///    the whole video first does (Open-Sora's read_video, then temporal crop): every frame
+///    decoded and converted to full-size RGB, then the 33 frames resized and cropped.
+///
+///     VBUCKET_BENCH_VIDEO_DIR=build-bench-media ./vbucket_bench --benchmark_filter=decode/
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>   // std::copy_n
+#include <cstdint>     // std::int64_t, std::uint8_t
+#include <cstdlib>     // std::getenv
+#include <filesystem>  // std::filesystem::exists
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+#include "vbucket/ffmpeg/decode.hpp"
+
+namespace {
+
+namespace ff = vbucket::ffmpeg;
+namespace av = vbucket::ffmpeg::detail;
+
+constexpr std::int64_t clip_frames = 33, clip_interval = 2, clip_h = 192, clip_w = 336;
+
+std::string video(std::int64_t height) {
+  const char* dir = std::getenv("VBUCKET_BENCH_VIDEO_DIR");
+  if (dir == nullptr) return "";
+  const std::string path = std::string(dir) + "/h264_" + std::to_string(height) + "p_10s.mp4";
+  return std::filesystem::exists(path) ? path : "";
+}
+
+ff::clip_request bench_request(std::int64_t start) {
+  ff::clip_request r;
+  r.start = start;
+  r.frames = clip_frames;
+  r.interval = clip_interval;
+  r.height = clip_h;
+  r.width = clip_w;
+  r.threads = 1;
+  return r;
+}
+
+void BM_decode_clip(benchmark::State& state) {
+  ff::quiet_logs();
+  const std::string path = video(state.range(0));
+  if (path.empty()) {
+    state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
+    return;
+  }
+  const ff::clip_request req = bench_request(state.range(1));
+  std::vector<std::uint8_t> out(ff::clip_bytes(req));
+  std::int64_t decoded = 0;
+  for (auto _ : state) {
+    const auto r = ff::decode_clip(path, req, out);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().c_str());
+      return;
+    }
+    decoded = r->frames_decoded;
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["frames_decoded"] = static_cast<double>(decoded);
+}
+
+/// Every frame decoded and converted to full-size RGB24 (as torchvision's read_video), then the
+/// wanted frames resized and cropped.
+void BM_decode_whole_clip_first(benchmark::State& state) {
+  ff::quiet_logs();
+  const std::string path = video(state.range(0));
+  if (path.empty()) {
+    state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
+    return;
+  }
+  const ff::clip_request req = bench_request(state.range(1));
+  std::vector<std::uint8_t> out(ff::clip_bytes(req));
+  std::int64_t decoded = 0;
+  for (auto _ : state) {
+    av::input in(av::source{path, {}, false}, req.limits);
+    const int index = in.video_stream();
+    in.discard_others(index);
+    av::codec_ptr ctx = av::open_decoder(in, in.format()->streams[index], 1, req.limits);
+    av::packet_ptr pkt = av::make_packet();
+    av::frame_ptr frame = av::make_frame();
+    av::sws_ptr to_rgb, resize;
+    std::vector<std::vector<std::uint8_t>> frames;  // the whole video, full-size RGB24
+    auto drain = [&] {
+      while (avcodec_receive_frame(ctx.get(), frame.get()) == 0) {
+        const int w = frame->width, h = frame->height;
+        to_rgb.reset(
+            sws_getCachedContext(to_rgb.release(), w, h, static_cast<AVPixelFormat>(frame->format),
+                                 w, h, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
+        std::vector<std::uint8_t>& rgb = frames.emplace_back(static_cast<std::size_t>(w * h * 3));
+        std::uint8_t* dst[4] = {rgb.data()};
+        int stride[4] = {w * 3};
+        sws_scale(to_rgb.get(), frame->data, frame->linesize, 0, h, dst, stride);
+        av_frame_unref(frame.get());
+      }
+    };
+    while (av_read_frame(in.format(), pkt.get()) >= 0) {
+      if (pkt->stream_index == index) avcodec_send_packet(ctx.get(), pkt.get());
+      av_packet_unref(pkt.get());
+      drain();
+    }
+    avcodec_send_packet(ctx.get(), nullptr);
+    drain();
+    decoded = static_cast<std::int64_t>(frames.size());
+    // Temporal crop, then resize-crop each kept frame from RGB.
+    const int w = ctx->width, h = ctx->height;
+    const auto g = ff::resize_crop_geometry(h, w, clip_h, clip_w);
+    resize.reset(sws_getContext(w, h, AV_PIX_FMT_RGB24, static_cast<int>(g.scaled_width),
+                                static_cast<int>(g.scaled_height), AV_PIX_FMT_RGB24, SWS_BILINEAR,
+                                nullptr, nullptr, nullptr));
+    std::vector<std::uint8_t> scaled(
+        static_cast<std::size_t>(g.scaled_width * g.scaled_height * 3));
+    for (std::int64_t j = 0; j < clip_frames; ++j) {
+      const auto& src = frames.at(static_cast<std::size_t>(req.start + j * clip_interval));
+      const std::uint8_t* sp[4] = {src.data()};
+      const int ss[4] = {w * 3};
+      std::uint8_t* dp[4] = {scaled.data()};
+      const int ds[4] = {static_cast<int>(g.scaled_width * 3)};
+      sws_scale(resize.get(), sp, ss, 0, h, dp, ds);
+      for (std::int64_t y = 0; y < clip_h; ++y)
+        std::copy_n(scaled.data() + ((g.top + y) * g.scaled_width + g.left) * 3, clip_w * 3,
+                    out.data() + (j * clip_h + y) * clip_w * 3);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["frames_decoded"] = static_cast<double>(decoded);
+}
+
+void clip_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"height", "start"});
+  for (const std::int64_t height : {720, 1080})
+    for (const std::int64_t start : {0, 120}) b->Args({height, start});
+  b->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+BENCHMARK(BM_decode_clip)->Name("decode/clip")->Apply(clip_args);
+BENCHMARK(BM_decode_whole_clip_first)->Name("decode/whole_clip_first")->Apply(clip_args);

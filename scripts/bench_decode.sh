@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Clip-decoding benchmark of the FFmpeg adapter against the ffmpeg command, single-threaded.
+# Makes two 10 s H.264 clips (30 fps, GOP 60; 720p and 1080p) in build-bench-media/, builds
+# vbucket_bench and the CLI (Release, build-bench/), and times the same job three ways:
+#   - vbucket_bench decode/clip: vbucket::ffmpeg::decode_clip in process (median of 10);
+#   - `vbucket decode ... --threads 1` as a process (median of 11 runs);
+#   - the ffmpeg command doing the same work (median of 11 runs):
+#       ffmpeg -threads 1 -filter_threads 1 -i CLIP \
+#         -vf "select='between(n,S,S+64)*not(mod(n-S,2))',scale=341:192:flags=bilinear,crop=336:192" \
+#         -fps_mode passthrough -frames:v 33 -f rawvideo -pix_fmt rgb24 -y /dev/null
+# for a 33-frame, interval-2 clip at 192x336 starting at frame 0 and at frame 120; plus
+# vbucket_bench decode/whole_clip_first (decode and convert the whole clip, then crop: what
+# reading the whole video first costs). Prints a table of medians and ratios.
+#
+#   bash scripts/bench_decode.sh
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+media=build-bench-media
+mkdir -p "$media"
+for h in 720 1080; do
+  w=$((h * 16 / 9))
+  clip="$media/h264_${h}p_10s.mp4"
+  if [[ ! -s $clip ]]; then
+    echo "making $clip"
+    # Moving test pattern plus temporal noise, so that the bitrate is that of real footage.
+    ffmpeg -nostdin -v error -y -f lavfi \
+      -i "testsrc2=size=${w}x${h}:rate=30:duration=10,noise=alls=12:allf=t" \
+      -c:v libx264 -preset fast -crf 23 -g 60 -keyint_min 60 -sc_threshold 0 -pix_fmt yuv420p \
+      "$clip"
+  fi
+done
+
+generator=()
+[[ -f build-bench/CMakeCache.txt ]] || generator=(-G Ninja)
+cmake -S . -B build-bench "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DVBUCKET_BUILD_TESTS=OFF \
+  -DVBUCKET_BUILD_EXAMPLES=OFF -DVBUCKET_BUILD_BENCH=ON -DVBUCKET_BUILD_TOOLS=ON \
+  -DVBUCKET_INSTALL=OFF -DVBUCKET_WERROR=OFF >/dev/null
+cmake --build build-bench --parallel "$(nproc)" --target vbucket_bench vbucket_cli
+
+# median_ms CMD...: runs CMD 11 times (after one warm-up), prints the median wall time in ms.
+median_ms() {
+  "$@" >/dev/null 2>&1
+  local times=() i start end
+  for i in $(seq 11); do
+    start=$(date +%s%N)
+    "$@" >/dev/null 2>&1
+    end=$(date +%s%N)
+    times+=($(((end - start) / 1000)))
+  done
+  printf '%s\n' "${times[@]}" | sort -n | sed -n 6p | awk '{ printf "%.1f", $1 / 1000 }'
+}
+
+json=$(mktemp)
+trap 'rm -f "$json"' EXIT
+VBUCKET_BENCH_VIDEO_DIR=$media ./build-bench/vbucket_bench --benchmark_filter='decode/' \
+  --benchmark_repetitions=10 --benchmark_report_aggregates_only=true \
+  --benchmark_out="$json" --benchmark_out_format=json >/dev/null
+# bench_ms NAME: the median real time of a benchmark, in ms.
+bench_ms() {
+  python3 -c '
+import json, sys
+for b in json.load(open(sys.argv[1]))["benchmarks"]:
+    if b["name"] == sys.argv[2] + "_median":
+        print("%.1f" % b["real_time"])' "$json" "$1"
+}
+
+printf '%-6s %-6s %12s %12s %12s %14s %10s %10s\n' clip start "ffmpeg(ms)" "vbucket(ms)" \
+  "cli(ms)" "whole-first" "in-proc" "cli"
+for h in 720 1080; do
+  clip="$media/h264_${h}p_10s.mp4"
+  for s in 0 120; do
+    e=$((s + 64))
+    ffmpeg_ms=$(median_ms ffmpeg -nostdin -v error -threads 1 -filter_threads 1 -i "$clip" \
+      -vf "select='between(n,$s,$e)*not(mod(n-$s,2))',scale=341:192:flags=bilinear,crop=336:192" \
+      -fps_mode passthrough -frames:v 33 -f rawvideo -pix_fmt rgb24 -y /dev/null)
+    cli_ms=$(median_ms ./build-bench/vbucket decode "$clip" --start "$s" --frames 33 \
+      --interval 2 --size 192x336 --threads 1 --out /dev/null)
+    lib_ms=$(bench_ms "decode/clip/height:$h/start:$s")
+    whole_ms=$(bench_ms "decode/whole_clip_first/height:$h/start:$s")
+    printf '%-6s %-6s %12s %12s %12s %14s %9.2fx %9.2fx\n' "${h}p" "$s" "$ffmpeg_ms" "$lib_ms" \
+      "$cli_ms" "$whole_ms" "$(awk -v a="$lib_ms" -v b="$ffmpeg_ms" 'BEGIN { print a / b }')" \
+      "$(awk -v a="$cli_ms" -v b="$ffmpeg_ms" 'BEGIN { print a / b }')"
+  done
+done
+echo "in-proc, cli: vbucket's time / the ffmpeg command's (target <= 1.2x); whole-first: decode"
+echo "and convert the whole clip first, then crop (vbucket_bench decode/whole_clip_first)."
