@@ -11,6 +11,7 @@
 #include "vbucket/epoch_plan.hpp"     // epoch planner
 #include "vbucket/error.hpp"          // vbucket::error
 #include "vbucket/group.hpp"          // group_by_bucket
+#include "vbucket/loader.hpp"         // loader, tensor_traits, clip_decoder
 #include "vbucket/meta.hpp"           // video_meta, meta_table
 #include "vbucket/normalize.hpp"      // THWC uint8 -> CTHW float/bf16 (CPU reference)
 #include "vbucket/numpy_random.hpp"   // numpy_rng, big_seed

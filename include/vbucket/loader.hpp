@@ -1,0 +1,512 @@
+#pragma once
+/// The loader: walks one rank's steps of an epoch schedule, decodes each batch's clips on a
+/// pool of worker threads straight into a staging slot, and hands the trainer ready batches as
+/// its own tensor type.
+///
+///   - A *decoder* (`clip_decoder`) turns one sample into a clip of the bucket's target shape,
+///     written into the memory it is given; it is called from several threads at once. Its
+///     temporal crop is seeded by the task's `seed` (keyed by (seed, epoch, sample)), so a
+///     resumed run decodes the same frames.
+///   - A *tensor adapter* (`tensor_traits<T>`, a customization point like {fmt}'s `formatter`)
+///     wraps (pointer, shape, dtype, layout, device) as the framework's tensor without a copy.
+///   - The batch's memory is a slot of a `staging_ring`: the trainer owns it while it holds the
+///     `loaded_batch`, may `submit` it to the ring for a copy to the GPU (no extra host copy),
+///     or drop it, which returns the buffer to the pool.
+///
+/// Batch shape is kept: a clip that fails to decode is replaced by another sample of the same
+/// bucket, chosen deterministically from (seed, epoch, position, clip, attempt); substitutions
+/// are counted and listed. A batch never comes out short: if every attempt fails the loader
+/// reports an error instead.
+///
+/// Back-pressure: at most `prefetch` batches are decoded ahead of the trainer, and the ring's
+/// slots bound the memory. `stop()` (and the destructor) cancels mid-epoch: workers finish the
+/// clip they are decoding, nothing else starts. `state()` is the planner's resume state after
+/// the batches handed out so far; a loader on `plan.deal(world, state)` continues exactly.
+
+#include <array>               // std::array
+#include <atomic>              // std::atomic
+#include <chrono>              // std::chrono::steady_clock
+#include <condition_variable>  // std::condition_variable
+#include <cstddef>             // std::size_t, std::byte
+#include <cstdint>             // std::uint8_t, std::uint32_t, std::uint64_t
+#include <cstdio>              // std::snprintf
+#include <deque>               // std::deque
+#include <exception>           // std::exception
+#include <memory>              // std::unique_ptr
+#include <mutex>               // std::mutex
+#include <optional>            // std::optional
+#include <span>                // std::span
+#include <stop_token>          // std::stop_source
+#include <string>              // std::string
+#include <thread>              // std::jthread
+#include <utility>             // std::move
+#include <vector>              // std::vector
+
+#include "epoch_plan.hpp"
+#include "error.hpp"
+#include "random.hpp"
+#include "staging.hpp"
+
+namespace vbucket {
+
+// ---------------------------------------------------------------------------------------------
+// Tensors.
+// ---------------------------------------------------------------------------------------------
+
+enum class element_type : std::uint8_t { u8, f32, bf16 };
+enum class clip_layout : std::uint8_t { thwc, cthw };
+enum class device_type : std::uint8_t { cpu, cuda };
+
+constexpr std::size_t element_size(element_type t) noexcept {
+  return t == element_type::u8 ? 1 : t == element_type::f32 ? 4 : 2;
+}
+
+/// A batch in memory, not owned: what a tensor adapter wraps. `shape` is B×T×H×W×C for THWC
+/// and B×C×T×H×W for CTHW, contiguous (row-major).
+struct tensor_view {
+  void* data = nullptr;
+  element_type type = element_type::u8;
+  clip_layout layout = clip_layout::thwc;
+  std::array<std::int64_t, 5> shape{};
+  device_type device = device_type::cpu;
+  int device_index = 0;
+
+  [[nodiscard]] std::size_t elements() const noexcept {
+    std::size_t n = 1;
+    for (const auto d : shape) n *= static_cast<std::size_t>(d);
+    return n;
+  }
+  [[nodiscard]] std::size_t bytes() const noexcept { return elements() * element_size(type); }
+};
+
+/// The customization point: specialise with `static T wrap(const tensor_view&)`, returning a
+/// T that aliases the memory (no copy). The view stays valid while the `loaded_batch` lives.
+template <class T>
+struct tensor_traits;
+
+template <class T>
+concept tensor_adapter = requires(const tensor_view& v) {
+  { tensor_traits<T>::wrap(v) } -> std::same_as<T>;
+};
+
+/// The plain, non-owning tensor: the view itself, with typed access for tests and simple
+/// trainers.
+struct plain_tensor {
+  tensor_view view;
+
+  [[nodiscard]] std::span<std::uint8_t> bytes() const noexcept {
+    return {static_cast<std::uint8_t*>(view.data), view.bytes()};
+  }
+  /// The uint8 value at (b, t, h, w, c) of a THWC batch.
+  [[nodiscard]] std::uint8_t at(std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t w,
+                                std::int64_t c) const noexcept {
+    const auto& s = view.shape;
+    return static_cast<const std::uint8_t*>(
+        view.data)[static_cast<std::size_t>((((b * s[1] + t) * s[2] + h) * s[3] + w) * s[4] + c)];
+  }
+};
+
+template <>
+struct tensor_traits<plain_tensor> {
+  static plain_tensor wrap(const tensor_view& v) { return {v}; }
+};
+
+static_assert(tensor_adapter<plain_tensor>);
+
+// ---------------------------------------------------------------------------------------------
+// Decoders.
+// ---------------------------------------------------------------------------------------------
+
+/// One clip to decode: sample `sample` (a row of the metadata table) at the bucket's target
+/// shape, in `layout`, uint8 RGB; `seed` drives the temporal crop.
+struct clip_task {
+  std::uint32_t sample = 0;
+  std::int64_t frames = 0;
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  clip_layout layout = clip_layout::thwc;
+  std::uint64_t seed = 0;
+
+  [[nodiscard]] std::size_t bytes() const noexcept {
+    return static_cast<std::size_t>(frames * height * width * 3);
+  }
+};
+
+/// `decode(task, out)` writes exactly `task.bytes()` bytes into `out` and returns nullopt, or
+/// returns an error message (or throws; the loader treats both alike). Called concurrently.
+template <class D>
+concept clip_decoder = requires(D& d, const clip_task& t, std::span<std::uint8_t> out) {
+  { d.decode(t, out) } -> std::convertible_to<std::optional<std::string>>;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The loader.
+// ---------------------------------------------------------------------------------------------
+
+struct loader_options {
+  unsigned workers = 2;      ///< decoding threads
+  std::size_t prefetch = 2;  ///< batches decoded ahead of the trainer (≥ 1)
+  clip_layout layout = clip_layout::thwc;
+  unsigned max_attempts = 8;  ///< replacements tried for one failed clip before giving up
+};
+
+/// A failed clip and what replaced it.
+struct substitution {
+  std::uint64_t position = 0;  ///< global position of the batch
+  std::size_t clip = 0;        ///< index within the batch
+  std::uint32_t failed = 0;    ///< the sample that failed
+  std::uint32_t replacement = 0;
+  std::string error;  ///< the decoder's message for `failed`
+};
+
+/// Per-stage figures of a loader, for logs and the end-of-epoch table.
+struct loader_stats {
+  std::uint64_t batches = 0;         ///< handed to the trainer
+  std::uint64_t samples = 0;         ///< clips in those batches
+  std::uint64_t repeat_batches = 0;  ///< of which rank-alignment repeats
+  std::uint64_t decoded = 0;         ///< clips decoded (including failures and replacements)
+  std::uint64_t failed = 0;          ///< decode attempts that failed
+  std::uint64_t substitutions = 0;   ///< clips filled by a replacement sample
+  double decode_seconds = 0;         ///< summed over workers
+  double slot_wait_seconds = 0;      ///< waiting for a staging slot (back-pressure)
+  double trainer_wait_seconds = 0;   ///< the trainer blocked in `next()`
+  double elapsed_seconds = 0;        ///< since construction
+  std::size_t max_ready = 0;         ///< most batches ready ahead of the trainer
+  double mean_ready = 0;             ///< batches ready when the trainer asked, on average
+
+  [[nodiscard]] double samples_per_second() const noexcept {
+    return elapsed_seconds > 0 ? static_cast<double>(samples) / elapsed_seconds : 0.0;
+  }
+};
+
+/// The stats as a small table (one line per figure), for the end of an epoch.
+inline std::string format_loader_stats(const loader_stats& s) {
+  std::string out;
+  char line[160];
+  const auto row = [&](const char* name, double value, const char* unit) {
+    std::snprintf(line, sizeof line, "  %-26s %14.3f %s\n", name, value, unit);
+    out += line;
+  };
+  out += "loader\n";
+  row("batches", static_cast<double>(s.batches), "");
+  row("samples", static_cast<double>(s.samples), "");
+  row("repeat batches", static_cast<double>(s.repeat_batches), "");
+  row("clips decoded", static_cast<double>(s.decoded), "");
+  row("decode failures", static_cast<double>(s.failed), "");
+  row("substitutions", static_cast<double>(s.substitutions), "");
+  row("decode (all workers)", s.decode_seconds, "s");
+  row("wait for a slot", s.slot_wait_seconds, "s");
+  row("trainer waited", s.trainer_wait_seconds, "s");
+  row("elapsed", s.elapsed_seconds, "s");
+  row("batches ready (max)", static_cast<double>(s.max_ready), "");
+  row("batches ready (mean)", s.mean_ready, "");
+  row("throughput", s.samples_per_second(), "samples/s");
+  return out;
+}
+
+template <class Decoder, staging_backend Backend, tensor_adapter Tensor = plain_tensor>
+requires clip_decoder<Decoder>
+class loader {
+ public:
+  using slot_type = typename staging_ring<Backend>::slot;
+
+  /// A ready batch: the tensor (aliasing `slot`), the plan's batch with the sample indices
+  /// actually decoded, and the substitutions made in it. Holding it holds the slot.
+  struct loaded_batch {
+    Tensor tensor;
+    batch info;  ///< bucket, target shape, step, position, repeat; `info.indices` as planned
+    std::vector<std::uint32_t> samples;  ///< what was decoded, clip by clip
+    std::vector<substitution> substitutions;
+    slot_type slot;  ///< the memory; `ring.submit(std::move(slot), ...)` copies it to a GPU
+  };
+
+  /// Starts the workers on steps [first_step, schedule.steps()) of `rank`. The decoder and
+  /// the ring must outlive the loader. Throws `vbucket::error` on a bad rank or option.
+  loader(epoch_schedule schedule, std::uint32_t rank, Decoder& decoder, staging_ring<Backend>& ring,
+         loader_options options = {}, std::uint64_t first_step = 0)
+      : schedule_(std::move(schedule)),
+        rank_(rank),
+        decoder_(decoder),
+        ring_(ring),
+        options_(options),
+        next_step_(first_step),
+        open_step_(first_step),
+        start_(std::chrono::steady_clock::now()) {
+    if (rank_ >= schedule_.world_size())
+      throw error("loader: rank " + std::to_string(rank_) + " is not below the world size " +
+                  std::to_string(schedule_.world_size()));
+    if (options_.workers == 0) throw error("loader: workers must be at least 1");
+    if (options_.prefetch == 0) throw error("loader: prefetch must be at least 1");
+    if (first_step > schedule_.steps())
+      throw error("loader: first step " + std::to_string(first_step) + " is past the " +
+                  std::to_string(schedule_.steps()) + " steps of the schedule");
+    feeder_ = std::jthread([this] { feed(); });
+    for (unsigned w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { work(); });
+  }
+
+  loader(const loader&) = delete;
+  loader& operator=(const loader&) = delete;
+  ~loader() { stop(); }
+
+  /// The next batch of this rank, or nullopt at the end of the epoch (or after `stop()`).
+  /// Throws `vbucket::error` when a batch cannot be filled (every replacement failed) or the
+  /// staging ring fails.
+  std::optional<loaded_batch> next() {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock lock(mutex_);
+    if (next_step_ >= schedule_.steps()) return std::nullopt;
+    std::size_t ready = 0;
+    for (const auto& j : jobs_) {
+      if (j->remaining != 0) break;
+      ++ready;
+    }
+    ready_sum_ += ready;
+    ++ready_samples_;
+    stats_.max_ready = std::max(stats_.max_ready, ready);
+    cv_.wait(lock, [&] {
+      return stopped_ || failure_ || (!jobs_.empty() && jobs_.front()->remaining == 0);
+    });
+    stats_.trainer_wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (failure_) std::rethrow_exception(failure_);
+    if (stopped_ && (jobs_.empty() || jobs_.front()->remaining != 0)) return std::nullopt;
+    std::unique_ptr<job> j = std::move(jobs_.front());
+    jobs_.pop_front();
+    ++next_step_;
+    ++stats_.batches;
+    stats_.samples += j->samples.size();
+    stats_.repeat_batches += j->info.repeat ? 1u : 0u;
+    lock.unlock();
+    cv_.notify_all();  // the feeder may open another batch
+
+    tensor_view view;
+    view.data = j->slot.data().data();
+    view.type = element_type::u8;
+    view.layout = options_.layout;
+    const auto b = static_cast<std::int64_t>(j->samples.size());
+    if (options_.layout == clip_layout::thwc)
+      view.shape = {b, j->info.frames, j->info.height, j->info.width, 3};
+    else
+      view.shape = {b, 3, j->info.frames, j->info.height, j->info.width};
+    return loaded_batch{tensor_traits<Tensor>::wrap(view), j->info, std::move(j->samples),
+                        std::move(j->substitutions), std::move(j->slot)};
+  }
+
+  /// The resume state after the batches handed out so far (steps × world global batches on
+  /// top of the schedule's starting point).
+  [[nodiscard]] plan_state state() const {
+    std::lock_guard lock(mutex_);
+    return {schedule_.plan().seed(), schedule_.plan().epoch(),
+            schedule_.consumed() + next_step_ * schedule_.world_size()};
+  }
+
+  [[nodiscard]] loader_stats stats() const {
+    std::lock_guard lock(mutex_);
+    loader_stats s = stats_;
+    s.decode_seconds = static_cast<double>(decode_ns_.load()) * 1e-9;
+    s.elapsed_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    s.mean_ready =
+        ready_samples_ ? static_cast<double>(ready_sum_) / static_cast<double>(ready_samples_) : 0;
+    return s;
+  }
+
+  /// Cancels: no new clip starts, waiting calls return, threads are joined. Batches already
+  /// handed out stay valid. Idempotent.
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    stop_source_.request_stop();
+    cv_.notify_all();
+    if (feeder_.joinable()) feeder_.join();
+    for (auto& w : workers_)
+      if (w.joinable()) w.join();
+    std::lock_guard lock(mutex_);
+    jobs_.clear();  // unfinished batches give their slots back
+    tasks_.clear();
+  }
+
+ private:
+  struct job {
+    batch info;
+    slot_type slot;
+    std::vector<std::uint32_t> samples;
+    std::vector<substitution> substitutions;
+    std::size_t clip_bytes = 0;
+    std::size_t remaining = 0;  // clips not yet decoded (guarded by mutex_)
+  };
+  struct task {
+    job* j = nullptr;
+    std::size_t clip = 0;
+  };
+
+  void fail(std::exception_ptr e) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!failure_) failure_ = e;
+    }
+    cv_.notify_all();
+  }
+
+  /// Opens batches in step order, at most `prefetch` ahead of the trainer.
+  void feed() {
+    try {
+      while (true) {
+        std::uint64_t step = 0;
+        {
+          std::unique_lock lock(mutex_);
+          cv_.wait(lock, [&] { return stopped_ || open_step_ < next_step_ + options_.prefetch; });
+          if (stopped_ || failure_ || open_step_ >= schedule_.steps()) return;
+          step = open_step_;
+        }
+        auto j = std::make_unique<job>();
+        j->info = schedule_.at(step, rank_);
+        const clip_task shape = task_of(j->info, j->info.indices.empty() ? 0 : j->info.indices[0]);
+        j->clip_bytes = shape.bytes();
+        j->samples.assign(j->info.indices.begin(), j->info.indices.end());
+        j->remaining = j->samples.size();
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [status, s] =
+            ring_.try_acquire_for(std::max<std::size_t>(1, j->clip_bytes * j->samples.size()),
+                                  std::chrono::hours(24), stop_source_.get_token());
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (status != acquire_status::ok) {
+          if (status == acquire_status::closed)
+            throw error("loader: the staging ring was closed under the loader");
+          return;  // cancelled (or a day without a free slot: the trainer is gone)
+        }
+        j->slot = std::move(s);
+        std::lock_guard lock(mutex_);
+        stats_.slot_wait_seconds += waited;
+        if (stopped_) return;
+        for (std::size_t c = 0; c < j->samples.size(); ++c) tasks_.push_back({j.get(), c});
+        if (j->samples.empty()) j->remaining = 0;
+        jobs_.push_back(std::move(j));
+        ++open_step_;
+        cv_.notify_all();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
+  clip_task task_of(const batch& b, std::uint32_t sample) const {
+    clip_task t;
+    t.sample = sample;
+    t.frames = b.frames;
+    t.height = b.height;
+    t.width = b.width;
+    t.layout = options_.layout;
+    // The crop depends on the sample alone (not on where it lands), so reruns agree.
+    t.seed = fast_source(schedule_.plan().seed(), schedule_.plan().epoch())
+                 .stream(sample, 0x63726f70ULL /* "crop" */)
+                 .next_u64();
+    return t;
+  }
+
+  /// Decodes one clip; nullopt on success, else the error message.
+  std::optional<std::string> try_decode(const clip_task& t, std::span<std::uint8_t> out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::optional<std::string> err;
+    try {
+      err = decoder_.decode(t, out);
+    } catch (const std::exception& e) {
+      err = std::string(e.what());
+    } catch (...) {
+      err = std::string("unknown exception from the decoder");
+    }
+    decode_ns_ +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    return err;
+  }
+
+  void work() {
+    try {
+      while (true) {
+        task tk;
+        {
+          std::unique_lock lock(mutex_);
+          cv_.wait(lock, [&] { return stopped_ || failure_ || !tasks_.empty(); });
+          if (stopped_ || failure_) return;
+          tk = tasks_.front();
+          tasks_.pop_front();
+        }
+        job& j = *tk.j;
+        auto* base = reinterpret_cast<std::uint8_t*>(j.slot.data().data());
+        const std::span<std::uint8_t> out(base + tk.clip * j.clip_bytes, j.clip_bytes);
+        const std::uint32_t planned = j.samples[tk.clip];
+        std::uint32_t sample = planned;
+        std::optional<std::string> err = try_decode(task_of(j.info, sample), out);
+        std::uint64_t decoded = 1, failed = err ? 1 : 0;
+        std::optional<substitution> sub;
+        if (err) {
+          sub = substitution{j.info.position, tk.clip, planned, planned, *err};
+          // Replacement candidates: deterministic draws over the bucket's planned slots.
+          const plan_bucket& pb = schedule_.plan().bucket(j.info.bucket);
+          const auto slots = schedule_.plan().slots().subspan(
+              static_cast<std::size_t>(pb.slot_begin),
+              static_cast<std::size_t>(pb.batches * pb.batch_size));
+          auto draws = fast_source(schedule_.plan().seed(), schedule_.plan().epoch())
+                           .stream(j.info.position, 0x7375620000000000ULL + tk.clip);
+          for (unsigned a = 0; a < options_.max_attempts && err && !slots.empty(); ++a) {
+            const std::uint32_t candidate = slots[draws.next_u64() % slots.size()];
+            if (candidate == planned) continue;
+            sample = candidate;
+            err = try_decode(task_of(j.info, sample), out);
+            ++decoded;
+            failed += err ? 1u : 0u;
+          }
+          if (err)
+            throw error("loader: batch at position " + std::to_string(j.info.position) +
+                        " (bucket " + std::to_string(j.info.bucket) + "): sample " +
+                        std::to_string(planned) + " failed (" + sub->error + ") and " +
+                        std::to_string(options_.max_attempts) +
+                        " replacements of its bucket failed too; last: " + *err);
+          sub->replacement = sample;
+        }
+        {
+          std::lock_guard lock(mutex_);
+          stats_.decoded += decoded;
+          stats_.failed += failed;
+          if (sub) {
+            ++stats_.substitutions;
+            j.samples[tk.clip] = sample;
+            j.substitutions.push_back(std::move(*sub));
+          }
+          --j.remaining;
+        }
+        cv_.notify_all();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
+  epoch_schedule schedule_;
+  std::uint32_t rank_;
+  Decoder& decoder_;
+  staging_ring<Backend>& ring_;
+  loader_options options_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<job>> jobs_;  // open batches, in step order
+  std::deque<task> tasks_;                 // clips not yet started
+  std::uint64_t next_step_;                // the step `next()` hands out next
+  std::uint64_t open_step_;                // the step the feeder opens next
+  bool stopped_ = false;
+  std::exception_ptr failure_;
+  loader_stats stats_;
+  std::uint64_t ready_sum_ = 0, ready_samples_ = 0;
+  std::atomic<std::int64_t> decode_ns_{0};
+  std::chrono::steady_clock::time_point start_;
+  std::stop_source stop_source_;
+  std::jthread feeder_;
+  std::vector<std::jthread> workers_;  // last: joined by stop() before the members above go
+};
+
+}  // namespace vbucket
