@@ -1,0 +1,165 @@
+// custom_trainer: the whole data path of a trainer, in one file to copy. Scan a folder of
+// videos and images, bucket them with Open-Sora 2.0's rule, plan the epoch for rank R of W,
+// and load the rank's batches (FFmpeg decoding on worker threads, straight into staging slots)
+// into a stand-in training step that checks every batch's shape.
+//
+//   custom_trainer DIR [--rank R] [--world W] [--workers N] [--seed S] [--compare]
+//
+// --compare also decodes the same clips one by one on this thread and reports how close the
+// loader runs to decode-bound (the sum of the decode times divided by the workers).
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <vbucket/ffmpeg/ffmpeg.hpp>
+#include <vbucket/ffmpeg/file_decoder.hpp>
+#include <vbucket/vbucket.hpp>
+
+namespace {
+
+struct args {
+  std::string dir;
+  std::uint32_t rank = 0, world = 1;
+  unsigned workers = 2;
+  std::uint64_t seed = 42;
+  bool compare = false;
+};
+
+args parse(int argc, char** argv) {
+  args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    const auto value = [&] {
+      if (i + 1 >= argc) throw vbucket::error(k + " needs a value");
+      return std::stoull(argv[++i]);
+    };
+    if (k == "--rank")
+      a.rank = static_cast<std::uint32_t>(value());
+    else if (k == "--world")
+      a.world = static_cast<std::uint32_t>(value());
+    else if (k == "--workers")
+      a.workers = static_cast<unsigned>(value());
+    else if (k == "--seed")
+      a.seed = value();
+    else if (k == "--compare")
+      a.compare = true;
+    else if (a.dir.empty() && k.rfind("--", 0) != 0)
+      a.dir = k;
+    else
+      throw vbucket::error("unknown argument " + k);
+  }
+  if (a.dir.empty()) throw vbucket::error("usage: custom_trainer DIR [--rank R] [--world W] ...");
+  return a;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const args a = parse(argc, argv);
+  vbucket::ffmpeg::quiet_logs();  // bad files are reported through the loader, not stderr
+
+  // 1. Scan: probe every media file (in parallel); unreadable files are reported and skipped.
+  const auto files = vbucket::ffmpeg::list_media(a.dir);
+  const auto probed = vbucket::ffmpeg::probe_all(files, 0);
+  vbucket::meta_table meta;
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (!probed[i]) {
+      std::printf("scan: skipped %s\n", probed[i].error().c_str());
+      continue;
+    }
+    meta.push_back({probed[i]->num_frames, probed[i]->height, probed[i]->width, probed[i]->fps});
+    paths.push_back(files[i]);
+  }
+
+  // 2. Buckets and the epoch plan (the same on every rank, no communication).
+  const vbucket::bucket_config config(std::vector<vbucket::bucket_spec>{{"256px", 1, 1.0, {}, 6},
+                                                                        {"256px", 5, 1.0, {}, 4},
+                                                                        {"256px", 9, 0.5, {}, 3},
+                                                                        {"256px", 17, 1.0, {}, 2}},
+                                      vbucket::opensora_v2_tables{});
+  const vbucket::opensora_v2_rule rule{.fps_max = 16};
+  const std::uint64_t epoch = 0;
+  const auto ids = vbucket::assign_all(config, meta, rule, vbucket::fast_source(a.seed, epoch));
+  const auto plan = vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config,
+                                             {.seed = a.seed, .epoch = epoch});
+  const auto schedule = plan.deal(a.world);
+  std::printf("%zu files, %zu usable; %llu batches in the epoch, %llu steps per rank\n",
+              files.size(), meta.size(), static_cast<unsigned long long>(plan.num_batches()),
+              static_cast<unsigned long long>(schedule.steps()));
+
+  // 3. The loader: FFmpeg decoding into a staging ring sized from the config.
+  const vbucket::ffmpeg::file_decoder decoder(paths, meta, {.fps_max = rule.fps_max});
+  vbucket::host_backend backend;  // vbucket::cuda::pinned_backend on a GPU machine
+  vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 4});
+  ring.reserve_for(config);
+  const auto t0 = std::chrono::steady_clock::now();
+  vbucket::loader<const vbucket::ffmpeg::file_decoder, vbucket::host_backend> loader(
+      schedule, a.rank, decoder, ring, {.workers = a.workers, .prefetch = 2});
+
+  // 4. The stand-in training step.
+  std::uint64_t steps = 0, samples = 0;
+  while (auto batch = loader.next()) {
+    const auto& shape = batch->tensor.view.shape;
+    const std::array<std::int64_t, 5> want = {config.batch_size(batch->info.bucket),
+                                              batch->info.frames, batch->info.height,
+                                              batch->info.width, 3};
+    if (shape != want) {
+      std::fprintf(stderr, "custom_trainer: batch %llu has the wrong shape\n",
+                   static_cast<unsigned long long>(steps));
+      return 1;
+    }
+    for (const auto& s : batch->substitutions)
+      std::printf("step %llu: %s replaced by %s (%s)\n", static_cast<unsigned long long>(steps),
+                  paths[s.failed].c_str(), paths[s.replacement].c_str(), s.error.c_str());
+    samples += static_cast<std::uint64_t>(shape[0]);
+    ++steps;
+  }
+  const double wall = seconds_since(t0);
+  const auto stats = loader.stats();
+  std::printf("rank %u of %u: %llu steps, %llu samples in %.3f s (%.1f samples/s)\n%s", a.rank,
+              a.world, static_cast<unsigned long long>(steps),
+              static_cast<unsigned long long>(samples), wall, static_cast<double>(samples) / wall,
+              vbucket::format_loader_stats(stats).c_str());
+  if (steps != schedule.steps()) return 1;
+
+  if (a.compare) {
+    // The same clips decoded alone, one after another, on this thread.
+    std::vector<std::uint8_t> buffer;
+    double alone = 0;
+    std::uint64_t clips = 0;
+    for (const auto& b : schedule.rank(a.rank)) {
+      for (const auto sample : b.indices) {
+        const vbucket::clip_task task{
+            sample,
+            b.frames,
+            b.height,
+            b.width,
+            vbucket::clip_layout::thwc,
+            vbucket::fast_source(a.seed, epoch).stream(sample, 0x63726f70ULL).next_u64()};
+        buffer.resize(task.bytes());
+        const auto c0 = std::chrono::steady_clock::now();
+        (void)decoder.decode(task, buffer);
+        alone += seconds_since(c0);
+        ++clips;
+      }
+    }
+    const double bound = alone / a.workers;
+    std::printf(
+        "decode alone: %llu clips in %.3f s; decode-bound with %u workers: %.3f s; "
+        "loader: %.3f s = %.2fx the bound\n",
+        static_cast<unsigned long long>(clips), alone, a.workers, bound, wall, wall / bound);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "custom_trainer: error: %s\n", e.what());
+  return 1;
+}
