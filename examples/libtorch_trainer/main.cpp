@@ -1,0 +1,89 @@
+// libtorch_trainer: the loader yielding torch::Tensor. A four-line tensor_traits specialisation
+// wraps each batch's staging slot with torch::from_blob (no copy); the stand-in training step
+// turns it into the model's float CTHW input in [-1, 1] and checks its shape.
+//
+//   libtorch_trainer DIR [--world W] [--rank R]
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <vbucket/ffmpeg/ffmpeg.hpp>
+#include <vbucket/ffmpeg/file_decoder.hpp>
+#include <vbucket/vbucket.hpp>
+
+// The customization point: a vbucket::tensor_view as a torch::Tensor aliasing its memory.
+template <>
+struct vbucket::tensor_traits<torch::Tensor> {
+  static torch::Tensor wrap(const vbucket::tensor_view& v) {
+    const auto dtype = v.type == vbucket::element_type::u8    ? torch::kUInt8
+                       : v.type == vbucket::element_type::f32 ? torch::kFloat32
+                                                              : torch::kBFloat16;
+    const auto device =
+        v.device == vbucket::device_type::cpu
+            ? torch::Device(torch::kCPU)
+            : torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(v.device_index));
+    return torch::from_blob(v.data, {v.shape[0], v.shape[1], v.shape[2], v.shape[3], v.shape[4]},
+                            torch::TensorOptions().dtype(dtype).device(device));
+  }
+};
+static_assert(vbucket::tensor_adapter<torch::Tensor>);
+
+int main(int argc, char** argv) try {
+  if (argc < 2) throw vbucket::error("usage: libtorch_trainer DIR [--world W] [--rank R]");
+  std::uint32_t world = 1, rank = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--world")
+      world = static_cast<std::uint32_t>(std::stoul(argv[i + 1]));
+    else if (k == "--rank")
+      rank = static_cast<std::uint32_t>(std::stoul(argv[i + 1]));
+    else
+      throw vbucket::error("unknown argument " + k);
+  }
+  vbucket::ffmpeg::quiet_logs();
+  const auto files = vbucket::ffmpeg::list_media(argv[1]);
+  const auto probed = vbucket::ffmpeg::probe_all(files, 0);
+  vbucket::meta_table meta;
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < files.size(); ++i)
+    if (probed[i]) {
+      meta.push_back({probed[i]->num_frames, probed[i]->height, probed[i]->width, probed[i]->fps});
+      paths.push_back(files[i]);
+    }
+  const vbucket::bucket_config config(
+      std::vector<vbucket::bucket_spec>{{"256px", 1, 1.0, {}, 4}, {"256px", 5, 1.0, {}, 2}},
+      vbucket::opensora_v2_tables{});
+  const auto ids =
+      vbucket::assign_all(config, meta, vbucket::opensora_v2_rule{}, vbucket::fast_source(3, 0));
+  const auto plan =
+      vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, {.seed = 3});
+
+  const vbucket::ffmpeg::file_decoder decoder(paths, meta);
+  vbucket::host_backend backend;
+  vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 4});
+  vbucket::loader<const vbucket::ffmpeg::file_decoder, vbucket::host_backend, torch::Tensor> loader(
+      plan.deal(world), rank, decoder, ring);
+  std::int64_t samples = 0;
+  while (auto batch = loader.next()) {
+    // B×T×H×W×C uint8 -> B×C×T×H×W float in [-1, 1], the model's input.
+    const torch::Tensor x =
+        batch->tensor.permute({0, 4, 1, 2, 3}).to(torch::kFloat32).div(127.5).sub(1.0);
+    const std::vector<std::int64_t> want = {config.batch_size(batch->info.bucket), 3,
+                                            batch->info.frames, batch->info.height,
+                                            batch->info.width};
+    if (x.sizes().vec() != want) throw vbucket::error("a batch has the wrong shape");
+    if (x.min().item<float>() < -1.0f || x.max().item<float>() > 1.0f)
+      throw vbucket::error("a batch is out of range");
+    samples += x.size(0);
+  }
+  std::printf("rank %u of %u: %lld samples\n%s", rank, world, static_cast<long long>(samples),
+              vbucket::format_loader_stats(loader.stats()).c_str());
+  return samples > 0 ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "libtorch_trainer: error: %s\n", e.what());
+  return 1;
+}
