@@ -53,7 +53,7 @@ median_ms() {
 
 json=$(mktemp)
 trap 'rm -f "$json"' EXIT
-VBUCKET_BENCH_VIDEO_DIR=$media ./build-bench/vbucket_bench --benchmark_filter='decode/' \
+VBUCKET_BENCH_VIDEO_DIR=$media ./build-bench/bench/vbucket_bench --benchmark_filter='decode/' \
   --benchmark_repetitions=10 --benchmark_report_aggregates_only=true \
   --benchmark_out="$json" --benchmark_out_format=json >/dev/null
 # bench_ms NAME: the median real time of a benchmark, in ms.
