@@ -331,6 +331,18 @@ TEST_CASE("ffmpeg: a clip past the end is an error, or padded with the last fram
   // Starting past the end: nothing to repeat, an error even with pad.
   req.start = 60;
   CHECK(!ff::decode_clip(media(name), req, buf).ok());
+  // An image asked for more than its one frame: the error names the file (fuzz_decode found
+  // this path reading the name through a dangling reference; ASan checks it here).
+  auto image = request(1, 3, 2, 16, 16);
+  std::vector<std::uint8_t> small(ff::clip_bytes(image));
+  const auto past = ff::decode_clip(media("image_100x60.png"), image, small);
+  REQUIRE(!past.ok());
+  CHECK(past.error().rfind(media("image_100x60.png") + ": clip too short", 0) == 0);
+  image.start = 0;
+  image.pad = true;
+  const auto padded_image = ff::decode_clip(media("image_100x60.png"), image, small);
+  REQUIRE_MESSAGE(padded_image.ok(), padded_image.error());
+  CHECK(padded_image->frames_padded == 2);
 }
 
 TEST_CASE("ffmpeg: impossible requests are error values naming the file") {
