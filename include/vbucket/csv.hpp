@@ -4,6 +4,10 @@
 /// row, row order = sample index. RFC 4180 quoting (fields may hold commas, quotes and
 /// newlines), CRLF or LF line ends, an optional UTF-8 BOM and an optional final newline.
 /// Empty lines are skipped, as pandas' `read_csv` does, so sample indices match pandas'.
+/// An optional `error` column (as `vbucket scan` writes: the message for a file it could not
+/// read): a row whose `error` is not empty is kept as an unusable sample (0 frames, 0 × 0,
+/// fps unknown) without reading its other fields, so row order stays sample order; the bucket
+/// rules give it `invalid_sample` and plans count it as invalid.
 /// Every problem throws `vbucket::error` with one line naming the file, the row (data rows
 /// count from 1 after the header; the file line is given too) and the column.
 
@@ -298,10 +302,12 @@ inline meta_table parse_meta_csv_into(std::string_view text, const std::string& 
   constexpr std::string_view required[] = {"num_frames", "height", "width", "fps"};
   constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
   std::size_t column_of[4] = {npos, npos, npos, npos};
+  std::size_t error_column = npos;
   std::vector<std::string> names;
   names.reserve(fields.size());
   for (std::size_t i = 0; i < fields.size(); ++i) {
     names.push_back(std::string(trim_blanks(fields[i].value())));
+    if (names.back() == "error" && error_column == npos) error_column = i;
     for (std::size_t r = 0; r < 4; ++r) {
       if (names.back() != required[r]) continue;
       if (column_of[r] != npos)
@@ -334,6 +340,12 @@ inline meta_table parse_meta_csv_into(std::string_view text, const std::string& 
       reader.fail(std::to_string(fields.size()) + (fields.size() == 1 ? " field" : " fields") +
                   ", but the header has " + std::to_string(num_columns) + " columns");
     sample_meta m;
+    if (error_column != npos && !trim_blanks(fields[error_column].value()).empty()) {
+      m = {0, 0, 0, std::numeric_limits<double>::quiet_NaN()};  // unusable: counted invalid
+      table.push_back(m);
+      if (lines) lines->push_back(reader.line());
+      continue;
+    }
     m.num_frames = csv_size(reader, column_of[0], fields[column_of[0]], max_meta_frames);
     m.height = csv_size(reader, column_of[1], fields[column_of[1]], max_side);
     m.width = csv_size(reader, column_of[2], fields[column_of[2]], max_side);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI test of `vbucket scan` and `vbucket decode` (built with the FFmpeg adapter): the metadata
-# CSV a scan writes (failed files in the error column; --skip-failed output read by `vbucket
-# assign`), the list form, the plain progress count off a terminal; decode's output size and
+# CSV a scan writes (failed files in the error column, read by `vbucket assign` as invalid
+# samples; --skip-failed output too), the list form, the plain progress count off a terminal; decode's output size and
 # pixels against the ffmpeg command (PSNR), CTHW, padding, and the error contract. Media are
 # made here with the ffmpeg command. Skipped (exit 0) when the CLI has no scan/decode or the
 # ffmpeg command is missing.
@@ -91,6 +91,11 @@ check "scan --skip-failed: 3 rows" test "$(wc -l <"$tmp/meta_ok.csv")" -eq 4
 expect_ok "assign reads the scan's META.csv" assign --config "$data/config_360p_example.json" \
   --meta "$tmp/meta_ok.csv" --rule opensora-v2 --rng fast --seed 1 --out "$tmp/assign.csv" --quiet
 check "assign: one row per scanned file" test "$(wc -l <"$tmp/assign.csv")" -eq 4
+expect_ok "assign reads the scan's full META.csv (failed rows are invalid samples)" assign \
+  --config "$data/config_360p_example.json" --meta "$tmp/meta.csv" --rule opensora-v2 \
+  --rng fast --seed 1 --out "$tmp/assign_all.csv" --quiet
+check "assign: every scanned row, failed ones included" \
+  test "$(wc -l <"$tmp/assign_all.csv")" -eq "$(wc -l <"$tmp/meta.csv")"
 
 printf '# a list\n%s\n\n%s\n' "$tmp/media/sub/still.png" "$tmp/media/missing.mp4" >"$tmp/list.txt"
 expect_ok "scan a list" scan "$tmp/list.txt" --out "$tmp/list.csv"

@@ -1,5 +1,8 @@
 #include "vbucket/csv.hpp"
 
+#include "vbucket/random.hpp"  // fast_source
+#include "vbucket/rules.hpp"   // opensora_v2_rule
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -296,4 +299,29 @@ TEST_CASE("csv: random quoted paths of every length and offset parse back exactl
     CHECK(m.table.num_frames == frames);
     CHECK(m.lines == lines);
   }
+}
+
+TEST_CASE("csv: rows with an error (vbucket scan's output) are unusable samples, in place") {
+  const auto t = vbucket::parse_meta_csv(
+      "path,num_frames,height,width,fps,duration,codec,error\n"
+      "a.mp4,300,1080,1920,30,10,h264,\n"
+      "bad.mp4,,,,,,,\"bad.mp4: cannot open: Invalid data found, sorry\"\n"
+      "c.mp4,51,480,854,23.976,2.1,vp9,  \n",
+      "meta.csv");
+  REQUIRE(t.size() == 3);
+  CHECK(t.num_frames[0] == 300);
+  CHECK(t.num_frames[1] == 0);  // kept in place, unusable
+  CHECK(t.height[1] == 0);
+  CHECK(t.width[1] == 0);
+  CHECK(std::isnan(t.fps[1]));
+  CHECK(t.num_frames[2] == 51);  // a blank error is no error
+  // The rules count it as invalid rather than dropping it.
+  const auto config =
+      vbucket::bucket_config(std::vector<vbucket::bucket_spec>{{"360p", 1, 1.0, std::nullopt, 4}},
+                             vbucket::opensora_v2_tables{});
+  CHECK(vbucket::opensora_v2_rule{}.assign(config, t[1], 1, vbucket::fast_source(1, 0)) ==
+        vbucket::invalid_sample);
+  // Without an error column, an empty size is still an error.
+  CHECK_THROWS_AS(vbucket::parse_meta_csv("path,num_frames,height,width,fps\nx,,,,\n", "m.csv"),
+                  vbucket::error);
 }

@@ -32,10 +32,10 @@ constexpr std::string_view scan_description =
     "Probes every media file under DIR (recursive; files named .mp4, .mov, .mkv, .webm, .avi,\n"
     ".png, .jpg, ... ) or listed in LIST.txt (one path a line) with FFmpeg, in parallel, and\n"
     "writes META.csv in path order. A file that fails gets its error message in the error\n"
-    "column and empty fields, and the scan goes on (--skip-failed leaves it out, so that\n"
-    "`vbucket assign` reads META.csv as it is). height and width are display sizes (after the\n"
-    "rotation); images have 1 frame and an empty fps. Progress goes to stderr on a terminal,\n"
-    "else a count to stdout.\n"
+    "column and empty fields, and the scan goes on; assign and plan count such rows as\n"
+    "invalid samples (--skip-failed leaves them out). height and width are display sizes\n"
+    "(after the rotation); images have 1 frame and an empty fps. Progress goes to stderr on a\n"
+    "terminal, else a count to stdout.\n"
     "Exit codes: 0 success (also when some files fail), 1 bad data, 2 bad usage.";
 
 std::string number(double v) {
