@@ -237,6 +237,11 @@ class loader {
                   std::to_string(schedule_.world_size()));
     if (options_.workers == 0) throw error("loader: workers must be at least 1");
     if (options_.prefetch == 0) throw error("loader: prefetch must be at least 1");
+    if (ring_.options().slots < options_.prefetch + 1)
+      throw error("loader: the staging ring's " + std::to_string(ring_.options().slots) +
+                  " slots cannot hold " + std::to_string(options_.prefetch) +
+                  " prefetched batches and the one the trainer holds (need at least " +
+                  std::to_string(options_.prefetch + 1) + ")");
     if (first_step > schedule_.steps())
       throw error("loader: first step " + std::to_string(first_step) + " is past the " +
                   std::to_string(schedule_.steps()) + " steps of the schedule");

@@ -21,10 +21,16 @@ constexpr std::string_view file_name = "fuzz.csv";
 
 bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
+/// A row kept as an unusable sample (`error` column not empty): 0 frames, 0 × 0, NaN fps.
+bool unusable(const vbucket::meta_table& t, std::size_t i) {
+  return t.num_frames[i] == 0 && t.height[i] == 0 && t.width[i] == 0 && std::isnan(t.fps[i]);
+}
+
 void check_table(const vbucket::meta_table& t) {
   VBUCKET_FUZZ_CHECK(t.height.size() == t.size() && t.width.size() == t.size() &&
                      t.fps.size() == t.size());
   for (std::size_t i = 0; i < t.size(); ++i) {
+    if (unusable(t, i)) continue;  // a row with a non-empty `error` column
     VBUCKET_FUZZ_CHECK(t.num_frames[i] >= 1 && t.num_frames[i] <= vbucket::max_meta_frames);
     VBUCKET_FUZZ_CHECK(t.height[i] >= 1 && t.height[i] <= vbucket::detail::max_side);
     VBUCKET_FUZZ_CHECK(t.width[i] >= 1 && t.width[i] <= vbucket::detail::max_side);
@@ -34,7 +40,7 @@ void check_table(const vbucket::meta_table& t) {
 
 /// The table as a CSV the reader must read back to the same values.
 std::string to_csv(const vbucket::meta_table& t) {
-  std::string out = "fps,width,path,height,num_frames\r\n";
+  std::string out = "fps,width,path,height,error,num_frames\r\n";
   char buf[64];
   for (std::size_t i = 0; i < t.size(); ++i) {
     if (std::isnan(t.fps[i])) {
@@ -44,7 +50,8 @@ std::string to_csv(const vbucket::meta_table& t) {
       out += buf;
     }
     out += "," + std::to_string(t.width[i]) + ",\"a,\"\"b\"\"\n\"," + std::to_string(t.height[i]) +
-           "," + std::to_string(t.num_frames[i]) + (i % 3 == 0 ? "\n" : "\r\n");
+           (unusable(t, i) ? ",\"bad, file\"," : ", ,") + std::to_string(t.num_frames[i]) +
+           (i % 3 == 0 ? "\n" : "\r\n");
   }
   return out;
 }

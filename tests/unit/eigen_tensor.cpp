@@ -33,7 +33,7 @@ TEST_CASE("eigen tensor: a loaded batch as an Eigen TensorMap (threads)") {
       vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, {.seed = 1});
   frame_decoder decoder;
   vbucket::host_backend backend;
-  vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 2});
+  vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 3});
   vbucket::loader<frame_decoder, vbucket::host_backend, vbucket::eigen::batch_map> l(
       plan.deal(1), 0, decoder, ring);
   int batches = 0;

@@ -173,7 +173,7 @@ TEST_CASE("loader: a clip whose bucket has nothing decodable is an error, not a 
   fake_decoder decoder;
   for (std::uint32_t i = 0; i < 20; ++i) decoder.bad.insert(i);
   vbucket::host_backend backend;
-  host_ring ring(backend, {.slots = 2});
+  host_ring ring(backend, {.slots = 3});
   host_loader l(f.plan.deal(1), 0, decoder, ring, {.workers = 1, .max_attempts = 3});
   std::string message;
   try {
@@ -300,4 +300,9 @@ TEST_CASE("loader: bad arguments are errors") {
   CHECK(message({.workers = 0}, 0, 0) == "loader: workers must be at least 1");
   CHECK(message({.prefetch = 0}, 0, 0) == "loader: prefetch must be at least 1");
   CHECK(message({}, 0, schedule.steps() + 1).find("is past the") != std::string::npos);
+  host_ring small(backend, {.slots = 2});
+  CHECK_THROWS_WITH_AS(host_loader(schedule, 0, decoder, small, {.prefetch = 2}),
+                       "loader: the staging ring's 2 slots cannot hold 2 prefetched batches and "
+                       "the one the trainer holds (need at least 3)",
+                       vbucket::error);
 }
