@@ -44,11 +44,18 @@ void parallel_chunks(std::size_t n, unsigned threads, Fn fn) {
 
 /// Writes the bucket of sample i of `table` to out[i] (`no_bucket` or `invalid_sample` when
 /// there is none). Precondition: out.size() == table.size(). `threads` = 0 uses every core.
+/// A rule with a member `assign_rows(config, table, begin, end, out, source)` (as
+/// `compiled_v2_rule` has) does each thread's rows through it; it must write exactly what
+/// `assign` gives for each row.
 template <class Rule, random_source Source>
 requires bucket_rule<Rule, Source>
 void assign_into(std::span<bucket_id> out, const bucket_config& config, const meta_table& table,
                  const Rule& rule, const Source& source, unsigned threads = 0) {
   detail::parallel_chunks(table.size(), threads, [&](std::size_t b, std::size_t e) {
+    if constexpr (requires { rule.assign_rows(config, table, b, e, out, source); }) {
+      rule.assign_rows(config, table, b, e, out, source);  // the rule's own whole-table path
+      return;
+    }
     const auto* frames = table.num_frames.data();
     const auto* height = table.height.data();
     const auto* width = table.width.data();

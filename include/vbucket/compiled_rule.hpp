@@ -23,11 +23,13 @@
 ///
 /// Precondition of `assign`: `config` is the config the rule was built from.
 
-#include <algorithm>  // std::sort, std::stable_sort, std::unique, std::max, std::copy_n
+#include <algorithm>  // std::sort, std::unique, std::max, std::upper_bound
+#include <bit>        // std::bit_cast
 #include <cmath>      // std::ceil
 #include <cstddef>    // std::size_t, std::ptrdiff_t
 #include <cstdint>    // std::int32_t, std::int64_t, std::uint32_t, std::uint64_t
 #include <limits>     // std::numeric_limits
+#include <span>       // std::span
 #include <vector>     // std::vector
 
 #include "bucket_config.hpp"
@@ -118,18 +120,18 @@ class compiled_v2_rule {
       if (g == groups_.size()) add_group(t, ri);
       group_of[ri] = static_cast<std::int32_t>(g);
     }
-    // Every group's ratios padded with +inf (never ≤ a ratio) to one width, so the count in
-    // closest() has the same trip count whatever the outcome's group.
-    for (const ratio_group& grp : groups_) ratio_width_ = std::max(ratio_width_, grp.n);
-    ratio_width_ = (ratio_width_ + 3) / 4 * 4;
-    std::vector<double> padded(groups_.size() * ratio_width_,
-                               std::numeric_limits<double>::infinity());
-    for (std::size_t g = 0; g < groups_.size(); ++g) {
-      std::copy_n(sorted_.begin() + static_cast<std::ptrdiff_t>(groups_[g].sorted), groups_[g].n,
-                  padded.begin() + static_cast<std::ptrdiff_t>(g * ratio_width_));
-      groups_[g].sorted = g * ratio_width_;
+    // Every group's thresholds padded with +inf (never ≤ a ratio) so that the count in
+    // closest_of() has the same trip count whatever the outcome's group.
+    for (const ratio_group& grp : groups_) cell_span_ = std::max(cell_span_, grp.span);
+    for (ratio_group& grp : groups_) {
+      std::vector<double> padded(
+          thresholds_.begin() + static_cast<std::ptrdiff_t>(grp.thresholds),
+          thresholds_.begin() + static_cast<std::ptrdiff_t>(grp.thresholds + grp.count));
+      padded.resize(grp.count + cell_span_, std::numeric_limits<double>::infinity());
+      grp.thresholds = padded_thresholds_.size();
+      padded_thresholds_.insert(padded_thresholds_.end(), padded.begin(), padded.end());
     }
-    sorted_ = std::move(padded);
+    thresholds_.clear();
 
     // Each row as an alias table (Vose) of width_ columns: outcomes of positive probability,
     // no_bucket, and zero-probability padding. A draw u picks column i = floor(u · width_) and,
@@ -182,6 +184,16 @@ class compiled_v2_rule {
     // The counts in assign() go four at a time: pad with values that never count.
     while (min_pixels_.size() % 4 != 0)
       min_pixels_.push_back(-std::numeric_limits<double>::infinity());
+    // Class by table look-up when the keys are short (they are frame counts): entry t is the
+    // number of keys ≤ t, and every length from the longest key on has the last entry's class.
+    const std::int64_t longest = keys_.empty() ? 0 : keys_.back();
+    if (longest <= max_lut_key) {
+      class_lut_.assign(static_cast<std::size_t>(longest) + 1, 0);
+      for (std::size_t t = 0; t < class_lut_.size(); ++t)
+        class_lut_[t] = static_cast<std::uint16_t>(
+            std::upper_bound(keys_.begin(), keys_.end(), static_cast<std::int64_t>(t)) -
+            keys_.begin());
+    }
     while (keys_.size() % 4 != 0) keys_.push_back(std::numeric_limits<std::int64_t>::max());
     // Exact probabilities, for inspection and tests.
     prob_ = std::move(prob);
@@ -260,6 +272,87 @@ class compiled_v2_rule {
     return o.base < 0 ? no_bucket : id;
   }
 
+  /// The buckets of rows [begin, end) of `table` into out[begin, end): exactly
+  /// `assign(c, table[i], i, source)` for every row, computed in stages over blocks of rows
+  /// (sizes and classes, then the draws and alias picks, then the ratios), so that each stage
+  /// is a short loop whose iterations the CPU overlaps. `assign_into` uses it. Preconditions:
+  /// begin ≤ end ≤ table.size() == out.size(); `c` is the config the rule was built from.
+  template <random_source Source>
+  void assign_rows(const bucket_config& c, const meta_table& table, std::size_t begin,
+                   std::size_t end, std::span<bucket_id> out, const Source& source) const {
+    constexpr std::size_t block = 256;
+    std::uint32_t row[block];
+    double ratio[block];
+    outcome picked[block];
+    std::size_t slow[block];
+    const std::int64_t* const frames = table.num_frames.data();
+    const std::int64_t* const height = table.height.data();
+    const std::int64_t* const width = table.width.data();
+    const double* const fps = table.fps.data();
+    const double fps_max = rule_.fps_max;
+    const double w = static_cast<double>(width_);
+    for (std::size_t b = begin; b < end; b += block) {
+      const std::size_t n = std::min(block, end - b);
+      std::size_t num_slow = 0;
+      // Stage 1: validity, effective length, resolutions too large, class -> alias row, and
+      // the ratio h/w. Invalid rows compute on stand-in sizes 1 and are marked by row = max.
+      for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t i = b + j;
+        const std::int64_t f = frames[i], h = height[i], wd = width[i];
+        const bool valid = (f >= 1) & (static_cast<std::uint64_t>(h - 1) < detail::max_side) &
+                           (static_cast<std::uint64_t>(wd - 1) < detail::max_side);
+        const std::int64_t hs = valid ? h : 1, ws = valid ? wd : 1, fs = valid ? f : 1;
+        const double rate = fps[i];
+        const bool thin = rate >= fps_max;  // false for NaN
+        const double x_raw = rate / fps_max;
+        const bool exact = (!thin | (x_raw < 0x1p52)) & (fs < (std::int64_t{1} << 52));
+        // x = thin and exact ? x_raw : 1, by masking its bits (compilers turn a select of
+        // doubles into a branch, and `thin` is as unpredictable as images are in the data).
+        const std::uint64_t keep = std::uint64_t{0} - static_cast<std::uint64_t>(thin & exact);
+        const double x = std::max(from_bits(bits_of(x_raw) & keep), 1.0);
+        const std::int64_t fe = exact ? fs : 1;
+        double q = static_cast<double>(static_cast<std::int64_t>(x));
+        q += static_cast<double>(q < x);  // ceil(x), exactly, for 1 ≤ x < 2^52
+        const auto t_eff = static_cast<std::int64_t>(static_cast<double>(fe) / q);
+        const double pixels = static_cast<double>(hs * ws);
+        std::size_t r0 = 0;
+        for (std::size_t k = 0; k < min_pixels_.size(); k += 4)
+          r0 += static_cast<std::size_t>(pixels < min_pixels_[k]) +
+                static_cast<std::size_t>(pixels < min_pixels_[k + 1]) +
+                static_cast<std::size_t>(pixels < min_pixels_[k + 2]) +
+                static_cast<std::size_t>(pixels < min_pixels_[k + 3]);
+        const std::size_t r = r0 * num_classes_ + class_of(t_eff);
+        row[j] = valid ? static_cast<std::uint32_t>(r) : invalid_row;
+        ratio[j] = static_cast<double>(hs) / static_cast<double>(ws);
+        slow[num_slow] = j;
+        num_slow += static_cast<std::size_t>(valid & !exact);
+      }
+      // Stage 2: one draw per row and its alias pick.
+      for (std::size_t j = 0; j < n; ++j) {
+        const double u = source.stream(static_cast<std::uint64_t>(b + j), 0).random();
+        const double x = u * w;
+        std::size_t col = static_cast<std::size_t>(x);
+        col = col < width_ ? col : width_ - 1;
+        const std::size_t r = row[j] == invalid_row ? 0 : row[j];
+        const alias_entry& e = entries_[r * width_ + col];
+        picked[j] = e.pick[static_cast<std::size_t>(!(x - static_cast<double>(col) < e.threshold))];
+      }
+      // Stage 3: the closest ratio in the outcome's group.
+      for (std::size_t j = 0; j < n; ++j) {
+        const outcome o = picked[j];
+        const bucket_id id = o.base + static_cast<bucket_id>(closest_of(
+                                          c, static_cast<std::size_t>(o.group), ratio[j]));
+        const bucket_id bucket = o.base < 0 ? no_bucket : id;
+        out[b + j] = row[j] == invalid_row ? invalid_sample : bucket;
+      }
+      // Rows whose sizes or rates are beyond the exact fast arithmetic (never in real data).
+      for (std::size_t k = 0; k < num_slow; ++k) {
+        const std::size_t i = b + slow[k];
+        out[i] = assign(c, table[i], static_cast<std::uint64_t>(i), source);
+      }
+    }
+  }
+
  private:
   struct outcome {
     bucket_id base;      // id of (resolution, key, ratio 0), or no_bucket
@@ -271,11 +364,20 @@ class compiled_v2_rule {
     outcome pick[2];   // the column's own outcome, then its alias
   };
 
+  /// Marks an invalid sample in assign_rows' stage 1.
+  static constexpr std::uint32_t invalid_row = std::numeric_limits<std::uint32_t>::max();
+
   static double clamp01(double p) noexcept { return p >= 1.0 ? 1.0 : (p > 0.0 ? p : 0.0); }
 
   [[nodiscard]] std::size_t image_class() const noexcept { return num_classes_ - 1; }
   /// Video class c: exactly c keys are ≤ t_eff. Image class: t_eff == 1.
   [[nodiscard]] std::size_t class_of(std::int64_t t_eff) const noexcept {
+    if (!class_lut_.empty()) {
+      const std::int64_t last = static_cast<std::int64_t>(class_lut_.size()) - 1;
+      const std::int64_t k = t_eff < 0 ? 0 : (t_eff > last ? last : t_eff);
+      const std::size_t c = class_lut_[static_cast<std::size_t>(k)];
+      return t_eff == 1 ? image_class() : c;
+    }
     std::size_t c = 0;
     for (std::size_t i = 0; i < keys_.size(); i += 4)
       c += static_cast<std::size_t>(keys_[i] <= t_eff) +
@@ -289,43 +391,124 @@ class compiled_v2_rule {
   [[nodiscard]] std::int64_t representative(std::size_t cls) const noexcept {
     return cls == 0 ? 0 : keys_[cls - 1];
   }
-  /// One ratio group's data for aspect_table::closest's branch-free path: the same sentinels,
-  /// first indices and two-candidate condition, built from the table's ratios.
+  /// One ratio group's closest-ratio look-up. Between two adjacent distinct ratios u[p] <
+  /// u[p+1], `aspect_table::closest` (two-candidate rule: the nearer, ties to the earlier table
+  /// entry, distances in floating point) picks u[p] for a prefix of [u[p], u[p+1]) and u[p+1]
+  /// after it, since a - u[p] only grows and u[p+1] - a only shrinks with a. So the answer for
+  /// ratio a is result[number of thresholds ≤ a], with thresholds found exactly once, here, by
+  /// bisecting the doubles between u[p] and u[p+1]. The count is a table look-up on the top bits
+  /// of a (positive doubles order as their bit patterns) and at most `span` compares.
   struct ratio_group {
     std::size_t resolution;  // a resolution of the group (for the table's own closest)
-    std::size_t sorted;      // offset of its ascending ratios in sorted_
-    std::size_t bounded;     // offset of -inf, ratios, +inf in bounded_ (and first_)
-    std::size_t n;
-    bool two_candidates;
+    bool lookup;             // false: use the table's own closest (close or odd ratios)
+    std::size_t thresholds;  // offset of its thresholds in thresholds_ (padded_thresholds_)
+    std::size_t count;       // the number of thresholds
+    std::size_t results;     // offset of its count -> table index map in results_
+    std::size_t cells;       // offset of its cells in cell_base_
+    std::int64_t last_cell;  // its number of cells - 1
+    std::int64_t lo_cell;    // the top bits of the ratio that make cell 0
+    unsigned shift;          // a ratio's cell is (bits >> shift) - lo_cell
+    std::size_t span;        // the most thresholds in one cell above its first value
   };
+
+  static std::uint64_t bits_of(double x) noexcept { return std::bit_cast<std::uint64_t>(x); }
+  static double from_bits(std::uint64_t b) noexcept { return std::bit_cast<double>(b); }
 
   void add_group(const aspect_table& t, std::size_t resolution) {
     const std::size_t n = t.size();
-    std::vector<std::uint32_t> order(n);
-    for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::uint32_t a, std::uint32_t b) { return t[a].ratio < t[b].ratio; });
-    std::vector<double> sorted;
-    for (const std::uint32_t i : order) sorted.push_back(t[i].ratio);
-    std::vector<double> bounded(n + 2, std::numeric_limits<double>::infinity());
-    bounded[0] = -std::numeric_limits<double>::infinity();
-    std::vector<std::uint32_t> first(n + 2, std::numeric_limits<std::uint32_t>::max());
-    for (std::size_t p = 0; p < n; ++p) {
-      bounded[p + 1] = sorted[p];
-      first[p + 1] = order[p];
+    ratio_group grp{};
+    grp.resolution = resolution;
+    // Distinct ratios, ascending, each with the first table index that has it.
+    std::vector<double> u;
+    std::vector<std::uint32_t> first;
+    bool usable = n > 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double r = t[i].ratio;
+      if (!(r > 0.0 && r < 0x1p60)) usable = false;
+      u.push_back(r);
     }
-    for (std::size_t p = 2; p <= n; ++p)
-      if (bounded[p] == bounded[p - 1]) first[p] = std::min(first[p], first[p - 1]);
-    for (std::size_t p = n - 1; p >= 1; --p)
-      if (bounded[p] == bounded[p + 1]) first[p] = std::min(first[p], first[p + 1]);
-    const double apart = std::max(0x1p-26, 0x1p-50 * sorted.back());
-    bool two = true;
-    for (std::size_t p = 1; p < n; ++p)
-      if (sorted[p] != sorted[p - 1] && !(sorted[p] - sorted[p - 1] > apart)) two = false;
-    groups_.push_back({resolution, sorted_.size(), bounded_.size(), n, two});
-    sorted_.insert(sorted_.end(), sorted.begin(), sorted.end());
-    bounded_.insert(bounded_.end(), bounded.begin(), bounded.end());
-    first_.insert(first_.end(), first.begin(), first.end());
+    std::sort(u.begin(), u.end());
+    u.erase(std::unique(u.begin(), u.end()), u.end());
+    for (const double r : u) {
+      std::uint32_t f = std::numeric_limits<std::uint32_t>::max();
+      for (std::size_t i = 0; i < n; ++i)
+        if (t[i].ratio == r) f = std::min(f, static_cast<std::uint32_t>(i));
+      first.push_back(f);
+    }
+    // The table's two-candidate condition (else only its own closest is exact).
+    if (usable) {
+      const double apart = std::max(0x1p-26, 0x1p-50 * u.back());
+      for (std::size_t p = 1; p < u.size(); ++p)
+        if (!(u[p] - u[p - 1] > apart)) usable = false;
+    }
+    grp.lookup = usable;
+    if (!usable) {
+      grp.span = 0;
+      groups_.push_back(grp);
+      return;
+    }
+    std::vector<double> th;
+    for (std::size_t p = 0; p + 1 < u.size(); ++p) {
+      const auto takes_lower = [&](double a) {
+        const double below = a - u[p], above = u[p + 1] - a;
+        return below < above || (below == above && first[p] < first[p + 1]);
+      };
+      std::uint64_t lo = bits_of(u[p]), hi = bits_of(u[p + 1]);  // lower: yes at lo, no at hi
+      while (hi - lo > 1) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        (takes_lower(from_bits(mid)) ? lo : hi) = mid;
+      }
+      th.push_back(from_bits(hi));
+    }
+    // Cells: the fewest top bits that leave at most one threshold inside a cell, within a
+    // table of 8192 cells; else the fewest compares that fit.
+    const auto layout = [&](unsigned shift, std::size_t& span, std::int64_t& lo_cell,
+                            std::int64_t& last) {
+      span = 0;
+      if (th.empty()) {
+        lo_cell = 0;
+        last = 0;
+        return;
+      }
+      lo_cell = static_cast<std::int64_t>(bits_of(th.front()) >> shift) - 1;
+      last = static_cast<std::int64_t>(bits_of(th.back()) >> shift) - lo_cell;
+      for (std::size_t k = 0; k < th.size();) {
+        const std::uint64_t cell = bits_of(th[k]) >> shift;
+        const double cell_min = from_bits(cell << shift);
+        std::size_t inside = 0;
+        for (; k < th.size() && (bits_of(th[k]) >> shift) == cell; ++k)
+          inside += static_cast<std::size_t>(th[k] > cell_min);
+        span = std::max(span, inside);
+      }
+    };
+    unsigned best_shift = 52;
+    std::size_t best_span = std::numeric_limits<std::size_t>::max();
+    for (unsigned m = 0; m <= 16; ++m) {
+      std::size_t span = 0;
+      std::int64_t lo_cell = 0, last = 0;
+      layout(52 - m, span, lo_cell, last);
+      if (last >= 8192) break;
+      if (span < best_span) {
+        best_span = span;
+        best_shift = 52 - m;
+      }
+      if (span <= 1) break;
+    }
+    grp.shift = best_shift;
+    layout(grp.shift, grp.span, grp.lo_cell, grp.last_cell);
+    grp.thresholds = thresholds_.size();
+    grp.count = th.size();
+    thresholds_.insert(thresholds_.end(), th.begin(), th.end());
+    grp.results = results_.size();
+    results_.insert(results_.end(), first.begin(), first.end());
+    grp.cells = cell_base_.size();
+    cell_base_.push_back(0);  // cell 0 lies below every threshold
+    for (std::int64_t c = 1; c <= grp.last_cell; ++c) {
+      const double cell_min = from_bits(static_cast<std::uint64_t>(grp.lo_cell + c) << grp.shift);
+      cell_base_.push_back(static_cast<std::uint32_t>(
+          std::upper_bound(th.begin(), th.end(), cell_min) - th.begin()));
+    }
+    groups_.push_back(grp);
   }
 
  public:
@@ -334,22 +517,21 @@ class compiled_v2_rule {
   /// compares, where a binary search is a chain of dependent loads). Precondition: h, w > 0.
   [[nodiscard]] std::size_t closest(const bucket_config& c, std::size_t g, std::int64_t h,
                                     std::int64_t w) const noexcept {
+    return closest_of(c, g, static_cast<double>(h) / static_cast<double>(w));
+  }
+  /// As `closest`, for the ratio a = h/w already divided out.
+  [[nodiscard]] std::size_t closest_of(const bucket_config& c, std::size_t g,
+                                       double a) const noexcept {
     const ratio_group& grp = groups_[g];
-    const double a = static_cast<double>(h) / static_cast<double>(w);
-    if (!grp.two_candidates || !(a < 0x1p25))
-      return c.resolutions()[grp.resolution].info.table.closest(h, w);
-    std::size_t split = 0;
-    const double* const s = sorted_.data() + grp.sorted;
-    for (std::size_t p = 0; p < ratio_width_; p += 4)
-      split += static_cast<std::size_t>(s[p] <= a) + static_cast<std::size_t>(s[p + 1] <= a) +
-               static_cast<std::size_t>(s[p + 2] <= a) + static_cast<std::size_t>(s[p + 3] <= a);
-    const double* const b = bounded_.data() + grp.bounded;
-    const std::uint32_t* const f = first_.data() + grp.bounded;
-    const double below = a - b[split];  // +inf at the -inf sentinel
-    const double above = b[split + 1] - a;
-    const std::uint32_t lo = f[split], hi = f[split + 1];
-    const bool take_lo = (below < above) | ((below == above) & (lo < hi));
-    return hi + static_cast<std::uint32_t>(take_lo) * (lo - hi);
+    if (!grp.lookup || !(a < 0x1p25) || !(a > 0.0))
+      return c.resolutions()[grp.resolution].info.table.closest_ratio(a);
+    std::int64_t cell = static_cast<std::int64_t>(bits_of(a) >> grp.shift) - grp.lo_cell;
+    cell = cell < 0 ? 0 : cell;
+    cell = cell > grp.last_cell ? grp.last_cell : cell;
+    std::size_t pos = cell_base_[grp.cells + static_cast<std::size_t>(cell)];
+    const double* const t = padded_thresholds_.data() + grp.thresholds + pos;
+    for (std::size_t k = 0; k < cell_span_; ++k) pos += static_cast<std::size_t>(t[k] <= a);
+    return results_[grp.results + pos];
   }
 
  private:
@@ -372,17 +554,20 @@ class compiled_v2_rule {
   std::size_t num_classes_ = 0;
   std::size_t width_ = 0;
   std::size_t slots_ = 0;
-  std::vector<double> min_pixels_;       // per resolution, descending; -inf padding
-  std::vector<std::int64_t> keys_;       // the config's distinct frames keys, ascending; padded
-  std::vector<alias_entry> entries_;     // rows × width_ alias columns
-  std::vector<ratio_group> groups_;      // distinct ratio lists
-  std::size_t ratio_width_ = 0;          // the most ratios of any group
-  std::vector<double> sorted_;           // per group: its ratios, ascending
-  std::vector<double> bounded_;          // per group: -inf, its sorted ratios, +inf
-  std::vector<std::uint32_t> first_;     // per bounded_ slot: first table index of its ratio
-  std::vector<double> prob_;             // rows × slots_ exact probabilities
-  std::vector<double> none_;             // rows: probability of no_bucket
-  std::vector<std::size_t> first_slot_;  // per resolution: its first slot
+  std::vector<double> min_pixels_;  // per resolution, descending; -inf padding
+  std::vector<std::int64_t> keys_;  // the config's distinct frames keys, ascending; padded
+  static constexpr std::int64_t max_lut_key = 1 << 15;  // counts fit uint16
+  std::vector<std::uint16_t> class_lut_;   // length t -> keys ≤ t, when the keys are short
+  std::vector<alias_entry> entries_;       // rows × width_ alias columns
+  std::vector<ratio_group> groups_;        // distinct ratio lists
+  std::size_t cell_span_ = 0;              // the most compares after a cell look-up
+  std::vector<double> thresholds_;         // per group: its thresholds (while building)
+  std::vector<double> padded_thresholds_;  // per group: thresholds, then cell_span_ × +inf
+  std::vector<std::uint32_t> results_;     // per group: threshold count -> table index
+  std::vector<std::uint32_t> cell_base_;   // per group and cell: thresholds ≤ its first value
+  std::vector<double> prob_;               // rows × slots_ exact probabilities
+  std::vector<double> none_;               // rows: probability of no_bucket
+  std::vector<std::size_t> first_slot_;    // per resolution: its first slot
 };
 
 static_assert(bucket_rule<compiled_v2_rule>);

@@ -7,11 +7,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>  // std::sort, std::unique, std::min_element
-#include <cmath>      // std::exp, std::log, std::lgamma, std::abs
+#include <cmath>      // std::exp, std::log, std::lgamma, std::abs, std::nextafter
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::uint64_t, std::int64_t
+#include <iterator>   // std::size
 #include <limits>     // quiet_NaN
 #include <map>        // std::map
+#include <optional>   // std::nullopt
 #include <string>     // std::string
 #include <utility>    // std::pair
 #include <vector>     // std::vector
@@ -380,6 +382,125 @@ TEST_CASE("compiled_rule: invalid metadata, and the same answer for any thread c
                                     vbucket::sample_meta{table.num_frames[i], table.height[i],
                                                          table.width[i], table.fps[i]},
                                     i, source));
+}
+
+TEST_CASE("compiled_rule: the closest-ratio look-up equals the aspect table's on any ratio") {
+  // Random user tables (duplicates, near-ties, 1 to 40 ratios spread over 10^-3..10^3), each
+  // the only resolution of a config, so ratio group 0 is its table.
+  std::uint64_t state = 12345;
+  const auto next = [&] {
+    state += vbucket::detail::golden_gamma;
+    return vbucket::detail::mix64(state);
+  };
+  const auto unit = [&] { return static_cast<double>(next() >> 11) * 0x1.0p-53; };
+  std::size_t checked = 0, lookups = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::size_t n = 1 + next() % 40;
+    std::vector<vbucket::aspect_entry> entries;
+    for (std::size_t i = 0; i < n; ++i) {
+      double ratio = std::exp((unit() * 2.0 - 1.0) * (trial % 3 == 0 ? 6.9 : 1.6));
+      if (i > 0 && next() % 5 == 0) ratio = entries[next() % i].ratio;  // a duplicate
+      if (i > 0 && trial % 7 == 0) ratio = std::nextafter(entries[i - 1].ratio, 10.0);  // close
+      entries.push_back({"r" + std::to_string(i), ratio, 16, 16});
+    }
+    const vbucket::aspect_table table(entries);
+    vbucket::user_tables tables;
+    tables.add("res", 256 * 256, table);
+    const vbucket::bucket_config config({{"res", 17, 1.0, std::nullopt, 4}}, tables);
+    const vbucket::compiled_v2_rule compiled(config, vbucket::opensora_v2_rule{16.0});
+    REQUIRE(compiled.ratio_groups() == 1);
+    std::vector<double> ratios;
+    for (const auto& e : entries) {
+      double a = e.ratio, b = e.ratio;
+      for (int k = 0; k < 4; ++k) {
+        ratios.push_back(a);
+        ratios.push_back(b);
+        a = std::nextafter(a, 0.0);
+        b = std::nextafter(b, 1e9);
+      }
+      for (const auto& f : entries) {  // midpoints, where the answer changes
+        double m = (e.ratio + f.ratio) / 2, m2 = m;
+        for (int k = 0; k < 4; ++k) {
+          ratios.push_back(m);
+          ratios.push_back(m2);
+          m = std::nextafter(m, 0.0);
+          m2 = std::nextafter(m2, 1e9);
+        }
+      }
+    }
+    for (int k = 0; k < 200; ++k) ratios.push_back(std::exp((unit() * 2.0 - 1.0) * 16.0));
+    for (const double a : {0x1p-24, 1e-300, 0x1p24, 0x1p25, 1e300, 1.0}) ratios.push_back(a);
+    for (const double a : ratios) {
+      CAPTURE(trial);
+      CAPTURE(a);
+      CHECK(compiled.closest_of(config, 0, a) == table.closest_ratio(a));
+      CHECK(compiled.closest_of(config, 0, a) == table.linear_closest(a));
+      ++checked;
+    }
+    for (std::int64_t h = 1; h <= 40; ++h)
+      for (std::int64_t w = 1; w <= 40; ++w)
+        CHECK(compiled.closest(config, 0, h, w) == table.closest(h, w));
+    lookups += static_cast<std::size_t>(table.size() > 0);
+  }
+  CHECK(checked > 100'000);
+  CHECK(lookups == 300);
+}
+
+TEST_CASE("compiled_rule: whole-table rows equal the per-sample assignment, edge values too") {
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  constexpr std::int64_t i64max = std::numeric_limits<std::int64_t>::max();
+  vbucket::meta_table table = vbucket::bench::synthetic_table(5'000, 9);
+  const std::int64_t frames[] = {-1,
+                                 0,
+                                 1,
+                                 2,
+                                 5,
+                                 15,
+                                 16,
+                                 17,
+                                 33,
+                                 65,
+                                 97,
+                                 129,
+                                 130,
+                                 1000003,
+                                 (std::int64_t{1} << 52) - 1,
+                                 std::int64_t{1} << 52,
+                                 i64max};
+  const double rates[] = {nan,  -inf, -1.0, 0.0,  1e-300, 7.9,  15.999, 16.0,  16.000001, 23.976,
+                          30.0, 32.0, 48.0, 60.0, 240.0,  1e15, 0x1p56, 1e300, inf};
+  const std::int64_t sides[][2] = {
+      {720, 1280},        {1, 1},           {0, 5},     {5, -3},     {1 << 24, 1}, {1, 1 << 24},
+      {(1 << 24) + 1, 5}, {i64max, i64max}, {256, 256}, {4096, 2160}};
+  for (const auto f : frames)
+    for (const double r : rates)
+      for (const auto& hw : sides) table.push_back({f, hw[0], hw[1], r});
+  for (const double fps_max : {16.0, 7.5, 1e-300, 1e300}) {
+    const vbucket::compiled_v2_rule compiled(config, vbucket::opensora_v2_rule{fps_max});
+    const vbucket::fast_source source(99, 1);
+    std::vector<vbucket::bucket_id> rows(table.size(), 12345);
+    // Ranges that do not start or end on the 256-row blocks.
+    const std::size_t cuts[] = {0, 1, 255, 256, 700, 4999, 5000, 5001, 6000, table.size()};
+    for (std::size_t k = 0; k + 1 < std::size(cuts); ++k)
+      compiled.assign_rows(config, table, cuts[k], cuts[k + 1], rows, source);
+    std::size_t invalid = 0, none = 0, bucketed = 0;
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      const vbucket::bucket_id one = compiled.assign(config, table[i], i, source);
+      CAPTURE(fps_max);
+      CAPTURE(i);
+      CHECK(rows[i] == one);
+      invalid += one == vbucket::invalid_sample;
+      none += one == vbucket::no_bucket;
+      bucketed += one >= 0;
+    }
+    CHECK(invalid > 1000);
+    CHECK(none > 10);
+    CHECK(bucketed > 1000);
+    CHECK(vbucket::assign_all(config, table, compiled, source, 1) == rows);
+  }
 }
 
 #endif  // VBUCKET_TEST_HAS_JSON
