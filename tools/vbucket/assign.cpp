@@ -8,11 +8,13 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <type_traits>  // std::is_same_v
 #include <vector>       // std::vector
 
 #include "cli.hpp"
 #include "vbucket/assign.hpp"
 #include "vbucket/bucket_config.hpp"
+#include "vbucket/compiled_rule.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
 #include "vbucket/random.hpp"
@@ -40,7 +42,9 @@ constexpr std::string_view assign_description =
     "Assigns every row of META.csv (row order = sample index) to a bucket (resolution, frames,\n"
     "aspect ratio) with Open-Sora's rule, and writes OUT.csv with one row per sample; the last\n"
     "six fields are empty when the rule chose no bucket. With --rng numpy the result is\n"
-    "Open-Sora's, draw for draw. Unless --quiet, prints a table of the non-empty buckets.\n"
+    "Open-Sora's, draw for draw; with --rng fast it has Open-Sora's distribution (for\n"
+    "opensora-v2, one draw per sample through the compiled rule, compiled_v2_rule).\n"
+    "Unless --quiet, prints a table of the non-empty buckets.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
 enum class rule_kind { opensora_v2, opensora_v12 };
@@ -231,7 +235,13 @@ int run_assign(const assign_options& o, const Tables& tables, const Rule& rule) 
     const auto w = o.seed.words();
     const std::uint64_t seed64 =
         w.size() > 1 ? (std::uint64_t{w[1]} << 32 | w[0]) : std::uint64_t{w[0]};
-    ids = assign_all(config, meta, rule, fast_source(seed64, 0), o.threads);
+    if constexpr (std::is_same_v<Rule, opensora_v2_rule>) {
+      // Same distribution, one draw per sample: about twice as fast.
+      ids = assign_all(config, meta, compiled_v2_rule(config, rule), fast_source(seed64, 0),
+                       o.threads);
+    } else {
+      ids = assign_all(config, meta, rule, fast_source(seed64, 0), o.threads);
+    }
   }
   write_out_csv(o.out_path, config, ids);
   if (!o.quiet) {

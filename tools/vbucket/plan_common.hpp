@@ -7,11 +7,13 @@
 #include <limits>       // std::numeric_limits
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <type_traits>  // std::is_same_v
 #include <vector>       // std::vector
 
 #include "cli.hpp"
 #include "vbucket/assign.hpp"
 #include "vbucket/bucket_config.hpp"
+#include "vbucket/compiled_rule.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/group.hpp"
@@ -150,7 +152,13 @@ std::vector<bucket_id> assign_with(const plan_flags& f, const bucket_config& con
     const big_seed seed = big_seed::parse(u128_decimal(static_cast<u128>(f.seed) + f.epoch));
     return assign_all(config, meta, rule, numpy_source(seed, config.num_buckets()), f.threads);
   }
-  return assign_all(config, meta, rule, fast_source(f.seed, f.epoch), f.threads);
+  if constexpr (std::is_same_v<Rule, opensora_v2_rule>) {
+    // As `assign --rng fast`: Open-Sora's distribution, one draw per sample.
+    return assign_all(config, meta, compiled_v2_rule(config, rule), fast_source(f.seed, f.epoch),
+                      f.threads);
+  } else {
+    return assign_all(config, meta, rule, fast_source(f.seed, f.epoch), f.threads);
+  }
 }
 }  // namespace plan_detail
 
