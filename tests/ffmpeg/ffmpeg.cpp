@@ -441,6 +441,7 @@ TEST_CASE("ffmpeg: parallel scan of a directory") {
   for (const auto& [name, e] : expected)
     CHECK(std::find(paths.begin(), paths.end(), media(name)) != paths.end());
   CHECK(std::find(paths.begin(), paths.end(), media("expected.csv")) == paths.end());
+  CHECK(std::find(paths.begin(), paths.end(), media("bad_huge.y4m")) != paths.end());
   std::size_t calls = 0, last = 0;
   const auto results = ff::probe_all(paths, 4, {}, [&](std::size_t done, std::size_t total) {
     ++calls;

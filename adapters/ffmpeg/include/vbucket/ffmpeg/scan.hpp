@@ -30,7 +30,7 @@ namespace vbucket::ffmpeg {
 inline constexpr std::string_view media_extensions[] = {
     ".mp4", ".m4v",  ".mov",  ".mkv", ".webm", ".avi", ".flv", ".wmv",
     ".mpg", ".mpeg", ".ts",   ".mts", ".m2ts", ".3gp", ".ogv", ".gif",
-    ".png", ".jpg",  ".jpeg", ".bmp", ".webp", ".tif", ".tiff"};
+    ".y4m", ".png",  ".jpg",  ".jpeg", ".bmp", ".webp", ".tif", ".tiff"};
 
 inline bool is_media_name(const std::filesystem::path& p) {
   std::string ext = p.extension().string();
@@ -90,18 +90,18 @@ inline std::vector<result<video_info>> probe_all(
   threads =
       static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, paths.size())));
   std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
+  std::size_t done = 0;  // guarded by progress_mutex
   std::mutex progress_mutex;
   auto work = [&] {
     for (;;) {
       const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= paths.size()) return;
       results[i] = probe(paths[i], opt);
-      const std::size_t d = done.fetch_add(1, std::memory_order_acq_rel) + 1;
-      if (progress) {
-        const std::lock_guard<std::mutex> lock(progress_mutex);
-        progress(d, paths.size());
-      }
+      // Count and report under one lock, so the callback sees 1, 2, ..., n in order (counting
+      // outside the lock let two threads report their counts out of order).
+      const std::lock_guard<std::mutex> lock(progress_mutex);
+      ++done;
+      if (progress) progress(done, paths.size());
     }
   };
   std::vector<std::thread> pool;
