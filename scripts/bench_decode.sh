@@ -10,7 +10,9 @@
 #         -fps_mode passthrough -frames:v 33 -f rawvideo -pix_fmt rgb24 -y /dev/null
 # for a 33-frame, interval-2 clip at 192x336 starting at frame 0 and at frame 120; plus
 # vbucket_bench decode/whole_clip_first (decode and convert the whole clip, then crop: what
-# reading the whole video first costs). Prints a table of medians and ratios.
+# reading the whole video first costs). Then a 33-frame clip at frames 4000 and 8800 of a
+# 5-minute 360p video, with and without the MP4 sample table (decode/long_video). Prints
+# tables of medians and ratios.
 #
 #   bash scripts/bench_decode.sh
 set -euo pipefail
@@ -31,6 +33,14 @@ for h in 720 1080; do
       "$clip"
   fi
 done
+
+long="$media/h264_360p_300s.mp4"
+if [[ ! -s $long ]]; then
+  echo "making $long"
+  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=size=640x360:rate=30:duration=300" \
+    -c:v libx264 -preset superfast -crf 23 -g 60 -keyint_min 60 -sc_threshold 0 \
+    -pix_fmt yuv420p "$long"
+fi
 
 generator=()
 [[ -f build-bench/CMakeCache.txt ]] || generator=(-G Ninja)
@@ -86,3 +96,13 @@ for h in 720 1080; do
 done
 echo "in-proc, cli: vbucket's time / the ffmpeg command's (target <= 1.2x); whole-first: decode"
 echo "and convert the whole clip first, then crop (vbucket_bench decode/whole_clip_first)."
+
+# Far into a 5-minute video: timestamps from the MP4 sample table against demuxing from the
+# start (clip_request::use_index), in process.
+printf '\n%-28s %14s %14s %8s\n' "long video (360p, 300 s)" "table (ms)" "scan (ms)" ratio
+for s in 4000 8800; do
+  with=$(bench_ms "decode/long_video/start:$s/index:1")
+  without=$(bench_ms "decode/long_video/start:$s/index:0")
+  printf '%-28s %14s %14s %7.2fx\n' "start $s" "$with" "$without" \
+    "$(awk -v a="$with" -v b="$without" 'BEGIN { print a / b }')"
+done

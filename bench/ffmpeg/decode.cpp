@@ -133,6 +133,33 @@ void BM_decode_whole_clip_first(benchmark::State& state) {
   state.counters["frames_decoded"] = static_cast<double>(decoded);
 }
 
+/// A clip far into a long video (5 min, 360p, 30 fps, GOP 60: h264_360p_300s.mp4 from
+/// scripts/bench_decode.sh), with frame timestamps from the MP4 sample table (index:1) or by
+/// demuxing from the file's start (index:0). The gap is what the sample table saves.
+void BM_decode_long_video(benchmark::State& state) {
+  ff::quiet_logs();
+  const char* dir = std::getenv("VBUCKET_BENCH_VIDEO_DIR");
+  const std::string path = dir == nullptr ? "" : std::string(dir) + "/h264_360p_300s.mp4";
+  if (path.empty() || !std::filesystem::exists(path)) {
+    state.SkipWithError("no video: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
+    return;
+  }
+  ff::clip_request req = bench_request(state.range(0));
+  req.use_index = state.range(1) != 0;
+  std::vector<std::uint8_t> out(ff::clip_bytes(req));
+  bool indexed = false;
+  for (auto _ : state) {
+    const auto r = ff::decode_clip(path, req, out);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().c_str());
+      return;
+    }
+    indexed = r->indexed;
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["indexed"] = indexed ? 1 : 0;
+}
+
 void clip_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"height", "start"});
   for (const std::int64_t height : {720, 1080})
@@ -144,3 +171,11 @@ void clip_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_decode_clip)->Name("decode/clip")->Apply(clip_args);
 BENCHMARK(BM_decode_whole_clip_first)->Name("decode/whole_clip_first")->Apply(clip_args);
+BENCHMARK(BM_decode_long_video)
+    ->Name("decode/long_video")
+    ->ArgNames({"start", "index"})
+    ->Args({8800, 0})
+    ->Args({8800, 1})
+    ->Args({4000, 0})
+    ->Args({4000, 1})
+    ->Unit(benchmark::kMillisecond);

@@ -222,9 +222,11 @@ TEST_CASE("ffmpeg: probe matches ffprobe (frames, size, rate, rotation)") {
     } else {
       CHECK(info->fps == doctest::Approx(e.fps).epsilon(1e-6));
       CHECK(info->duration > 0.5);
-      CHECK(info->duration < 5.0);
-      // Matroska/WebM record no frame count: those are counted by decoding.
-      const bool counted = name.ends_with(".mkv") || name.ends_with(".webm");
+      CHECK(info->duration < 30.0);
+      // Matroska/WebM and fragmented MP4 record no frame count up front: those are counted by
+      // decoding.
+      const bool counted =
+          name.ends_with(".mkv") || name.ends_with(".webm") || name.ends_with("_frag.mp4");
       CHECK(info->counted_by ==
             (counted ? ff::frame_count_method::decoded : ff::frame_count_method::container));
       ff::probe_options o;
@@ -287,9 +289,73 @@ TEST_CASE("ffmpeg: decoded pixels match the ffmpeg command (PSNR)") {
     if (exists("vp9_160x90_30fps.webm"))
       check_against_reference("vp9_160x90_30fps.webm", request(16, 7, 3, 64, 64));
   }
+  SUBCASE("deep into a long MP4: timestamps from the sample table") {
+    if (exists("h264_64x48_25fps_long.mp4"))
+      check_against_reference("h264_64x48_25fps_long.mp4", request(433, 8, 3, 32, 48));
+  }
+  SUBCASE("deep into a fragmented MP4 and an open-GOP MP4") {
+    if (exists("h264_64x48_25fps_long_frag.mp4"))
+      check_against_reference("h264_64x48_25fps_long_frag.mp4", request(377, 6, 5, 48, 32));
+    if (exists("h264_64x48_25fps_opengop.mp4"))
+      check_against_reference("h264_64x48_25fps_opengop.mp4", request(451, 7, 2, 32, 32));
+  }
   SUBCASE("png and jpeg images") {
     check_against_reference("image_100x60.png", request(0, 1, 1, 40, 40));
     check_against_reference("image_120x80.jpg", request(0, 1, 1, 60, 90));
+  }
+}
+
+TEST_CASE("ffmpeg: the sample-table start gives the same clip as demuxing from the start") {
+  // Every start from 0 to past the end, several intervals and lengths: the bytes, the padding
+  // and the errors are the same with and without the index; the index is used deep into the
+  // plain and the open-GOP MP4 (whose leading frames, decoded after a keyframe but shown
+  // before it, count from the keyframe on), never in the fragmented one (its table fills as
+  // fragments are read).
+  struct file_case {
+    const char* name;
+    bool expect_indexed;  // for starts well past the first two GOPs
+  };
+  const file_case files[] = {{"h264_64x48_25fps_long.mp4", true},
+                             {"h264_64x48_25fps_long_frag.mp4", false},
+                             {"h264_64x48_25fps_opengop.mp4", true}};
+  for (const auto& fc : files) {
+    if (!exists(fc.name)) continue;
+    const std::string file = fc.name;
+    CAPTURE(file);
+    const std::int64_t total = ff::probe(media(fc.name))->num_frames;
+    REQUIRE(total == 600);
+    std::int64_t indexed = 0, compared = 0;
+    for (std::int64_t start = 0; start < total + 3; start += 37) {
+      for (const auto& [frames, interval] : {std::pair<std::int64_t, std::int64_t>{5, 1}, {4, 7}}) {
+        CAPTURE(start);
+        CAPTURE(frames);
+        CAPTURE(interval);
+        for (bool pad : {false, true}) {
+          auto req = request(start, frames, interval, 24, 32);
+          req.pad = pad;
+          std::vector<std::uint8_t> with(ff::clip_bytes(req)), without(with.size(), 7);
+          const auto a = ff::decode_clip(media(fc.name), req, with);
+          req.use_index = false;
+          const auto b = ff::decode_clip(media(fc.name), req, without);
+          REQUIRE(a.ok() == b.ok());
+          ++compared;
+          if (!a.ok()) {
+            CHECK(a.error() == b.error());
+            continue;
+          }
+          CHECK(!b->indexed);
+          CHECK(a->frames_padded == b->frames_padded);
+          CHECK(a->frames_converted == b->frames_converted);
+          CHECK(with == without);
+          if (a->indexed) ++indexed;
+          if (start >= 150 && start < total - frames * interval)
+            CHECK(a->indexed == fc.expect_indexed);
+          if (start < 50) CHECK(!a->indexed);  // no keyframe a margin before: plain scan
+        }
+      }
+    }
+    CHECK(compared == 68);
+    if (fc.expect_indexed) CHECK(indexed > 30);
   }
 }
 

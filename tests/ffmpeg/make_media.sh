@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Generates the FFmpeg adapter's test media into DIR with the ffmpeg command (small: at most
-# 320x240, at most 3 s), then what ffprobe says about each good file (DIR/expected.csv), and bad
-# files made by mangling good ones. Every frame's hue differs from its neighbours' (hue=H=n),
-# so decoding the wrong frame shows in the PSNR.
+# 320x240, at most 3 s, but for three 64x48 ones of 24 s), then what ffprobe says about each
+# good file (DIR/expected.csv), and bad files made by mangling good ones. Every frame's hue
+# differs from its neighbours' (hue=H=n), so decoding the wrong frame shows in the PSNR.
 #
 #   bash tests/ffmpeg/make_media.sh DIR
 set -euo pipefail
@@ -31,6 +31,13 @@ if have libx264; then
   # Variable frame rate: frames 0-29 1/30 s apart, then 1/10 s apart.
   ff -f lavfi -i "$(src 128 96 30 2)" -vf "setpts='(N+if(gte(N,30),2*(N-30),0))/30/TB'" \
     -fps_mode vfr -c:v libx264 -preset veryfast -g 15 -pix_fmt yuv420p h264_128x96_vfr.mp4
+  # Long enough (600 frames) for clip timestamps to come from the MP4 sample table; the same
+  # stream fragmented (the table is not complete up front), and an open-GOP encoding (frames
+  # decoded after a keyframe but shown before it).
+  ff -f lavfi -i "$(src 64 48 25 24)" -c:v libx264 -preset veryfast -g 50 -bf 3 -pix_fmt yuv420p h264_64x48_25fps_long.mp4
+  ff -i h264_64x48_25fps_long.mp4 -c copy -movflags frag_keyframe+empty_moov h264_64x48_25fps_long_frag.mp4
+  ff -f lavfi -i "$(src 64 48 25 24)" -c:v libx264 -preset veryfast -g 50 -bf 3 -x264-params open_gop=1 \
+    -pix_fmt yuv420p h264_64x48_25fps_opengop.mp4
 fi
 ff -f lavfi -i "$(src 128 96 30 2)" -c:v mpeg4 -q:v 3 -g 15 mpeg4_128x96_30fps.avi
 ff -f lavfi -i "$(src 96 64 60 1)" -c:v mpeg4 -q:v 3 -g 20 -bf 2 mpeg4_96x64_60fps.mp4

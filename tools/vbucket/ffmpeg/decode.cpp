@@ -108,12 +108,13 @@ int cmd_decode(int argc, char** argv) {
     const auto info = ffmpeg::decode_clip(path, req, buffer).value();  // throws on error
     out.write(std::string_view(reinterpret_cast<const char*>(buffer.data()), buffer.size()));
     out.commit();
-    std::printf("%lld frames %lldx%lld (%s) from %s: %lld decoded, %lld padded%s%s\n",
-                static_cast<long long>(req.frames), static_cast<long long>(req.height),
-                static_cast<long long>(req.width), layout.c_str(), one_line(path).c_str(),
-                static_cast<long long>(info.frames_decoded),
-                static_cast<long long>(info.frames_padded), info.seeked ? ", seeked" : "",
-                info.rotation != 0 ? (", rotated " + std::to_string(info.rotation)).c_str() : "");
+    std::printf(
+        "%lld frames %lldx%lld (%s) from %s: %lld decoded, %lld padded%s%s%s\n",
+        static_cast<long long>(req.frames), static_cast<long long>(req.height),
+        static_cast<long long>(req.width), layout.c_str(), one_line(path).c_str(),
+        static_cast<long long>(info.frames_decoded), static_cast<long long>(info.frames_padded),
+        info.indexed ? ", timestamps from the sample table" : "", info.seeked ? ", seeked" : "",
+        info.rotation != 0 ? (", rotated " + std::to_string(info.rotation)).c_str() : "");
     std::fflush(stdout);
     return exit_ok;
   });

@@ -4,27 +4,31 @@
 /// with Open-Sora's geometry (scale so H x W is covered, keeping the aspect ratio, then crop
 /// the middle), honouring the display rotation, as RGB24 bytes in THWC or CTHW order.
 ///
-/// How: the start of the stream is demuxed (not decoded) to map frame indices to timestamps;
-/// then the input seeks to the keyframe before the first wanted frame, decodes up to the last
-/// wanted frame only (non-reference frames that are not wanted are skipped), and converts only
-/// the wanted frames, straight to the target size (libswscale).
+/// How: frame indices are mapped to timestamps by demuxing (not decoding) the stream up to the
+/// last wanted frame; in MP4/MOV, whose sample table lists every packet, demuxing starts at a
+/// keyframe shortly before the first wanted frame instead of at the file's start (checked
+/// against the packets read; any doubt falls back to the whole scan). Then the input seeks to
+/// the keyframe before the first wanted frame, decodes up to the last wanted frame only
+/// (non-reference frames that are not wanted are skipped), and converts only the wanted frames,
+/// straight to the target size (libswscale).
 ///
 ///     vbucket::ffmpeg::clip_request req{.start = 10, .frames = 16, .interval = 2,
 ///                                       .height = 192, .width = 336};
 ///     std::vector<std::uint8_t> buf(vbucket::ffmpeg::clip_bytes(req));
 ///     auto info = vbucket::ffmpeg::decode_clip("clip.mp4", req, buf);  // info.error() if bad
 
-#include <algorithm>  // std::sort, std::binary_search, std::unique, std::max
-#include <cmath>      // std::nearbyint
-#include <cstddef>    // std::size_t
-#include <cstdint>    // std::int64_t, std::uint8_t, std::uint64_t
-#include <cstring>    // std::memcpy
-#include <limits>     // std::numeric_limits
-#include <memory>     // std::unique_ptr
-#include <optional>   // std::optional
-#include <span>       // std::span
-#include <string>     // std::string
-#include <vector>     // std::vector
+#include <algorithm>    // std::sort, std::binary_search, std::unique, std::max
+#include <cmath>        // std::nearbyint
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::int64_t, std::uint8_t, std::uint64_t
+#include <cstring>      // std::memcpy
+#include <limits>       // std::numeric_limits
+#include <memory>       // std::unique_ptr
+#include <optional>     // std::optional
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <vector>       // std::vector
 
 #include "vbucket/ffmpeg/detail/libav.hpp"
 #include "vbucket/ffmpeg/probe.hpp"  // detail::guarded
@@ -88,6 +92,10 @@ struct clip_request {
   int threads = 1;
   /// A video that ends early: false = an error; true = the last decoded frame is repeated.
   bool pad = false;
+  /// MP4/MOV: map frame indices to timestamps from the container's sample table, demuxing
+  /// from shortly before `start` (false: always demux from the file's start; same result,
+  /// slower for clips far into long videos).
+  bool use_index = true;
   resize_filter filter = resize_filter::bilinear;
   ffmpeg::limits limits{};
 };
@@ -115,6 +123,7 @@ struct clip_info {
   int rotation = 0;                ///< clockwise display rotation that was applied
   bool seeked = false;             ///< decoding started at a keyframe found by seeking
   bool presentation_index = true;  ///< false: the stream has no timestamps; output order used
+  bool indexed = false;  ///< frame timestamps demuxed from a keyframe found in the sample table
 };
 
 /// Open-Sora's `temporal_random_crop` start: uniform in [0, max(0, total - frames · interval -
@@ -444,6 +453,114 @@ void decode_frames(decode_session& s, const clip_request& req,
   drain();
 }
 
+/// Timestamps of presentation indices base, base + 1, ... (unsorted), from `indexed_pts`.
+struct indexed_timestamps {
+  std::int64_t base = 0;
+  std::vector<std::int64_t> pts;
+};
+
+/// MP4/MOV only, where the demuxer's index is the sample table: one entry per packet, in
+/// decode order. Finds the last keyframe K whose count of earlier (non-discarded) packets d_K
+/// is at most `start`, and an earlier keyframe K0 at least `margin` packets before it, seeks to
+/// K0 and demuxes from there, collecting the timestamps of K and the packets after it until
+/// presentation indices below `until` are covered (or the stream ends). Presentation index
+/// d_K + r is then the r-th smallest of those, provided K splits the stream: every packet
+/// decoded before K is shown before every packet decoded from K on. That is checked on the
+/// packets read (from where the seek lands on; reordering is assumed to span fewer than
+/// `margin` packets, as in the plain scan), and each packet read must be the table entry
+/// expected (same position and decode time). std::nullopt when any of this does not hold; the
+/// session has then been seeked and must be reopened if `touched` is set.
+inline std::optional<indexed_timestamps> indexed_pts(decode_session& s, std::int64_t start,
+                                                     std::int64_t until, std::int64_t margin,
+                                                     bool& touched) {
+  touched = false;
+  AVFormatContext* fmt = s.in->format();
+  if (fmt->iformat == nullptr || fmt->iformat->name == nullptr ||
+      std::string_view(fmt->iformat->name).substr(0, 4) != "mov,")
+    return std::nullopt;
+  AVStream* st = s.stream;
+  const int entries = avformat_index_get_entries_count(st);
+  // A fragmented file's index grows as fragments are read: only a table that already has
+  // every sample the header announced is trusted.
+  if (entries <= 0 || st->nb_frames != entries) return std::nullopt;
+  struct key {
+    int entry;
+    std::int64_t before;  // non-discarded packets before it
+  };
+  std::vector<key> keys;
+  std::int64_t before = 0;
+  std::int64_t last_dts = std::numeric_limits<std::int64_t>::min();
+  for (int e = 0; e < entries && before <= start; ++e) {
+    const AVIndexEntry* ie = avformat_index_get_entry(st, e);
+    if (ie == nullptr || ie->timestamp <= last_dts) return std::nullopt;
+    last_dts = ie->timestamp;
+    const bool discard = (ie->flags & AVINDEX_DISCARD_FRAME) != 0;
+    if ((ie->flags & AVINDEX_KEYFRAME) != 0 && !discard) keys.push_back({e, before});
+    if (!discard) ++before;
+  }
+  // K: the last keyframe with at most `start` packets before it; K0: the last keyframe at
+  // least `margin` packets before K. Without both (a clip near the start), the plain scan is
+  // as cheap.
+  std::size_t k = keys.size();
+  while (k > 0 && keys[k - 1].before > start) --k;
+  if (k == 0) return std::nullopt;
+  const key kk = keys[k - 1];
+  std::size_t k0 = k - 1;
+  while (k0 > 0 && keys[k0 - 1].before > kk.before - margin) --k0;
+  if (k0 == 0) return std::nullopt;
+  const key kk0 = keys[k0 - 1];
+  if (kk0.entry == 0) return std::nullopt;
+
+  touched = true;
+  // The demuxer may land on an earlier keyframe than asked (MP4 seeks by presentation time):
+  // the packet it lands on is looked up in the table, and demuxing is checked from there.
+  const AVIndexEntry* first = avformat_index_get_entry(st, kk0.entry);
+  if (av_seek_frame(fmt, s.index, first->timestamp, AVSEEK_FLAG_BACKWARD) < 0) return std::nullopt;
+  packet_ptr pkt = make_packet();
+  if (!next_packet(s, pkt.get())) return std::nullopt;
+  int landed = kk0.entry;
+  for (; landed >= 0; --landed) {
+    const AVIndexEntry* ie = avformat_index_get_entry(st, landed);
+    if (ie != nullptr && ie->pos == pkt->pos && ie->timestamp == pkt->dts) break;
+  }
+  if (landed < 0) return std::nullopt;
+  indexed_timestamps out;
+  out.base = kk.before;
+  const std::int64_t count = until - kk.before;  // > 0: start < until
+  out.pts.reserve(static_cast<std::size_t>(std::min<std::int64_t>(count, entries)));
+  std::int64_t max_before_k = std::numeric_limits<std::int64_t>::min();
+  std::int64_t min_from_k = std::numeric_limits<std::int64_t>::max();
+  bool held = true;  // `pkt` holds the packet of entry `landed`
+  for (int e = landed;; ++e) {
+    if (e >= kk.entry && static_cast<std::int64_t>(out.pts.size()) >= count) break;
+    if (!held && !next_packet(s, pkt.get())) {
+      if (e <= kk.entry) return std::nullopt;  // the stream ended before K
+      break;                                   // the whole rest of the stream is in hand
+    }
+    held = false;
+    const AVIndexEntry* ie = e < entries ? avformat_index_get_entry(st, e) : nullptr;
+    const bool discard = (pkt->flags & AV_PKT_FLAG_DISCARD) != 0;
+    const std::int64_t p = pkt->pts, dts = pkt->dts, pos = pkt->pos;
+    av_packet_unref(pkt.get());
+    if (ie == nullptr || pos != ie->pos || dts != ie->timestamp ||
+        discard != ((ie->flags & AVINDEX_DISCARD_FRAME) != 0))
+      return std::nullopt;
+    if (discard) continue;
+    if (p == AV_NOPTS_VALUE) return std::nullopt;
+    if (e < kk.entry) {
+      max_before_k = std::max(max_before_k, p);
+      continue;
+    }
+    min_from_k = std::min(min_from_k, p);
+    out.pts.push_back(p);
+  }
+  // K splits the stream when everything decoded before it is shown before everything decoded
+  // from it on (an open GOP's leading frames, decoded after K but shown before it, are fine:
+  // they are counted among the packets from K on).
+  if (out.pts.empty() || max_before_k >= min_from_k) return std::nullopt;
+  return out;
+}
+
 inline clip_info decode_input(const source& src, const clip_request& req,
                               std::span<std::uint8_t> out) {
   check_request(src.name, req, out.size());
@@ -461,10 +578,22 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   // margin covers decoders' reordering (H.264 reorders at most 16 frames).
   constexpr std::int64_t reorder_margin = 64;
   std::vector<std::int64_t> pts;
+  std::int64_t base = 0;  // pts[r] (once sorted) is presentation index base + r
   // Images and streams without timestamps are decoded in order from the start.
   const bool image = is_image_format(s->in->format());
   bool timestamps = !image;
-  if (timestamps) {
+  if (timestamps && req.use_index) {
+    bool touched = false;
+    auto fast = indexed_pts(*s, req.start, last + reorder_margin + 1, reorder_margin, touched);
+    if (fast) {
+      base = fast->base;
+      pts = std::move(fast->pts);
+      info.indexed = true;
+    } else if (touched) {
+      s = std::make_unique<decode_session>(src, req);
+    }
+  }
+  if (timestamps && !info.indexed) {
     packet_ptr pkt = make_packet();
     for (;;) {
       if (static_cast<std::int64_t>(pts.size()) > last + reorder_margin) break;
@@ -501,15 +630,15 @@ inline clip_info decode_input(const source& src, const clip_request& req,
     std::sort(pts.begin(), pts.end());
     std::vector<std::int64_t> wanted;
     for (std::int64_t j = 0; j < n; ++j) {
-      const std::int64_t i = req.start + j * req.interval;
+      const std::int64_t i = req.start + j * req.interval - base;
       if (i >= static_cast<std::int64_t>(pts.size())) break;
       wanted.push_back(pts[static_cast<std::size_t>(i)]);
     }
     const auto available = static_cast<std::int64_t>(wanted.size());
     if (available < n && (!req.pad || available == 0))
       fail(name, "clip too short: frames " + std::to_string(req.start) + " to " +
-                     std::to_string(last) + " asked, the video has " + std::to_string(pts.size()) +
-                     " frames");
+                     std::to_string(last) + " asked, the video has " +
+                     std::to_string(base + static_cast<std::int64_t>(pts.size())) + " frames");
     std::vector<std::int64_t> sorted_wanted = wanted;
     std::sort(sorted_wanted.begin(), sorted_wanted.end());
     sorted_wanted.erase(std::unique(sorted_wanted.begin(), sorted_wanted.end()),
