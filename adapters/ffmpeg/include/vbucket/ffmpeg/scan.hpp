@@ -28,9 +28,9 @@ namespace vbucket::ffmpeg {
 
 /// File name extensions (lower case, with the dot) that a directory scan probes.
 inline constexpr std::string_view media_extensions[] = {
-    ".mp4", ".m4v",  ".mov",  ".mkv", ".webm", ".avi", ".flv", ".wmv",
-    ".mpg", ".mpeg", ".ts",   ".mts", ".m2ts", ".3gp", ".ogv", ".gif",
-    ".y4m", ".png",  ".jpg",  ".jpeg", ".bmp", ".webp", ".tif", ".tiff"};
+    ".mp4", ".m4v",  ".mov", ".mkv",  ".webm", ".avi",  ".flv", ".wmv",
+    ".mpg", ".mpeg", ".ts",  ".mts",  ".m2ts", ".3gp",  ".ogv", ".gif",
+    ".y4m", ".png",  ".jpg", ".jpeg", ".bmp",  ".webp", ".tif", ".tiff"};
 
 inline bool is_media_name(const std::filesystem::path& p) {
   std::string ext = p.extension().string();
