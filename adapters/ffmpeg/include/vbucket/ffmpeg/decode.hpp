@@ -28,6 +28,7 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <type_traits>  // std::is_enum_v
 #include <vector>       // std::vector
 
 #include "vbucket/ffmpeg/detail/libav.hpp"
@@ -36,6 +37,22 @@
 #include "vbucket/random.hpp"  // vbucket::detail::mix64, vbucket::detail::golden_gamma
 
 namespace vbucket::ffmpeg {
+
+namespace detail {
+
+/// An enum field of an FFmpeg struct as its integer value, read without loading it as the
+/// enum: decoders copy some fields (colour space, range) from the bitstream unchecked, and
+/// loading a value outside the enum's range is undefined behaviour (fuzz_decode found a
+/// colour space of 78).
+template <class E>
+int enum_value(const E& field) noexcept {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+
+}  // namespace detail
 
 /// Byte order of a decoded clip: THWC (frames, rows, columns, RGB) or CTHW (R plane of every
 /// frame, then G, then B).
@@ -191,8 +208,10 @@ class frame_writer {
     const bool planar = req_.layout == layout::cthw;
     constexpr AVPixelFormat dst_format = AV_PIX_FMT_RGB24;
 
+    if (f->format < 0 || f->format >= AV_PIX_FMT_NB)
+      fail(name, "the decoder returned an unknown pixel format " + std::to_string(f->format));
     AVPixelFormat src_format = static_cast<AVPixelFormat>(f->format);
-    int full_range = f->color_range == AVCOL_RANGE_JPEG ? 1 : 0;
+    int full_range = enum_value(f->color_range) == AVCOL_RANGE_JPEG ? 1 : 0;
     switch (src_format) {  // the deprecated "J" formats: the same layout, full range
       case AV_PIX_FMT_YUVJ420P:
         src_format = AV_PIX_FMT_YUV420P;
@@ -221,7 +240,7 @@ class frame_writer {
                      (av_get_pix_fmt_name(src_format) ? av_get_pix_fmt_name(src_format) : "?") +
                      " to RGB");
     int matrix = SWS_CS_DEFAULT;
-    switch (f->colorspace) {
+    switch (enum_value(f->colorspace)) {
       case AVCOL_SPC_BT709:
         matrix = SWS_CS_ITU709;
         break;
