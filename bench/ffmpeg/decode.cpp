@@ -15,6 +15,7 @@
 #include <cstdint>     // std::int64_t, std::uint8_t
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem::exists
+#include <optional>    // std::optional
 #include <string>      // std::string
 #include <vector>      // std::vector
 
@@ -27,11 +28,16 @@ namespace av = vbucket::ffmpeg::detail;
 
 constexpr std::int64_t clip_frames = 33, clip_interval = 2, clip_h = 192, clip_w = 336;
 
-std::string video(std::int64_t height) {
+/// `name` in $VBUCKET_BENCH_VIDEO_DIR, or "" when it is not there.
+std::string bench_file(const std::string& name) {
   const char* dir = std::getenv("VBUCKET_BENCH_VIDEO_DIR");
   if (dir == nullptr) return "";
-  const std::string path = std::string(dir) + "/h264_" + std::to_string(height) + "p_10s.mp4";
+  const std::string path = std::string(dir) + "/" + name;
   return std::filesystem::exists(path) ? path : "";
+}
+
+std::string video(std::int64_t height) {
+  return bench_file("h264_" + std::to_string(height) + "p_10s.mp4");
 }
 
 ff::clip_request bench_request(std::int64_t start) {
@@ -45,6 +51,24 @@ ff::clip_request bench_request(std::int64_t start) {
   return r;
 }
 
+/// The timed loop of decode_clip(path, req); the last clip's info, or none after an error
+/// (reported to `state`).
+std::optional<ff::clip_info> time_decode_clip(benchmark::State& state, const std::string& path,
+                                              const ff::clip_request& req) {
+  std::vector<std::uint8_t> out(ff::clip_bytes(req));
+  std::optional<ff::clip_info> info;
+  for (auto _ : state) {
+    const auto r = ff::decode_clip(path, req, out);
+    if (!r.ok()) {
+      state.SkipWithError(r.error().c_str());
+      return std::nullopt;
+    }
+    info = *r;
+    benchmark::DoNotOptimize(out.data());
+  }
+  return info;
+}
+
 void BM_decode_clip(benchmark::State& state) {
   ff::quiet_logs();
   const std::string path = video(state.range(0));
@@ -52,19 +76,8 @@ void BM_decode_clip(benchmark::State& state) {
     state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
     return;
   }
-  const ff::clip_request req = bench_request(state.range(1));
-  std::vector<std::uint8_t> out(ff::clip_bytes(req));
-  std::int64_t decoded = 0;
-  for (auto _ : state) {
-    const auto r = ff::decode_clip(path, req, out);
-    if (!r.ok()) {
-      state.SkipWithError(r.error().c_str());
-      return;
-    }
-    decoded = r->frames_decoded;
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.counters["frames_decoded"] = static_cast<double>(decoded);
+  const auto info = time_decode_clip(state, path, bench_request(state.range(1)));
+  if (info) state.counters["frames_decoded"] = static_cast<double>(info->frames_decoded);
 }
 
 /// Every frame decoded and converted to full-size RGB24 (as torchvision's read_video), then the
@@ -138,26 +151,15 @@ void BM_decode_whole_clip_first(benchmark::State& state) {
 /// demuxing from the file's start (index:0). The gap is what the sample table saves.
 void BM_decode_long_video(benchmark::State& state) {
   ff::quiet_logs();
-  const char* dir = std::getenv("VBUCKET_BENCH_VIDEO_DIR");
-  const std::string path = dir == nullptr ? "" : std::string(dir) + "/h264_360p_300s.mp4";
-  if (path.empty() || !std::filesystem::exists(path)) {
+  const std::string path = bench_file("h264_360p_300s.mp4");
+  if (path.empty()) {
     state.SkipWithError("no video: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
     return;
   }
   ff::clip_request req = bench_request(state.range(0));
   req.use_index = state.range(1) != 0;
-  std::vector<std::uint8_t> out(ff::clip_bytes(req));
-  bool indexed = false;
-  for (auto _ : state) {
-    const auto r = ff::decode_clip(path, req, out);
-    if (!r.ok()) {
-      state.SkipWithError(r.error().c_str());
-      return;
-    }
-    indexed = r->indexed;
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.counters["indexed"] = indexed ? 1 : 0;
+  const auto info = time_decode_clip(state, path, req);
+  if (info) state.counters["indexed"] = info->indexed ? 1 : 0;
 }
 
 void clip_args(benchmark::internal::Benchmark* b) {

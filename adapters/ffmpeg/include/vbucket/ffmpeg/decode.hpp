@@ -518,8 +518,8 @@ inline std::optional<indexed_timestamps> indexed_pts(decode_session& s, std::int
     if (!discard) ++before;
   }
   // K: the last keyframe with at most `start` packets before it; K0: the last keyframe at
-  // least `margin` packets before K. Without both (a clip near the start), the plain scan is
-  // as cheap.
+  // least `margin` packets before K. Without both, or with K0 the first packet (a clip near
+  // the start), the plain scan costs the same.
   std::size_t k = keys.size();
   while (k > 0 && keys[k - 1].before > start) --k;
   if (k == 0) return std::nullopt;
