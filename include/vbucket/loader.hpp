@@ -7,6 +7,10 @@
 ///     written into the memory it is given; it is called from several threads at once. Its
 ///     temporal crop is seeded by the task's `seed` (keyed by (seed, epoch, sample)), so a
 ///     resumed run decodes the same frames.
+///   - The *output* is uint8 as decoded, or float32 / bfloat16 normalised with the CPU
+///     reference of `normalize.hpp` (mean/std), in THWC or CTHW: the workers convert each clip
+///     as soon as it is decoded (or run the trainer's own `loader_options::convert`), so the
+///     trainer's thread only receives ready tensors.
 ///   - A *tensor adapter* (`tensor_traits<T>`, a customization point like {fmt}'s `formatter`)
 ///     wraps (pointer, shape, dtype, layout, device) as the framework's tensor without a copy.
 ///   - The batch's memory is a slot of a `staging_ring`: the trainer owns it while it holds the
@@ -18,11 +22,16 @@
 /// are counted and listed. A batch never comes out short: if every attempt fails the loader
 /// reports an error instead.
 ///
+/// The loader is an input range: `for (auto& b : loader)` yields each `loaded_batch` (movable
+/// out of the loop, slot and all), as `next()` does. It follows an `epoch_schedule` and a rank,
+/// or any `schedule_source` (a `batch_sampler`) from that source's current state.
+///
 /// Back-pressure: at most `prefetch` batches are decoded ahead of the trainer, and the ring's
 /// slots bound the memory. `stop()` (and the destructor) cancels mid-epoch: workers finish the
 /// clip they are decoding, nothing else starts. `state()` is the planner's resume state after
 /// the batches handed out so far; a loader on `plan.deal(world, state)` continues exactly.
 
+#include <algorithm>           // std::max
 #include <array>               // std::array
 #include <atomic>              // std::atomic
 #include <chrono>              // std::chrono::steady_clock
@@ -32,6 +41,8 @@
 #include <cstdio>              // std::snprintf
 #include <deque>               // std::deque
 #include <exception>           // std::exception
+#include <functional>          // std::function
+#include <iterator>            // std::default_sentinel_t
 #include <memory>              // std::unique_ptr
 #include <mutex>               // std::mutex
 #include <optional>            // std::optional
@@ -44,6 +55,7 @@
 
 #include "epoch_plan.hpp"
 #include "error.hpp"
+#include "normalize.hpp"
 #include "random.hpp"
 #include "staging.hpp"
 
@@ -97,6 +109,11 @@ struct plain_tensor {
   [[nodiscard]] std::span<std::uint8_t> bytes() const noexcept {
     return {static_cast<std::uint8_t*>(view.data), view.bytes()};
   }
+  /// The values as `V` (float for f32, std::uint16_t bits for bf16, std::uint8_t for u8).
+  template <class V>
+  [[nodiscard]] std::span<V> values() const noexcept {
+    return {static_cast<V*>(view.data), view.elements()};
+  }
   /// The uint8 value at (b, t, h, w, c) of a THWC batch.
   [[nodiscard]] std::uint8_t at(std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t w,
                                 std::int64_t c) const noexcept {
@@ -140,14 +157,136 @@ concept clip_decoder = requires(D& d, const clip_task& t, std::span<std::uint8_t
 };
 
 // ---------------------------------------------------------------------------------------------
+// The loader's random streams, by name: a trainer or a test that recomputes what the loader
+// did (the frames of a clip, the replacement of a failed one) calls these.
+// ---------------------------------------------------------------------------------------------
+
+/// The stream of sample `sample`'s temporal crop in epoch `epoch` of a run seeded `seed`. It
+/// depends on the sample alone, not on the batch it lands in, so reruns and resumes agree.
+[[nodiscard]] constexpr fast_stream crop_stream(std::uint64_t seed, std::uint64_t epoch,
+                                                std::uint32_t sample) noexcept {
+  return fast_source(seed, epoch).stream(sample, 0x63726f70ULL /* "crop" */);
+}
+
+/// The crop seed the loader puts in `clip_task::seed`: the first draw of `crop_stream`.
+[[nodiscard]] constexpr std::uint64_t crop_seed(std::uint64_t seed, std::uint64_t epoch,
+                                                std::uint32_t sample) noexcept {
+  fast_stream s = crop_stream(seed, epoch, sample);
+  return s.next_u64();
+}
+
+/// The stream that picks replacements for clip `clip` of the batch at global position
+/// `position` when it fails to decode: draw a is attempt a's candidate, `slots[draw % n]`
+/// over the bucket's n planned slots (a candidate equal to the failed sample is skipped).
+[[nodiscard]] constexpr fast_stream substitution_stream(std::uint64_t seed, std::uint64_t epoch,
+                                                        std::uint64_t position,
+                                                        std::size_t clip) noexcept {
+  return fast_source(seed, epoch).stream(position, 0x7375620000000000ULL /* "sub" */ + clip);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Converting a decoded clip (on the worker threads).
+// ---------------------------------------------------------------------------------------------
+
+/// The built-in conversion of a decoded uint8 THWC clip to float32 or bfloat16, THWC or CTHW,
+/// normalised exactly as `normalize_value` (the CPU reference): y = (x / 255 − mean[c]) / std[c].
+/// A per-channel table of the 256 possible values makes it a load per element, so it costs
+/// little next to the decode.
+class clip_normalizer {
+ public:
+  /// Throws `vbucket::error` when `norm` is invalid.
+  explicit clip_normalizer(const normalization& norm = {}) {
+    norm.validate();
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t x = 0; x < 256; ++x) {
+        f32_[c][x] = normalize_value(static_cast<std::uint8_t>(x), norm.mean[c], norm.std[c]);
+        bf16_[c][x] = to_bfloat16_bits(f32_[c][x]);
+        u8_[c][x] = static_cast<std::uint8_t>(x);
+      }
+  }
+
+  /// Writes `thwc` (frames × height × width × 3 uint8) into `out`, one clip in `out.type` and
+  /// `out.layout` (f32 or bf16; u8 is copied or transposed). `out` holds exactly the clip's
+  /// elements.
+  void operator()(std::span<const std::uint8_t> thwc, const tensor_view& out) const noexcept {
+    switch (out.type) {
+      case element_type::f32:
+        write(thwc, static_cast<float*>(out.data), out.layout, f32_);
+        break;
+      case element_type::bf16:
+        write(thwc, static_cast<std::uint16_t*>(out.data), out.layout, bf16_);
+        break;
+      case element_type::u8:
+        write(thwc, static_cast<std::uint8_t*>(out.data), out.layout, u8_);
+        break;
+    }
+  }
+
+ private:
+  template <class Out>
+  static void write(std::span<const std::uint8_t> in, Out* out, clip_layout layout,
+                    const std::array<std::array<Out, 256>, 3>& table) noexcept {
+    const std::size_t pixels = in.size() / 3;
+    const std::uint8_t* src = in.data();
+    if (layout == clip_layout::thwc) {
+      for (std::size_t p = 0; p < pixels; ++p) {
+        out[3 * p] = table[0][src[3 * p]];
+        out[3 * p + 1] = table[1][src[3 * p + 1]];
+        out[3 * p + 2] = table[2][src[3 * p + 2]];
+      }
+    } else {  // one pass over the pixels, three planes written in sequence
+      Out* r = out;
+      Out* g = out + pixels;
+      Out* b = out + 2 * pixels;
+      for (std::size_t p = 0; p < pixels; ++p) {
+        r[p] = table[0][src[3 * p]];
+        g[p] = table[1][src[3 * p + 1]];
+        b[p] = table[2][src[3 * p + 2]];
+      }
+    }
+  }
+
+  std::array<std::array<float, 256>, 3> f32_{};
+  std::array<std::array<std::uint16_t, 256>, 3> bf16_{};
+  std::array<std::array<std::uint8_t, 256>, 3> u8_{};
+};
+
+/// The customization point for what a worker writes: called once per clip, on the worker that
+/// decoded it, with the task, the decoded clip (uint8 THWC) and the clip's part of the batch
+/// (`out.shape` = 1 × the clip's shape in `out.layout`, `out.type` = the loader's `element`).
+/// It must write all of `out` and may be called concurrently. A throw is the loader's error.
+using clip_converter =
+    std::function<void(const clip_task&, std::span<const std::uint8_t> thwc, const tensor_view&)>;
+
+// ---------------------------------------------------------------------------------------------
 // The loader.
 // ---------------------------------------------------------------------------------------------
 
 struct loader_options {
-  unsigned workers = 2;      ///< decoding threads
-  std::size_t prefetch = 2;  ///< batches decoded ahead of the trainer (≥ 1)
-  clip_layout layout = clip_layout::thwc;
+  unsigned workers = 2;                    ///< decoding threads
+  std::size_t prefetch = 2;                ///< batches decoded ahead of the trainer (≥ 1)
+  clip_layout layout = clip_layout::thwc;  ///< of the batch the trainer receives
   unsigned max_attempts = 8;  ///< replacements tried for one failed clip before giving up
+  /// The batch's element type. f32 and bf16 are normalised with `normalize` on the workers;
+  /// the staging slot is sized for it (`ring.reserve_for(config, 3 * element_size(element))`).
+  element_type element = element_type::u8;
+  normalization normalize{};  ///< mean/std on the [0, 1] scale, for f32 and bf16
+  /// Replaces the built-in conversion (`clip_normalizer`) when set; runs for u8 too.
+  clip_converter convert{};
+};
+
+/// What a loader can follow besides an `epoch_schedule` and a rank: a source of one rank's
+/// batches that exposes the schedule it deals from, its rank, and the resume state its next
+/// batch starts from (a `batch_sampler`, or a trainer's own). The loader copies the schedule (a
+/// shared handle), so the source may move on (`set_epoch`) while the loader runs.
+///
+///     vbucket::loader loader(sampler, decoder, ring, {.workers = 8});
+///     for (auto& batch : loader) train_step(batch.tensor);
+template <class S>
+concept schedule_source = requires(const S& s) {
+  { s.schedule() } -> std::convertible_to<epoch_schedule>;
+  { s.rank() } -> std::convertible_to<std::uint32_t>;
+  { s.state() } -> std::convertible_to<plan_state>;
 };
 
 /// A failed clip and what replaced it.
@@ -168,6 +307,7 @@ struct loader_stats {
   std::uint64_t failed = 0;          ///< decode attempts that failed
   std::uint64_t substitutions = 0;   ///< clips filled by a replacement sample
   double decode_seconds = 0;         ///< summed over workers
+  double convert_seconds = 0;        ///< clip conversion (dtype, layout), summed over workers
   double slot_wait_seconds = 0;      ///< waiting for a staging slot (back-pressure)
   double trainer_wait_seconds = 0;   ///< the trainer blocked in `next()`
   double elapsed_seconds = 0;        ///< since construction
@@ -195,6 +335,7 @@ inline std::string format_loader_stats(const loader_stats& s) {
   row("decode failures", static_cast<double>(s.failed), "");
   row("substitutions", static_cast<double>(s.substitutions), "");
   row("decode (all workers)", s.decode_seconds, "s");
+  row("convert (all workers)", s.convert_seconds, "s");
   row("wait for a slot", s.slot_wait_seconds, "s");
   row("trainer waited", s.trainer_wait_seconds, "s");
   row("elapsed", s.elapsed_seconds, "s");
@@ -228,7 +369,9 @@ class loader {
         rank_(rank),
         decoder_(decoder),
         ring_(ring),
-        options_(options),
+        options_(std::move(options)),
+        normalizer_(options_.normalize),
+        first_step_(first_step),
         next_step_(first_step),
         open_step_(first_step),
         start_(std::chrono::steady_clock::now()) {
@@ -249,9 +392,59 @@ class loader {
     for (unsigned w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { work(); });
   }
 
+  /// Follows `source` (a `batch_sampler`, say) from its current state: its schedule, its rank,
+  /// and the step its state points at. Throws `vbucket::error` when the state is not of the
+  /// schedule's plan or not at a step boundary of it, and as the other constructor.
+  template <schedule_source Source>
+  loader(const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
+         loader_options options = {})
+      : loader(source.schedule(), static_cast<std::uint32_t>(source.rank()), decoder, ring,
+               std::move(options), first_step_of(source.schedule(), source.state())) {}
+
   loader(const loader&) = delete;
   loader& operator=(const loader&) = delete;
   ~loader() { stop(); }
+
+  /// The input iterator of `for (auto& b : loader)`: `*it` is the current batch, which the
+  /// loop body may move from (the slot with it); `++it` drops what is left of it and waits for
+  /// the next. Equal to `end()` (`std::default_sentinel`) after the last batch or `stop()`.
+  class iterator {
+   public:
+    using value_type = loaded_batch;
+    using difference_type = std::ptrdiff_t;
+
+    iterator() = default;
+    explicit iterator(loader* owner) noexcept : owner_(owner) {}
+
+    loaded_batch& operator*() const noexcept { return *owner_->current_; }
+    loaded_batch* operator->() const noexcept { return &*owner_->current_; }
+    iterator& operator++() {
+      owner_->advance();
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept {
+      return it.done();
+    }
+
+   private:
+    [[nodiscard]] bool done() const noexcept { return owner_ == nullptr || !owner_->current_; }
+
+    loader* owner_ = nullptr;
+  };
+
+  /// Waits for the next batch (unless one is current) and points at it. Throws as `next()`.
+  /// One pass: a loop over the loader continues where `next()` or an earlier loop stopped.
+  [[nodiscard]] iterator begin() {
+    if (!current_) advance();
+    return iterator(this);
+  }
+  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+
+  /// Batches this loader hands out in all, from its first step to the end of the schedule.
+  [[nodiscard]] std::uint64_t steps() const noexcept { return schedule_.steps() - first_step_; }
+  [[nodiscard]] const epoch_schedule& schedule() const noexcept { return schedule_; }
+  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
 
   /// The next batch of this rank, or nullopt at the end of the epoch (or after `stop()`).
   /// Throws `vbucket::error` when a batch cannot be filled (every replacement failed) or the
@@ -286,7 +479,7 @@ class loader {
 
     tensor_view view;
     view.data = j->slot.data().data();
-    view.type = element_type::u8;
+    view.type = options_.element;
     view.layout = options_.layout;
     const auto b = static_cast<std::int64_t>(j->samples.size());
     if (options_.layout == clip_layout::thwc)
@@ -309,6 +502,7 @@ class loader {
     std::lock_guard lock(mutex_);
     loader_stats s = stats_;
     s.decode_seconds = static_cast<double>(decode_ns_.load()) * 1e-9;
+    s.convert_seconds = static_cast<double>(convert_ns_.load()) * 1e-9;
     s.elapsed_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     s.mean_ready =
@@ -339,13 +533,40 @@ class loader {
     slot_type slot;
     std::vector<std::uint32_t> samples;
     std::vector<substitution> substitutions;
-    std::size_t clip_bytes = 0;
-    std::size_t remaining = 0;  // clips not yet decoded (guarded by mutex_)
+    std::size_t clip_bytes = 0;     // of one clip in the slot (the output element type)
+    std::size_t decoded_bytes = 0;  // of one decoded uint8 clip
+    std::size_t remaining = 0;      // clips not yet decoded (guarded by mutex_)
   };
   struct task {
     job* j = nullptr;
     std::size_t clip = 0;
   };
+
+  static std::uint64_t first_step_of(const epoch_schedule& schedule, const plan_state& state) {
+    const epoch_plan& p = schedule.plan();
+    if (state.seed != p.seed() || state.epoch != p.epoch())
+      throw error("loader: the source's state " + state.to_string() +
+                  " is not of its schedule's plan (seed " + std::to_string(p.seed()) + ", epoch " +
+                  std::to_string(p.epoch()) + ")");
+    const std::uint64_t world = schedule.world_size();
+    if (state.consumed < schedule.consumed() || (state.consumed - schedule.consumed()) % world != 0)
+      throw error("loader: the source's state " + state.to_string() +
+                  " is not at a step of its schedule (from " + std::to_string(schedule.consumed()) +
+                  " consumed, world size " + std::to_string(world) + ")");
+    return (state.consumed - schedule.consumed()) / world;
+  }
+
+  /// Drops the current batch (its slot goes back first, so the feeder can use it) and waits
+  /// for the next.
+  void advance() {
+    current_.reset();
+    current_ = next();
+  }
+
+  /// Whether the workers convert each decoded clip (else the decoder writes the output).
+  [[nodiscard]] bool converts() const noexcept {
+    return options_.element != element_type::u8 || static_cast<bool>(options_.convert);
+  }
 
   void fail(std::exception_ptr e) {
     {
@@ -369,7 +590,8 @@ class loader {
         auto j = std::make_unique<job>();
         j->info = schedule_.at(step, rank_);
         const clip_task shape = task_of(j->info, j->info.indices.empty() ? 0 : j->info.indices[0]);
-        j->clip_bytes = shape.bytes();
+        j->decoded_bytes = shape.bytes();
+        j->clip_bytes = shape.bytes() * element_size(options_.element);
         j->samples.assign(j->info.indices.begin(), j->info.indices.end());
         j->remaining = j->samples.size();
         const auto t0 = std::chrono::steady_clock::now();
@@ -404,11 +626,8 @@ class loader {
     t.frames = b.frames;
     t.height = b.height;
     t.width = b.width;
-    t.layout = options_.layout;
-    // The crop depends on the sample alone (not on where it lands), so reruns agree.
-    t.seed = fast_source(schedule_.plan().seed(), schedule_.plan().epoch())
-                 .stream(sample, 0x63726f70ULL /* "crop" */)
-                 .next_u64();
+    t.layout = converts() ? clip_layout::thwc : options_.layout;
+    t.seed = crop_seed(schedule_.plan().seed(), schedule_.plan().epoch(), sample);
     return t;
   }
 
@@ -429,7 +648,28 @@ class loader {
     return err;
   }
 
+  /// Writes a decoded clip into its part of the slot, in the output type and layout.
+  void convert(const clip_task& t, std::span<const std::uint8_t> decoded, std::uint8_t* out) {
+    tensor_view clip;
+    clip.data = out;
+    clip.type = options_.element;
+    clip.layout = options_.layout;
+    if (options_.layout == clip_layout::thwc)
+      clip.shape = {1, t.frames, t.height, t.width, 3};
+    else
+      clip.shape = {1, 3, t.frames, t.height, t.width};
+    const auto t0 = std::chrono::steady_clock::now();
+    if (options_.convert)
+      options_.convert(t, decoded, clip);
+    else
+      normalizer_(decoded, clip);
+    convert_ns_ +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+  }
+
   void work() {
+    std::vector<std::uint8_t> scratch;  // a decoded clip waiting for conversion
     try {
       while (true) {
         task tk;
@@ -442,7 +682,9 @@ class loader {
         }
         job& j = *tk.j;
         auto* base = reinterpret_cast<std::uint8_t*>(j.slot.data().data());
-        const std::span<std::uint8_t> out(base + tk.clip * j.clip_bytes, j.clip_bytes);
+        std::uint8_t* const clip_out = base + tk.clip * j.clip_bytes;
+        if (converts() && scratch.size() < j.decoded_bytes) scratch.resize(j.decoded_bytes);
+        const std::span<std::uint8_t> out(converts() ? scratch.data() : clip_out, j.decoded_bytes);
         const std::uint32_t planned = j.samples[tk.clip];
         std::uint32_t sample = planned;
         std::optional<std::string> err = try_decode(task_of(j.info, sample), out);
@@ -455,8 +697,8 @@ class loader {
           const auto slots = schedule_.plan().slots().subspan(
               static_cast<std::size_t>(pb.slot_begin),
               static_cast<std::size_t>(pb.batches * pb.batch_size));
-          auto draws = fast_source(schedule_.plan().seed(), schedule_.plan().epoch())
-                           .stream(j.info.position, 0x7375620000000000ULL + tk.clip);
+          auto draws = substitution_stream(schedule_.plan().seed(), schedule_.plan().epoch(),
+                                           j.info.position, tk.clip);
           for (unsigned a = 0; a < options_.max_attempts && err && !slots.empty(); ++a) {
             const std::uint32_t candidate = slots[draws.next_u64() % slots.size()];
             if (candidate == planned) continue;
@@ -473,6 +715,7 @@ class loader {
                         " replacements of its bucket failed too; last: " + *err);
           sub->replacement = sample;
         }
+        if (converts()) convert(task_of(j.info, sample), out, clip_out);
         {
           std::lock_guard lock(mutex_);
           stats_.decoded += decoded;
@@ -496,6 +739,8 @@ class loader {
   Decoder& decoder_;
   staging_ring<Backend>& ring_;
   loader_options options_;
+  clip_normalizer normalizer_;
+  std::uint64_t first_step_;
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
@@ -508,10 +753,21 @@ class loader {
   loader_stats stats_;
   std::uint64_t ready_sum_ = 0, ready_samples_ = 0;
   std::atomic<std::int64_t> decode_ns_{0};
+  std::atomic<std::int64_t> convert_ns_{0};
+  std::optional<loaded_batch> current_;  // the range's current batch (trainer's thread only)
   std::chrono::steady_clock::time_point start_;
   std::stop_source stop_source_;
   std::jthread feeder_;
   std::vector<std::jthread> workers_;  // last: joined by stop() before the members above go
 };
+
+/// `vbucket::loader l(schedule, rank, decoder, ring)` and `vbucket::loader l(sampler, decoder,
+/// ring)`: the decoder's type as given (const or not), the ring's backend, `plain_tensor`.
+template <class Decoder, class Backend>
+loader(epoch_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_options = {},
+       std::uint64_t = 0) -> loader<Decoder, Backend>;
+template <schedule_source Source, class Decoder, class Backend>
+loader(const Source&, Decoder&, staging_ring<Backend>&, loader_options = {})
+    -> loader<Decoder, Backend>;
 
 }  // namespace vbucket

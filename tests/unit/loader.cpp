@@ -7,15 +7,18 @@
 
 #include <doctest/doctest.h>
 
-#include <atomic>    // std::atomic
-#include <chrono>    // std::chrono::milliseconds
-#include <cstdint>   // std::uint8_t, std::uint32_t
-#include <map>       // std::map
-#include <optional>  // std::optional
-#include <set>       // std::set
-#include <string>    // std::string
-#include <thread>    // std::this_thread::sleep_for
-#include <vector>    // std::vector
+#include <algorithm>  // std::equal, std::all_of
+#include <atomic>     // std::atomic
+#include <chrono>     // std::chrono::milliseconds
+#include <cstdint>    // std::uint8_t, std::uint32_t
+#include <cstring>    // std::memcmp
+#include <map>        // std::map
+#include <mutex>      // std::mutex
+#include <optional>   // std::optional
+#include <set>        // std::set
+#include <string>     // std::string
+#include <thread>     // std::this_thread::sleep_for
+#include <vector>     // std::vector
 
 namespace {
 
@@ -31,9 +34,11 @@ struct fake_decoder {
   std::set<std::uint32_t> bad;
   std::chrono::microseconds delay{0};
   std::atomic<int> calls{0};
+  std::atomic<int> cthw_tasks{0};
 
   std::optional<std::string> decode(const vbucket::clip_task& t, std::span<std::uint8_t> out) {
     ++calls;
+    if (t.layout == vbucket::clip_layout::cthw) ++cthw_tasks;
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     if (out.size() != t.bytes()) return "wrong buffer size";
     if (bad.count(t.sample)) return "sample " + std::to_string(t.sample) + ": corrupt file";
@@ -305,4 +310,283 @@ TEST_CASE("loader: bad arguments are errors") {
                        "loader: the staging ring's 2 slots cannot hold 2 prefetched batches and "
                        "the one the trainer holds (need at least 3)",
                        vbucket::error);
+}
+
+namespace {
+
+/// A stand-in for `batch_sampler`: a schedule, a rank and the state its next batch starts at.
+struct fake_sampler {
+  vbucket::epoch_schedule sched;
+  std::uint32_t r = 0;
+  vbucket::plan_state st;
+
+  [[nodiscard]] vbucket::epoch_schedule schedule() const { return sched; }
+  [[nodiscard]] std::uint32_t rank() const { return r; }
+  [[nodiscard]] vbucket::plan_state state() const { return st; }
+};
+static_assert(vbucket::schedule_source<fake_sampler>);
+static_assert(!vbucket::schedule_source<vbucket::epoch_schedule>);
+
+static_assert(std::ranges::input_range<host_loader>);
+static_assert(
+    std::same_as<std::ranges::range_reference_t<host_loader>, host_loader::loaded_batch&>);
+
+struct seen_batch {
+  std::uint64_t position;
+  std::vector<std::uint32_t> samples;
+  std::vector<std::uint8_t> bytes;
+  bool operator==(const seen_batch&) const = default;
+};
+
+seen_batch seen(const host_loader::loaded_batch& b) {
+  const auto bytes = b.tensor.bytes();
+  return {b.info.position, b.samples, {bytes.begin(), bytes.end()}};
+}
+
+}  // namespace
+
+TEST_CASE("loader: a range over its batches, the same as next() (threads)") {
+  fixture f;
+  fake_decoder decoder;
+  vbucket::host_backend backend;
+  const auto schedule = f.plan.deal(2);
+  std::vector<seen_batch> by_next;
+  {
+    host_ring ring(backend, {.slots = 3});
+    host_loader l(schedule, 1, decoder, ring);
+    while (auto b = l.next()) by_next.push_back(seen(*b));
+  }
+  REQUIRE(by_next.size() == schedule.steps());
+
+  host_ring ring(backend, {.slots = 4});
+  vbucket::loader l(schedule, 1, decoder, ring, {.workers = 2, .prefetch = 2});
+  static_assert(std::same_as<decltype(l), host_loader>);
+  CHECK(l.steps() == schedule.steps());
+  std::vector<seen_batch> by_range;
+  std::optional<host_loader::loaded_batch> kept;  // moved out of the loop, slot and all
+  for (auto& b : l) {
+    if (kept) CHECK(seen(*kept) == by_next[by_range.size() - 1]);  // still valid a step later
+    by_range.push_back(seen(b));
+    CHECK(pixels_match(b, f.plan));
+    kept = std::move(b);
+  }
+  CHECK(by_range == by_next);
+  CHECK(l.begin() == l.end());  // one pass
+  CHECK(l.state().consumed == schedule.steps() * 2);
+
+  // next() and the loop share one position: the loop continues where next() stopped.
+  host_ring ring2(backend, {.slots = 3});
+  host_loader mixed(schedule, 1, decoder, ring2);
+  REQUIRE(mixed.next());
+  std::vector<seen_batch> rest;
+  for (auto& b : mixed) rest.push_back(seen(b));
+  CHECK(rest == std::vector<seen_batch>(by_next.begin() + 1, by_next.end()));
+}
+
+TEST_CASE("loader: follows a schedule source from its state, e.g. a resumed sampler (threads)") {
+  fixture f;
+  fake_decoder decoder;
+  vbucket::host_backend backend;
+  const auto schedule = f.plan.deal(3);
+  REQUIRE(schedule.steps() > 3);
+  const std::uint32_t rank = 2;
+  std::vector<std::uint64_t> want;  // positions of rank 2 from step 2 on
+  for (std::uint64_t s = 2; s < schedule.steps(); ++s)
+    want.push_back(schedule.at(s, rank).position);
+
+  // A source whose schedule starts at the epoch's beginning and whose state is 2 steps in, and
+  // one whose schedule is dealt from that state: the loader continues at the same batch.
+  const vbucket::plan_state state = schedule.state_after(2);
+  for (const auto& source :
+       {fake_sampler{schedule, rank, state}, fake_sampler{f.plan.deal(3, state), rank, state}}) {
+    host_ring ring(backend, {.slots = 3});
+    vbucket::loader l(source, decoder, ring, {.workers = 2});
+    static_assert(std::same_as<decltype(l), host_loader>);
+    CHECK(l.steps() == want.size());
+    std::vector<std::uint64_t> got;
+    for (auto& b : l) {
+      got.push_back(b.info.position);
+      CHECK(pixels_match(b, f.plan));
+    }
+    CHECK(got == want);
+    CHECK(l.state().consumed == schedule.steps() * 3);
+  }
+
+  host_ring ring(backend, {.slots = 3});
+  CHECK_THROWS_WITH_AS(host_loader(fake_sampler{schedule, rank, {5, 3, 0}}, decoder, ring),
+                       "loader: the source's state vbucket-plan seed=5 epoch=3 consumed=0 is not "
+                       "of its schedule's plan (seed 5, epoch 2)",
+                       vbucket::error);
+  CHECK_THROWS_WITH_AS(host_loader(fake_sampler{schedule, rank, {5, 2, 4}}, decoder, ring),
+                       "loader: the source's state vbucket-plan seed=5 epoch=2 consumed=4 is not "
+                       "at a step of its schedule (from 0 consumed, world size 3)",
+                       vbucket::error);
+  CHECK_THROWS_WITH_AS(host_loader(fake_sampler{schedule, 3, state}, decoder, ring),
+                       "loader: rank 3 is not below the world size 3", vbucket::error);
+}
+
+TEST_CASE("loader: float32 and bfloat16 batches are normalised on the worker threads") {
+  fixture f;
+  vbucket::host_backend backend;
+  const vbucket::normalization norm{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+  using vbucket::clip_layout;
+  using vbucket::element_type;
+  for (const auto element : {element_type::f32, element_type::bf16})
+    for (const auto layout : {clip_layout::thwc, clip_layout::cthw}) {
+      CAPTURE(static_cast<int>(element));
+      CAPTURE(static_cast<int>(layout));
+      fake_decoder decoder;
+      host_ring ring(backend, {.slots = 3});
+      host_loader l(f.plan.deal(1), 0, decoder, ring,
+                    {.layout = layout, .element = element, .normalize = norm});
+      std::uint64_t batches = 0;
+      for (auto& b : l) {
+        const auto& v = b.tensor.view;
+        const auto n = static_cast<std::int64_t>(b.samples.size());
+        CHECK(v.type == element);
+        CHECK(v.layout == layout);
+        CHECK(
+            v.shape ==
+            (layout == clip_layout::thwc
+                 ? std::array<std::int64_t, 5>{n, b.info.frames, b.info.height, b.info.width, 3}
+                 : std::array<std::int64_t, 5>{n, 3, b.info.frames, b.info.height, b.info.width}));
+        CHECK(b.slot.data().size() >= v.bytes());  // the slot is sized for the element type
+        // The uint8 THWC batch the decoder wrote, then the CPU reference of normalize.hpp.
+        const vbucket::batch_shape shape{b.samples.size(), static_cast<std::size_t>(b.info.frames),
+                                         static_cast<std::size_t>(b.info.height),
+                                         static_cast<std::size_t>(b.info.width)};
+        std::vector<std::uint8_t> u8(shape.elements());
+        const std::size_t clip = u8.size() / b.samples.size();
+        for (std::size_t c = 0; c < b.samples.size(); ++c)
+          for (std::size_t i = 0; i < clip; ++i)
+            u8[c * clip + i] = pixel(b.samples[c], crop_seed(f.plan, b.samples[c]), i);
+        const auto expect = [&]<class Out>(Out) {
+          std::vector<Out> want(u8.size());
+          if (layout == clip_layout::cthw) {
+            vbucket::normalize_thwc_to_cthw<Out>(u8, want, shape, norm);
+          } else {
+            for (std::size_t i = 0; i < u8.size(); ++i) {
+              const float y = vbucket::normalize_value(u8[i], norm.mean[i % 3], norm.std[i % 3]);
+              if constexpr (std::is_same_v<Out, float>)
+                want[i] = y;
+              else
+                want[i] = vbucket::to_bfloat16_bits(y);
+            }
+          }
+          const auto got = b.tensor.values<Out>();
+          return std::equal(got.begin(), got.end(), want.begin(), want.end(),
+                            [](Out x, Out y) { return std::memcmp(&x, &y, sizeof x) == 0; });
+        };
+        if (element == element_type::f32)
+          CHECK(expect(float{}));
+        else
+          CHECK(expect(std::uint16_t{}));
+        ++batches;
+      }
+      CHECK(batches == f.plan.num_batches());
+      CHECK(decoder.cthw_tasks.load() == 0);  // decoders write THWC uint8; the workers convert
+    }
+}
+
+TEST_CASE("loader: a custom converter runs on the worker threads, once per clip") {
+  fixture f;
+  fake_decoder decoder;
+  vbucket::host_backend backend;
+  host_ring ring(backend, {.slots = 3});
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::atomic<std::uint64_t> clips{0};
+  // Every value of a clip becomes its sample index plus the clip's first decoded byte.
+  const vbucket::clip_converter convert = [&](const vbucket::clip_task& t,
+                                              std::span<const std::uint8_t> thwc,
+                                              const vbucket::tensor_view& out) {
+    {
+      std::lock_guard lock(m);
+      threads.insert(std::this_thread::get_id());
+    }
+    ++clips;
+    CHECK_EQ(thwc.size(), t.bytes());
+    CHECK_EQ(out.elements(), t.bytes());
+    auto* values = static_cast<float*>(out.data);
+    for (std::size_t i = 0; i < out.elements(); ++i)
+      values[i] = static_cast<float>(t.sample) + static_cast<float>(thwc[0]);
+  };
+  host_loader l(f.plan.deal(1), 0, decoder, ring,
+                {.layout = vbucket::clip_layout::cthw,
+                 .element = vbucket::element_type::f32,
+                 .convert = convert});
+  std::uint64_t samples = 0;
+  for (auto& b : l) {
+    const auto values = b.tensor.values<float>();
+    const std::size_t clip = values.size() / b.samples.size();
+    for (std::size_t c = 0; c < b.samples.size(); ++c) {
+      const float want =
+          static_cast<float>(b.samples[c]) +
+          static_cast<float>(pixel(b.samples[c], crop_seed(f.plan, b.samples[c]), 0));
+      CHECK(std::all_of(values.begin() + static_cast<std::ptrdiff_t>(c * clip),
+                        values.begin() + static_cast<std::ptrdiff_t>((c + 1) * clip),
+                        [&](float x) { return x == want; }));
+    }
+    samples += b.samples.size();
+  }
+  CHECK(clips.load() == samples);
+  CHECK(threads.count(std::this_thread::get_id()) == 0);  // never on the trainer's thread
+  CHECK(l.stats().convert_seconds > 0.0);
+
+  // A converter that throws stops the loader with its error.
+  host_ring ring2(backend, {.slots = 3});
+  host_loader failing(f.plan.deal(1), 0, decoder, ring2,
+                      {.convert = [](const vbucket::clip_task&, std::span<const std::uint8_t>,
+                                     const vbucket::tensor_view&) {
+                        throw vbucket::error("my conversion failed");
+                      }});
+  CHECK_THROWS_WITH_AS((void)failing.next(), "my conversion failed", vbucket::error);
+  // An invalid normalization is refused up front.
+  vbucket::loader_options bad;
+  bad.element = vbucket::element_type::bf16;
+  bad.normalize.std[1] = 0.0f;
+  CHECK_THROWS_WITH_AS(host_loader(f.plan.deal(1), 0, decoder, ring2, bad),
+                       "normalization: std[1] must be finite and > 0", vbucket::error);
+}
+
+TEST_CASE("loader: the crop and substitution streams are the public functions (threads)") {
+  fixture f;
+  fake_decoder decoder;
+  decoder.bad = {3, 10, 11, 42, 77};
+  vbucket::host_backend backend;
+  const auto schedule = f.plan.deal(2);
+  // The documented definitions: the crop seed is the first draw of crop_stream.
+  auto stream = vbucket::crop_stream(5, 2, 17);
+  CHECK(vbucket::crop_seed(5, 2, 17) == stream.next_u64());
+  CHECK(vbucket::crop_seed(5, 2, 17) != vbucket::crop_seed(5, 3, 17));
+  CHECK(vbucket::crop_seed(5, 2, 17) == crop_seed(f.plan, 17));
+  std::uint64_t checked = 0;
+  for (std::uint32_t rank = 0; rank < 2; ++rank) {
+    host_ring ring(backend, {.slots = 3});
+    host_loader l(schedule, rank, decoder, ring);
+    for (auto& b : l) {
+      CHECK(pixels_match(b, f.plan));  // decoded with crop_seed(seed, epoch, sample)
+      const vbucket::plan_bucket& pb = f.plan.bucket(b.info.bucket);
+      const auto slots =
+          f.plan.slots().subspan(static_cast<std::size_t>(pb.slot_begin),
+                                 static_cast<std::size_t>(pb.batches * pb.batch_size));
+      for (const auto& s : b.substitutions) {
+        // Replay: draw candidates from the bucket's slots, skip the failed sample, take the
+        // first that decodes.
+        auto draws = vbucket::substitution_stream(5, 2, b.info.position, s.clip);
+        std::uint32_t want = s.failed;
+        while (true) {
+          const std::uint32_t candidate = slots[draws.next_u64() % slots.size()];
+          if (candidate == s.failed) continue;
+          if (!decoder.bad.count(candidate)) {
+            want = candidate;
+            break;
+          }
+        }
+        CHECK(s.replacement == want);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 0);
 }
