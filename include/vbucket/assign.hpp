@@ -1,11 +1,14 @@
 #pragma once
 /// Whole-table assignment: every sample of a `meta_table` (or any range of `video_meta`)
 /// through a bucket rule, in parallel. The result is independent of the thread count,
-/// because each sample's draws depend only on its index.
+/// because each sample's draws depend only on its index. `opensora_v2_rule` with `fast_source`
+/// runs through `compiled_v2_rule` on large tables (the same buckets, faster).
 
 #include <algorithm>    // std::min
+#include <concepts>     // std::same_as
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::uint64_t
+#include <limits>       // std::numeric_limits
 #include <span>         // std::span
 #include <thread>       // std::thread
 #include <type_traits>  // std::remove_cvref_t
@@ -13,6 +16,7 @@
 #include <vector>       // std::vector
 
 #include "bucket_config.hpp"
+#include "compiled_rule.hpp"
 #include "meta.hpp"
 #include "random.hpp"
 #include "rules.hpp"
@@ -47,10 +51,31 @@ void parallel_chunks(std::size_t n, unsigned threads, Fn fn) {
 /// A rule with a member `assign_rows(config, table, begin, end, out, source)` (as
 /// `compiled_v2_rule` has) does each thread's rows through it; it must write exactly what
 /// `assign` gives for each row.
+namespace detail {
+/// Whole tables of at least this many samples assigned by Open-Sora 2.0's rule with the fast
+/// draws go through `compiled_v2_rule`, whose tables cost a few microseconds to build and
+/// which gives exactly the same buckets.
+inline constexpr std::size_t compile_v2_from = std::size_t{1} << 12;
+template <class Rule, class Source>
+inline constexpr bool compiles_v2 =
+    std::same_as<Rule, opensora_v2_rule>&& std::same_as<Source, fast_source>;
+/// Whether `compiled_v2_rule` can be built for the rule (it validates it; the rule alone
+/// accepts an invalid fps_max without throwing).
+inline bool compilable(const opensora_v2_rule& rule) noexcept {
+  return rule.fps_max > 0.0 && rule.fps_max < std::numeric_limits<double>::infinity();
+}
+}  // namespace detail
+
 template <class Rule, random_source Source>
 requires bucket_rule<Rule, Source>
 void assign_into(std::span<bucket_id> out, const bucket_config& config, const meta_table& table,
                  const Rule& rule, const Source& source, unsigned threads = 0) {
+  if constexpr (detail::compiles_v2<Rule, Source>) {
+    if (table.size() >= detail::compile_v2_from && detail::compilable(rule)) {
+      assign_into(out, config, table, compiled_v2_rule(config, rule), source, threads);
+      return;
+    }
+  }
   detail::parallel_chunks(table.size(), threads, [&](std::size_t b, std::size_t e) {
     if constexpr (requires { rule.assign_rows(config, table, b, e, out, source); }) {
       rule.assign_rows(config, table, b, e, out, source);  // the rule's own whole-table path
@@ -88,6 +113,10 @@ requires bucket_rule<Rule, Source> &&
                                             unsigned threads = 0) {
   const auto first = samples.begin();
   const auto n = static_cast<std::size_t>(samples.end() - first);
+  if constexpr (detail::compiles_v2<Rule, Source>) {
+    if (n >= detail::compile_v2_from && detail::compilable(rule))
+      return assign_range(config, samples, compiled_v2_rule(config, rule), source, threads);
+  }
   std::vector<bucket_id> out(n);
   detail::parallel_chunks(n, threads, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i)

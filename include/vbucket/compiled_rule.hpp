@@ -1,22 +1,28 @@
 #pragma once
 /// `compiled_v2_rule`: Open-Sora 2.0's rule (`opensora_v2_rule`) compiled into per-class
-/// outcome tables, so that a sample costs one uniform draw, a few counts and one table look-up
-/// instead of a walk with one unpredictable branch per draw.
+/// tables of cumulative outcome probabilities, so that a sample costs one uniform draw, a few
+/// counts and one table look-up instead of a walk with one unpredictable branch per draw.
 ///
-/// It reproduces the rule's DISTRIBUTION of outcomes, not its draws: for every sample the
-/// probability of each bucket (and of `no_bucket`) is the one `opensora_v2_rule` gives, but
-/// which bucket a given (sample, seed) gets differs. To reproduce Open-Sora's assignment draw
-/// for draw, use `opensora_v2_rule` with `numpy_source`.
+/// The fast draws of the 2.0 rule have one definition (`detail::v2_outcomes` in rules.hpp): one
+/// uniform u per sample (`source.stream(index, 0).random()`), and the outcome is the first of
+/// the rule's outcomes, in the order of its walk, whose cumulative probability exceeds u (no
+/// bucket when none does). `opensora_v2_rule` with `fast_source` computes it by walking per
+/// sample; this class by a table, so the two give the same bucket for every sample and seed.
+/// The probability of each bucket (and of `no_bucket`) is the one of Open-Sora's sequential
+/// draws; which bucket a given (sample, seed) gets differs from them. To reproduce Open-Sora's
+/// assignment draw for draw, use `opensora_v2_rule` with `numpy_source`.
 ///
-/// Why it works: the sequential rule's outcome depends on the sample only through r0 (the
-/// number of resolutions too large for it), the frames class of its effective length (which
-/// frames keys of the config are ≤ t_eff; images, t_eff = 1, are a class of their own) and,
-/// once (resolution, frames key) is chosen, its closest ratio. For every (r0, class) the exact
-/// probability of each (resolution, frames key) outcome is a product of the p_t / p_res
-/// factors the rule applies (p ≥ 1 short-circuits as probability 1; `random() ≤ p` and
-/// `random() < p` both have probability p). Each row is stored as a flat alias table, so one
-/// draw picks an outcome with no data-dependent branch; the closest ratio is found per ratio
-/// group (resolutions whose tables have the same ratios) exactly as `aspect_table::closest`.
+/// Why it works: the rule's outcome depends on the sample only through r0 (the number of
+/// resolutions too large for it), the frames class of its effective length (which frames keys
+/// of the config are ≤ t_eff; images, t_eff = 1, are a class of their own) and, once
+/// (resolution, frames key) is chosen, its closest ratio. Each (r0, class) row stores its
+/// outcomes' cumulative probabilities; the pick counts those ≤ u with no data-dependent branch,
+/// and the closest ratio is found per ratio group (resolutions whose tables have the same
+/// ratios) exactly as `aspect_table::closest`.
+///
+/// Size: the tables hold (resolutions + 1) × (distinct frames keys + 2) rows. A config so large
+/// that they would pass `max_table_bytes` (or take long to fill) is not tabled: each sample then
+/// walks the rule's distribution as `opensora_v2_rule` does, with the same result.
 ///
 ///     const vbucket::compiled_v2_rule rule(config, vbucket::opensora_v2_rule{16.0});
 ///     vbucket::assign_into(out, config, table, rule, vbucket::fast_source(seed, epoch));
@@ -29,6 +35,7 @@
 #include <cstddef>    // std::size_t, std::ptrdiff_t
 #include <cstdint>    // std::int32_t, std::int64_t, std::uint32_t, std::uint64_t
 #include <limits>     // std::numeric_limits
+#include <memory>     // std::shared_ptr
 #include <span>       // std::span
 #include <vector>     // std::vector
 
@@ -41,73 +48,33 @@ namespace vbucket {
 
 class compiled_v2_rule {
  public:
+  /// The most memory the outcome tables may take; beyond it samples walk the distribution.
+  static constexpr std::size_t max_table_bytes = std::size_t{4} << 20;
+  /// The most (row, outcome) steps that filling the tables may take.
+  static constexpr std::size_t max_table_work = std::size_t{1} << 22;
+
   compiled_v2_rule() = default;
 
   /// Compiles `rule` for `config`. Throws when the rule is invalid (see
   /// `opensora_v2_rule::validate`).
-  explicit compiled_v2_rule(const bucket_config& config, opensora_v2_rule rule = {}) : rule_(rule) {
+  explicit compiled_v2_rule(const bucket_config& config, opensora_v2_rule rule = {})
+      : rule_(rule), config_(std::make_shared<const bucket_config>(config)) {
     rule_.validate();
     const auto& res = config.resolutions();
     num_res_ = res.size();
+    std::size_t slots = 0;
     for (const resolution_entry& r : res) {
       min_pixels_.push_back(r.min_pixels);
       for (const frames_entry& f : r.frames) keys_.push_back(f.frames);
+      slots += r.frames.size();
     }
     std::sort(keys_.begin(), keys_.end());
     keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
     num_classes_ = keys_.size() + 2;  // video classes 0..U, then the image class
 
-    // The outcome probabilities of every row, unpacked: one slot per (resolution, key).
-    std::size_t slots = 0;
-    std::vector<std::size_t> first_slot;
-    for (const resolution_entry& r : res) {
-      first_slot.push_back(slots);
-      slots += r.frames.size();
-    }
-    const std::size_t rows = (num_res_ + 1) * num_classes_;
-    std::vector<double> prob(rows * slots, 0.0), none(rows, 0.0);
-    width_ = 1;
-    for (std::size_t r0 = 0; r0 <= num_res_; ++r0) {
-      for (std::size_t cls = 0; cls < num_classes_; ++cls) {
-        const std::size_t row = r0 * num_classes_ + cls;
-        double* const p = prob.data() + row * slots;
-        double remaining = 1.0;  // probability that the walk reaches the next resolution
-        for (std::size_t ri = r0; ri < num_res_; ++ri) {
-          const resolution_entry& r = res[ri];
-          double* const pr = p + first_slot[ri];
-          if (cls == image_class()) {
-            if (r.image_index < 0) continue;
-            const auto k = static_cast<std::size_t>(r.image_index);
-            const double a = clamp01(r.frames[k].p_resolution);
-            pr[k] = remaining * a;
-            remaining *= 1.0 - a;
-            continue;
-          }
-          const std::size_t n = detail::video_keys(r);
-          double reach = remaining;  // probability of reaching key k within this resolution
-          double leave = 0.0;        // probability of leaving this resolution by a downgrade
-          for (std::size_t k = detail::longer_keys(r.frames.data(), n, representative(cls)); k < n;
-               ++k) {
-            const frames_entry& f = r.frames[k];
-            const double skip = f.pair ? clamp01(f.p_frames) : 0.0;
-            const double stay = reach * (1.0 - skip);
-            reach *= skip;
-            const double a = clamp01(f.p_resolution);
-            pr[k] = stay * a;
-            leave += stay * (1.0 - a);
-          }
-          remaining = reach + leave;
-        }
-        none[row] = remaining;
-        std::size_t used = remaining > 0.0 ? 1 : 0;
-        for (std::size_t s = 0; s < slots; ++s) used += p[s] > 0.0 ? 1 : 0;
-        width_ = std::max(width_, used);
-      }
-    }
-
     // Resolutions whose tables have the same ratios in the same order share a ratio group:
     // their closest ratio is the same.
-    std::vector<std::int32_t> group_of(num_res_, 0);
+    group_of_.assign(num_res_, 0);
     for (std::size_t ri = 0; ri < num_res_; ++ri) {
       const aspect_table& t = res[ri].info.table;
       std::size_t g = 0;
@@ -118,7 +85,7 @@ class compiled_v2_rule {
         if (same) break;
       }
       if (g == groups_.size()) add_group(t, ri);
-      group_of[ri] = static_cast<std::int32_t>(g);
+      group_of_[ri] = static_cast<std::int32_t>(g);
     }
     // Every group's thresholds padded with +inf (never ≤ a ratio) so that the count in
     // closest_of() has the same trip count whatever the outcome's group.
@@ -133,54 +100,8 @@ class compiled_v2_rule {
     }
     thresholds_.clear();
 
-    // Each row as an alias table (Vose) of width_ columns: outcomes of positive probability,
-    // no_bucket, and zero-probability padding. A draw u picks column i = floor(u · width_) and,
-    // with f = u · width_ - i, takes the column's own outcome when f < threshold, else its alias.
-    entries_.assign(rows * width_, alias_entry{2.0, {{no_bucket, 0}, {no_bucket, 0}}});
-    std::vector<outcome> outs;
-    std::vector<double> scaled;
-    std::vector<std::size_t> small, large;
-    for (std::size_t row = 0; row < rows; ++row) {
-      outs.clear();
-      scaled.clear();
-      for (std::size_t ri = 0; ri < num_res_; ++ri) {
-        for (std::size_t k = 0; k < res[ri].frames.size(); ++k) {
-          const double q = prob[row * slots + first_slot[ri] + k];
-          if (!(q > 0.0)) continue;
-          outs.push_back(
-              {res[ri].first_bucket + static_cast<bucket_id>(k * res[ri].info.table.size()),
-               group_of[ri]});
-          scaled.push_back(q);
-        }
-      }
-      if (none[row] > 0.0) {
-        outs.push_back({no_bucket, 0});
-        scaled.push_back(none[row]);
-      }
-      while (outs.size() < width_) {
-        outs.push_back({no_bucket, 0});
-        scaled.push_back(0.0);
-      }
-      double total = 0.0;
-      for (const double q : scaled) total += q;
-      for (double& q : scaled) q *= static_cast<double>(width_) / total;
-      small.clear();
-      large.clear();
-      for (std::size_t i = 0; i < width_; ++i) (scaled[i] < 1.0 ? small : large).push_back(i);
-      alias_entry* const e = entries_.data() + row * width_;
-      for (std::size_t i = 0; i < width_; ++i) e[i] = {2.0, {outs[i], outs[i]}};
-      while (!small.empty() && !large.empty()) {
-        const std::size_t lo = small.back(), hi = large.back();
-        small.pop_back();
-        e[lo] = {scaled[lo], {outs[lo], outs[hi]}};
-        scaled[hi] -= 1.0 - scaled[lo];
-        if (scaled[hi] < 1.0) {
-          large.pop_back();
-          small.push_back(hi);
-        }
-      }
-      // What is left holds (up to rounding) exactly one column's worth: always its own.
-    }
+    build_tables(config, slots);
+
     // The counts in assign() go four at a time: pad with values that never count.
     while (min_pixels_.size() % 4 != 0)
       min_pixels_.push_back(-std::numeric_limits<double>::infinity());
@@ -195,11 +116,6 @@ class compiled_v2_rule {
             keys_.begin());
     }
     while (keys_.size() % 4 != 0) keys_.push_back(std::numeric_limits<std::int64_t>::max());
-    // Exact probabilities, for inspection and tests.
-    prob_ = std::move(prob);
-    none_ = std::move(none);
-    first_slot_ = std::move(first_slot);
-    slots_ = slots;
   }
 
   [[nodiscard]] const opensora_v2_rule& rule() const noexcept { return rule_; }
@@ -209,30 +125,49 @@ class compiled_v2_rule {
   /// (indices into `config.resolutions()`), whatever its ratio. Preconditions: r0 ≤ the number
   /// of resolutions, res and k in range.
   [[nodiscard]] double probability(std::size_t r0, std::int64_t t_eff, std::size_t res,
-                                   std::size_t k) const noexcept {
-    return prob_[row_of(r0, t_eff) * slots_ + first_slot_[res] + k];
+                                   std::size_t k) const {
+    double p = 0.0;
+    walk(r0, t_eff, [&](std::size_t ri, std::size_t key, double q, double) {
+      if (ri == res && key == k) p = q;
+      return false;
+    });
+    return p;
   }
   /// The probability of `no_bucket` for (r0, t_eff), as above.
-  [[nodiscard]] double no_bucket_probability(std::size_t r0, std::int64_t t_eff) const noexcept {
-    return none_[row_of(r0, t_eff)];
+  [[nodiscard]] double no_bucket_probability(std::size_t r0, std::int64_t t_eff) const {
+    return walk(r0, t_eff, [](std::size_t, std::size_t, double, double) { return false; });
   }
-  /// As `probability`, read back from the alias table the assignment samples from; the
-  /// outcome is named by the id of its ratio 0 (`config.id_of(res, k, 0)`).
+  /// As `probability`, as the assignment samples it (the step of the cumulative probabilities
+  /// it compares draws with); the outcome is named by the id of its ratio 0
+  /// (`config.id_of(res, k, 0)`).
   [[nodiscard]] double sampled_probability(std::size_t r0, std::int64_t t_eff,
-                                           bucket_id first_bucket) const noexcept {
-    return sampled(row_of(r0, t_eff), [&](const outcome& o) { return o.base == first_bucket; });
+                                           bucket_id first_bucket) const {
+    double p = 0.0, before = 0.0;
+    sampled(r0, t_eff, [&](bucket_id base, double cumulative) {
+      if (base == first_bucket) p += cumulative - before;
+      before = cumulative;
+    });
+    return p;
   }
-  /// As `no_bucket_probability`, read back from the alias table.
-  [[nodiscard]] double sampled_no_bucket_probability(std::size_t r0,
-                                                     std::int64_t t_eff) const noexcept {
-    return sampled(row_of(r0, t_eff), [](const outcome& o) { return o.base < 0; });
+  /// As `no_bucket_probability`, as the assignment samples it: 1 − the last cumulative.
+  [[nodiscard]] double sampled_no_bucket_probability(std::size_t r0, std::int64_t t_eff) const {
+    double last = 0.0;
+    sampled(r0, t_eff, [&](bucket_id, double cumulative) { last = cumulative; });
+    return 1.0 - last;
   }
   /// The number of distinct ratio lists (aspect tables' ratios in order) among the resolutions.
   [[nodiscard]] std::size_t ratio_groups() const noexcept { return groups_.size(); }
 
-  /// The most outcomes of positive probability of any (r0, class), no_bucket included: the
-  /// number of columns of each alias row.
+  /// Whether the outcome tables were built (false: the config is too large for them and every
+  /// sample walks the distribution; the buckets are the same).
+  [[nodiscard]] bool tabled() const noexcept { return width_ > 0; }
+  /// Columns of each row of the outcome table (the most outcomes of positive probability of
+  /// any (r0, class) plus one for no_bucket, rounded up to 4); 0 when not tabled.
   [[nodiscard]] std::size_t row_width() const noexcept { return width_; }
+  /// Bytes held by the outcome tables.
+  [[nodiscard]] std::size_t table_bytes() const noexcept {
+    return cumulative_.size() * sizeof(double) + outcomes_.size() * sizeof(outcome);
+  }
 
   /// `opensora_v2_rule::effective_frames`, exactly, by a double division where that is exact
   /// (frames and divisor below 2^52, where floor(fl(F / Q)) = F / Q: (F / Q + 1) · Q < 2^53),
@@ -258,14 +193,9 @@ class compiled_v2_rule {
             static_cast<std::size_t>(pixels < min_pixels_[i + 1]) +
             static_cast<std::size_t>(pixels < min_pixels_[i + 2]) +
             static_cast<std::size_t>(pixels < min_pixels_[i + 3]);
-    const std::size_t row = r0 * num_classes_ + class_of(t_eff);
     const double u = source.stream(index, 0).random();
-    const double x = u * static_cast<double>(width_);
-    std::size_t i = static_cast<std::size_t>(x);
-    i = i < width_ ? i : width_ - 1;  // u · width_ may round up to width_
-    const alias_entry& e = entries_[row * width_ + i];
-    // An indexed load rather than a select, which compilers may turn into a branch.
-    const outcome o = e.pick[static_cast<std::size_t>(!(x - static_cast<double>(i) < e.threshold))];
+    if (!tabled()) return walk_assign(c, m, r0, t_eff, u);
+    const outcome o = pick(r0 * num_classes_ + class_of(t_eff), u);
     // no_bucket names group 0, so the ratio is looked up without a branch on the outcome.
     const bucket_id id = o.base + static_cast<bucket_id>(closest(
                                       c, static_cast<std::size_t>(o.group), m.height, m.width));
@@ -274,12 +204,17 @@ class compiled_v2_rule {
 
   /// The buckets of rows [begin, end) of `table` into out[begin, end): exactly
   /// `assign(c, table[i], i, source)` for every row, computed in stages over blocks of rows
-  /// (sizes and classes, then the draws and alias picks, then the ratios), so that each stage
-  /// is a short loop whose iterations the CPU overlaps. `assign_into` uses it. Preconditions:
+  /// (sizes and classes, then the draws and picks, then the ratios), so that each stage is a
+  /// short loop whose iterations the CPU overlaps. `assign_into` uses it. Preconditions:
   /// begin ≤ end ≤ table.size() == out.size(); `c` is the config the rule was built from.
   template <random_source Source>
   void assign_rows(const bucket_config& c, const meta_table& table, std::size_t begin,
                    std::size_t end, std::span<bucket_id> out, const Source& source) const {
+    if (!tabled()) {
+      for (std::size_t i = begin; i < end; ++i)
+        out[i] = assign(c, table[i], static_cast<std::uint64_t>(i), source);
+      return;
+    }
     constexpr std::size_t block = 256;
     std::uint32_t row[block];
     double ratio[block];
@@ -290,11 +225,10 @@ class compiled_v2_rule {
     const std::int64_t* const width = table.width.data();
     const double* const fps = table.fps.data();
     const double fps_max = rule_.fps_max;
-    const double w = static_cast<double>(width_);
     for (std::size_t b = begin; b < end; b += block) {
       const std::size_t n = std::min(block, end - b);
       std::size_t num_slow = 0;
-      // Stage 1: validity, effective length, resolutions too large, class -> alias row, and
+      // Stage 1: validity, effective length, resolutions too large, class -> table row, and
       // the ratio h/w. Invalid rows compute on stand-in sizes 1 and are marked by row = max.
       for (std::size_t j = 0; j < n; ++j) {
         const std::size_t i = b + j;
@@ -327,15 +261,10 @@ class compiled_v2_rule {
         slow[num_slow] = j;
         num_slow += static_cast<std::size_t>(valid & !exact);
       }
-      // Stage 2: one draw per row and its alias pick.
+      // Stage 2: one draw per row and its pick.
       for (std::size_t j = 0; j < n; ++j) {
         const double u = source.stream(static_cast<std::uint64_t>(b + j), 0).random();
-        const double x = u * w;
-        std::size_t col = static_cast<std::size_t>(x);
-        col = col < width_ ? col : width_ - 1;
-        const std::size_t r = row[j] == invalid_row ? 0 : row[j];
-        const alias_entry& e = entries_[r * width_ + col];
-        picked[j] = e.pick[static_cast<std::size_t>(!(x - static_cast<double>(col) < e.threshold))];
+        picked[j] = pick(row[j] == invalid_row ? 0 : row[j], u);
       }
       // Stage 3: the closest ratio in the outcome's group.
       for (std::size_t j = 0; j < n; ++j) {
@@ -359,15 +288,96 @@ class compiled_v2_rule {
     std::int32_t group;  // the resolution's ratio group (0 for no_bucket)
   };
 
-  struct alias_entry {
-    double threshold;  // take `own` when the column's fraction is below this
-    outcome pick[2];   // the column's own outcome, then its alias
-  };
-
   /// Marks an invalid sample in assign_rows' stage 1.
   static constexpr std::uint32_t invalid_row = std::numeric_limits<std::uint32_t>::max();
 
-  static double clamp01(double p) noexcept { return p >= 1.0 ? 1.0 : (p > 0.0 ? p : 0.0); }
+  /// Fills the outcome table, row (r0, class) by row, from the rule's distribution; leaves it
+  /// empty (width_ = 0) when it would pass the size or work bounds.
+  void build_tables(const bucket_config& config, std::size_t slots) {
+    const std::size_t rows = (num_res_ + 1) * num_classes_;
+    if (rows > max_table_work / (slots + 1)) return;
+    std::size_t most = 0;
+    for (std::size_t row = 0; row < rows; ++row) {
+      std::size_t used = 0;
+      walk_row(row, [&](std::size_t, std::size_t, double, double) {
+        ++used;
+        return false;
+      });
+      most = std::max(most, used);
+    }
+    const std::size_t width = (most + 1 + 3) / 4 * 4;  // + no_bucket, padded to 4
+    if (rows > max_table_bytes / (width * (sizeof(double) + sizeof(outcome)))) return;
+    width_ = width;
+    cumulative_.assign(rows * width_, std::numeric_limits<double>::infinity());
+    outcomes_.assign(rows * width_, outcome{no_bucket, 0});
+    const auto& res = config.resolutions();
+    for (std::size_t row = 0; row < rows; ++row) {
+      std::size_t j = row * width_;
+      walk_row(row, [&](std::size_t ri, std::size_t k, double, double cumulative) {
+        cumulative_[j] = cumulative;
+        outcomes_[j] = {
+            res[ri].first_bucket + static_cast<bucket_id>(k * res[ri].info.table.size()),
+            group_of_[ri]};
+        ++j;
+        return false;
+      });
+    }
+  }
+
+  /// The outcome of row `row` for the draw u: the first whose cumulative exceeds u, found by
+  /// counting those ≤ u (the row ends in +inf with no_bucket).
+  [[nodiscard]] outcome pick(std::size_t row, double u) const noexcept {
+    const double* const cum = cumulative_.data() + row * width_;
+    std::size_t j = 0;
+    for (std::size_t k = 0; k < width_; k += 4)
+      j += static_cast<std::size_t>(cum[k] <= u) + static_cast<std::size_t>(cum[k + 1] <= u) +
+           static_cast<std::size_t>(cum[k + 2] <= u) + static_cast<std::size_t>(cum[k + 3] <= u);
+    return outcomes_[row * width_ + j];
+  }
+
+  /// `detail::v2_outcomes` for a sample of (r0, t_eff).
+  template <class Visit>
+  double walk(std::size_t r0, std::int64_t t_eff, Visit&& visit) const {
+    return detail::v2_outcomes(*config_, r0, t_eff == 1, t_eff, visit);
+  }
+  /// `detail::v2_outcomes` for the samples of table row `row`.
+  template <class Visit>
+  double walk_row(std::size_t row, Visit&& visit) const {
+    const std::size_t r0 = row / num_classes_, cls = row % num_classes_;
+    return detail::v2_outcomes(*config_, r0, cls == image_class(), representative(cls), visit);
+  }
+  /// The assignment without tables: the first outcome whose cumulative exceeds u.
+  [[nodiscard]] bucket_id walk_assign(const bucket_config& c, const sample_meta& m, std::size_t r0,
+                                      std::int64_t t_eff, double u) const noexcept {
+    bucket_id out = no_bucket;
+    const auto& res = c.resolutions();
+    detail::v2_outcomes(c, r0, t_eff == 1, t_eff,
+                        [&](std::size_t ri, std::size_t k, double, double cumulative) {
+                          if (!(u < cumulative)) return false;
+                          out = detail::ratio_bucket(res[ri], k, m);
+                          return true;
+                        });
+    return out;
+  }
+  /// Calls fn(base, cumulative) for every outcome the assignment compares draws with.
+  template <class Fn>
+  void sampled(std::size_t r0, std::int64_t t_eff, Fn fn) const {
+    if (!tabled()) {
+      const auto& res = config_->resolutions();
+      walk(r0, t_eff, [&](std::size_t ri, std::size_t k, double, double cumulative) {
+        fn(res[ri].first_bucket + static_cast<bucket_id>(k * res[ri].info.table.size()),
+           cumulative);
+        return false;
+      });
+      return;
+    }
+    const std::size_t row = r0 * num_classes_ + class_of(t_eff);
+    for (std::size_t j = 0; j < width_; ++j) {
+      const double cum = cumulative_[row * width_ + j];
+      if (cum == std::numeric_limits<double>::infinity()) break;
+      fn(outcomes_[row * width_ + j].base, cum);
+    }
+  }
 
   [[nodiscard]] std::size_t image_class() const noexcept { return num_classes_ - 1; }
   /// Video class c: exactly c keys are ≤ t_eff. Image class: t_eff == 1.
@@ -535,39 +545,24 @@ class compiled_v2_rule {
   }
 
  private:
-  template <class Match>
-  [[nodiscard]] double sampled(std::size_t row, Match match) const noexcept {
-    double p = 0.0;
-    for (std::size_t i = 0; i < width_; ++i) {
-      const alias_entry& e = entries_[row * width_ + i];
-      const double own = e.threshold >= 1.0 ? 1.0 : e.threshold;
-      p += (match(e.pick[0]) ? own : 0.0) + (match(e.pick[1]) ? 1.0 - own : 0.0);
-    }
-    return p / static_cast<double>(width_);
-  }
-  [[nodiscard]] std::size_t row_of(std::size_t r0, std::int64_t t_eff) const noexcept {
-    return r0 * num_classes_ + class_of(t_eff);
-  }
-
   opensora_v2_rule rule_;
+  std::shared_ptr<const bucket_config> config_;  // the config it was built from
   std::size_t num_res_ = 0;
   std::size_t num_classes_ = 0;
-  std::size_t width_ = 0;
-  std::size_t slots_ = 0;
+  std::size_t width_ = 0;           // columns per table row; 0: not tabled
   std::vector<double> min_pixels_;  // per resolution, descending; -inf padding
   std::vector<std::int64_t> keys_;  // the config's distinct frames keys, ascending; padded
   static constexpr std::int64_t max_lut_key = 1 << 15;  // counts fit uint16
   std::vector<std::uint16_t> class_lut_;   // length t -> keys ≤ t, when the keys are short
-  std::vector<alias_entry> entries_;       // rows × width_ alias columns
+  std::vector<double> cumulative_;         // rows × width_ cumulative probabilities, +inf padded
+  std::vector<outcome> outcomes_;          // rows × width_ outcomes, no_bucket padded
+  std::vector<std::int32_t> group_of_;     // per resolution: its ratio group
   std::vector<ratio_group> groups_;        // distinct ratio lists
   std::size_t cell_span_ = 0;              // the most compares after a cell look-up
   std::vector<double> thresholds_;         // per group: its thresholds (while building)
   std::vector<double> padded_thresholds_;  // per group: thresholds, then cell_span_ × +inf
   std::vector<std::uint32_t> results_;     // per group: threshold count -> table index
   std::vector<std::uint32_t> cell_base_;   // per group and cell: thresholds ≤ its first value
-  std::vector<double> prob_;               // rows × slots_ exact probabilities
-  std::vector<double> none_;               // rows: probability of no_bucket
-  std::vector<std::size_t> first_slot_;    // per resolution: its first slot
 };
 
 static_assert(bucket_rule<compiled_v2_rule>);

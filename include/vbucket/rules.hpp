@@ -3,11 +3,12 @@
 /// `get_bucket_id` exactly (draw for draw, given `numpy_source`); a user rule plugs in by
 /// satisfying `bucket_rule`.
 
-#include <cmath>    // std::isnan, std::ceil
-#include <cstddef>  // std::size_t
-#include <cstdint>  // std::int64_t, std::uint64_t
-#include <limits>   // std::numeric_limits
-#include <string>   // std::to_string
+#include <cmath>     // std::isnan, std::ceil
+#include <concepts>  // std::same_as
+#include <cstddef>   // std::size_t
+#include <cstdint>   // std::int64_t, std::uint64_t
+#include <limits>    // std::numeric_limits
+#include <string>    // std::to_string
 
 #include "bucket_config.hpp"
 #include "error.hpp"
@@ -62,6 +63,60 @@ inline std::size_t longer_keys(const frames_entry* keys, std::size_t n,
   for (std::size_t k = 0; k < n; ++k) count += static_cast<std::size_t>(keys[k].frames > frames);
   return count;
 }
+/// A probability of the config clamped to [0, 1]: `random() < p` and `random() ≤ p` both hold
+/// with probability p for p in [0, 1], always for p ≥ 1 and never for p ≤ 0.
+inline double clamp_probability(double p) noexcept { return p >= 1.0 ? 1.0 : (p > 0.0 ? p : 0.0); }
+
+/// Open-Sora 2.0's rule as a distribution: the outcomes of its walk, in the walk's order, for a
+/// sample for which the first `r0` resolutions are too large, that is an image (`image`) or a
+/// video whose keys longer than `t_eff` are skipped. For each outcome (resolution ri, frames key
+/// k) of positive probability q it calls `visit(ri, k, q, cumulative)`, with `cumulative` the
+/// sum of q over this and the earlier outcomes; it stops when visit returns true. Returns the
+/// probability of no bucket. This one function defines the fast draws of the 2.0 rule: with
+/// one uniform u, the outcome is the first whose cumulative exceeds u, and no bucket when none
+/// does (`opensora_v2_rule` with `fast_source` walks it per sample; `compiled_v2_rule` stores
+/// its cumulatives per class of samples), so both give the same bucket for every sample.
+template <class Visit>
+double v2_outcomes(const bucket_config& c, std::size_t r0, bool image, std::int64_t t_eff,
+                   Visit&& visit) {
+  const auto& res = c.resolutions();
+  double remaining = 1.0;  // probability that the walk reaches the next resolution
+  double cumulative = 0.0;
+  for (std::size_t ri = r0; ri < res.size(); ++ri) {
+    const resolution_entry& r = res[ri];
+    if (image) {
+      if (r.image_index < 0) continue;
+      const auto k = static_cast<std::size_t>(r.image_index);
+      const double a = clamp_probability(r.frames[k].p_resolution);
+      const double q = remaining * a;
+      remaining *= 1.0 - a;
+      if (q > 0.0) {
+        cumulative += q;
+        if (visit(ri, k, q, cumulative)) return remaining;
+      }
+      continue;
+    }
+    const std::size_t n = video_keys(r);
+    double reach = remaining;  // probability of reaching key k within this resolution
+    double leave = 0.0;        // probability of leaving this resolution by a downgrade
+    for (std::size_t k = longer_keys(r.frames.data(), n, t_eff); k < n; ++k) {
+      const frames_entry& f = r.frames[k];
+      const double skip = f.pair ? clamp_probability(f.p_frames) : 0.0;
+      const double stay = reach * (1.0 - skip);
+      reach *= skip;
+      const double a = clamp_probability(f.p_resolution);
+      const double q = stay * a;
+      leave += stay * (1.0 - a);
+      if (q > 0.0) {
+        cumulative += q;
+        if (visit(ri, k, q, cumulative)) return remaining;
+      }
+    }
+    remaining = reach + leave;
+  }
+  return remaining;
+}
+
 /// The bucket of frames key k of resolution r for this sample's closest ratio.
 inline bucket_id ratio_bucket(const resolution_entry& r, std::size_t k,
                               const sample_meta& m) noexcept {
@@ -98,11 +153,27 @@ struct opensora_v2_rule {
     return frames / static_cast<std::int64_t>(q);
   }
 
+  /// The bucket of one sample. With `fast_source`, one draw u picks the outcome by the inverse
+  /// of the rule's outcome distribution (`detail::v2_outcomes`), exactly as `compiled_v2_rule`
+  /// does; with any other source (`numpy_source`, a user's), the walk draws in sequence as
+  /// Open-Sora's code does.
   template <random_source Source>
   [[nodiscard]] bucket_id assign(const bucket_config& c, const sample_meta& m, std::uint64_t index,
                                  const Source& source) const noexcept {
     if (!detail::valid_meta(m)) return invalid_sample;
     const std::int64_t t_eff = effective_frames(m.num_frames, m.fps);
+    if constexpr (std::same_as<Source, fast_source>) {
+      const double u = source.stream(index, 0).random();
+      bucket_id out = no_bucket;
+      const auto& all = c.resolutions();
+      detail::v2_outcomes(c, detail::too_large(c, m), t_eff == 1, t_eff,
+                          [&](std::size_t ri, std::size_t k, double, double cumulative) {
+                            if (!(u < cumulative)) return false;
+                            out = detail::ratio_bucket(all[ri], k, m);
+                            return true;
+                          });
+      return out;
+    }
     const resolution_entry* res = c.resolutions().data();
     const resolution_entry* const end = res + c.resolutions().size();
     res += detail::too_large(c, m);

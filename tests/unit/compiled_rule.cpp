@@ -504,3 +504,102 @@ TEST_CASE("compiled_rule: whole-table rows equal the per-sample assignment, edge
 }
 
 #endif  // VBUCKET_TEST_HAS_JSON
+
+#if !defined(VBUCKET_TEST_HAS_JSON) || VBUCKET_TEST_HAS_JSON
+namespace {
+
+/// Every sample of `table` through the fast draws of the 2.0 rule in each of its forms: the
+/// rule's own walk per sample, the compiled rule per sample and per block of rows, and
+/// assign_all / assign_range (which compile large tables themselves).
+void check_one_definition(const vbucket::bucket_config& config, const vbucket::meta_table& table,
+                          double fps_max, std::uint64_t seed, std::uint64_t epoch) {
+  const vbucket::opensora_v2_rule rule{fps_max};
+  const vbucket::compiled_v2_rule compiled(config, rule);
+  const vbucket::fast_source source(seed, epoch);
+  std::vector<vbucket::bucket_id> walked(table.size());
+  std::size_t bucketed = 0;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    walked[i] = rule.assign(config, table[i], i, source);
+    bucketed += walked[i] >= 0;
+    CAPTURE(i);
+    REQUIRE(compiled.assign(config, table[i], i, source) == walked[i]);
+  }
+  CHECK(bucketed > table.size() / 10);
+  CHECK(vbucket::assign_all(config, table, compiled, source, 1) == walked);
+  CHECK(vbucket::assign_all(config, table, rule, source) == walked);  // compiles when large
+  std::vector<vbucket::sample_meta> records;
+  for (std::size_t i = 0; i < table.size(); ++i) records.push_back(table[i]);
+  CHECK(vbucket::assign_range(config, records, rule, source, 2) == walked);
+  // Below the size at which assign_all compiles, the rule's per-sample walk gives the same.
+  vbucket::meta_table head;
+  for (std::size_t i = 0; i < 1000 && i < table.size(); ++i) head.push_back(table[i]);
+  const auto small = vbucket::assign_all(config, head, rule, source, 1);
+  CHECK(std::equal(small.begin(), small.end(), walked.begin()));
+}
+
+}  // namespace
+
+TEST_CASE("compiled_rule: one definition of the fast draws, sample by sample") {
+  // Issue 14 item 5: opensora_v2_rule + fast_source and compiled_v2_rule used to draw
+  // differently (1268 of 3000 samples in other buckets for one seed).
+  vbucket::meta_table table = vbucket::bench::synthetic_table(20'000, 5);
+  for (const char* file : {"config_opensora_v2.json", "config_360p_example.json"}) {
+    CAPTURE(file);
+    const vbucket::bucket_config config =
+        vbucket::json::load_bucket_config(data_path(file), vbucket::opensora_v2_tables{});
+    REQUIRE(vbucket::compiled_v2_rule(config, vbucket::opensora_v2_rule{}).tabled());
+    for (const std::uint64_t epoch : {0u, 3u}) check_one_definition(config, table, 16.0, 42, epoch);
+    check_one_definition(config, table, 7.5, 11, 1);
+  }
+}
+
+TEST_CASE("compiled_rule: the fast draw is the inverse of the outcome distribution") {
+  // A 40-frame clip under {"256px": {"33": [[0.5, 0.4], 4], "17": [0.25, 4]}}: the walk skips
+  // 33 with probability 0.4, else keeps it with 0.5 or leaves the resolution; from 17 it keeps
+  // it with 0.25. So 33 has probability 0.6 · 0.5 = 0.3, then 17 has 0.4 · 0.25 = 0.1, and no
+  // bucket the rest: with u the sample's one draw, 33 iff u < 0.3, 17 iff 0.3 ≤ u < 0.4.
+  const std::vector<vbucket::bucket_spec> specs{{"256px", 33, 0.5, 0.4, 4},
+                                                {"256px", 17, 0.25, std::nullopt, 4}};
+  const vbucket::bucket_config config(specs, vbucket::opensora_v2_tables{});
+  const vbucket::opensora_v2_rule rule{16.0};
+  const vbucket::compiled_v2_rule compiled(config, rule);
+  const vbucket::fast_source source(2024, 7);
+  const vbucket::sample_meta clip{40, 256, 256, 24.0 / 2};  // 12 fps: no thinning
+  const auto key_of = [&](vbucket::bucket_id id) {
+    return id < 0 ? std::int64_t{-1} : config.frames_of(id).frames;
+  };
+  std::size_t seen[3] = {0, 0, 0};
+  for (std::uint64_t i = 0; i < 4000; ++i) {
+    const double u = source.stream(i, 0).random();
+    const std::int64_t expected = u < 0.3 ? 33 : (u < 0.4 ? 17 : -1);
+    CAPTURE(i);
+    CAPTURE(u);
+    CHECK(key_of(rule.assign(config, clip, i, source)) == expected);
+    CHECK(key_of(compiled.assign(config, clip, i, source)) == expected);
+    ++seen[expected == 33 ? 0 : expected == 17 ? 1 : 2];
+  }
+  CHECK(seen[0] > 1000);
+  CHECK(seen[1] > 250);
+  CHECK(seen[2] > 2000);
+}
+
+TEST_CASE("compiled_rule: a config with 600 resolutions stays small and gives the same buckets") {
+  // Issue 14 item 8: 600 resolutions with one distinct frames key each (10 200 buckets) made
+  // tables of (resolutions + 1) · (keys + 2) rows by resolutions · keys columns: gigabytes.
+  std::vector<vbucket::bucket_spec> specs;
+  for (int n = 0; n < 600; ++n)
+    specs.push_back({std::to_string(200 + n) + "px", 17 + n, 0.5, std::nullopt, 1});
+  const vbucket::bucket_config config(specs, vbucket::opensora_v2_tables{});
+  REQUIRE(config.resolutions().size() == 600);
+  const vbucket::compiled_v2_rule compiled(config, vbucket::opensora_v2_rule{16.0});
+  CHECK_FALSE(compiled.tabled());
+  CHECK(compiled.table_bytes() <= vbucket::compiled_v2_rule::max_table_bytes);
+  vbucket::meta_table table = vbucket::bench::synthetic_table(300, 3);
+  for (std::int64_t k = 0; k < 300; ++k) table.push_back({20 + 2 * k, 300 + 2 * k, 500 + k, 12.0});
+  check_one_definition(config, table, 16.0, 5, 0);
+  // The inspection API still answers without tables: probabilities sum to 1.
+  double sum = compiled.no_bucket_probability(0, 400);
+  for (std::size_t ri = 0; ri < 600; ++ri) sum += compiled.probability(0, 400, ri, 0);
+  CHECK(sum == doctest::Approx(1.0).epsilon(1e-12));
+}
+#endif  // VBUCKET_TEST_HAS_JSON
