@@ -1,27 +1,37 @@
 #pragma once
 /// Metadata CSV reader: a table with a header row naming at least `num_frames`, `height`,
 /// `width` and `fps` (any order; other columns such as `path` are ignored), one sample per
-/// row, row order = sample index. RFC 4180 quoting (fields may hold commas, quotes and
-/// newlines), CRLF or LF line ends, an optional UTF-8 BOM and an optional final newline.
+/// row, row order = sample index. The dialect is pandas' and Python's `csv` default: RFC 4180
+/// quoting (fields may hold commas, quotes and newlines), text after a closing quote kept as
+/// part of the field (`"a, b" x` reads `a, b x`), a quote inside an unquoted field taken
+/// literally, CRLF, LF or CR line ends, an optional UTF-8 BOM and an optional final newline.
 /// Empty lines are skipped, as pandas' `read_csv` does, so sample indices match pandas'.
+/// A NUL byte anywhere is an error (a text CSV has none; binary input fails on its first row).
+/// Integer columns take decimal integers and, as pandas writes an integer column that once
+/// held a NaN, decimal floats with an integral value (`51.0`, `51.`, `5.1e1`); `51.5` is an
+/// error. fps empty, `nan` (any case) or 0 means unknown (NaN): tools write 0 for a rate they
+/// could not read, and Open-Sora's rule treats 0 as it treats NaN (frame interval 1).
 /// An optional `error` column (as `vbucket scan` writes: the message for a file it could not
 /// read): a row whose `error` is not empty is kept as an unusable sample (0 frames, 0 × 0,
 /// fps unknown) without reading its other fields, so row order stays sample order; the bucket
 /// rules give it `invalid_sample` and plans count it as invalid.
+/// Files are read in bounded chunks: memory is the table (32 bytes a row) and one buffer, not
+/// the file's text.
 /// Every problem throws `vbucket::error` with one line naming the file, the row (data rows
 /// count from 1 after the header; the file line is given too) and the column.
 
-#include <algorithm>     // std::count
+#include <algorithm>     // std::count, std::min, std::max
 #include <bit>           // std::countr_zero, std::endian
 #include <cerrno>        // errno
 #include <charconv>      // std::from_chars
 #include <cmath>         // std::isnan, std::isinf
 #include <cstddef>       // std::size_t
 #include <cstdint>       // std::int64_t, std::uint64_t
-#include <cstdio>        // std::fopen, std::fread, std::ferror
-#include <cstring>       // std::strerror, std::memcpy
+#include <cstdio>        // std::fopen, std::fread, std::ferror, std::setvbuf
+#include <cstring>       // std::strerror, std::memcpy, std::memmove, std::memchr
 #include <filesystem>    // std::filesystem::status, file_size
 #include <limits>        // std::numeric_limits
+#include <memory>        // std::unique_ptr
 #include <string>        // std::string, std::to_string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
@@ -45,8 +55,10 @@ inline constexpr std::int64_t max_meta_frames = std::int64_t{1} << 31;
 
 namespace detail {
 
-/// One CSV field. `text` is its characters as written in the file (inside the quotes when
-/// `quoted`); `escaped` says it holds doubled quotes ("") that `value()` turns into one.
+/// One CSV field. `text` is its characters as written in the file: inside the quotes when
+/// `quoted`, and for a quoted field with text after its closing quote (`"a" b`), everything
+/// from after the opening quote to the field's end. `escaped` says `value()` must decode it
+/// (doubled quotes, or text after the closing quote).
 struct csv_field {
   std::string_view text;
   bool quoted = false;
@@ -56,9 +68,18 @@ struct csv_field {
     if (!escaped) return std::string(text);
     std::string v;
     v.reserve(text.size());
+    bool in_quotes = quoted;
     for (std::size_t i = 0; i < text.size(); ++i) {
+      if (in_quotes && text[i] == '"') {
+        if (i + 1 < text.size() && text[i + 1] == '"') {
+          v.push_back('"');  // a "" pair
+          ++i;
+        } else {
+          in_quotes = false;  // the closing quote: the rest is taken as written
+        }
+        continue;
+      }
       v.push_back(text[i]);
-      if (text[i] == '"') ++i;  // the second quote of a "" pair
     }
     return v;
   }
@@ -98,52 +119,97 @@ inline std::string quote_for_message(std::string_view s) {
   return out;
 }
 
-/// Splits CSV text into records of fields without copying: fields point into the text. The
-/// first record is the header (row 0); later records are data rows 1, 2, ... Empty lines are
-/// skipped. Syntax errors and `fail` throw `vbucket::error` naming the file, row, line and,
-/// once `set_columns` has named them, the column.
+/// Names a file for `csv_reader` to read in chunks of `chunk_bytes` (the buffer grows beyond
+/// it only for a record longer than half of it).
+struct csv_file {
+  std::string path;
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+};
+
+/// Splits CSV text into records of fields without copying: fields point into the text, or
+/// into the reader's buffer when it reads a file (valid until the next `next()`). The first
+/// record is the header (row 0); later records are data rows 1, 2, ... Empty lines are
+/// skipped. Syntax errors, NUL bytes and `fail` throw `vbucket::error` naming the file, row,
+/// line and, once `set_columns` has named them, the column.
 class csv_reader {
  public:
-  csv_reader(std::string_view text, std::string where) : text_(text), where_(std::move(where)) {
-    if (text_.substr(0, 3) == "\xEF\xBB\xBF") text_.remove_prefix(3);
-    pos_ = text_.data();
+  /// Reads `text`, which must outlive the reader; `where` names it in messages.
+  csv_reader(std::string_view text, std::string where) : where_(std::move(where)), eof_(true) {
+    if (text.substr(0, 3) == bom) text.remove_prefix(3);
+    pos_ = text.data();
+    end_ = text.data() + text.size();
+    nul_ = static_cast<const char*>(std::memchr(pos_, 0, text.size()));
+    bom_done_ = true;
   }
+
+  /// Reads a file in bounded chunks, so memory does not grow with its size.
+  explicit csv_reader(const csv_file& file)
+      : where_(file.path), chunk_(std::max<std::size_t>(file.chunk_bytes, 1)) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(file.path, ec);
+    if (!ec && std::filesystem::is_directory(status))
+      throw error(where_ + ": cannot read file (it is a directory)");
+    errno = 0;
+    std::FILE* f = std::fopen(file.path.c_str(), "rb");
+    if (f == nullptr)
+      throw error(where_ + ": cannot open file for reading (" +
+                  (errno != 0 ? std::string(std::strerror(errno)) : std::string("unknown error")) +
+                  ")");
+    file_.reset(f);
+    std::setvbuf(f, nullptr, _IONBF, 0);  // whole chunks straight into the buffer
+    if (!ec && std::filesystem::is_regular_file(status)) {
+      const auto bytes = std::filesystem::file_size(file.path, ec);
+      if (!ec) file_size_ = static_cast<std::uint64_t>(bytes);
+    }
+  }
+
+  csv_reader(const csv_reader&) = delete;
+  csv_reader& operator=(const csv_reader&) = delete;
 
   /// Reads the next non-empty record into `fields`; false at the end of the text.
   bool next(std::vector<csv_field>& fields) {
-    const char* const end = text_.data() + text_.size();
+    if (!bom_done_) skip_bom();
     for (;;) {
-      if (pos_ == end) return false;
+      if (pos_ == end_ && !refill()) return false;
       fields.clear();
       record_line_ = line_;
       current_row_ = header_done_ ? row_ + 1 : 0;
-      const char* p = pos_;
-      for (;;) {
-        if (p != end && *p == '"') {
-          p = scan_quoted(p, end, fields);
-        } else {
-          const char* q = find_special(p, end);
-          while (q != end && *q == '"') q = find_special(q + 1, end);  // a bare quote is literal
-          fields.push_back({std::string_view(p, static_cast<std::size_t>(q - p)), false, false});
-          p = q;
-        }
-        if (p == end) break;
-        if (*p == ',') {
-          ++p;
-          continue;
-        }
-        if (*p == '\r' && p + 1 != end && p[1] == '\n') ++p;
-        ++p;
-        ++line_;
-        break;
+      const char* const after = parse_record(pos_, fields);
+      if (after == nullptr) {  // the buffer ends inside the record: read more, parse it again
+        line_ = record_line_;
+        refill();
+        continue;
       }
-      pos_ = p;
+      if (nul_ != nullptr && nul_ < after) fail_nul(fields);
+      pos_ = after;
       if (fields.size() == 1 && !fields[0].quoted && fields[0].text.empty()) continue;
       if (header_done_) ++row_;
       header_done_ = true;
       return true;
     }
   }
+
+  /// About how many records are left after the last one read: the line ends in the buffered
+  /// text scaled to the rest of the file (an estimate, for reserving; 0 when nothing is left).
+  [[nodiscard]] std::size_t estimate_records() {
+    if (pos_ == end_) refill();
+    const auto buffered = static_cast<std::size_t>(end_ - pos_);
+    const std::size_t sample = std::min<std::size_t>(buffered, std::size_t{1} << 20);
+    if (sample == 0) return 0;
+    const auto line_ends = static_cast<double>(std::count(pos_, pos_ + sample, '\n'));
+    double rest = static_cast<double>(buffered);
+    if (file_ && file_size_ > 0) {
+      const std::uint64_t offset = bytes_read_ - buffered;
+      if (file_size_ > offset) rest = static_cast<double>(file_size_ - offset);
+    }
+    // A record takes 4 bytes at least (3 commas and a line end), whatever the sample says.
+    const double most = rest / 4.0 + 1.0;
+    return static_cast<std::size_t>(std::min(most, line_ends * rest / static_cast<double>(sample)));
+  }
+
+  /// The bytes held for the text of a file being read (0 for a text in memory): one chunk,
+  /// or up to four times the longest record when that is more.
+  [[nodiscard]] std::size_t buffer_bytes() const noexcept { return capacity_; }
 
   /// Names the columns, for messages about later rows.
   void set_columns(std::vector<std::string> names) { columns_ = std::move(names); }
@@ -179,6 +245,12 @@ class csv_reader {
   }
 
  private:
+  static constexpr std::string_view bom = "\xEF\xBB\xBF";
+
+  struct file_closer {
+    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+  };
+
   // ',', '"', CR and LF: the only bytes that end a run of ordinary field characters.
   static constexpr bool is_special(char c) noexcept {
     return c == ',' || c == '"' || c == '\n' || c == '\r';
@@ -204,7 +276,43 @@ class csv_reader {
     return p;
   }
 
-  // Scans the quoted field opening at p, appends it and returns the position after it.
+  // The end of an unquoted run starting at p: a quote there is literal, as in pandas.
+  static const char* find_field_end(const char* p, const char* end) noexcept {
+    const char* q = find_special(p, end);
+    while (q != end && *q == '"') q = find_special(q + 1, end);
+    return q;
+  }
+
+  // Parses the record starting at p into fields and returns the position after it, or
+  // nullptr when the buffer ends inside it and more of the file is to come (the caller then
+  // reads more and parses it again, so a record never has to fit a chunk).
+  const char* parse_record(const char* p, std::vector<csv_field>& fields) {
+    const char* const end = end_;
+    for (;;) {
+      if (p != end && *p == '"') {
+        p = scan_quoted(p, end, fields);
+        if (p == nullptr) return nullptr;
+      } else {
+        const char* q = find_field_end(p, end);
+        fields.push_back({std::string_view(p, static_cast<std::size_t>(q - p)), false, false});
+        p = q;
+      }
+      if (p == end) return eof_ ? p : nullptr;
+      if (*p == ',') {
+        ++p;
+        continue;
+      }
+      if (*p == '\r') {
+        if (p + 1 == end && !eof_) return nullptr;  // an LF may follow in the next chunk
+        if (p + 1 != end && p[1] == '\n') ++p;
+      }
+      ++line_;
+      return p + 1;
+    }
+  }
+
+  // Scans the quoted field opening at p and appends it: the position after it, or nullptr
+  // when the buffer ends inside it and more of the file is to come.
   const char* scan_quoted(const char* p, const char* end, std::vector<csv_field>& fields) {
     const std::uint64_t open_line = line_;
     const char* q = p + 1;
@@ -212,7 +320,7 @@ class csv_reader {
     for (;;) {
       q = find_special(q, end);
       if (q == end) {
-        pos_ = end;
+        if (!eof_) return nullptr;
         fail(fields.size(), "unterminated quoted field (the quote opened on line " +
                                 std::to_string(open_line) + " never closes)");
       }
@@ -220,6 +328,7 @@ class csv_reader {
         ++q;
         continue;
       }
+      if (q + 1 == end && !eof_) return nullptr;  // a quote or CR whose next byte is unread
       if (*q == '"') {
         if (q + 1 != end && q[1] == '"') {
           escaped = true;
@@ -231,19 +340,87 @@ class csv_reader {
       if (*q == '\n' || q + 1 == end || q[1] != '\n') ++line_;  // LF, CRLF (at its LF) or CR
       ++q;
     }
+    const char* const after = q + 1;  // after the closing quote
+    if (after == end || *after == ',' || *after == '\n' || *after == '\r') {
+      fields.push_back(
+          {std::string_view(p + 1, static_cast<std::size_t>(q - (p + 1))), true, escaped});
+      return after;
+    }
+    // Text after the closing quote belongs to the field, taken as written up to the next
+    // comma or line end, as Python's csv and pandas read it: `"a, b" x` is `a, b x`.
+    const char* const field_end = find_field_end(after, end);
     fields.push_back(
-        {std::string_view(p + 1, static_cast<std::size_t>(q - (p + 1))), true, escaped});
-    ++q;  // the closing quote
-    if (q != end && *q != ',' && *q != '\n' && *q != '\r')
-      fail(fields.size() - 1, "unexpected character " + quote_for_message(std::string_view(q, 1)) +
-                                  " after a closing quote (a quote inside a quoted field is "
-                                  "written as two quotes)");
-    return q;
+        {std::string_view(p + 1, static_cast<std::size_t>(field_end - (p + 1))), true, true});
+    return field_end;
   }
 
-  std::string_view text_;
+  // Throws for the NUL byte at nul_, inside the record just parsed into fields.
+  [[noreturn]] void fail_nul(const std::vector<csv_field>& fields) const {
+    constexpr std::string_view what =
+        "holds a NUL byte (a text CSV has none; is this a binary file?)";
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const char* const begin = fields[i].text.data();
+      if (nul_ >= begin && nul_ < begin + fields[i].text.size()) fail(i, what);
+    }
+    fail(what);
+  }
+
+  // Reads more of the file after the unread bytes [pos_, end_) (the start of a record the
+  // buffer cut), which move to the buffer's start; the buffer doubles when they fill more
+  // than half of it. False when the file has nothing more.
+  bool refill() {
+    if (eof_) return false;
+    const auto kept = static_cast<std::size_t>(end_ - pos_);
+    const std::ptrdiff_t nul_offset = nul_ != nullptr ? nul_ - pos_ : -1;
+    if (capacity_ == 0 || kept > capacity_ / 2) {
+      const std::size_t capacity = std::max(chunk_, capacity_ * 2);
+      std::unique_ptr<char[]> bigger(new char[capacity]);
+      if (kept != 0) std::memcpy(bigger.get(), pos_, kept);
+      buffer_ = std::move(bigger);
+      capacity_ = capacity;
+    } else if (kept != 0) {
+      std::memmove(buffer_.get(), pos_, kept);
+    }
+    char* const data = buffer_.get();
+    pos_ = data;
+    nul_ = nul_offset >= 0 ? data + nul_offset : nullptr;
+    const std::size_t want = capacity_ - kept;
+    errno = 0;
+    const std::size_t got = std::fread(data + kept, 1, want, file_.get());
+    if (got < want) {
+      if (std::ferror(file_.get()) != 0)
+        throw error(where_ + ": cannot read file (" +
+                    (errno != 0 ? std::string(std::strerror(errno)) : std::string("read error")) +
+                    ")");
+      eof_ = true;
+    }
+    if (nul_ == nullptr) nul_ = static_cast<const char*>(std::memchr(data + kept, 0, got));
+    end_ = data + kept + got;
+    bytes_read_ += got;
+    return got != 0;
+  }
+
+  // Drops a UTF-8 BOM at the start of a file.
+  void skip_bom() {
+    bom_done_ = true;
+    while (static_cast<std::size_t>(end_ - pos_) < bom.size() && refill()) {
+    }
+    if (std::string_view(pos_, static_cast<std::size_t>(end_ - pos_)).substr(0, 3) == bom)
+      pos_ += bom.size();
+  }
+
   std::string where_;
-  const char* pos_ = nullptr;
+  std::unique_ptr<std::FILE, file_closer> file_;  // null when reading a text in memory
+  std::unique_ptr<char[]> buffer_;
+  std::size_t capacity_ = 0;
+  std::size_t chunk_ = 0;
+  std::uint64_t file_size_ = 0;   // 0 when unknown (not a regular file)
+  std::uint64_t bytes_read_ = 0;  // from the file so far
+  const char* pos_ = nullptr;     // the next record
+  const char* end_ = nullptr;     // the end of the text, or of the buffered part of the file
+  const char* nul_ = nullptr;     // the first NUL byte in [pos_, end_), if any
+  bool eof_ = false;              // nothing after end_
+  bool bom_done_ = false;
   std::uint64_t line_ = 1;
   std::uint64_t record_line_ = 1;
   std::uint64_t row_ = 0;          // data rows read so far
@@ -252,51 +429,143 @@ class csv_reader {
   std::vector<std::string> columns_;
 };
 
-/// A size column's value: an integer in [1, max], written in decimal digits.
-inline std::int64_t csv_size(const csv_reader& reader, std::size_t column, const csv_field& f,
-                             std::int64_t max) {
-  const std::string_view s = trim_blanks(f.text);
+/// How a number in an integer column reads.
+enum class integral_kind { integer, not_integral, out_of_range, not_a_number };
+
+/// A number of an integer column as `parse_integral` reads it.
+struct integral_value {
+  integral_kind kind = integral_kind::not_a_number;
+  std::int64_t value = 0;
+};
+
+/// `s` read as an integer: decimal digits, or a decimal float literal with an integral value
+/// (`[-]digits[.digits][(e|E)[+|-]digits]`, a digit before or after the point), exactly, with
+/// no rounding through a double (`2147483648.0000001` is not integral). A magnitude above
+/// `max` is `out_of_range`.
+
+constexpr integral_value parse_integral(std::string_view s, std::int64_t max) noexcept {
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::size_t i = 0;
+  const bool negative = i < s.size() && s[i] == '-';
+  if (negative) ++i;
+  std::size_t begin = i;
+  while (i < s.size() && is_digit(s[i])) ++i;
+  const std::string_view whole = s.substr(begin, i - begin);
+  std::string_view fraction;
+  if (i < s.size() && s[i] == '.') {
+    begin = ++i;
+    while (i < s.size() && is_digit(s[i])) ++i;
+    fraction = s.substr(begin, i - begin);
+  }
+  if (whole.empty() && fraction.empty()) return {};
+  std::int64_t exponent = 0;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    const bool exponent_negative = i < s.size() && s[i] == '-';
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    begin = i;
+    for (; i < s.size() && is_digit(s[i]); ++i)
+      if (exponent < 1'000'000'000) exponent = exponent * 10 + (s[i] - '0');  // saturates
+    if (i == begin) return {};
+    if (exponent_negative) exponent = -exponent;
+  }
+  if (i != s.size()) return {};
+  // The digits whole ++ fraction, with the decimal point after the first `point` of them.
+  const auto total = static_cast<std::int64_t>(whole.size() + fraction.size());
+  const std::int64_t point = static_cast<std::int64_t>(whole.size()) + exponent;
+  const auto digit = [&](std::int64_t k) -> std::int64_t {
+    if (k >= total) return 0;
+    const auto u = static_cast<std::size_t>(k);
+    return (u < whole.size() ? whole[u] : fraction[u - whole.size()]) - '0';
+  };
+  for (std::int64_t k = std::max<std::int64_t>(point, 0); k < total; ++k)
+    if (digit(k) != 0) return {integral_kind::not_integral, 0};
   std::int64_t v = 0;
-  const char* const end = s.data() + s.size();
-  const auto [p, ec] = std::from_chars(s.data(), end, v);
-  if (ec == std::errc{} && p == end && !f.escaped && v >= 1 && v <= max && !s.empty()) return v;
-  // The error path: messages are built only here, so the hot path allocates nothing.
-  const std::string range = "an integer from 1 to " + std::to_string(max);
-  if (s.empty()) reader.fail(column, "is empty (expected " + range + ")");
-  if (ec == std::errc::result_out_of_range && p == end)
-    reader.fail(column, "must be " + range + ", got " + quote_for_message(s));
-  if (ec != std::errc{} || p != end || f.escaped)
-    reader.fail(column, quote_for_message(f.escaped ? f.value() : std::string(s)) +
-                            " is not an integer (expected " + range + ")");
-  reader.fail(column, "must be " + range + ", got " + std::string(s));
+  for (std::int64_t k = 0; k < point; ++k) {
+    if (k >= total && v == 0) break;  // zeros only: the value stays 0
+    const std::int64_t d = digit(k);
+    if (v > (max - d) / 10) return {integral_kind::out_of_range, 0};
+    v = v * 10 + d;
+  }
+  return {integral_kind::integer, negative ? -v : v};
 }
 
-/// An fps value: empty or NaN (any case) = unknown (NaN); otherwise a finite positive number.
-inline double csv_fps(const csv_reader& reader, std::size_t column, const csv_field& f) {
-  const std::string_view s = trim_blanks(f.text);
+/// The rare forms of a size (a float such as `51.0`, a field that needs decoding) and every
+/// error, off the hot path.
+inline std::int64_t csv_size_slow(const csv_reader& reader, std::size_t column, const csv_field& f,
+                                  std::int64_t max) {
+  const std::string decoded = f.escaped ? f.value() : std::string();
+  const std::string_view s = trim_blanks(f.escaped ? std::string_view(decoded) : f.text);
+  const auto range = [max] { return "an integer from 1 to " + std::to_string(max); };
+  if (s.empty()) reader.fail(column, "is empty (expected " + range() + ")");
+  const integral_value v = parse_integral(s, max);
+  switch (v.kind) {
+    case integral_kind::integer:
+      if (v.value >= 1 && v.value <= max) return v.value;
+      reader.fail(column, "must be " + range() + ", got " + std::string(s));
+    case integral_kind::out_of_range:
+      reader.fail(column, "must be " + range() + ", got " + quote_for_message(s));
+    case integral_kind::not_integral:
+    case integral_kind::not_a_number:
+      break;
+  }
+  reader.fail(column, quote_for_message(s) + " is not an integer (expected " + range() + ")");
+}
+
+/// A size column's value: an integer in [1, max] (see `parse_integral` for the forms).
+inline std::int64_t csv_size(const csv_reader& reader, std::size_t column, const csv_field& f,
+                             std::int64_t max) {
+  if (!f.escaped) {
+    const std::string_view s = trim_blanks(f.text);
+    std::int64_t v = 0;
+    const char* const end = s.data() + s.size();
+    const auto [p, ec] = std::from_chars(s.data(), end, v);
+    if (ec == std::errc{} && p == end && v >= 1 && v <= max && !s.empty()) return v;
+  }
+  return csv_size_slow(reader, column, f, max);
+}
+
+/// An fps value (`s` trimmed): empty, NaN (any case) or 0 = unknown (NaN); otherwise a finite
+/// positive number.
+inline double csv_fps_text(const csv_reader& reader, std::size_t column, std::string_view s) {
   if (s.empty()) return std::numeric_limits<double>::quiet_NaN();
-  constexpr std::string_view expected =
-      "expected a positive frame rate, or empty or \"nan\" when unknown";
   double v = 0.0;
   const char* const end = s.data() + s.size();
   const auto [p, ec] = std::from_chars(s.data(), end, v, std::chars_format::general);
-  if (p != end || f.escaped || (ec != std::errc{} && ec != std::errc::result_out_of_range))
-    reader.fail(column, quote_for_message(f.escaped ? f.value() : std::string(s)) +
-                            " is not a number (" + std::string(expected) + ")");
-  if (std::isnan(v)) return std::numeric_limits<double>::quiet_NaN();
+  if (p != end || (ec != std::errc{} && ec != std::errc::result_out_of_range))
+    reader.fail(column, quote_for_message(s) +
+                            " is not a number (expected a positive frame rate, or empty, \"nan\" "
+                            "or 0 when unknown)");
+  // 0 is what metadata tools write for a rate they could not read; Open-Sora's rule gives it
+  // frame interval 1, as it gives NaN.
+  if (std::isnan(v) || (ec == std::errc{} && v == 0.0))
+    return std::numeric_limits<double>::quiet_NaN();
   if (ec != std::errc{} || !(v > 0.0) || std::isinf(v))
     reader.fail(column,
-                "must be a finite positive frame rate (or empty or \"nan\" when unknown), got " +
+                "must be a finite positive frame rate (or empty, \"nan\" or 0 when unknown), "
+                "got " +
                     quote_for_message(s));
   return v;
 }
 
-inline meta_table parse_meta_csv_into(std::string_view text, const std::string& where,
-                                      std::vector<std::uint64_t>* lines) {
-  csv_reader reader(text, where);
+/// An fps field: see `csv_fps_text`.
+inline double csv_fps(const csv_reader& reader, std::size_t column, const csv_field& f) {
+  if (!f.escaped) return csv_fps_text(reader, column, trim_blanks(f.text));
+  const std::string decoded = f.value();
+  return csv_fps_text(reader, column, trim_blanks(decoded));
+}
+
+/// True when the field holds nothing but blanks.
+inline bool csv_blank(const csv_field& f) {
+  if (!f.escaped) return trim_blanks(f.text).empty();
+  return trim_blanks(f.value()).empty();
+}
+
+/// Reads the metadata table from `reader`, and each row's file line into `lines` when given.
+inline meta_table read_meta_csv(csv_reader& reader, std::vector<std::uint64_t>* lines) {
   std::vector<csv_field> fields;
   if (!reader.next(fields))
-    throw error(where +
+    throw error(reader.where() +
                 ": empty file: expected a header row naming num_frames, height, width and fps");
 
   constexpr std::string_view required[] = {"num_frames", "height", "width", "fps"};
@@ -332,15 +601,17 @@ inline meta_table parse_meta_csv_into(std::string_view text, const std::string& 
   const std::size_t num_columns = names.size();
 
   meta_table table;
-  const auto estimate = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-  table.reserve(estimate);
-  if (lines) lines->reserve(estimate);
+  // Room for a little more than the estimate: pages never written cost no memory.
+  const std::size_t estimate = reader.estimate_records();
+  const std::size_t room = estimate + estimate / 8 + 16;
+  table.reserve(room);
+  if (lines) lines->reserve(room);
   while (reader.next(fields)) {
     if (fields.size() != num_columns)
       reader.fail(std::to_string(fields.size()) + (fields.size() == 1 ? " field" : " fields") +
                   ", but the header has " + std::to_string(num_columns) + " columns");
     sample_meta m;
-    if (error_column != npos && !trim_blanks(fields[error_column].value()).empty()) {
+    if (error_column != npos && !csv_blank(fields[error_column])) {
       m = {0, 0, 0, std::numeric_limits<double>::quiet_NaN()};  // unusable: counted invalid
       table.push_back(m);
       if (lines) lines->push_back(reader.line());
@@ -400,24 +671,30 @@ inline std::string read_whole_file(const std::string& path) {
 
 /// Parses metadata CSV text. `where` (usually the file name) starts every error message.
 inline meta_table parse_meta_csv(std::string_view text, const std::string& where) {
-  return detail::parse_meta_csv_into(text, where, nullptr);
+  detail::csv_reader reader(text, where);
+  return detail::read_meta_csv(reader, nullptr);
 }
 
 /// As `parse_meta_csv`, also returning the file line on which each row starts.
 inline meta_csv parse_meta_csv_with_lines(std::string_view text, const std::string& where) {
+  detail::csv_reader reader(text, where);
   meta_csv out;
-  out.table = detail::parse_meta_csv_into(text, where, &out.lines);
+  out.table = detail::read_meta_csv(reader, &out.lines);
   return out;
 }
 
-/// Reads and parses a metadata CSV file.
+/// Reads and parses a metadata CSV file, streaming it: the file's text is never held whole.
 inline meta_table load_meta_csv(const std::string& path) {
-  return parse_meta_csv(detail::read_whole_file(path), path);
+  detail::csv_reader reader(detail::csv_file{path});
+  return detail::read_meta_csv(reader, nullptr);
 }
 
 /// As `load_meta_csv`, also returning the file line on which each row starts.
 inline meta_csv load_meta_csv_with_lines(const std::string& path) {
-  return parse_meta_csv_with_lines(detail::read_whole_file(path), path);
+  detail::csv_reader reader(detail::csv_file{path});
+  meta_csv out;
+  out.table = detail::read_meta_csv(reader, &out.lines);
+  return out;
 }
 
 }  // namespace vbucket

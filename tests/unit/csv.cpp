@@ -176,20 +176,19 @@ TEST_CASE("csv errors: wrong field count") {
   check_error(with_header("a,1,2,3,4\n \n"), {"row 2 (line 3)", "1 field,"});
 }
 
-TEST_CASE("csv errors: unterminated quote, junk after a closing quote") {
+TEST_CASE("csv errors: unterminated quote") {
   check_error(with_header("a,1,2,3,4\n\"b,1,2,3,4\n"),
               {"row 2 (line 3)", "column \"path\"", "unterminated"});
   check_error("num_frames,height,width,\"fps\n", {"header (line 1)", "unterminated"});
-  check_error(with_header("\"a\"x,1,2,3,4\n"), {"row 1 (line 2)", "column \"path\"", "\"x\""});
   // A bare quote inside an unquoted field is taken literally (pandas does the same).
   CHECK(vbucket::parse_meta_csv(with_header("a\"b,1,2,3,4\n"), "meta.csv").size() == 1);
 }
 
 TEST_CASE("csv errors: non-numeric sizes") {
   check_error(with_header("a,abc,2,3,4\n"), {"row 1 (line 2)", "column \"num_frames\"", "\"abc\""});
-  check_error(with_header("a,12.0,2,3,4\n"),
-              {"column \"num_frames\"", "\"12.0\"", "not an integer"});
-  check_error(with_header("a,1,2e3,3,4\n"), {"column \"height\"", "not an integer"});
+  check_error(with_header("a,12.5,2,3,4\n"),
+              {"column \"num_frames\"", "\"12.5\"", "not an integer"});
+  check_error(with_header("a,1,2e-3,3,4\n"), {"column \"height\"", "not an integer"});
   check_error(with_header("a,1,+2,3,4\n"), {"column \"height\""});
   check_error(with_header("a,1,,3,4\n"), {"column \"height\"", "empty"});
   check_error(with_header("a,1,2,\"3\"\"\",4\n"), {"column \"width\"", "not an integer"});
@@ -207,7 +206,7 @@ TEST_CASE("csv errors: NaN, inf, negative, zero and huge sizes") {
 
 TEST_CASE("csv errors: bad fps") {
   check_error(with_header("a,1,2,3,-24\n"), {"row 1 (line 2)", "column \"fps\"", "-24"});
-  check_error(with_header("a,1,2,3,0\n"), {"column \"fps\""});
+  check_error(with_header("a,1,2,3,-0.5\n"), {"column \"fps\"", "-0.5"});
   check_error(with_header("a,1,2,3,inf\n"), {"column \"fps\"", "inf"});
   check_error(with_header("a,1,2,3,-Infinity\n"), {"column \"fps\""});
   check_error(with_header("a,1,2,3,1e999\n"), {"column \"fps\""});
@@ -324,4 +323,241 @@ TEST_CASE("csv: rows with an error (vbucket scan's output) are unusable samples,
   // Without an error column, an empty size is still an error.
   CHECK_THROWS_AS(vbucket::parse_meta_csv("path,num_frames,height,width,fps\nx,,,,\n", "m.csv"),
                   vbucket::error);
+}
+
+namespace {
+
+/// A file in the temporary directory with `text`, removed with the object.
+class temp_csv {
+ public:
+  explicit temp_csv(std::string_view text) {
+    // A unique name: several test runs may share the temporary directory.
+    path_ = (std::filesystem::temp_directory_path() /
+             ("vbucket_csv_test_" + std::to_string(std::random_device{}()) + ".csv"))
+                .string();
+    std::ofstream(path_, std::ios::binary) << text;
+  }
+  ~temp_csv() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  temp_csv(const temp_csv&) = delete;
+  temp_csv& operator=(const temp_csv&) = delete;
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// The table (with lines) read from `path` in chunks of `chunk` bytes, or the error message.
+struct streamed {
+  vbucket::meta_csv csv;
+  std::string message;
+};
+streamed read_in_chunks(const std::string& path, std::size_t chunk) {
+  streamed out;
+  try {
+    vbucket::detail::csv_reader reader(vbucket::detail::csv_file{path, chunk});
+    out.csv.table = vbucket::detail::read_meta_csv(reader, &out.csv.lines);
+  } catch (const vbucket::error& e) {
+    out.message = e.what();
+  }
+  return out;
+}
+
+/// Equal tables, NaN fps equal to NaN fps.
+bool same_table(const vbucket::meta_table& a, const vbucket::meta_table& b) {
+  if (a.num_frames != b.num_frames || a.height != b.height || a.width != b.width) return false;
+  if (a.fps.size() != b.fps.size()) return false;
+  for (std::size_t i = 0; i < a.fps.size(); ++i)
+    if (!(a.fps[i] == b.fps[i] || (std::isnan(a.fps[i]) && std::isnan(b.fps[i])))) return false;
+  return true;
+}
+
+/// The decoded fields of each record of `text`.
+std::vector<std::vector<std::string>> records(std::string_view text) {
+  vbucket::detail::csv_reader reader(text, "t.csv");
+  std::vector<vbucket::detail::csv_field> fields;
+  std::vector<std::vector<std::string>> out;
+  while (reader.next(fields)) {
+    out.emplace_back();
+    for (const auto& f : fields) out.back().push_back(f.value());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("csv: pandas-style integers (a float with an integral value) are read exactly") {
+  // pandas writes an integer column that once held a NaN as floats: 51.0, 720.0.
+  const auto t = vbucket::parse_meta_csv(with_header("a,51.0,720.0,1280.0,30\n"
+                                                     "b,51.,720.00,1280,24\n"
+                                                     "c,5.1e1,7.2E2,12800e-1,25\n"
+                                                     "d, 0.51e+2 ,\"720.0\",.128e4,25\n"
+                                                     "e,2147483648.0,16777216.000,1.6777216e7,1\n"),
+                                         "meta.csv");
+  REQUIRE(t.size() == 5);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(t.num_frames[i] == 51);
+    CHECK(t.height[i] == 720);
+    CHECK(t.width[i] == 1280);
+  }
+  CHECK(t.num_frames[4] == std::int64_t{1} << 31);
+  CHECK(t.height[4] == std::int64_t{1} << 24);
+  CHECK(t.width[4] == std::int64_t{1} << 24);
+}
+
+TEST_CASE("csv errors: a float that is not an integer, or out of range, in an integer column") {
+  check_error(with_header("a,51.5,2,3,4\n"),
+              {"row 1 (line 2)", "column \"num_frames\"", "\"51.5\" is not an integer"});
+  check_error(with_header("a,1,720.01,3,4\n"), {"column \"height\"", "\"720.01\" is not"});
+  check_error(with_header("a,1,2,5e-1,4\n"), {"column \"width\"", "\"5e-1\" is not"});
+  // No rounding through a double: 2^31 + 1e-7 is not an integer.
+  check_error(with_header("a,2147483648.0000001,2,3,4\n"), {"column \"num_frames\"", "not an"});
+  check_error(with_header("a,2147483649.0,2,3,4\n"), {"column \"num_frames\"", "2147483649.0"});
+  check_error(with_header("a,1,1.6777217e7,3,4\n"), {"column \"height\"", "must be"});
+  check_error(with_header("a,1,1e999999999999,3,4\n"), {"column \"height\"", "must be"});
+  check_error(with_header("a,0.0,2,3,4\n"), {"column \"num_frames\"", "got 0.0"});
+  check_error(with_header("a,1,-720.0,3,4\n"), {"column \"height\"", "got -720.0"});
+  for (const std::string_view bad : {".", "1.0.0", "1e", "e5", "1e+", "0x10", "1.0f", "inf", "- 1"})
+    check_error(with_header("a," + std::string(bad) + ",2,3,4\n"),
+                {"column \"num_frames\"", "not an integer"});
+}
+
+TEST_CASE("csv: parse_integral reads integral decimals exactly") {
+  using vbucket::detail::integral_kind;
+  using vbucket::detail::parse_integral;
+  constexpr std::int64_t max = 1000;
+  CHECK(parse_integral("1000", max).value == 1000);
+  CHECK(parse_integral("1e3", max).value == 1000);
+  CHECK(parse_integral("10000e-1", max).value == 1000);
+  CHECK(parse_integral("0.001e6", max).value == 1000);
+  CHECK(parse_integral("000.5e1", max).value == 5);
+  CHECK(parse_integral("-0.0", max).kind == integral_kind::integer);
+  CHECK(parse_integral("0e999999999999999", max).value == 0);
+  CHECK(parse_integral("1001", max).kind == integral_kind::out_of_range);
+  CHECK(parse_integral("1.001e3", max).kind == integral_kind::out_of_range);
+  CHECK(parse_integral("-1001.0", max).kind == integral_kind::out_of_range);
+  CHECK(parse_integral("1e18", max).kind == integral_kind::out_of_range);
+  CHECK(parse_integral("999.9", max).kind == integral_kind::not_integral);
+  CHECK(parse_integral("1e-999999999999", max).kind == integral_kind::not_integral);
+  CHECK(parse_integral("+5", max).kind == integral_kind::not_a_number);
+  CHECK(parse_integral("", max).kind == integral_kind::not_a_number);
+}
+
+TEST_CASE("csv: fps 0 is unknown, as NaN (Open-Sora's rule gives it frame interval 1)") {
+  const auto t =
+      vbucket::parse_meta_csv(with_header("a,51,2,3,0\nb,51,2,3,0.0\nc,51,2,3,\"0\"\n"), "m.csv");
+  REQUIRE(t.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(std::isnan(t.fps[i]));
+  // Open-Sora: 0 < fps_max, so interval 1 and all 51 frames count; NaN does the same here.
+  CHECK(vbucket::opensora_v2_rule{}.effective_frames(51, t.fps[0]) == 51);
+  // Below zero is still an error.
+  check_error(with_header("a,51,2,3,-1\n"), {"row 1 (line 2)", "column \"fps\"", "-1"});
+}
+
+TEST_CASE("csv: text after a closing quote is part of the field, as in Python's csv and pandas") {
+  // Expected values: Python 3.11 `list(csv.reader(io.StringIO(s, newline="")))`.
+  using rows = std::vector<std::vector<std::string>>;
+  CHECK(records("\"hello, world\" ,x\n") == rows{{"hello, world ", "x"}});
+  CHECK(records("\"a\"b\"c\",d\n") == rows{{"ab\"c\"", "d"}});
+  CHECK(records("\"a\"\"b\" \"c\",d\n") == rows{{"a\"b \"c\"", "d"}});
+  CHECK(records("\"1\"2,3\n") == rows{{"12", "3"}});
+  CHECK(records("\"\" x,y\r\n") == rows{{" x", "y"}});
+  CHECK(records("\"p\nq\" r\"\",s") == rows{{"p\nq r\"\"", "s"}});
+  // In the metadata: a caption with a blank after its quote, numbers with one after theirs.
+  const auto m = vbucket::parse_meta_csv_with_lines(
+      "text,num_frames,height,width,fps\n\"hello, world\" ,\"51\" ,720,\"1\"280,\"24\" \n"
+      "\"two\nlines\" x,1,2,3,\"0\" \n",
+      "meta.csv");
+  REQUIRE(m.table.size() == 2);
+  CHECK(m.table.num_frames[0] == 51);
+  CHECK(m.table.width[0] == 1280);  // "1"280 reads 1280, as pandas reads it
+  CHECK(m.table.fps[0] == 24.0);
+  CHECK(std::isnan(m.table.fps[1]));
+  CHECK(m.lines == std::vector<std::uint64_t>{2, 3});
+  check_error(with_header("a,\"5\"x,2,3,4\n"), {"column \"num_frames\"", "\"5x\" is not"});
+}
+
+TEST_CASE("csv errors: a NUL byte anywhere is malformed, naming row and column") {
+  using namespace std::string_literals;
+  check_error(with_header("a\0b,1,2,3,4\n"s),
+              {"row 1 (line 2)", "column \"path\"", "NUL byte"});  // an ignored column
+  check_error(with_header("a,1,2,3,4\n\"x\ny\0\",1,2,3,4\n"s),
+              {"row 2 (line 3)", "column \"path\"", "NUL"});
+  check_error(with_header("a,1,2\0,3,4\n"s), {"row 1 (line 2)", "column \"height\"", "NUL"});
+  check_error("num_frames,height,width,fps,x\0\n"s, {"header (line 1)", "field 5", "NUL"});
+  check_error("num_frames,height,width,fps,error\n1,2,3,4,\0\n"s, {"row 1", "\"error\"", "NUL"});
+  check_error("\0\x01\x02\xff\xfe\n"s, {"header (line 1)", "NUL"});
+}
+
+TEST_CASE("csv: reading a file in chunks of any size gives the text's table, lines and errors") {
+  using namespace std::string_literals;
+  const std::string good =
+      "\xEF\xBB\xBFpath,num_frames,height,width,fps,error\r\n"
+      "\"a, \"\"b\"\"\r\nc.mp4\",51.0,720,1280,30,\r\n"
+      "\n"
+      "\"d\" x,33,480,854,0,\r"
+      "e.mp4,1,2,3,,\"cannot open\nit\"\n"
+      "\"\",\"7\",\"8\" ,9,23.976,\n"
+      "last\"quote,5,6,7,,";  // no final newline
+  const std::string bad[] = {
+      good + "\nx,1,2,3,4,,extra\n",
+      good + "\n\"unterminated,1,2,3,4,\n",
+      good + "\ny\0y,1,2,3,4,\n"s,
+      "num_frames,height,width,fps\n1,2,3,4\r\n1,2,3,4.5.6\r\n",
+  };
+  std::vector<std::string> texts = {good};
+  texts.insert(texts.end(), std::begin(bad), std::end(bad));
+  for (std::size_t t = 0; t < texts.size(); ++t) {
+    const temp_csv file(texts[t]);
+    vbucket::meta_csv expected;
+    std::string expected_message;
+    try {
+      expected = vbucket::parse_meta_csv_with_lines(texts[t], file.path());
+    } catch (const vbucket::error& e) {
+      expected_message = e.what();
+    }
+    CHECK((t == 0) == expected_message.empty());
+    for (std::size_t chunk = 1; chunk <= texts[t].size() + 1; ++chunk) {
+      INFO("text " << t << ", chunk " << chunk);
+      const streamed got = read_in_chunks(file.path(), chunk);
+      CHECK(got.message == expected_message);
+      if (!expected_message.empty()) continue;
+      CHECK(same_table(got.csv.table, expected.table));
+      CHECK(got.csv.lines == expected.lines);
+    }
+  }
+  // What the good text holds (its rows, independently of the reader).
+  const auto m = vbucket::parse_meta_csv_with_lines(good, "meta.csv");
+  CHECK(m.table.num_frames == std::vector<std::int64_t>{51, 33, 0, 7, 5});
+  CHECK(m.lines == std::vector<std::uint64_t>{2, 5, 6, 8, 9});
+}
+
+TEST_CASE("csv: load_meta_csv holds one chunk of the file, not its text") {
+  // 4 MiB of caption rows read in 64 KiB chunks: the buffer stays one chunk (records are far
+  // shorter than half of it), whatever the file's size.
+  std::string text = "path,num_frames,height,width,fps,text\n";
+  const std::string caption(300, 'x');
+  std::int64_t rows = 0;
+  while (text.size() < (std::size_t{4} << 20)) {
+    text += "v/" + std::to_string(rows) + ".mp4," + std::to_string(rows % 100 + 1) +
+            ",720,1280,30,\"" + caption + ",\n" + caption + "\"\n";
+    ++rows;
+  }
+  const temp_csv file(text);
+  vbucket::detail::csv_reader reader(vbucket::detail::csv_file{file.path(), 64 << 10});
+  const vbucket::meta_table t = vbucket::detail::read_meta_csv(reader, nullptr);
+  CHECK(static_cast<std::int64_t>(t.size()) == rows);
+  CHECK(t.num_frames.back() == (rows - 1) % 100 + 1);
+  CHECK(reader.buffer_bytes() == std::size_t{64} << 10);
+  // One record longer than the chunk: the buffer grows to hold it, then no further.
+  const std::string long_caption(200'000, 'y');
+  const temp_csv long_file("path,num_frames,height,width,fps\n\"" + long_caption +
+                           "\",1,2,3,4\nz,5,6,7,8\n");
+  vbucket::detail::csv_reader long_reader(vbucket::detail::csv_file{long_file.path(), 64 << 10});
+  CHECK(vbucket::detail::read_meta_csv(long_reader, nullptr).num_frames ==
+        std::vector<std::int64_t>{1, 5});
+  CHECK(long_reader.buffer_bytes() >= long_caption.size());
+  CHECK(long_reader.buffer_bytes() <= 4 * long_caption.size());
 }
