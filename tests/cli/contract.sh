@@ -109,6 +109,13 @@ awk 'BEGIN {
 }' >"$good_profile"
 header_only_meta="$tmp/in/header_only.csv"
 echo "path,num_frames,height,width,fps" >"$header_only_meta"
+# Valid as pandas and metadata tools write it: integers as floats (51.0), fps 0 (unknown),
+# text after a closing quote (Python's csv keeps it).
+pandas_metas=("$tmp/in/pandas_floats.csv" "$tmp/in/fps_zero.csv" "$tmp/in/after_quote.csv")
+printf '%s\n' 'path,num_frames,height,width,fps' 'a.mp4,51.0,720.0,1280.0,30.0' >"${pandas_metas[0]}"
+printf '%s\n' 'path,num_frames,height,width,fps' 'a.mp4,51,720,1280,0' >"${pandas_metas[1]}"
+printf '%s\n' 'path,num_frames,height,width,fps,text' 'a.mp4,51,720,1280,30,"hi, you" ' \
+  >"${pandas_metas[2]}"
 
 out_counter=0
 
@@ -229,6 +236,7 @@ meta_cases=(
   'long_row|num_frames,height,width,fps\n10,360,640,30,extra\n'
   'unterminated_quote|num_frames,height,width,fps\n"10,360,640,30\n'
   'nul_bytes|num_frames,height,width,fps\n10,3\x0060,640,30\n'
+  'nul_in_ignored_column|path,num_frames,height,width,fps\na\x00b.mp4,10,360,640,30\n'
   'binary|\x00\x01\x02\xff\xfe\n'
 )
 profile_cases=(
@@ -245,6 +253,7 @@ declare -A meta_row=(
   [frames_not_number]="row 1" [frames_zero]="row 1" [height_negative]="row 1"
   [width_huge]="row 1" [frames_fraction]="row 1" [fps_negative]="row 1" [fps_infinite]="row 1"
   [fps_text]="row 1" [short_row]="row 2" [long_row]="row 1" [nul_bytes]="row 1"
+  [nul_in_ignored_column]="row 1"
 )
 # Keys named in messages for the config cases whose problem is under one key.
 declare -A config_key=(
@@ -428,6 +437,10 @@ for cmd in "${commands[@]}"; do
   if has_flag meta; then
     with_flag meta "$header_only_meta"
     expect_ok "$cmd: header-only metadata is valid" "$cmd" "${base_args[@]}"
+    for pandas_file in "${pandas_metas[@]}"; do
+      with_flag meta "$pandas_file"
+      expect_ok "$cmd: $(basename "$pandas_file") is valid metadata" "$cmd" "${base_args[@]}"
+    done
   fi
 
   # Impossible values.
