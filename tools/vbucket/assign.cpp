@@ -27,7 +27,8 @@ constexpr flag assign_flags[] = {
     {"config", "CFG.json", true,
      "bucket config (JSON), as Open-Sora's dict: {\"360p\": {\"102\": [[0.15, 0.33], 4]}}"},
     {"meta", "META.csv", true,
-     "metadata CSV with columns num_frames,height,width,fps (any order, others ignored)"},
+     "metadata CSV with columns num_frames,height,width,fps (any order, others ignored; "
+     "fps empty, nan or 0 = unknown; sizes may be written as floats such as 51.0)"},
     {"rule", "RULE", true, "opensora-v2 (Open-Sora 2.0) or opensora-v1.2"},
     {"rng", "RNG", true, "numpy (Open-Sora's draws, bit for bit) or fast (counter-based)"},
     {"seed", "S", true, "the epoch's seed (Open-Sora's seed + epoch), a non-negative integer"},

@@ -32,7 +32,8 @@ namespace plan_help {
 inline constexpr std::string_view config =
     "bucket config (JSON), as Open-Sora's dict: {\"360p\": {\"102\": [[0.15, 0.33], 4]}}";
 inline constexpr std::string_view meta =
-    "metadata CSV with columns num_frames,height,width,fps (any order, others ignored)";
+    "metadata CSV with columns num_frames,height,width,fps (any order, others ignored; "
+    "fps empty, nan or 0 = unknown; sizes may be written as floats such as 51.0)";
 inline constexpr std::string_view rule = "opensora-v2 (Open-Sora 2.0, default) or opensora-v1.2";
 inline constexpr std::string_view rng =
     "fast (counter-based, default) or numpy (Open-Sora's draws with seed + epoch)";
