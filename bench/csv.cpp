@@ -2,7 +2,9 @@
 /// writes (path, sizes, fps and a long quoted caption with commas, doubled quotes and the odd
 /// line break: about 380 bytes per row):
 ///  - `csv/read`: `load_meta_csv` of a 64 MiB file in the page cache, in MB/s of file
-///    (`bytes_per_second`). Counter `rows`.
+///    (`bytes_per_second`). Counters `rows` and, on Linux, `peak_extra_pct`: the peak RSS
+///    during the reads above the RSS before them, in % of the file's size (the reader's
+///    memory: its buffer and the table).
 ///
 ///     ./vbucket_bench --benchmark_filter=csv/ --benchmark_repetitions=5
 ///         --benchmark_report_aggregates_only=true
@@ -11,7 +13,9 @@
 
 #include <cstddef>     // std::size_t
 #include <cstdint>     // std::uint64_t, std::int64_t
-#include <cstdio>      // std::snprintf
+#include <cstdio>      // std::snprintf, std::fopen, std::fgets
+#include <cstdlib>     // std::strtol
+#include <cstring>     // std::strlen, std::strncmp
 #include <filesystem>  // std::filesystem (the temporary file)
 #include <fstream>     // std::ofstream
 #include <string>      // std::string
@@ -100,9 +104,36 @@ class caption_csv {
   std::uint64_t rows_ = 0;
 };
 
+/// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 when unavailable.
+long proc_status_kb(const char* field) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kb = -1;
+  const std::size_t len = std::strlen(field);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      kb = std::strtol(line + len + 1, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb;
+}
+
+/// Resets the peak RSS (VmHWM) to the current RSS (Linux ≥ 4.0); false when not possible.
+bool reset_peak_rss() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
 void csv_read(benchmark::State& state) {
   static const caption_csv file(std::size_t{64} << 20);
   std::size_t rows = 0;
+  const long rss_before = proc_status_kb("VmRSS");
+  const bool peak_reset = reset_peak_rss();
   for (auto _ : state) {
     const vbucket::meta_table table = vbucket::load_meta_csv(file.path());
     rows = table.size();
@@ -112,6 +143,10 @@ void csv_read(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(file.bytes()));
   state.counters["rows"] = static_cast<double>(rows);
+  const long rss_peak = peak_reset ? proc_status_kb("VmHWM") : -1;
+  if (rss_before >= 0 && rss_peak >= 0)
+    state.counters["peak_extra_pct"] = 100.0 * 1024.0 * static_cast<double>(rss_peak - rss_before) /
+                                       static_cast<double>(file.bytes());
 }
 
 [[maybe_unused]] const bool registered = [] {
