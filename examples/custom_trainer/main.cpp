@@ -3,10 +3,13 @@
 // and load the rank's batches (FFmpeg decoding on worker threads, straight into staging slots)
 // into a stand-in training step that checks every batch's shape.
 //
-//   custom_trainer DIR [--rank R] [--world W] [--workers N] [--seed S] [--compare]
+//   custom_trainer DIR [--rank R] [--world W] [--workers N] [--seed S] [--f32] [--compare]
 //
-// --compare also decodes the same clips one by one on this thread and reports how close the
-// loader runs to decode-bound (the sum of the decode times divided by the workers).
+// --f32 asks for the model's input, float32 CTHW normalised to [-1, 1], made on the worker
+// threads as each clip is decoded (the default is the decoder's uint8 THWC). --compare also
+// decodes the same clips one by one on this thread and reports how close the loader runs to
+// decode-bound (the sum of the decode times divided by the workers).
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +29,7 @@ struct args {
   std::uint32_t rank = 0, world = 1;
   unsigned workers = 2;
   std::uint64_t seed = 42;
+  bool f32 = false;
   bool compare = false;
 };
 
@@ -45,6 +49,8 @@ args parse(int argc, char** argv) {
       a.workers = static_cast<unsigned>(value());
     else if (k == "--seed")
       a.seed = value();
+    else if (k == "--f32")
+      a.f32 = true;
     else if (k == "--compare")
       a.compare = true;
     else if (a.dir.empty() && k.rfind("--", 0) != 0)
@@ -96,28 +102,33 @@ int main(int argc, char** argv) try {
               files.size(), meta.size(), static_cast<unsigned long long>(plan.num_batches()),
               static_cast<unsigned long long>(schedule.steps()));
 
-  // 3. The loader: FFmpeg decoding into a staging ring sized from the config.
+  // 3. The loader: FFmpeg decoding into a staging ring sized from the config (and the element
+  //    type: a float32 batch takes four times the bytes of the uint8 one).
   const vbucket::ffmpeg::file_decoder decoder(paths, meta, {.fps_max = rule.fps_max});
+  const auto element = a.f32 ? vbucket::element_type::f32 : vbucket::element_type::u8;
+  const auto layout = a.f32 ? vbucket::clip_layout::cthw : vbucket::clip_layout::thwc;
   vbucket::host_backend backend;  // vbucket::cuda::pinned_backend on a GPU machine
   vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 4});
-  ring.reserve_for(config);
+  ring.reserve_for(config, 3 * vbucket::element_size(element));
   const auto t0 = std::chrono::steady_clock::now();
-  vbucket::loader<const vbucket::ffmpeg::file_decoder, vbucket::host_backend> loader(
-      schedule, a.rank, decoder, ring, {.workers = a.workers, .prefetch = 2});
+  vbucket::loader loader(
+      schedule, a.rank, decoder, ring,
+      {.workers = a.workers, .prefetch = 2, .layout = layout, .element = element});
 
   // 4. The stand-in training step.
   std::uint64_t steps = 0, samples = 0;
-  while (auto batch = loader.next()) {
-    const auto& shape = batch->tensor.view.shape;
-    const std::array<std::int64_t, 5> want = {config.batch_size(batch->info.bucket),
-                                              batch->info.frames, batch->info.height,
-                                              batch->info.width, 3};
-    if (shape != want) {
+  for (const auto& batch : loader) {
+    const auto& shape = batch.tensor.view.shape;
+    const std::int64_t b = config.batch_size(batch.info.bucket);
+    const auto [t, h, w] = std::array{batch.info.frames, batch.info.height, batch.info.width};
+    const std::array<std::int64_t, 5> want = a.f32 ? std::array<std::int64_t, 5>{b, 3, t, h, w}
+                                                   : std::array<std::int64_t, 5>{b, t, h, w, 3};
+    if (shape != want || batch.tensor.view.type != element) {
       std::fprintf(stderr, "custom_trainer: batch %llu has the wrong shape\n",
                    static_cast<unsigned long long>(steps));
       return 1;
     }
-    for (const auto& s : batch->substitutions)
+    for (const auto& s : batch.substitutions)
       std::printf("step %llu: %s replaced by %s (%s)\n", static_cast<unsigned long long>(steps),
                   paths[s.failed].c_str(), paths[s.replacement].c_str(), s.error.c_str());
     samples += static_cast<std::uint64_t>(shape[0]);
@@ -138,13 +149,12 @@ int main(int argc, char** argv) try {
     std::uint64_t clips = 0;
     for (const auto& b : schedule.rank(a.rank)) {
       for (const auto sample : b.indices) {
-        const vbucket::clip_task task{
-            sample,
-            b.frames,
-            b.height,
-            b.width,
-            vbucket::clip_layout::thwc,
-            vbucket::fast_source(a.seed, epoch).stream(sample, 0x63726f70ULL).next_u64()};
+        const vbucket::clip_task task{sample,
+                                      b.frames,
+                                      b.height,
+                                      b.width,
+                                      vbucket::clip_layout::thwc,
+                                      vbucket::crop_seed(a.seed, epoch, sample)};
         buffer.resize(task.bytes());
         const auto c0 = std::chrono::steady_clock::now();
         (void)decoder.decode(task, buffer);

@@ -42,11 +42,11 @@ int main(int argc, char** argv) try {
                   vbucket::eigen::batch_map>
       loader(plan.deal(1), 0, decoder, ring);
   int batches = 0;
-  while (auto b = loader.next()) {
-    const vbucket::eigen::batch_map& x = b->tensor;  // B × T × H × W × C
+  for (const auto& b : loader) {
+    const vbucket::eigen::batch_map& x = b.tensor;  // B × T × H × W × C
     const Eigen::Tensor<double, 1, Eigen::RowMajor> mean =
         x.cast<double>().mean(Eigen::array<Eigen::Index, 4>{1, 2, 3, 4});
-    std::printf("batch %d: bucket %d, %ldx%ldx%ldx%ldx%ld, clip means", batches, b->info.bucket,
+    std::printf("batch %d: bucket %d, %ldx%ldx%ldx%ldx%ld, clip means", batches, b.info.bucket,
                 static_cast<long>(x.dimension(0)), static_cast<long>(x.dimension(1)),
                 static_cast<long>(x.dimension(2)), static_cast<long>(x.dimension(3)),
                 static_cast<long>(x.dimension(4)));

@@ -1,6 +1,7 @@
 // libtorch_trainer: the loader yielding torch::Tensor. A four-line tensor_traits specialisation
-// wraps each batch's staging slot with torch::from_blob (no copy); the stand-in training step
-// turns it into the model's float CTHW input in [-1, 1] and checks its shape.
+// wraps each batch's staging slot with torch::from_blob (no copy). The batch is already the
+// model's input, float32 CTHW in [-1, 1]: the loader's workers normalise each clip as it is
+// decoded, so the training thread does no conversion; the stand-in step checks shape and range.
 //
 //   libtorch_trainer DIR [--world W] [--rank R]
 #include <torch/torch.h>
@@ -65,17 +66,21 @@ int main(int argc, char** argv) try {
   const vbucket::ffmpeg::file_decoder decoder(paths, meta);
   vbucket::host_backend backend;
   vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 4});
+  // float32 B×C×T×H×W, (x / 255 − 0.5) / 0.5 per channel: Open-Sora's input, made on the workers.
+  const vbucket::loader_options options{.workers = 2,
+                                        .layout = vbucket::clip_layout::cthw,
+                                        .element = vbucket::element_type::f32,
+                                        .normalize = {{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}}};
+  ring.reserve_for(config, 3 * vbucket::element_size(options.element));
   vbucket::loader<const vbucket::ffmpeg::file_decoder, vbucket::host_backend, torch::Tensor> loader(
-      plan.deal(world), rank, decoder, ring);
+      plan.deal(world), rank, decoder, ring, options);
   std::int64_t samples = 0;
-  while (auto batch = loader.next()) {
-    // B×T×H×W×C uint8 -> B×C×T×H×W float in [-1, 1], the model's input.
-    const torch::Tensor x =
-        batch->tensor.permute({0, 4, 1, 2, 3}).to(torch::kFloat32).div(127.5).sub(1.0);
-    const std::vector<std::int64_t> want = {config.batch_size(batch->info.bucket), 3,
-                                            batch->info.frames, batch->info.height,
-                                            batch->info.width};
-    if (x.sizes().vec() != want) throw vbucket::error("a batch has the wrong shape");
+  for (const auto& batch : loader) {
+    const torch::Tensor& x = batch.tensor;  // aliases the staging slot
+    const std::vector<std::int64_t> want = {config.batch_size(batch.info.bucket), 3,
+                                            batch.info.frames, batch.info.height, batch.info.width};
+    if (x.sizes().vec() != want || x.scalar_type() != torch::kFloat32)
+      throw vbucket::error("a batch has the wrong shape");
     if (x.min().item<float>() < -1.0f || x.max().item<float>() > 1.0f)
       throw vbucket::error("a batch is out of range");
     samples += x.size(0);

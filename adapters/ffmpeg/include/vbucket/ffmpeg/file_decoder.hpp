@@ -1,24 +1,37 @@
 #pragma once
 /// `file_decoder`: a `vbucket::clip_decoder` over media files, for `vbucket::loader`. Sample i
-/// is `paths[i]` with its probed frame count and fps; a task decodes the bucket's T frames with
+/// is a file with its probed frame count and fps; a task decodes the bucket's T frames with
 /// the sample's frame interval, from a start drawn by `temporal_random_crop` with the task's
 /// seed, resized and center-cropped to the bucket's H × W.
+///
+/// The samples are the trainer's own records (any random-access range of a `media_record`:
+/// `video_meta` with a path, read as `meta_traits<T>::path(r)` where the trainer's traits
+/// specialisation has one, else the member `r.path`), or a `meta_table` with the paths as a
+/// vector or as a callable `sample index -> path`.
 ///
 /// The frame interval follows the bucket rule: Open-Sora 2.0 thins to at most `fps_max` frames
 /// per second (interval ceil(fps / fps_max) when fps ≥ fps_max, else 1); Open-Sora v1.2 uses a
 /// fixed `frame_interval`. Use the same values as the rule that assigned the buckets.
 ///
-///     auto decoder = vbucket::ffmpeg::file_decoder(paths, meta, {.fps_max = 16});
-///     vbucket::loader l(plan.deal(world), rank, decoder, ring);
+///     struct clip { std::int64_t num_frames, height, width; double fps; std::string path; };
+///     std::vector<clip> records = ...;
+///     const vbucket::ffmpeg::file_decoder decoder(records, {.fps_max = 16});
+///     vbucket::loader loader(sampler, decoder, ring);
 
-#include <cmath>     // std::ceil, std::isnan
-#include <cstdint>   // std::int64_t, std::uint8_t
-#include <limits>    // std::numeric_limits
-#include <optional>  // std::optional
-#include <span>      // std::span
-#include <string>    // std::string
-#include <utility>   // std::move
-#include <vector>    // std::vector
+#include <cmath>        // std::ceil, std::isnan
+#include <concepts>     // std::convertible_to, std::invocable
+#include <cstdint>      // std::int64_t, std::uint8_t
+#include <functional>   // std::function
+#include <limits>       // std::numeric_limits
+#include <memory>       // std::make_shared
+#include <optional>     // std::optional
+#include <ranges>       // std::ranges::random_access_range
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <type_traits>  // std::invoke_result_t
+#include <utility>      // std::move
+#include <vector>       // std::vector
 
 #include "vbucket/error.hpp"
 #include "vbucket/ffmpeg/decode.hpp"
@@ -26,6 +39,31 @@
 #include "vbucket/meta.hpp"
 
 namespace vbucket::ffmpeg {
+
+namespace detail {
+template <class T>
+concept traits_path = requires(const T& r) {
+  vbucket::meta_traits<T>::path(r);
+};
+
+/// A record's file: `meta_traits<T>::path(r)` when the traits have one, else `r.path`.
+template <class T>
+requires traits_path<T>
+decltype(auto) record_path(const T& r) { return vbucket::meta_traits<T>::path(r); }
+template <class T>
+requires(!traits_path<T> && requires(const T& r) { r.path; }) const auto& record_path(const T& r) {
+  return r.path;
+}
+}  // namespace detail
+
+/// A sample type `file_decoder` reads directly: `video_meta` plus a path (see `record_path`).
+///
+///     struct clip { std::int64_t num_frames, height, width; double fps; std::string path; };
+///     static_assert(vbucket::ffmpeg::media_record<clip>);
+template <class T>
+concept media_record = vbucket::video_meta<T> && requires(const T& r) {
+  { detail::record_path(r) } -> std::convertible_to<std::string_view>;
+};
 
 class file_decoder {
  public:
@@ -42,19 +80,52 @@ class file_decoder {
   /// `paths[i]` is sample i of `meta`. Throws `vbucket::error` when the sizes differ or an
   /// option is invalid.
   file_decoder(std::vector<std::string> paths, const meta_table& meta, options o)
-      : paths_(std::move(paths)), frames_(meta.num_frames), fps_(meta.fps), options_(o) {
-    if (paths_.size() != meta.size())
-      throw error("file_decoder: " + std::to_string(paths_.size()) + " paths for " +
+      : frames_(meta.num_frames), fps_(meta.fps), options_(o) {
+    if (paths.size() != meta.size())
+      throw error("file_decoder: " + std::to_string(paths.size()) + " paths for " +
                   std::to_string(meta.size()) + " metadata rows");
-    if (options_.frame_interval < 0)
-      throw error("file_decoder: frame_interval must be ≥ 0, got " +
-                  std::to_string(options_.frame_interval));
-    if (options_.frame_interval == 0 &&
-        !(options_.fps_max > 0.0 && options_.fps_max < std::numeric_limits<double>::infinity()))
-      throw error("file_decoder: fps_max must be a positive number");
+    path_of_ = [p = std::make_shared<const std::vector<std::string>>(std::move(paths))](
+                   std::size_t i) { return (*p)[i]; };
+    validate();
   }
   file_decoder(std::vector<std::string> paths, const meta_table& meta)
       : file_decoder(std::move(paths), meta, options{}) {}
+
+  /// Sample i of `meta` is the file `path_of(i)` (called from the loader's workers at once).
+  template <class PathOf>
+  requires std::invocable<const PathOf&, std::size_t> &&
+      std::convertible_to<std::invoke_result_t<const PathOf&, std::size_t>, std::string_view>
+      file_decoder(PathOf path_of, const meta_table& meta, options o = {})
+      : frames_(meta.num_frames), fps_(meta.fps), options_(o) {
+    path_of_ = [f = std::move(path_of)](std::size_t i) {
+      return std::string(std::string_view(f(i)));
+    };
+    validate();
+  }
+
+  /// Over the trainer's own records: sample i is `records[i]`, its frames and fps read through
+  /// `meta_traits`, its file through `record_path`. The records are referenced, not copied,
+  /// and must outlive the decoder (as the samples outlive a sampler).
+  template <std::ranges::random_access_range Records>
+  requires std::ranges::sized_range<Records> && media_record<std::ranges::range_value_t<Records>>
+  explicit file_decoder(const Records& records, options o = {}) : options_(o) {
+    frames_.reserve(std::ranges::size(records));
+    fps_.reserve(std::ranges::size(records));
+    for (const auto& r : records) {
+      const vbucket::sample_meta m = vbucket::to_sample_meta(r);
+      frames_.push_back(m.num_frames);
+      fps_.push_back(m.fps);
+    }
+    path_of_ = [&records](std::size_t i) {
+      return std::string(std::string_view(
+          detail::record_path(std::ranges::begin(records)[static_cast<std::ptrdiff_t>(i)])));
+    };
+    validate();
+  }
+  /// A temporary range of records would dangle.
+  template <std::ranges::random_access_range Records>
+  requires std::ranges::sized_range<Records> && media_record<std::ranges::range_value_t<Records>>
+  explicit file_decoder(const Records&& records, options o = {}) = delete;
 
   /// The frame interval of sample `i`.
   [[nodiscard]] std::int64_t interval(std::size_t i) const noexcept {
@@ -64,16 +135,17 @@ class file_decoder {
     return static_cast<std::int64_t>(std::ceil(fps / options_.fps_max));
   }
 
-  [[nodiscard]] const std::string& path(std::size_t i) const noexcept { return paths_[i]; }
-  [[nodiscard]] std::size_t size() const noexcept { return paths_.size(); }
+  /// The file of sample `i` (i < size()).
+  [[nodiscard]] std::string path(std::size_t i) const { return path_of_(i); }
+  [[nodiscard]] std::size_t size() const noexcept { return frames_.size(); }
 
   /// Decodes the task's clip into `out`; nullopt on success, else a one-line message naming the
   /// file. Thread-safe (nothing shared is written).
   std::optional<std::string> decode(const vbucket::clip_task& t,
                                     std::span<std::uint8_t> out) const {
-    if (t.sample >= paths_.size())
+    if (t.sample >= size())
       return "file_decoder: sample " + std::to_string(t.sample) + " has no path";
-    const std::string& file = paths_[t.sample];
+    const std::string file = path_of_(t.sample);
     const std::int64_t step = t.frames == 1 ? 1 : interval(t.sample);
     const auto start = temporal_random_crop(frames_[t.sample], t.frames, step, t.seed);
     if (!start)
@@ -98,7 +170,16 @@ class file_decoder {
   }
 
  private:
-  std::vector<std::string> paths_;
+  void validate() const {
+    if (options_.frame_interval < 0)
+      throw error("file_decoder: frame_interval must be ≥ 0, got " +
+                  std::to_string(options_.frame_interval));
+    if (options_.frame_interval == 0 &&
+        !(options_.fps_max > 0.0 && options_.fps_max < std::numeric_limits<double>::infinity()))
+      throw error("file_decoder: fps_max must be a positive number");
+  }
+
+  std::function<std::string(std::size_t)> path_of_;
   std::vector<std::int64_t> frames_;
   std::vector<double> fps_;
   options options_;
