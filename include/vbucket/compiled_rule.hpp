@@ -162,11 +162,12 @@ class compiled_v2_rule {
   /// sample walks the distribution; the buckets are the same).
   [[nodiscard]] bool tabled() const noexcept { return width_ > 0; }
   /// Columns of each row of the outcome table (the most outcomes of positive probability of
-  /// any (r0, class) plus one for no_bucket, rounded up to 4); 0 when not tabled.
+  /// any (r0, class), one for no_bucket, and padding); 0 when not tabled.
   [[nodiscard]] std::size_t row_width() const noexcept { return width_; }
   /// Bytes held by the outcome tables.
   [[nodiscard]] std::size_t table_bytes() const noexcept {
-    return cumulative_.size() * sizeof(double) + outcomes_.size() * sizeof(outcome);
+    return cumulative_.size() * sizeof(double) + outcomes_.size() * sizeof(outcome) +
+           guide_.size() * sizeof(std::uint32_t);
   }
 
   /// `opensora_v2_rule::effective_frames`, exactly, by a double division where that is exact
@@ -292,7 +293,11 @@ class compiled_v2_rule {
   static constexpr std::uint32_t invalid_row = std::numeric_limits<std::uint32_t>::max();
 
   /// Fills the outcome table, row (r0, class) by row, from the rule's distribution; leaves it
-  /// empty (width_ = 0) when it would pass the size or work bounds.
+  /// empty (width_ = 0) when it would pass the size or work bounds. A row holds its outcomes'
+  /// cumulatives, then +inf (no_bucket) padding. With a guide (Chen and Asau's look-up) of
+  /// `cells_` per row, entry g = the cumulatives ≤ g / cells_, a draw u in cell g needs only
+  /// the `span_` compares after it: every cumulative up to g / cells_ is ≤ u, and at most span_
+  /// lie strictly inside the cell.
   void build_tables(const bucket_config& config, std::size_t slots) {
     const std::size_t rows = (num_res_ + 1) * num_classes_;
     if (rows > max_table_work / (slots + 1)) return;
@@ -305,31 +310,71 @@ class compiled_v2_rule {
       });
       most = std::max(most, used);
     }
-    const std::size_t width = (most + 1 + 3) / 4 * 4;  // + no_bucket, padded to 4
-    if (rows > max_table_bytes / (width * (sizeof(double) + sizeof(outcome)))) return;
-    width_ = width;
-    cumulative_.assign(rows * width_, std::numeric_limits<double>::infinity());
-    outcomes_.assign(rows * width_, outcome{no_bucket, 0});
+    const std::size_t used = most + 1;  // + no_bucket
+    std::size_t cells = 4;
+    while (cells < 2 * used) cells *= 2;
+    const std::size_t entry = sizeof(double) + sizeof(outcome);
+    if (rows > max_table_bytes / (2 * used * entry + cells * sizeof(std::uint32_t))) return;
+    // The cumulatives, row by row at stride `used`.
+    std::vector<double> cum(rows * used, std::numeric_limits<double>::infinity());
+    std::vector<outcome> outs(rows * used, outcome{no_bucket, 0});
     const auto& res = config.resolutions();
     for (std::size_t row = 0; row < rows; ++row) {
-      std::size_t j = row * width_;
+      std::size_t j = row * used;
       walk_row(row, [&](std::size_t ri, std::size_t k, double, double cumulative) {
-        cumulative_[j] = cumulative;
-        outcomes_[j] = {
-            res[ri].first_bucket + static_cast<bucket_id>(k * res[ri].info.table.size()),
-            group_of_[ri]};
+        cum[j] = cumulative;
+        outs[j] = {res[ri].first_bucket + static_cast<bucket_id>(k * res[ri].info.table.size()),
+                   group_of_[ri]};
         ++j;
         return false;
       });
     }
+    // The guide, and the most cumulatives strictly inside one cell.
+    guide_.assign(rows * cells, 0);
+    std::size_t span = 0;
+    const double scale = static_cast<double>(cells);
+    for (std::size_t row = 0; row < rows; ++row) {
+      const double* const c = cum.data() + row * used;
+      std::size_t at_or_below = 0, below_next = 0;
+      for (std::size_t g = 0; g < cells; ++g) {
+        const double lo = static_cast<double>(g) / scale, hi = static_cast<double>(g + 1) / scale;
+        while (at_or_below < used && c[at_or_below] <= lo) ++at_or_below;
+        while (below_next < used && c[below_next] < hi) ++below_next;
+        guide_[row * cells + g] = static_cast<std::uint32_t>(at_or_below);
+        span = std::max(span, below_next - at_or_below);
+      }
+    }
+    if ((span + 3) / 4 * 4 >= used) {  // no gain over counting the whole row
+      guide_.clear();
+      cells_ = 0;
+      width_ = (used + 3) / 4 * 4;
+      span_ = width_;
+    } else {
+      cells_ = cells;
+      span_ = (span + 3) / 4 * 4;  // compared four at a time
+      width_ = used + span_;       // a guide entry ≤ used − 1, then span_ entries
+    }
+    cumulative_.assign(rows * width_, std::numeric_limits<double>::infinity());
+    outcomes_.assign(rows * width_, outcome{no_bucket, 0});
+    for (std::size_t row = 0; row < rows; ++row) {
+      std::copy_n(cum.begin() + static_cast<std::ptrdiff_t>(row * used), used,
+                  cumulative_.begin() + static_cast<std::ptrdiff_t>(row * width_));
+      std::copy_n(outs.begin() + static_cast<std::ptrdiff_t>(row * used), used,
+                  outcomes_.begin() + static_cast<std::ptrdiff_t>(row * width_));
+    }
   }
 
   /// The outcome of row `row` for the draw u: the first whose cumulative exceeds u, found by
-  /// counting those ≤ u (the row ends in +inf with no_bucket).
+  /// counting those ≤ u (the row ends in +inf with no_bucket), from the guide's start.
   [[nodiscard]] outcome pick(std::size_t row, double u) const noexcept {
-    const double* const cum = cumulative_.data() + row * width_;
     std::size_t j = 0;
-    for (std::size_t k = 0; k < width_; k += 4)
+    if (cells_ > 0) {
+      // u · cells_ is exact (a power of two) and below cells_ for u < 1.
+      const auto g = static_cast<std::size_t>(u * static_cast<double>(cells_));
+      j = guide_[row * cells_ + (g < cells_ ? g : cells_ - 1)];
+    }
+    const double* const cum = cumulative_.data() + row * width_ + j;
+    for (std::size_t k = 0; k < span_; k += 4)
       j += static_cast<std::size_t>(cum[k] <= u) + static_cast<std::size_t>(cum[k + 1] <= u) +
            static_cast<std::size_t>(cum[k + 2] <= u) + static_cast<std::size_t>(cum[k + 3] <= u);
     return outcomes_[row * width_ + j];
@@ -550,12 +595,15 @@ class compiled_v2_rule {
   std::size_t num_res_ = 0;
   std::size_t num_classes_ = 0;
   std::size_t width_ = 0;           // columns per table row; 0: not tabled
+  std::size_t cells_ = 0;           // guide cells per row (a power of two); 0: no guide
+  std::size_t span_ = 0;            // compares per pick after the guide's start
   std::vector<double> min_pixels_;  // per resolution, descending; -inf padding
   std::vector<std::int64_t> keys_;  // the config's distinct frames keys, ascending; padded
   static constexpr std::int64_t max_lut_key = 1 << 15;  // counts fit uint16
   std::vector<std::uint16_t> class_lut_;   // length t -> keys ≤ t, when the keys are short
   std::vector<double> cumulative_;         // rows × width_ cumulative probabilities, +inf padded
   std::vector<outcome> outcomes_;          // rows × width_ outcomes, no_bucket padded
+  std::vector<std::uint32_t> guide_;       // rows × cells_: cumulatives ≤ the cell's start
   std::vector<std::int32_t> group_of_;     // per resolution: its ratio group
   std::vector<ratio_group> groups_;        // distinct ratio lists
   std::size_t cell_span_ = 0;              // the most compares after a cell look-up
