@@ -18,4 +18,5 @@
 #include "vbucket/plan_stats.hpp"     // plan statistics
 #include "vbucket/random.hpp"         // fast_source, numpy_source
 #include "vbucket/rules.hpp"          // opensora_v2_rule, opensora_v12_rule
+#include "vbucket/seeding.hpp"        // rng_mode, seed + epoch -> source, assign_epoch
 #include "vbucket/staging.hpp"        // staging_ring, host_backend

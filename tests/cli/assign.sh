@@ -256,10 +256,9 @@ bad_meta nan_height 'column "height"' "${hdr}a,1,nan,100,24\n"
 bad_meta inf_width 'column "width"' "${hdr}a,1,100,inf,24\n"
 bad_meta huge_height 'column "height"' "${hdr}a,1,16777217,100,24\n"
 bad_meta huge_frames 'column "num_frames"' "${hdr}a,99999999999999999999,100,100,24\n"
-bad_meta fractional_frames '"12.0"' "${hdr}a,12.0,100,100,24\n"
+bad_meta fractional_frames '"12.5"' "${hdr}a,12.5,100,100,24\n"
 bad_meta text_frames 'column "num_frames"' "${hdr}a,many,100,100,24\n"
 bad_meta negative_fps 'column "fps"' "${hdr}a,10,100,100,-24\n"
-bad_meta zero_fps 'column "fps"' "${hdr}a,10,100,100,0\n"
 bad_meta inf_fps 'column "fps"' "${hdr}a,10,100,100,inf\n"
 bad_meta text_fps 'column "fps"' "${hdr}a,10,100,100,fast\n"
 bad_meta short_row 'row 2 (line 3)' "${hdr}a,1,100,100,24\nb,1,100,100\n"
@@ -300,6 +299,137 @@ fi
 # META from a pipe (process substitution): read in chunks.
 expect_ok "META from a pipe" assign "${common[@]}" --meta <(cat "$meta") --out "$tmp/from_pipe.csv" --quiet &&
   { cmp -s "$out" "$tmp/from_pipe.csv" && pass || fail "META from a pipe gives another result"; }
+
+# ---------------------------------------------------------------------------------------------
+# --seed S --epoch E mean what they mean to `plan` and `stats`, in both modes: every sample is
+# in the bucket `plan` put it in. NumPy seeds may be any non-negative integer everywhere
+# (Open-Sora's epoch seed is S + E, also past 2^64); fast seeds are below 2^64 everywhere.
+# ---------------------------------------------------------------------------------------------
+cfgv2="$data/config_opensora_v2.json"
+metav2="$tmp/meta_v2.csv"
+python3 - "$metav2" <<'EOF'
+import sys
+sizes = [(1080, 1920), (720, 1280), (480, 854), (360, 640), (1920, 1080), (1080, 1080),
+         (240, 426), (2160, 3840), (800, 1920), (64, 64)]
+state = 777
+def rnd(n):
+    global state
+    state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
+    return (state >> 33) % n
+with open(sys.argv[1], "w") as f:
+    f.write("path,num_frames,height,width,fps\n")
+    for i in range(400):
+        h, w = sizes[rnd(len(sizes))]
+        if rnd(100) < 15:
+            f.write(f"img{i}.jpg,1,{h},{w},\n")
+        else:
+            f.write(f"v{i}.mp4,{20 + rnd(900)},{h},{w},{[24, 25, 30, 60][rnd(4)]}\n")
+EOF
+
+# expect_ok_warned NAME ARGS...: as expect_ok, but stderr may hold warning lines (plan and
+# stats warn about pads).
+expect_ok_warned() {
+  local name=$1
+  shift
+  run "$@"
+  if [[ $rc -ne 0 ]]; then
+    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
+    return 1
+  elif grep -qv '^vbucket [a-z]*: warning: ' "$tmp/stderr"; then
+    fail "$name: unexpected stderr: $(cat "$tmp/stderr")"
+    return 1
+  fi
+  pass
+}
+
+# same_buckets NAME ASSIGN.csv PLAN.jsonl: the samples of each bucket of the plan (pads and
+# repeats are its own samples again) are exactly the samples `assign` put in that bucket.
+same_buckets() {
+  if python3 - "$2" "$3" >"$tmp/same.out" 2>&1 <<'EOF'; then
+import csv, json, sys
+assigned = {}
+with open(sys.argv[1], newline="") as f:
+    for row in csv.DictReader(f):
+        if row["resolution"]:
+            assigned[int(row["index"])] = (row["resolution"], int(row["frames"]), row["ratio"])
+planned = {}
+with open(sys.argv[2]) as f:
+    for line in f:
+        b = json.loads(line)
+        key = (b["bucket"][0], int(b["bucket"][1]), b["bucket"][2])
+        for i in b["indices"]:
+            if planned.setdefault(i, key) != key:
+                sys.exit(f"sample {i} is in two buckets of the plan: {planned[i]} and {key}")
+if not assigned:
+    sys.exit("assign put no sample in a bucket")
+if planned != assigned:
+    diff = sorted(i for i in set(planned) | set(assigned) if planned.get(i) != assigned.get(i))
+    sys.exit(f"{len(diff)} samples differ, e.g. {[(i, assigned.get(i), planned.get(i)) for i in diff[:3]]}")
+EOF
+    pass
+  else
+    fail "$1: $(cat "$tmp/same.out")"
+  fi
+}
+
+n=0
+for rng in fast numpy; do
+  cases=("7 0" "7 3" "0 18446744073709551615" "18446744073709551615 0")
+  [[ $rng == numpy ]] && cases+=("18446744073709551615 2" "1267650600228229401496703205376 5")
+  for c in "${cases[@]}"; do
+    read -r s e <<<"$c"
+    n=$((n + 1))
+    name="--rng $rng --seed $s --epoch $e"
+    expect_ok "assign $name" assign --config "$cfgv2" --meta "$metav2" --rule opensora-v2 \
+      --rng "$rng" --seed "$s" --epoch "$e" --out "$tmp/ep$n.csv" --quiet || continue
+    expect_ok_warned "plan $name" plan --config "$cfgv2" --meta "$metav2" --rng "$rng" --seed "$s" \
+      --epoch "$e" --world 2 --rank all --out "$tmp/ep$n.jsonl" --quiet || continue
+    same_buckets "assign and plan, $name" "$tmp/ep$n.csv" "$tmp/ep$n.jsonl"
+    expect_ok_warned "stats $name" stats --config "$cfgv2" --meta "$metav2" --rng "$rng" --seed "$s" \
+      --epoch "$e" --world 2
+  done
+done
+
+# A NumPy seed past 2^64 that assign has always taken: plan and stats take it too (epoch 0).
+big=18446744073709551617
+expect_ok "assign numpy seed $big" assign --config "$cfgv2" --meta "$metav2" --rule opensora-v2 \
+  --rng numpy --seed "$big" --out "$tmp/big.csv" --quiet &&
+  expect_ok_warned "plan numpy seed $big" plan --config "$cfgv2" --meta "$metav2" --rng numpy \
+    --seed "$big" --epoch 0 --world 3 --rank all --out "$tmp/big.jsonl" --quiet &&
+  same_buckets "assign and plan, numpy seed $big" "$tmp/big.csv" "$tmp/big.jsonl"
+expect_ok_warned "stats numpy seed $big" stats --config "$cfgv2" --meta "$metav2" --rng numpy --seed "$big"
+
+# Without --epoch: epoch 0, as before --epoch existed.
+expect_ok "assign without --epoch" assign --config "$cfgv2" --meta "$metav2" --rule opensora-v2 \
+  --rng fast --seed 7 --out "$tmp/noepoch.csv" --quiet &&
+  { cmp -s "$tmp/ep1.csv" "$tmp/noepoch.csv" && pass || fail "no --epoch differs from --epoch 0"; }
+
+# NumPy mode: epoch E of seed S draws with Open-Sora's seed S + E (here summed by Python), also
+# when the sum passes 2^64.
+for c in "42 3" "18446744073709551615 2" "1267650600228229401496703205376 5"; do
+  read -r s e <<<"$c"
+  sum=$(python3 -c "import sys; print(int(sys.argv[1]) + int(sys.argv[2]))" "$s" "$e")
+  expect_ok "numpy seed $s epoch $e" assign --config "$cfgv2" --meta "$metav2" --rule opensora-v2 \
+    --rng numpy --seed "$s" --epoch "$e" --out "$tmp/se.csv" --quiet &&
+    expect_ok "numpy seed $sum" assign --config "$cfgv2" --meta "$metav2" --rule opensora-v2 \
+      --rng numpy --seed "$sum" --out "$tmp/sum.csv" --quiet &&
+    { cmp -s "$tmp/se.csv" "$tmp/sum.csv" && pass ||
+      fail "--rng numpy --seed $s --epoch $e differs from --seed $sum"; }
+done
+
+# One seed rule in every command: fast seeds of 2^64 and more are refused, naming --seed.
+for cmd in assign plan stats; do
+  extra=()
+  [[ $cmd == assign ]] && extra=(--rule opensora-v2 --out "$tmp/o.csv")
+  [[ $cmd == plan ]] && extra=(--world 1 --rank 0 --out "$tmp/o.jsonl")
+  expect_error "$cmd fast seed 2^64" 2 "--seed: seed 18446744073709551616 does not fit in 64 bits" \
+    "$cmd" --config "$cfgv2" --meta "$metav2" --rng fast --seed 18446744073709551616 --epoch 1 \
+    "${extra[@]}"
+  expect_error "$cmd epoch 2^64" 2 "--epoch" "$cmd" --config "$cfgv2" --meta "$metav2" \
+    --rng numpy --seed 1 --epoch 18446744073709551616 "${extra[@]}"
+  expect_error "$cmd epoch -1" 2 "--epoch" "$cmd" --config "$cfgv2" --meta "$metav2" \
+    --rng numpy --seed 1 --epoch -1 "${extra[@]}"
+done
 
 echo "assign.sh: $checks checks passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -8,17 +8,14 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
-#include <type_traits>  // std::is_same_v
 #include <vector>       // std::vector
 
 #include "cli.hpp"
-#include "vbucket/assign.hpp"
 #include "vbucket/bucket_config.hpp"
-#include "vbucket/compiled_rule.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/random.hpp"
 #include "vbucket/rules.hpp"
+#include "vbucket/seeding.hpp"
 
 namespace vbucket::cli {
 namespace {
@@ -31,7 +28,9 @@ constexpr flag assign_flags[] = {
      "fps empty, nan or 0 = unknown; sizes may be written as floats such as 51.0)"},
     {"rule", "RULE", true, "opensora-v2 (Open-Sora 2.0) or opensora-v1.2"},
     {"rng", "RNG", true, "numpy (Open-Sora's draws, bit for bit) or fast (counter-based)"},
-    {"seed", "S", true, "the epoch's seed (Open-Sora's seed + epoch), a non-negative integer"},
+    {"seed", "S", true,
+     "the run's seed, a non-negative integer (below 2^64 with --rng fast), as plan's --seed"},
+    {"epoch", "E", false, "the epoch, an integer in [0, 2^64) (0), as plan's --epoch"},
     {"out", "OUT.csv", true, "output CSV: index,resolution,frames,ratio,T,H,W per sample"},
     {"fps-max", "F", false, "opensora-v2: frames are thinned to at most F per second (16)"},
     {"frame-interval", "N", false, "opensora-v1.2: the frame interval (1)"},
@@ -42,22 +41,24 @@ constexpr flag assign_flags[] = {
 constexpr std::string_view assign_description =
     "Assigns every row of META.csv (row order = sample index) to a bucket (resolution, frames,\n"
     "aspect ratio) with Open-Sora's rule, and writes OUT.csv with one row per sample; the last\n"
-    "six fields are empty when the rule chose no bucket. With --rng numpy the result is\n"
-    "Open-Sora's, draw for draw; with --rng fast it has Open-Sora's distribution (for\n"
-    "opensora-v2, one draw per sample through the compiled rule, compiled_v2_rule).\n"
+    "six fields are empty when the rule chose no bucket. --seed S --epoch E give the buckets\n"
+    "`vbucket plan` and `stats` use with the same flags. With --rng numpy the result is\n"
+    "Open-Sora's, draw for draw, with Open-Sora's epoch seed S + E (so --seed S+E --epoch 0\n"
+    "is the same); with --rng fast it has Open-Sora's distribution, drawn from\n"
+    "fast_source(S, E) (for opensora-v2, one draw per sample through compiled_v2_rule).\n"
     "Unless --quiet, prints a table of the non-empty buckets.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
 enum class rule_kind { opensora_v2, opensora_v12 };
-enum class rng_kind { numpy, fast };
 
 struct assign_options {
   std::string config_path;
   std::string meta_path;
   std::string out_path;
   rule_kind rule = rule_kind::opensora_v2;
-  rng_kind rng = rng_kind::numpy;
+  rng_mode rng = rng_mode::numpy;
   big_seed seed;
+  std::uint64_t epoch = 0;
   double fps_max = 16.0;
   std::int64_t frame_interval = 1;
   unsigned threads = 0;
@@ -78,19 +79,11 @@ assign_options read_options(const args& a) {
     throw usage_error("--rule: unknown rule \"" + rule +
                       "\" (expected opensora-v2 or opensora-v1.2)");
   }
-  const std::string& rng = a.value("rng");
-  if (rng == "numpy") {
-    o.rng = rng_kind::numpy;
-  } else if (rng == "fast") {
-    o.rng = rng_kind::fast;
-  } else {
-    throw usage_error("--rng: unknown random source \"" + rng + "\" (expected numpy or fast)");
-  }
-  o.seed = parse_seed_flag("seed", a.value("seed"));
-  if (o.rng == rng_kind::fast && o.seed.words().size() > 2)
-    throw usage_error("--seed: " + o.seed.to_string() +
-                      " does not fit in 64 bits, which --rng fast requires (at most "
-                      "18446744073709551615)");
+  o.rng = parse_rng_flag("rng", a.value("rng"));
+  o.seed = parse_seed_flag("seed", a.value("seed"), o.rng);
+  if (a.has("epoch"))
+    o.epoch =
+        parse_uint_flag("epoch", a.value("epoch"), 0, std::numeric_limits<std::uint64_t>::max());
   if (a.has("fps-max")) {
     if (o.rule != rule_kind::opensora_v2)
       throw usage_error("--fps-max applies to --rule opensora-v2 only");
@@ -229,21 +222,9 @@ int run_assign(const assign_options& o, const Tables& tables, const Rule& rule) 
   rule.validate();
   const bucket_config config = json::load_bucket_config(o.config_path, tables);
   const meta_table meta = load_meta_csv(o.meta_path);
-  std::vector<bucket_id> ids;
-  if (o.rng == rng_kind::numpy) {
-    ids = assign_all(config, meta, rule, numpy_source(o.seed, config.num_buckets()), o.threads);
-  } else {
-    const auto w = o.seed.words();
-    const std::uint64_t seed64 =
-        w.size() > 1 ? (std::uint64_t{w[1]} << 32 | w[0]) : std::uint64_t{w[0]};
-    if constexpr (std::is_same_v<Rule, opensora_v2_rule>) {
-      // Same distribution, one draw per sample: about twice as fast.
-      ids = assign_all(config, meta, compiled_v2_rule(config, rule), fast_source(seed64, 0),
-                       o.threads);
-    } else {
-      ids = assign_all(config, meta, rule, fast_source(seed64, 0), o.threads);
-    }
-  }
+  // The library's seed convention, as plan and stats use it.
+  const std::vector<bucket_id> ids =
+      assign_epoch(config, meta, rule, o.rng, o.seed, o.epoch, o.threads);
   write_out_csv(o.out_path, config, ids);
   if (!o.quiet) {
     print_summary(config, ids);

@@ -28,6 +28,7 @@
 
 #include "vbucket/error.hpp"
 #include "vbucket/numpy_random.hpp"  // big_seed
+#include "vbucket/seeding.hpp"       // rng_mode, check_seed
 
 namespace vbucket::cli {
 
@@ -248,6 +249,25 @@ inline big_seed parse_seed_flag(std::string_view flag_name, std::string_view tex
   } catch (const vbucket::error& e) {
     throw usage_error("--" + std::string(flag_name) + ": " + e.what());
   }
+}
+
+/// A random-mode flag value: fast or numpy.
+inline rng_mode parse_rng_flag(std::string_view flag_name, std::string_view text) {
+  if (const auto mode = parse_rng_mode(text)) return *mode;
+  throw usage_error("--" + std::string(flag_name) + ": unknown random source \"" +
+                    std::string(text) + "\" (expected fast or numpy)");
+}
+
+/// A seed flag value for `mode` (the library's rule, `check_seed`): any non-negative decimal
+/// integer, below 2^64 in fast mode.
+inline big_seed parse_seed_flag(std::string_view flag_name, std::string_view text, rng_mode mode) {
+  big_seed seed = parse_seed_flag(flag_name, text);
+  try {
+    check_seed(mode, seed);
+  } catch (const vbucket::error& e) {
+    throw usage_error("--" + std::string(flag_name) + ": " + e.what());
+  }
+  return seed;
 }
 
 /// `text` as one CSV field: quoted (quotes doubled) when it holds a comma, quote, line break

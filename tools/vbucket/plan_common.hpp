@@ -21,6 +21,7 @@
 #include "vbucket/numpy_random.hpp"
 #include "vbucket/random.hpp"
 #include "vbucket/rules.hpp"
+#include "vbucket/seeding.hpp"
 
 namespace vbucket::cli {
 
@@ -37,7 +38,8 @@ inline constexpr std::string_view meta =
 inline constexpr std::string_view rule = "opensora-v2 (Open-Sora 2.0, default) or opensora-v1.2";
 inline constexpr std::string_view rng =
     "fast (counter-based, default) or numpy (Open-Sora's draws with seed + epoch)";
-inline constexpr std::string_view seed = "the run's seed, an integer in [0, 2^64)";
+inline constexpr std::string_view seed =
+    "the run's seed, a non-negative integer (below 2^64 with --rng fast)";
 inline constexpr std::string_view epoch = "the epoch, an integer in [0, 2^64)";
 inline constexpr std::string_view policy =
     "incomplete batches: pad (default), drop, or downgrade (to a smaller bucket, then pad)";
@@ -55,15 +57,14 @@ inline constexpr std::string_view threads = "worker threads; 0 = one per core (0
 }  // namespace plan_help
 
 enum class plan_rule { opensora_v2, opensora_v12 };
-enum class plan_rng { fast, numpy };
 
 /// The flags that define a plan.
 struct plan_flags {
   std::string config_path;
   std::string meta_path;
   plan_rule rule = plan_rule::opensora_v2;
-  plan_rng rng = plan_rng::fast;
-  std::uint64_t seed = 0;
+  rng_mode rng = rng_mode::fast;
+  big_seed seed;  ///< any size with --rng numpy, below 2^64 with --rng fast (check_seed)
   std::uint64_t epoch = 0;
   double fps_max = 16.0;
   std::int64_t frame_interval = 1;
@@ -88,16 +89,9 @@ inline plan_flags read_plan_flags(const args& a) {
     throw usage_error("--rule: unknown rule \"" + rule +
                       "\" (expected opensora-v2 or opensora-v1.2)");
   }
-  const std::string rng = a.value_or("rng", "fast");
-  if (rng == "fast") {
-    f.rng = plan_rng::fast;
-  } else if (rng == "numpy") {
-    f.rng = plan_rng::numpy;
-  } else {
-    throw usage_error("--rng: unknown random source \"" + rng + "\" (expected fast or numpy)");
-  }
+  f.rng = parse_rng_flag("rng", a.value_or("rng", "fast"));
   constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
-  if (a.has("seed")) f.seed = parse_uint_flag("seed", a.value("seed"), 0, u64_max);
+  if (a.has("seed")) f.seed = parse_seed_flag("seed", a.value("seed"), f.rng);
   if (a.has("epoch")) f.epoch = parse_uint_flag("epoch", a.value("epoch"), 0, u64_max);
   if (a.has("fps-max")) {
     if (f.rule != plan_rule::opensora_v2)
@@ -134,32 +128,12 @@ inline plan_flags read_plan_flags(const args& a) {
 }
 
 namespace plan_detail {
-/// `v` in decimal (for numpy seeds beyond 64 bits: seed + epoch).
-inline std::string u128_decimal(u128 v) {
-  std::string s;
-  do {
-    s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
-    v /= 10;
-  } while (v != 0);
-  return s;
-}
-
 template <class Rule>
 std::vector<bucket_id> assign_with(const plan_flags& f, const bucket_config& config,
                                    const meta_table& meta, const Rule& rule) {
   rule.validate();
-  if (f.rng == plan_rng::numpy) {
-    // Open-Sora seeds sample i of an epoch with (seed + epoch) + i · num_bucket.
-    const big_seed seed = big_seed::parse(u128_decimal(static_cast<u128>(f.seed) + f.epoch));
-    return assign_all(config, meta, rule, numpy_source(seed, config.num_buckets()), f.threads);
-  }
-  if constexpr (std::is_same_v<Rule, opensora_v2_rule>) {
-    // As `assign --rng fast`: Open-Sora's distribution, one draw per sample.
-    return assign_all(config, meta, compiled_v2_rule(config, rule), fast_source(f.seed, f.epoch),
-                      f.threads);
-  } else {
-    return assign_all(config, meta, rule, fast_source(f.seed, f.epoch), f.threads);
-  }
+  // The library's seed convention, as `assign` uses it.
+  return assign_epoch(config, meta, rule, f.rng, f.seed, f.epoch, f.threads);
 }
 }  // namespace plan_detail
 
@@ -190,7 +164,7 @@ inline planned_epoch plan_from_flags(const plan_flags& f) {
               : plan_detail::assign_with(f, out.config, meta, opensora_v12_rule{f.frame_interval});
   }
   plan_options o;
-  o.seed = f.seed;
+  o.seed = plan_seed(f.seed);
   o.epoch = f.epoch;
   o.policy = f.policy;
   o.balance_group = f.balance_group;
