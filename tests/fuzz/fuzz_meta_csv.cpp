@@ -1,12 +1,14 @@
 /// Fuzzes the metadata CSV reader (`vbucket::parse_meta_csv`) on arbitrary text. Bad input
 /// must throw `vbucket::error` with one line naming the file; a table that loads must hold only
-/// values the rules accept, agree between the two entry points, and survive a write-and-reload
-/// round trip.
+/// values the rules accept, agree between the two entry points and with the file reader (which
+/// streams the text in chunks of 1 to 16 bytes here, so records cross chunk borders), and
+/// survive a write-and-reload round trip.
 
 #include <cmath>        // std::isnan, std::isfinite
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::uint8_t, std::uint64_t
-#include <cstdio>       // std::snprintf
+#include <cstdio>       // std::snprintf, std::fopen, std::fwrite
+#include <filesystem>   // std::filesystem::temp_directory_path
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 
@@ -14,6 +16,10 @@
 #include "vbucket/csv.hpp"
 #include "vbucket/error.hpp"
 #include "vbucket/meta.hpp"
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>  // getpid (a file name no concurrent run shares)
+#endif
 
 namespace {
 
@@ -56,6 +62,36 @@ std::string to_csv(const vbucket::meta_table& t) {
   return out;
 }
 
+/// What the file reader makes of `text`: the message after the file name when it throws
+/// (`error`), else the table.
+struct streamed {
+  vbucket::meta_csv csv;
+  std::string error;
+};
+streamed read_streamed(std::string_view text) {
+#if defined(__unix__) || defined(__APPLE__)
+  const std::string tag = std::to_string(static_cast<long>(getpid()));
+#else
+  const std::string tag = "0";
+#endif
+  static const std::string path =
+      (std::filesystem::temp_directory_path() / ("vbucket_fuzz_meta_csv_" + tag + ".csv")).string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  VBUCKET_FUZZ_CHECK(f != nullptr);
+  VBUCKET_FUZZ_CHECK(std::fwrite(text.data(), 1, text.size(), f) == text.size());
+  VBUCKET_FUZZ_CHECK(std::fclose(f) == 0);
+  streamed out;
+  try {
+    vbucket::detail::csv_reader reader(vbucket::detail::csv_file{path, 1 + text.size() % 16});
+    out.csv.table = vbucket::detail::read_meta_csv(reader, &out.csv.lines);
+  } catch (const vbucket::error& e) {
+    const std::string_view message = e.what();
+    VBUCKET_FUZZ_CHECK(message.substr(0, path.size()) == path);
+    out.error = std::string(message.substr(path.size()));
+  }
+  return out;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -65,6 +101,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     parsed = vbucket::parse_meta_csv_with_lines(text, std::string(file_name));
   } catch (const vbucket::error& e) {
     vbucket_fuzz::check_message(e.what(), file_name);
+    // The file reader fails with the same message.
+    VBUCKET_FUZZ_CHECK(read_streamed(text).error ==
+                       std::string_view(e.what()).substr(file_name.size()));
     // The other entry point fails too, with the same message.
     try {
       (void)vbucket::parse_meta_csv(text, std::string(file_name));
@@ -83,6 +122,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const auto plain = vbucket::parse_meta_csv(text, std::string(file_name));
   VBUCKET_FUZZ_CHECK(plain.size() == t.size());
+  const streamed from_file = read_streamed(text);
+  VBUCKET_FUZZ_CHECK(from_file.error.empty() && from_file.csv.table.size() == t.size());
+  VBUCKET_FUZZ_CHECK(from_file.csv.lines == parsed.lines);
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const auto& u = from_file.csv.table;
+    VBUCKET_FUZZ_CHECK(u.num_frames[i] == t.num_frames[i] && u.height[i] == t.height[i] &&
+                       u.width[i] == t.width[i] && same(u.fps[i], t.fps[i]));
+  }
   const auto again = vbucket::parse_meta_csv(to_csv(t), "again.csv");
   VBUCKET_FUZZ_CHECK(again.size() == t.size());
   for (std::size_t i = 0; i < t.size(); ++i) {
