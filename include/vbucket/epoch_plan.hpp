@@ -12,14 +12,16 @@
 ///     - `drop`: the leftover (count mod batch size, the last ones in shuffled order) is dropped
 ///       and counted.
 ///     - `downgrade`: the leftover moves to the nearest smaller compatible bucket (the same
-///       aspect ratio, i.e. the closest entry of the other resolution's table, at most as many
-///       frames and pixels and fewer of one; "nearest" = the most latent tokens per sample,
-///       then the lowest id), where it is shuffled in and may move on again; a bucket with no
-///       such bucket pads. Moves are counted.
+///       kind, video or image: videos never move to a frames-1 bucket nor images to a video
+///       one; the same aspect ratio, i.e. the closest entry of the other resolution's table;
+///       at most as many frames and pixels and fewer of one; "nearest" = the most latent
+///       tokens per sample, then the lowest id), where it is shuffled in and may move on
+///       again; a bucket with no such bucket pads. Moves are counted.
 ///     Samples in a disabled bucket (batch size null) are dropped, or moved under downgrade.
 ///  3. The batches are put in one global order, the same whatever the world size: a keyed
-///     shuffle of all batches, or with step balance (`balance_group` G > 0) cost-sorted chunks
-///     of G batches in shuffled chunk order (see `plan_options::balance_group`).
+///     shuffle of all batches, or with step balance (`balance_group` G > 0, chosen without
+///     regard to the world size) cost-sorted chunks of G batches in shuffled chunk order (see
+///     `plan_options::balance_group`).
 ///
 /// How it is dealt (`epoch_plan::deal(world, consumed, drop_last)` → `epoch_schedule`):
 /// the global batches not yet consumed, from position `consumed` on, are dealt round robin:
@@ -29,7 +31,8 @@
 /// of that last step's real batches, earliest first), or with drop_last the incomplete last
 /// step is dropped. Both are counted. So all ranks get the same number of steps.
 ///
-/// Resume: the state is (seed, epoch, global batches consumed) (`plan_state`). After k steps
+/// Resume: the state is (seed, epoch, global batches consumed, balance group) (`plan_state`;
+/// the plan's other inputs, the metadata, config and policy, must be the same). After k steps
 /// under world W, consumed grows by k·W. Dealing the same plan from that count under any world
 /// size W' yields exactly the batches not yet consumed, in global order, with no replay and no
 /// skip: the first step after a change of world size is formed by global positions consumed …
@@ -136,6 +139,12 @@ concept batch_cost = requires(const F& f, const bucket_config& c, bucket_id b, s
   { f(c, b, n) } -> std::convertible_to<double>;
 };
 
+/// The step balance group `vbucket plan --balance` uses: a constant, so that the global order
+/// never depends on the world size. 960 = 2^6 · 3 · 5 is a multiple of every world size that
+/// is a multiple of 8 up to 64 with no prime factor above 5 (8, 16, 24, 32, 40, 48, 64) and of
+/// most smaller ones (1–6, 10, 12, 15, 20, …), so those worlds get fully balanced steps.
+inline constexpr std::uint32_t default_balance_group = 960;
+
 /// What a plan depends on besides the groups and the config.
 struct plan_options {
   std::uint64_t seed = 0;   ///< the run's seed
@@ -143,10 +152,19 @@ struct plan_options {
   incomplete_policy policy = incomplete_policy::pad;
   /// Step balance. 0: the global order is a plain shuffle of all batches. G > 0: batches are
   /// sorted by cost (ties in shuffled order), cut into chunks of G consecutive batches and
-  /// the chunks put in shuffled order, the remainder (count mod G, the cheapest) last; dealt to
-  /// G ranks, every step is one chunk of batches of near-equal cost. Use the world size; the
-  /// global order then depends on G, not on the world size it is dealt to, so resuming with
-  /// another world size stays exact (pass the same G), only less balanced.
+  /// the chunks put in shuffled order, the remainder (count mod G, the cheapest) last.
+  /// The order depends on G, never on the world size W it is dealt to, so a resume under
+  /// another W is exact as long as G stays (`plan_state` records G and `deal(world, state)`
+  /// refuses another). What "balanced" means then: a step is W consecutive batches, and the
+  /// batches of one chunk cost nearly the same. When W divides G (and the consumed count is a
+  /// multiple of W, as it is between resumes), every step lies inside one chunk: fully
+  /// balanced. Otherwise about (W − gcd(W, G)) / G of the steps straddle two chunks and mix
+  /// their costs; the rest stay balanced; with W > G every step mixes ⌈W / G⌉ chunks. A
+  /// larger G keeps more steps balanced but runs longer stretches of similar batches (about
+  /// G / W steps from one cost band) and, when the epoch has fewer than a few G batches,
+  /// leaves the order mostly sorted by cost. `default_balance_group` (960) suits worlds that
+  /// divide it; otherwise use a multiple of every world size the run will use (e.g. W itself
+  /// when it never changes), the same for the whole epoch.
   std::uint32_t balance_group = 0;
   /// Threads for the per-bucket shuffles (0: one per core); the plan does not depend on it.
   unsigned threads = 0;
@@ -186,26 +204,38 @@ struct batch {
 };
 
 /// Resume state: what a trainer saves in a checkpoint. `consumed` counts global batches (all
-/// ranks together) of the epoch already trained on. Written as
-/// "vbucket-plan seed=S epoch=E consumed=C".
+/// ranks together) of the epoch already trained on. `balance_group` is the plan's step balance
+/// group (`plan_options::balance_group`, 0 = none): the global order depends on it, so a state
+/// is only valid for a plan with the same group; nullopt = not recorded (a state built from
+/// (seed, epoch, consumed) alone, or a string from before the field existed), not checked.
+/// Written as "vbucket-plan seed=S epoch=E consumed=C balance=G" (without " balance=G" when
+/// not recorded).
 struct plan_state {
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
   std::uint64_t consumed = 0;
+  std::optional<std::uint32_t> balance_group;
+
+  constexpr plan_state() noexcept = default;
+  constexpr plan_state(std::uint64_t seed_, std::uint64_t epoch_, std::uint64_t consumed_,
+                       std::optional<std::uint32_t> balance_group_ = std::nullopt) noexcept
+      : seed(seed_), epoch(epoch_), consumed(consumed_), balance_group(balance_group_) {}
 
   /// The state after `steps` more steps under world size `world`.
   [[nodiscard]] constexpr plan_state advanced(std::uint64_t steps,
                                               std::uint32_t world) const noexcept {
-    return {seed, epoch, consumed + steps * world};
+    return {seed, epoch, consumed + steps * world, balance_group};
   }
 
   [[nodiscard]] std::string to_string() const {
-    return "vbucket-plan seed=" + std::to_string(seed) + " epoch=" + std::to_string(epoch) +
-           " consumed=" + std::to_string(consumed);
+    std::string s = "vbucket-plan seed=" + std::to_string(seed) +
+                    " epoch=" + std::to_string(epoch) + " consumed=" + std::to_string(consumed);
+    if (balance_group) s += " balance=" + std::to_string(*balance_group);
+    return s;
   }
 
-  /// Parses `to_string()`'s form (fields in any order, separated by spaces). Throws
-  /// `vbucket::error` naming what is wrong.
+  /// Parses `to_string()`'s form (fields in any order, separated by spaces; balance optional).
+  /// Throws `vbucket::error` naming what is wrong.
   static plan_state parse(std::string_view text) {
     auto fail = [&](const std::string& why) -> plan_state {
       throw error("plan state \"" + std::string(text) + "\": " + why);
@@ -213,10 +243,11 @@ struct plan_state {
     constexpr std::string_view tag = "vbucket-plan";
     std::size_t pos = text.find_first_not_of(' ');
     if (pos == std::string_view::npos || text.substr(pos, tag.size()) != tag)
-      return fail("expected \"vbucket-plan seed=S epoch=E consumed=C\"");
+      return fail("expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G]\"");
     pos += tag.size();
     plan_state s;
-    bool seen[3] = {false, false, false};
+    constexpr std::string_view names[] = {"seed", "epoch", "consumed", "balance"};
+    bool seen[4] = {false, false, false, false};
     while (true) {
       const std::size_t start = text.find_first_not_of(' ', pos);
       if (start == std::string_view::npos) break;
@@ -225,7 +256,9 @@ struct plan_state {
       const std::string_view field = text.substr(start, end - start);
       const std::size_t eq = field.find('=');
       const std::string_view name = field.substr(0, eq);
-      int which = name == "seed" ? 0 : name == "epoch" ? 1 : name == "consumed" ? 2 : -1;
+      int which = -1;
+      for (int k = 0; k < 4; ++k)
+        if (name == names[k]) which = k;
       if (eq == std::string_view::npos || which < 0)
         return fail("unknown field \"" + std::string(field) + "\"");
       if (seen[which]) return fail("duplicate field \"" + std::string(name) + "\"");
@@ -234,16 +267,19 @@ struct plan_state {
       std::uint64_t v = 0;
       const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
       if (value.empty() || ec != std::errc{} || p != value.data() + value.size())
-        return fail(std::string(name) + " must be a non-negative integer below 2^64");
-      (which == 0 ? s.seed : which == 1 ? s.epoch : s.consumed) = v;
+        return fail(std::string(name) + " must be a non-negative integer below 2^" +
+                    (which == 3 ? "32" : "64"));
+      if (which == 3) {
+        if (v > std::numeric_limits<std::uint32_t>::max())
+          return fail("balance must be a non-negative integer below 2^32");
+        s.balance_group = static_cast<std::uint32_t>(v);
+      } else {
+        (which == 0 ? s.seed : which == 1 ? s.epoch : s.consumed) = v;
+      }
       pos = end;
     }
-    if (!seen[0] || !seen[1] || !seen[2])
-      return fail(std::string("missing field \"") +
-                  (!seen[0]   ? "seed"
-                   : !seen[1] ? "epoch"
-                              : "consumed") +
-                  "\"");
+    for (int k = 0; k < 3; ++k)
+      if (!seen[k]) return fail("missing field \"" + std::string(names[k]) + "\"");
     return s;
   }
 
@@ -318,7 +354,8 @@ class epoch_plan {
   /// `vbucket::error` when world is 0.
   [[nodiscard]] epoch_schedule deal(std::uint32_t world, std::uint64_t consumed = 0,
                                     bool drop_last = false) const;
-  /// Deals from a saved state; throws `vbucket::error` when its seed or epoch is not this plan's.
+  /// Deals from a saved state; throws `vbucket::error` when its seed, epoch or (recorded)
+  /// balance group is not this plan's.
   [[nodiscard]] epoch_schedule deal(std::uint32_t world, const plan_state& state,
                                     bool drop_last = false) const;
 
@@ -584,7 +621,8 @@ class epoch_schedule {
 
   /// The resume state after `steps_done` steps of this schedule.
   [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
-    return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world};
+    return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
+            plan().options().balance_group};
   }
 
  private:
@@ -601,6 +639,13 @@ inline epoch_schedule epoch_plan::deal(std::uint32_t world, const plan_state& st
   if (state.seed != seed() || state.epoch != epoch())
     throw error("plan state " + state.to_string() + " is not for this plan (seed " +
                 std::to_string(seed()) + ", epoch " + std::to_string(epoch()) + ")");
+  const std::uint32_t group = options().balance_group;
+  if (state.balance_group && *state.balance_group != group)
+    throw error("plan state " + state.to_string() + " was saved from a plan with step balance " +
+                "group " + std::to_string(*state.balance_group) + " but this plan has " +
+                std::to_string(group) + " (0 = none): the global orders differ, so resuming " +
+                "would replay some batches and skip others; plan with balance group " +
+                std::to_string(*state.balance_group));
   return deal(world, state.consumed, drop_last);
 }
 
@@ -611,10 +656,11 @@ static_assert(std::ranges::view<rank_steps>);
 namespace detail {
 
 /// Under `downgrade`, bucket b's leftovers go to the nearest smaller compatible bucket: among
-/// the enabled buckets (r', t', a') where a' is the entry of resolution r''s table closest to
-/// b's aspect ratio (the one the rule would pick for b's shape), with t' ≤ T and H'·W' ≤ H·W,
-/// not both equal, the one with the most latent tokens per sample, then the lowest id;
-/// no_bucket when there is none.
+/// the enabled buckets (r', t', a') of the same kind (image: frames key 1, or video: more; the
+/// rule never gives a video frames key 1, so neither does a move) where a' is the entry of
+/// resolution r''s table closest to b's aspect ratio (the one the rule would pick for b's
+/// shape), with t' ≤ T and H'·W' ≤ H·W, not both equal, the one with the most latent tokens
+/// per sample, then the lowest id; no_bucket when there is none.
 inline void choose_downgrades(const bucket_config& config, std::vector<plan_bucket>& buckets) {
   const auto& resolutions = config.resolutions();
   for (std::size_t b = 0; b < buckets.size(); ++b) {
@@ -630,6 +676,7 @@ inline void choose_downgrades(const bucket_config& config, std::vector<plan_buck
       for (std::size_t k = 0; k < resolutions[r].frames.size(); ++k) {
         const frames_entry& f = resolutions[r].frames[k];
         if (f.batch_size == 0 || f.frames > src.frames) continue;
+        if ((f.frames == 1) != src.image()) continue;
         if (f.frames == src.frames && px == src_px) continue;
         const bucket_id id = config.id_of(r, k, a);
         if (static_cast<std::size_t>(id) == b) continue;
@@ -647,20 +694,16 @@ inline void choose_downgrades(const bucket_config& config, std::vector<plan_buck
 
 namespace detail {
 
-/// Lays out and fills a plan from per-bucket sample counts. `fill_own(slots, buckets, capacity)`
-/// writes every bucket's grouped samples, ascending, at the start of its region (buckets with
-/// capacity 0 are skipped); the rest (shuffles, moves, pads, order) follows here.
-template <class Cost, class FillOwn>
-epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_t unassigned,
-                            std::uint64_t invalid, const bucket_config& config,
-                            const plan_options& options, const Cost& cost, FillOwn fill_own) {
+/// What a plan does with each bucket's samples, from the counts alone: fills `buckets`
+/// (shapes, batch sizes, costs, downgrade targets, moves, pads, drops, batches), `topo` (the
+/// buckets in source-to-target order) and `capacity` (slots per bucket region).
+template <class Cost>
+void count_plan_buckets(std::span<const std::uint64_t> grouped, const bucket_config& config,
+                        incomplete_policy policy, const Cost& cost,
+                        std::vector<plan_bucket>& buckets, std::vector<std::uint32_t>& topo,
+                        std::vector<std::uint64_t>& capacity) {
   const std::size_t nb = config.num_buckets();
-  auto data = std::make_shared<plan_data>();
-  data->options = options;
-  data->unassigned = unassigned;
-  data->invalid = invalid;
-  auto& buckets = data->buckets;
-  buckets.resize(nb);
+  buckets.assign(nb, plan_bucket{});
   for (std::size_t b = 0; b < nb; ++b) {
     const auto id = static_cast<bucket_id>(b);
     plan_bucket& pb = buckets[b];
@@ -676,11 +719,11 @@ epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_
                     " is not a finite number >= 0");
     }
   }
-  const bool downgrade = options.policy == incomplete_policy::downgrade;
+  const bool downgrade = policy == incomplete_policy::downgrade;
   if (downgrade) choose_downgrades(config, buckets);
 
   // Sources before targets: a target has strictly fewer frames·pixels than its source.
-  std::vector<std::uint32_t> topo(nb);
+  topo.resize(nb);
   std::iota(topo.begin(), topo.end(), std::uint32_t{0});
   if (downgrade) {
     auto volume = [&](std::uint32_t b) {
@@ -692,7 +735,7 @@ epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_
   }
 
   // Counts, moves, pads and drops depend on counts only; regions get their final sizes.
-  std::vector<std::uint64_t> capacity(nb, 0);
+  capacity.assign(nb, 0);
   for (std::uint32_t b : topo) {
     plan_bucket& pb = buckets[b];
     const std::uint64_t count = pb.grouped + pb.moved_in;
@@ -705,7 +748,7 @@ epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_
     } else if (pb.batch_size == 0) {
       pb.dropped = count;
       capacity[b] = 0;
-    } else if (options.policy == incomplete_policy::drop) {
+    } else if (policy == incomplete_policy::drop) {
       pb.dropped = rem;
       pb.samples = count - rem;
     } else {
@@ -716,6 +759,25 @@ epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_
     pb.batches = pb.batch_size == 0 ? 0 : (pb.samples + pb.pads) / pb.batch_size;
     if (pb.batches > 0xffffffffULL) throw error("epoch plan: more than 2^32 batches in a bucket");
   }
+}
+
+/// Lays out and fills a plan from per-bucket sample counts. `fill_own(slots, buckets, capacity)`
+/// writes every bucket's grouped samples, ascending, at the start of its region (buckets with
+/// capacity 0 are skipped); the rest (shuffles, moves, pads, order) follows here.
+template <class Cost, class FillOwn>
+epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_t unassigned,
+                            std::uint64_t invalid, const bucket_config& config,
+                            const plan_options& options, const Cost& cost, FillOwn fill_own) {
+  const std::size_t nb = config.num_buckets();
+  auto data = std::make_shared<plan_data>();
+  data->options = options;
+  data->unassigned = unassigned;
+  data->invalid = invalid;
+  auto& buckets = data->buckets;
+  const bool downgrade = options.policy == incomplete_policy::downgrade;
+  std::vector<std::uint32_t> topo;
+  std::vector<std::uint64_t> capacity;
+  count_plan_buckets(grouped, config, options.policy, cost, buckets, topo, capacity);
   std::uint64_t total_slots = 0, total_batches = 0;
   for (std::size_t b = 0; b < nb; ++b) {
     buckets[b].slot_begin = total_slots;

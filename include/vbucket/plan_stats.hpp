@@ -1,12 +1,15 @@
 #pragma once
 /// Statistics of an epoch plan, as data: per bucket samples, batches, pads, drops and moves;
 /// image and video totals; by aspect ratio and by (resolution, frames); the rank alignment of
-/// a schedule; and the step balance (max/mean cost of the batches that run in one step).
+/// a schedule; the step balance (max/mean cost of the batches that run in one step); and how
+/// much of the batches are pads (`compute_pad_report`, behind `vbucket stats`' and `plan`'s
+/// pad warning).
 /// `vbucket/fmt/plan_table.hpp` prints them as a table.
 
 #include <algorithm>    // std::max, std::stable_sort, std::find_if
 #include <cstddef>      // std::size_t
-#include <cstdint>      // std::uint64_t, std::int64_t
+#include <cstdint>      // std::uint64_t, std::int64_t, std::uint32_t
+#include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 #include <utility>      // std::move
@@ -154,6 +157,92 @@ inline plan_stats compute_plan_stats(const epoch_schedule& schedule, const bucke
                  schedule.repeat_batches(), schedule.repeat_samples(), schedule.dropped_batches(),
                  schedule.dropped_samples()};
   return s;
+}
+
+/// One bucket's pads (for `pad_report`).
+struct bucket_pads {
+  bucket_id bucket = no_bucket;
+  std::string resolution;
+  std::int64_t frames = 0;  ///< the frames key
+  std::string ratio;        ///< the aspect table key
+  std::uint64_t pads = 0;   ///< repeated slots in its last batch
+  std::uint64_t slots = 0;  ///< all its slots: samples + pads
+};
+
+/// How much of a plan's batches are pads (repeats that fill a bucket's last batch; the rank
+/// alignment's repeats are not counted), where they are, and what `downgrade` would leave.
+/// A bucket much smaller than its batch size is mostly pads: one image in a bucket of batch
+/// size 141 is trained 141 times per epoch.
+struct pad_report {
+  incomplete_policy policy = incomplete_policy::pad;  ///< the plan's policy
+  std::uint64_t pads = 0;                             ///< pads of all buckets
+  std::uint64_t slots = 0;                            ///< slots of all batches
+  std::vector<bucket_pads> worst;  ///< buckets with pads, the most pads first (a few)
+  /// Pads and slots the same buckets' samples would give under `downgrade` (equal to the
+  /// above when the plan already downgrades).
+  std::uint64_t downgrade_pads = 0;
+  std::uint64_t downgrade_slots = 0;
+
+  /// Pads / slots (0 when there are no slots).
+  [[nodiscard]] constexpr double fraction() const noexcept {
+    return slots == 0 ? 0.0 : static_cast<double>(pads) / static_cast<double>(slots);
+  }
+  [[nodiscard]] constexpr double downgrade_fraction() const noexcept {
+    return downgrade_slots == 0
+               ? 0.0
+               : static_cast<double>(downgrade_pads) / static_cast<double>(downgrade_slots);
+  }
+  /// Whether the pads are more than `threshold` of the slots (a threshold of 1 never is).
+  [[nodiscard]] constexpr bool exceeds(double threshold) const noexcept {
+    return fraction() > threshold;
+  }
+  /// Whether switching to `downgrade` would leave fewer pads (never when already downgrading).
+  [[nodiscard]] constexpr bool downgrade_helps() const noexcept {
+    return policy != incomplete_policy::downgrade && downgrade_pads < pads;
+  }
+};
+
+/// The pads of a plan, its `max_worst` buckets with the most pads (ties: the larger share of
+/// pads, then the lower id), and the pads of the same samples under `downgrade` (computed from
+/// the plan's per-bucket counts, without planning again). `config` is the plan's config.
+inline pad_report compute_pad_report(const epoch_plan& plan, const bucket_config& config,
+                                     std::size_t max_worst = 3) {
+  pad_report r;
+  r.policy = plan.options().policy;
+  const std::span<const plan_bucket> buckets = plan.buckets();
+  std::vector<std::uint64_t> grouped(buckets.size());
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const plan_bucket& pb = buckets[b];
+    grouped[b] = pb.grouped;
+    r.pads += pb.pads;
+    r.slots += pb.samples + pb.pads;
+    if (pb.pads == 0) continue;
+    const auto id = static_cast<bucket_id>(b);
+    r.worst.push_back({id, config.resolution_of(id).info.name, pb.frames, config.ratio_of(id).key,
+                       pb.pads, pb.samples + pb.pads});
+  }
+  std::stable_sort(r.worst.begin(), r.worst.end(), [](const bucket_pads& a, const bucket_pads& b) {
+    if (a.pads != b.pads) return a.pads > b.pads;
+    // a.pads / a.slots > b.pads / b.slots without division (pads equal and > 0).
+    return a.slots < b.slots;
+  });
+  if (r.worst.size() > max_worst) r.worst.resize(max_worst);
+  if (r.policy == incomplete_policy::downgrade) {
+    r.downgrade_pads = r.pads;
+    r.downgrade_slots = r.slots;
+  } else {
+    std::vector<plan_bucket> down;
+    std::vector<std::uint32_t> topo;
+    std::vector<std::uint64_t> capacity;
+    detail::count_plan_buckets(std::span<const std::uint64_t>(grouped), config,
+                               incomplete_policy::downgrade, latent_tokens_cost{}, down, topo,
+                               capacity);
+    for (const plan_bucket& pb : down) {
+      r.downgrade_pads += pb.pads;
+      r.downgrade_slots += pb.samples + pb.pads;
+    }
+  }
+  return r;
 }
 
 /// How evenly the batches of one step cost, over a schedule's steps. In synchronous data

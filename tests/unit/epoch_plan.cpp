@@ -106,16 +106,17 @@ std::vector<bucket_id> random_ids(test_rng& g, const bucket_config& c, std::size
   return ids;
 }
 
-/// A downgrade target: enabled, the closest ratio of its resolution's table to the source's
-/// ratio, at most as many frames and pixels, fewer of one.
+/// A downgrade target: enabled, of the same kind (image: frames 1, or video), the closest
+/// ratio of its resolution's table to the source's ratio, at most as many frames and pixels,
+/// fewer of one.
 bool compatible_downgrade(const bucket_config& c, bucket_id from, bucket_id to) {
   const auto& a = c.ratio_of(from);
   const auto& b = c.ratio_of(to);
   const auto& table = c.resolution_of(to).info.table;
   const std::int64_t pa = std::int64_t{a.height} * a.width, pb = std::int64_t{b.height} * b.width;
   const std::int64_t fa = c.frames_of(from).frames, fb = c.frames_of(to).frames;
-  return c.enabled(to) && &table[table.closest_ratio(a.ratio)] == &b && fb <= fa && pb <= pa &&
-         (fb < fa || pb < pa);
+  return c.enabled(to) && (fa == 1) == (fb == 1) && &table[table.closest_ratio(a.ratio)] == &b &&
+         fb <= fa && pb <= pa && (fb < fa || pb < pa);
 }
 
 /// Whether `to` is reached from `from` through the plan's downgrade targets, each compatible.
@@ -514,7 +515,7 @@ TEST_CASE("epoch_plan: empty dataset, empty and disabled buckets, one-sample buc
 }
 
 TEST_CASE("epoch_plan: downgrade moves leftovers to the nearest smaller compatible bucket") {
-  // 256px: 65 frames (bs 4) -> 33 frames (bs 4) -> 1 frame (bs 3); one aspect ratio in play.
+  // 256px: 65 frames (bs 4) -> 33 frames (bs 4); 1 frame (bs 3) takes images only.
   const bucket_config c = small_config(3, 4, 4);
   const bucket_id b65 = c.find("256px", 65, "16:9");
   const bucket_id b33 = c.find("256px", 33, "16:9");
@@ -526,25 +527,29 @@ TEST_CASE("epoch_plan: downgrade moves leftovers to the nearest smaller compatib
   REQUIRE(other >= 0);
   std::vector<bucket_id> ids;
   ids.insert(ids.end(), 10, b65);   // 10 = 2·4 + 2 leftovers -> 33
-  ids.insert(ids.end(), 5, b33);    // 5 + 2 = 7 = 1·4 + 3 leftovers -> 1
-  ids.insert(ids.end(), 1, b1);     // 1 + 3 = 4 = 1·3 + 1 -> nothing smaller: pad 2
-  ids.insert(ids.end(), 3, other);  // 3: nothing smaller in 9:16 with samples... 33/9:16 exists
+  ids.insert(ids.end(), 5, b33);    // 5 + 2 = 7 = 1·4 + 3 -> no smaller video bucket: pad 1
+  ids.insert(ids.end(), 4, b1);     // 4 = 1·3 + 1 -> nothing smaller: pad 2
+  ids.insert(ids.end(), 3, other);  // 3 -> 33 frames 9:16, which pads 1
   const epoch_plan plan = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c,
                                                    {9, 0, incomplete_policy::downgrade});
   CHECK(plan.bucket(b65).downgrade_to == b33);
-  CHECK(plan.bucket(b33).downgrade_to == b1);
+  CHECK(plan.bucket(b33).downgrade_to == vbucket::no_bucket);  // never the image bucket
   CHECK(plan.bucket(b1).downgrade_to == vbucket::no_bucket);
   CHECK(plan.bucket(b65).moved_out == 2);
   CHECK(plan.bucket(b65).batches == 2);
   CHECK(plan.bucket(b33).moved_in == 2);
-  CHECK(plan.bucket(b33).moved_out == 3);
-  CHECK(plan.bucket(b33).batches == 1);
-  CHECK(plan.bucket(b1).moved_in == 3);
+  CHECK(plan.bucket(b33).moved_out == 0);
+  CHECK(plan.bucket(b33).samples == 7);
+  CHECK(plan.bucket(b33).pads == 1);
+  CHECK(plan.bucket(b33).batches == 2);
+  CHECK(plan.bucket(b1).moved_in == 0);
   CHECK(plan.bucket(b1).samples == 4);
   CHECK(plan.bucket(b1).pads == 2);
   CHECK(plan.bucket(b1).batches == 2);
-  // 9:16 65 frames: all 3 move down the chain (to 33, then to 1 frame), nothing is lost.
+  // 9:16 65 frames: all 3 move to 33 frames 9:16 and stop there, nothing is lost.
   CHECK(plan.bucket(other).moved_out == 3);
+  CHECK(plan.bucket(c.find("256px", 33, "9:16")).moved_in == 3);
+  CHECK(plan.bucket(c.find("256px", 33, "9:16")).pads == 1);
   check_plan(ids, c, plan, 3, false);
   check_plan(ids, c, plan, 2, true);
 }
@@ -848,4 +853,247 @@ TEST_CASE("epoch_plan: views outlive the schedule they came from; vectors conver
   }
   CHECK(steps.size() == plan.deal(5).steps());
   CHECK(std::ranges::equal(steps.front().indices, plan.deal(5).at(0, 4).indices));
+}
+
+namespace {
+
+/// Every sample of `ids` with a bucket appears in `batches`; the repeated slots are exactly
+/// `pads` (the counted pads and alignment repeats): nothing lost, nothing replayed.
+void check_covers_once(const std::vector<bucket_id>& ids,
+                       const std::vector<vbucket::batch>& batches, std::uint64_t pads) {
+  std::vector<std::uint32_t> seen(ids.size(), 0);
+  for (const vbucket::batch& b : batches)
+    for (std::uint32_t i : b.indices) ++seen[i];
+  std::uint64_t repeats = 0, missing = 0, stray = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) {
+      stray += seen[i];
+    } else if (seen[i] == 0) {
+      ++missing;
+    } else {
+      repeats += seen[i] - 1;
+    }
+  }
+  CHECK(stray == 0);
+  CHECK(missing == 0);
+  CHECK(repeats == pads);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "epoch_plan: a resume under another world size covers every sample once, balance on "
+    "or off") {
+  // Issue 14: with step balance the global order depends on the balance group, so the group
+  // must not follow the world size. A run of 4 ranks stops after 10 steps; the job restarts on
+  // 2 ranks with the same plan options (as a restarted trainer plans again from its flags).
+  const bucket_config c = small_config(3, 2, 1);
+  test_rng g{1414};
+  std::vector<bucket_id> ids(700);
+  for (auto& id : ids) {
+    const std::uint64_t u = g.below(20);
+    id = u == 0 ? vbucket::no_bucket : static_cast<bucket_id>(g.below(c.num_buckets()));
+  }
+  for (std::uint32_t group : {0u, 3u, 4u, vbucket::default_balance_group}) {
+    CAPTURE(group);
+    plan_options o{77, 2};
+    o.balance_group = group;
+    const epoch_plan before = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o);
+    const epoch_schedule first = before.deal(4);
+    REQUIRE(first.steps() > 12);
+    const std::string saved = first.state_after(10).to_string();
+    CHECK(saved == "vbucket-plan seed=77 epoch=2 consumed=40 balance=" + std::to_string(group));
+
+    const epoch_plan after = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o);
+    const epoch_schedule rest = after.deal(2, vbucket::plan_state::parse(saved));
+    std::vector<vbucket::batch> trained;
+    for (std::uint64_t k = 0; k < 10; ++k)
+      for (std::uint32_t r = 0; r < 4; ++r) trained.push_back(first.at(k, r));
+    for (std::uint64_t k = 0; k < rest.steps(); ++k)
+      for (std::uint32_t r = 0; r < 2; ++r) trained.push_back(rest.at(k, r));
+    std::uint64_t pads = rest.repeat_samples();
+    for (const auto& pb : before.buckets()) pads += pb.pads;
+    check_covers_once(ids, trained, pads);
+  }
+}
+
+TEST_CASE("epoch_plan: the resume state records the balance group; another group is refused") {
+  const bucket_config c = small_config(3, 2, 1);
+  std::vector<bucket_id> ids(400);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<bucket_id>(i % c.num_buckets());
+  auto plan_with = [&](std::uint32_t group) {
+    plan_options o{42, 0};
+    o.balance_group = group;
+    return vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o);
+  };
+  // The old CLI's --balance made G = the world size: 4 ranks, then 2 ranks with G = 2 would
+  // deal another order from the same consumed count (samples lost and replayed).
+  const vbucket::plan_state state = plan_with(4).deal(4).state_after(10);
+  REQUIRE(state.balance_group == 4u);
+  CHECK(state.advanced(1, 2).balance_group == 4u);
+  for (std::uint32_t other : {0u, 2u, vbucket::default_balance_group}) {
+    CAPTURE(other);
+    CHECK_THROWS_WITH_AS((void)plan_with(other).deal(2, state),
+                         doctest::Contains("balance group 4"), vbucket::error);
+  }
+  CHECK(plan_with(4).deal(2, state).consumed() == 40);
+  // A plan without balance records 0, and a balanced plan refuses that state too.
+  const vbucket::plan_state plain = plan_with(0).deal(3).state_after(1);
+  CHECK(plain.balance_group == 0u);
+  CHECK_THROWS_AS((void)plan_with(3).deal(3, plain), vbucket::error);
+  // Not recorded (a state string from before the field, or built from three numbers): not
+  // checked.
+  const auto old = vbucket::plan_state::parse("vbucket-plan seed=42 epoch=0 consumed=12");
+  CHECK(!old.balance_group);
+  CHECK(plan_with(5).deal(2, old).consumed() == 12);
+  CHECK(plan_with(0).deal(2, vbucket::plan_state{42, 0, 12}).consumed() == 12);
+}
+
+TEST_CASE("epoch_plan: resume state text with a balance group") {
+  const vbucket::plan_state s{1, 2, 3, 960};
+  CHECK(s.to_string() == "vbucket-plan seed=1 epoch=2 consumed=3 balance=960");
+  CHECK(vbucket::plan_state::parse(s.to_string()) == s);
+  CHECK(vbucket::plan_state::parse("vbucket-plan balance=0 consumed=3 seed=1 epoch=2") ==
+        vbucket::plan_state{1, 2, 3, 0u});
+  CHECK(vbucket::plan_state::parse("vbucket-plan seed=1 epoch=2 consumed=3 balance=4294967295")
+            .balance_group == 4294967295u);
+  CHECK(vbucket::plan_state::parse("vbucket-plan seed=1 epoch=2 consumed=3") !=
+        vbucket::plan_state{1, 2, 3, 0u});
+  for (const char* bad : {"vbucket-plan seed=1 epoch=2 consumed=3 balance=4294967296",
+                          "vbucket-plan seed=1 epoch=2 consumed=3 balance=-1",
+                          "vbucket-plan seed=1 epoch=2 consumed=3 balance=",
+                          "vbucket-plan seed=1 epoch=2 consumed=3 balance=1 balance=1",
+                          "vbucket-plan seed=1 epoch=2 balance=1"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS((void)vbucket::plan_state::parse(bad), vbucket::error);
+  }
+}
+
+TEST_CASE("epoch_plan: downgrade moves videos among video buckets and images among image ones") {
+  // Issue 14: {"256px": {"1": [1.0, 2], "33": [1.0, 4]}} with six 40-frame clips put two
+  // videos into the image bucket (target thw [1, 256, 256]).
+  const bucket_config c(std::vector<bucket_spec>{{"256px", 1, 1.0, std::nullopt, 2},
+                                                 {"256px", 33, 1.0, std::nullopt, 4}},
+                        vbucket::opensora_v2_tables{});
+  vbucket::meta_table meta;
+  for (int i = 0; i < 6; ++i) meta.push_back({40, 256, 256, 12.0});
+  for (int i = 0; i < 3; ++i)
+    meta.push_back({1, 256, 256, std::numeric_limits<double>::quiet_NaN()});
+  const auto ids =
+      vbucket::assign_all(c, meta, vbucket::opensora_v2_rule{}, vbucket::fast_source(1, 0));
+  const bucket_id video = c.find("256px", 33, "1:1");
+  const bucket_id image = c.find("256px", 1, "1:1");
+  for (std::size_t i = 0; i < 6; ++i) REQUIRE(ids[i] == video);
+  for (std::size_t i = 6; i < 9; ++i) REQUIRE(ids[i] == image);
+  const epoch_plan plan = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c,
+                                                   {3, 0, incomplete_policy::downgrade});
+  CHECK(plan.bucket(video).downgrade_to == vbucket::no_bucket);
+  CHECK(plan.bucket(video).moved_out == 0);
+  CHECK(plan.bucket(video).pads == 2);
+  CHECK(plan.bucket(image).moved_in == 0);
+  CHECK(plan.bucket(image).pads == 1);
+  for (std::uint64_t p = 0; p < plan.num_batches(); ++p) {
+    const vbucket::batch b = plan.global_batch(p);
+    for (std::uint32_t i : b.indices) CHECK((b.frames == 1) == (meta[i].num_frames == 1));
+  }
+  check_plan(ids, c, plan, 2, false);
+}
+
+TEST_CASE("plan_stats: pad report: share of pads, worst buckets, what downgrade would leave") {
+  const bucket_config c = small_config(10, 4, 4);
+  const bucket_id img = c.find("256px", 1, "1:1");
+  const bucket_id v33 = c.find("256px", 33, "1:1");
+  const bucket_id v65 = c.find("256px", 65, "1:1");
+  const bucket_id v65b = c.find("256px", 65, "16:9");
+  auto report = [&](const std::vector<bucket_id>& ids, incomplete_policy policy) {
+    const epoch_plan plan =
+        vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, {1, 0, policy});
+    return vbucket::compute_pad_report(plan, c);
+  };
+  SUBCASE("one image in a bucket of 10, two full video batches: downgrade cannot help") {
+    std::vector<bucket_id> ids(8, v33);
+    ids.push_back(img);
+    const vbucket::pad_report r = report(ids, incomplete_policy::pad);
+    CHECK(r.pads == 9);
+    CHECK(r.slots == 18);  // 1 + 9 pads, 8
+    CHECK(r.fraction() == doctest::Approx(0.5));
+    CHECK(r.exceeds(0.25));
+    CHECK(!r.exceeds(0.5));
+    CHECK(!r.exceeds(1.0));
+    REQUIRE(r.worst.size() == 1);
+    CHECK(r.worst[0].bucket == img);
+    CHECK(r.worst[0].resolution == "256px");
+    CHECK(r.worst[0].frames == 1);
+    CHECK(r.worst[0].ratio == "1:1");
+    CHECK(r.worst[0].pads == 9);
+    CHECK(r.worst[0].slots == 10);
+    CHECK(r.downgrade_pads == 9);  // no smaller image bucket; videos never take images
+    CHECK(!r.downgrade_helps());
+  }
+  SUBCASE("leftovers of 65 frames fill the 33-frame batch under downgrade") {
+    std::vector<bucket_id> ids(5, v65);  // 5 = 4 + 1: 3 pads; downgrade: 1 -> 33
+    ids.insert(ids.end(), 3, v33);       // 3: 1 pad; downgrade: 3 + 1 = 4
+    ids.insert(ids.end(), 3, v65b);      // 3: 1 pad; downgrade: 33 16:9, 1 pad
+    const vbucket::pad_report r = report(ids, incomplete_policy::pad);
+    CHECK(r.pads == 5);
+    CHECK(r.slots == 16);
+    REQUIRE(r.worst.size() == 3);
+    CHECK(r.worst[0].bucket == v65);
+    // Equal pads: the bucket where they are the larger share first (4 slots each here), then
+    // by id.
+    CHECK(r.worst[1].pads == 1);
+    CHECK(r.worst[2].pads == 1);
+    CHECK(r.downgrade_pads == 1);
+    CHECK(r.downgrade_slots == 12);
+    CHECK(r.downgrade_fraction() == doctest::Approx(1.0 / 12.0));
+    CHECK(r.downgrade_helps());
+    // Already downgrading: the same pads, nothing to suggest.
+    const vbucket::pad_report d = report(ids, incomplete_policy::downgrade);
+    CHECK(d.pads == 1);
+    CHECK(d.downgrade_pads == 1);
+    CHECK(!d.downgrade_helps());
+    // Drop: no pads at all.
+    const vbucket::pad_report x = report(ids, incomplete_policy::drop);
+    CHECK(x.pads == 0);
+    CHECK(x.fraction() == 0.0);
+    CHECK(!x.exceeds(0.0));
+  }
+  SUBCASE("empty plan") {
+    const vbucket::pad_report r = report({}, incomplete_policy::pad);
+    CHECK(r.slots == 0);
+    CHECK(r.fraction() == 0.0);
+    CHECK(!r.exceeds(0.0));
+    CHECK(r.worst.empty());
+  }
+}
+
+TEST_CASE("plan_stats: pad report's downgrade figures match a downgrade plan") {
+  test_rng g{2718};
+  for (int iteration = 0; iteration < 30; ++iteration) {
+    const bucket_config c = random_config(g);
+    const std::vector<bucket_id> ids = random_ids(g, c, random_size(g));
+    plan_options o{g.next(), 0};
+    const epoch_plan padded = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o);
+    o.policy = incomplete_policy::downgrade;
+    const epoch_plan down = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o);
+    const vbucket::pad_report r = vbucket::compute_pad_report(padded, c, 5);
+    std::uint64_t pads = 0, slots = 0, down_pads = 0, down_slots = 0, with_pads = 0;
+    for (const auto& pb : padded.buckets()) {
+      pads += pb.pads;
+      slots += pb.samples + pb.pads;
+      with_pads += pb.pads > 0 ? 1 : 0;
+    }
+    for (const auto& pb : down.buckets()) {
+      down_pads += pb.pads;
+      down_slots += pb.samples + pb.pads;
+    }
+    CAPTURE(iteration);
+    CHECK(r.pads == pads);
+    CHECK(r.slots == slots);
+    CHECK(r.downgrade_pads == down_pads);
+    CHECK(r.downgrade_slots == down_slots);
+    CHECK(r.worst.size() == std::min<std::uint64_t>(5, with_pads));
+    for (std::size_t i = 1; i < r.worst.size(); ++i) CHECK(r.worst[i - 1].pads >= r.worst[i].pads);
+    for (const auto& w : r.worst) CHECK(w.pads == padded.bucket(w.bucket).pads);
+  }
 }
