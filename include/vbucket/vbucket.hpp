@@ -4,6 +4,7 @@
 
 #include "vbucket/aspect.hpp"         // aspect tables, resolutions, closest ratio
 #include "vbucket/assign.hpp"         // assign_all
+#include "vbucket/batch_sampler.hpp"  // batch_sampler: samples + config + rule -> batches
 #include "vbucket/batch_size.hpp"     // data-parallel size, tokens, micro-batching
 #include "vbucket/bucket_config.hpp"  // bucket_config
 #include "vbucket/compiled_rule.hpp"  // compiled_v2_rule (one draw per sample)

@@ -1,0 +1,513 @@
+#pragma once
+/// `batch_sampler`: the one object a trainer iterates. Samples + config + rule + options →
+/// `set_epoch(e)`, this rank's batches as a range, `state()` / `load_state()` for checkpoints
+/// (also under another world size), and `fingerprint()` for cross-rank agreement checks.
+///
+///     std::vector<my_clip> clips = read_my_metadata();  // any video_meta type, or a meta_table
+///     vbucket::batch_sampler sampler(clips, config, vbucket::opensora_v2_rule{.fps_max = 16},
+///                                    {.seed = 42, .world = world, .rank = rank});
+///     for (std::uint64_t epoch = 0; epoch < epochs; ++epoch) {
+///       sampler.set_epoch(epoch);
+///       for (const vbucket::batch& b : sampler) { train(b); sampler.advance(1); }
+///     }
+///
+/// It is the hand-wired path, once per epoch and lazily (at the first `begin()`, `size()`,
+/// `plan()`, … after `set_epoch`): `assign_all` (or `assign_range` for a user's range) with the
+/// source of (seed, epoch), `make_epoch_plan` with the same seed and epoch, then
+/// `plan.deal(world, consumed, drop_last).rank(rank)`. Seed and epoch are given once, so the
+/// draws and the shuffles cannot disagree.
+
+#include <concepts>     // std::same_as, std::copy_constructible, std::convertible_to
+#include <cstddef>      // std::size_t, std::ptrdiff_t
+#include <cstdint>      // std::uint64_t, std::uint32_t
+#include <iterator>     // std::random_access_iterator_tag
+#include <limits>       // std::numeric_limits
+#include <memory>       // std::shared_ptr, std::make_shared
+#include <optional>     // std::optional
+#include <ranges>       // std::ranges::random_access_range, std::ranges::begin
+#include <span>         // std::span
+#include <string>       // std::string, std::to_string
+#include <string_view>  // std::string_view
+#include <type_traits>  // std::conditional_t, std::remove_cvref_t
+#include <utility>      // std::move, std::forward, std::declval
+#include <vector>       // std::vector
+
+#include "assign.hpp"
+#include "bucket_config.hpp"
+#include "epoch_plan.hpp"
+#include "error.hpp"
+#include "meta.hpp"
+#include "numpy_random.hpp"
+#include "plan_stats.hpp"
+#include "random.hpp"
+#include "rules.hpp"
+#include "seeding.hpp"
+
+namespace vbucket {
+
+/// What a sampler depends on besides the samples, the config and the rule. An aggregate whose
+/// first members are seed, world and rank, so `{.seed = 42, .world = 8, .rank = r}` reads as a
+/// call; the rest default to the CLI's defaults.
+struct sampler_options {
+  std::uint64_t seed = 0;         ///< the run's seed; with the epoch it keys every draw and shuffle
+  std::uint32_t world = 1;        ///< data-parallel ranks that share the epoch
+  std::uint32_t rank = 0;         ///< this rank, below `world`
+  rng_mode rng = rng_mode::fast;  ///< fast_source, or Open-Sora's NumPy draws (seed + epoch)
+  incomplete_policy policy = incomplete_policy::pad;
+  /// Drop the incomplete last step instead of completing it with repeats of whole batches.
+  bool drop_last = false;
+  /// Step balance (`plan_options::balance_group`): 0 off, else chunks of G cost-sorted batches,
+  /// e.g. `default_balance_group` (960, for worlds that divide it). The global order depends on
+  /// it, not on the world size: keep it when resuming under another world size.
+  std::uint32_t balance_group = 0;
+  /// Threads for assignment and planning (0: one per core); the batches do not depend on it.
+  unsigned threads = 0;
+};
+
+/// Samples a sampler can plan: a `meta_table`, or a random-access, sized range of a
+/// `video_meta` type (element i is sample index i). Semantic requirement: its size and
+/// elements do not change while a sampler views it.
+///
+///     std::vector<my_clip> clips;  // with vbucket::meta_traits<my_clip> if names differ
+///     static_assert(vbucket::sample_collection<std::vector<my_clip>>);
+template <class S>
+concept sample_collection = std::same_as<std::remove_cv_t<S>, meta_table> ||
+    (std::ranges::random_access_range<const S>&& std::ranges::sized_range<const S>&&
+         video_meta<std::remove_cvref_t<std::ranges::range_reference_t<const S>>>);
+
+/// A family of random sources, one per (seed, epoch): `f(seed, epoch, num_buckets)` returns a
+/// `random_source`. Semantic requirement: a pure function of its arguments (every rank calls
+/// it alone and must get the same draws).
+///
+///     auto halves = [](std::uint64_t s, std::uint64_t e, std::size_t) {
+///       return vbucket::fast_source(s / 2, e); };
+template <class F>
+concept source_family = std::copy_constructible<F> &&
+    requires(const F& f, std::uint64_t seed, std::uint64_t epoch, std::size_t num_buckets) {
+  { f(seed, epoch, num_buckets) } -> random_source;
+};
+
+/// The default family of a sampler: `fast_source` or `numpy_source`, chosen at run time by
+/// `sampler_options::rng`.
+struct builtin_sources {};
+
+/// The source a family makes.
+template <source_family F>
+using family_source_t = std::remove_cvref_t<decltype(std::declval<const F&>()(
+    std::uint64_t{}, std::uint64_t{}, std::size_t{}))>;
+
+/// A rule a sampler with source family `Sources` can use: with the built-in sources, a
+/// `bucket_rule` over `fast_source` (and over `numpy_source` for `rng_mode::numpy`, checked when
+/// the sampler is made); with a user family, a `bucket_rule` over the family's source.
+template <class Rule, class Sources>
+concept sampler_rule = std::copy_constructible<Rule> &&
+    ((std::same_as<Sources, builtin_sources> && bucket_rule<Rule, fast_source>) ||
+     (source_family<Sources> && bucket_rule<Rule, family_source_t<Sources>>));
+
+namespace detail {
+
+/// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3), fed 32-bit words as
+/// their four little-endian bytes, so the value is the same on every platform.
+class fnv1a64 {
+ public:
+  constexpr void word(std::uint32_t w) noexcept {
+    for (int byte = 0; byte < 4; ++byte) {
+      h_ = (h_ ^ ((w >> (8 * byte)) & 0xffu)) * 0x100000001b3ULL;
+    }
+  }
+  constexpr void bytes(std::string_view s) noexcept {
+    for (const char c : s) h_ = (h_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  }
+  [[nodiscard]] constexpr std::uint64_t value() const noexcept { return h_; }
+
+ private:
+  std::uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+/// A range's iterators with member begin() and end(), as `assign_range` reads them (not
+/// `std::ranges::subrange`, which clang before 16 cannot instantiate with libstdc++).
+template <class It>
+struct iterator_pair {
+  It first;
+  It last;
+  [[nodiscard]] It begin() const { return first; }
+  [[nodiscard]] It end() const { return last; }
+};
+
+/// Config arguments a sampler takes: a config (copied) or a shared one.
+template <class C>
+concept sampler_config_arg = std::convertible_to<C, const bucket_config&> ||
+    std::convertible_to<C, std::shared_ptr<const bucket_config>>;
+
+template <class C>
+std::shared_ptr<const bucket_config> share_config(C&& c) {
+  if constexpr (std::convertible_to<C, std::shared_ptr<const bucket_config>>) {
+    std::shared_ptr<const bucket_config> p = std::forward<C>(c);
+    if (!p) throw error("batch_sampler: the shared config is null");
+    return p;
+  } else {
+    return std::make_shared<const bucket_config>(static_cast<const bucket_config&>(c));
+  }
+}
+
+}  // namespace detail
+
+/// The fingerprint of an epoch plan's global batch sequence (see `batch_sampler::fingerprint`):
+/// FNV-1a 64 over 32-bit little-endian words, per global batch in order: its bucket id, its
+/// number of indices, then its indices. It depends on neither the world size nor the rank.
+inline std::uint64_t plan_fingerprint(const epoch_plan& plan) {
+  detail::fnv1a64 h;
+  for (std::uint64_t p = 0; p < plan.num_batches(); ++p) {
+    const batch b = plan.global_batch(p);
+    h.word(static_cast<std::uint32_t>(b.bucket));
+    h.word(static_cast<std::uint32_t>(b.indices.size()));
+    for (const std::uint32_t i : b.indices) h.word(i);
+  }
+  return h.value();
+}
+
+/// The batches of one rank of a data-parallel job, epoch by epoch, over the user's own samples.
+///
+/// - `Samples`: a `sample_collection` (a `meta_table` or a random-access range of a
+///   `video_meta` type). The sampler keeps a *view*: a pointer to it, or a copy when it is a
+///   `std::ranges::view` (a span). The samples must outlive the sampler and stay unchanged;
+///   passing a temporary container is a compile error.
+/// - `Rule`: `opensora_v2_rule`, `opensora_v12_rule` or a user `bucket_rule`; copied.
+/// - `Sources`: `builtin_sources` (fast or numpy by `sampler_options::rng`) or a user
+///   `source_family` called with (seed, epoch, num_buckets).
+///
+/// The config is owned (copied, or shared when given as `std::shared_ptr<const bucket_config>`).
+///
+/// An epoch's plan is made at the first call that needs it after `set_epoch` (the assignment
+/// and the planning are parallel over `options.threads`); the rank's schedule is dealt from
+/// the state at the first call that needs it after `advance` or `load_state`. Those calls
+/// (`begin`, `size`, `plan`, `schedule`, `fingerprint`, `stats`, `batches`) are `const` but
+/// fill caches, so a sampler is not to be used from several threads at once. Iterators own
+/// what they read: a range-for loop stays valid while the loop body calls `advance`.
+///
+/// Resume: `state()` is (seed, epoch, global batches consumed). After k steps of this rank,
+/// the trainer calls `advance(k)`: consumed grows by k · world (every rank ran k steps).
+/// `load_state(s)` under any world size yields exactly the global batches not yet consumed
+/// (see `epoch_plan::deal`).
+template <sample_collection Samples, class Rule = opensora_v2_rule, class Sources = builtin_sources>
+requires sampler_rule<Rule, Sources>
+class batch_sampler {
+  static constexpr bool stores_copy = std::ranges::view<Samples>;
+  using stored_samples = std::conditional_t<stores_copy, Samples, const Samples*>;
+
+ public:
+  using samples_type = Samples;
+  using rule_type = Rule;
+  using sources_type = Sources;
+
+  /// A random-access iterator over this rank's batches; it shares the schedule it reads.
+  class iterator {
+   public:
+    using iterator_concept = std::random_access_iterator_tag;
+    using iterator_category = std::input_iterator_tag;  // yields values, not references
+    using value_type = batch;
+    using difference_type = std::ptrdiff_t;
+
+    iterator() = default;
+    iterator(rank_steps steps, std::size_t i) noexcept : steps_(std::move(steps)), i_(i) {}
+
+    batch operator*() const noexcept { return steps_[i_]; }
+    batch operator[](difference_type n) const noexcept { return *(*this + n); }
+
+    iterator& operator++() noexcept {
+      ++i_;
+      return *this;
+    }
+    iterator operator++(int) noexcept {
+      auto t = *this;
+      ++i_;
+      return t;
+    }
+    iterator& operator--() noexcept {
+      --i_;
+      return *this;
+    }
+    iterator operator--(int) noexcept {
+      auto t = *this;
+      --i_;
+      return t;
+    }
+    iterator& operator+=(difference_type n) noexcept {
+      i_ = static_cast<std::size_t>(static_cast<difference_type>(i_) + n);
+      return *this;
+    }
+    iterator& operator-=(difference_type n) noexcept { return *this += -n; }
+    friend iterator operator+(iterator i, difference_type n) noexcept { return i += n; }
+    friend iterator operator+(difference_type n, iterator i) noexcept { return i += n; }
+    friend iterator operator-(iterator i, difference_type n) noexcept { return i -= n; }
+    friend difference_type operator-(const iterator& a, const iterator& b) noexcept {
+      return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
+    }
+    friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.i_ == b.i_; }
+    friend auto operator<=>(const iterator& a, const iterator& b) noexcept { return a.i_ <=> b.i_; }
+
+   private:
+    rank_steps steps_;
+    std::size_t i_ = 0;
+  };
+
+  /// Views `samples` (see the class comment), owns a copy of `config` (or shares it), and
+  /// checks the options: world ≥ 1, rank < world, a rule that can draw from the chosen source,
+  /// and the rule's own `validate()` when it has one. Throws `vbucket::error`.
+  template <class S, detail::sampler_config_arg C>
+  requires std::same_as<std::remove_cvref_t<S>, Samples> batch_sampler(S&& samples, C&& config,
+                                                                       Rule rule,
+                                                                       sampler_options options = {},
+                                                                       Sources sources = {})
+      : samples_(keep(std::forward<S>(samples))),
+        config_(detail::share_config(std::forward<C>(config))),
+        rule_(std::move(rule)),
+        options_(options),
+        sources_(std::move(sources)) {
+    static_assert(std::is_lvalue_reference_v<S> || stores_copy,
+                  "batch_sampler keeps a view of the samples: pass a named container that "
+                  "outlives the sampler (or a std::span of it), not a temporary");
+    check_options();
+  }
+
+  /// As above with a default-constructed rule.
+  template <class S, detail::sampler_config_arg C>
+  requires std::same_as<std::remove_cvref_t<S>, Samples> && std::default_initializable<Rule>
+  batch_sampler(S&& samples, C&& config, sampler_options options = {})
+      : batch_sampler(std::forward<S>(samples), std::forward<C>(config), Rule{}, options) {}
+
+  // --- epoch and progress ------------------------------------------------------------------
+
+  /// Starts epoch `e` from its beginning (consumed = 0); its plan is made when first needed.
+  void set_epoch(std::uint64_t e) {
+    epoch_ = e;
+    consumed_ = 0;
+    plan_.reset();
+    schedule_.reset();
+    fingerprint_.reset();
+  }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+
+  /// Records that this rank (and so every rank) ran `steps` more steps: consumed grows by
+  /// steps · world. Iterators already taken stay valid; the next `begin()` starts after them.
+  void advance(std::uint64_t steps = 1) {
+    const std::uint64_t w = options_.world;
+    if (steps > (std::numeric_limits<std::uint64_t>::max() - consumed_) / w)
+      throw error("batch_sampler: advance(" + std::to_string(steps) + ") overflows the " +
+                  "consumed batch count " + std::to_string(consumed_));
+    consumed_ += steps * w;
+  }
+
+  /// The resume state now: (seed, epoch, global batches consumed, balance group). Save
+  /// `state().to_string()` (and `fingerprint()` for the strictest check) in a checkpoint.
+  [[nodiscard]] plan_state state() const noexcept {
+    return {options_.seed, epoch_, consumed_, options_.balance_group};
+  }
+  /// The resume state after `steps` more steps of this rank.
+  [[nodiscard]] plan_state state_after(std::uint64_t steps) const noexcept {
+    return state().advanced(steps, options_.world);
+  }
+
+  /// Resumes from a saved state (of any world size): the next `begin()` yields the global
+  /// batches not yet consumed, dealt to this world. Throws `vbucket::error` when the state is
+  /// not of this plan: another seed, another epoch (call `set_epoch` first) or another
+  /// recorded balance group. Makes the epoch's plan if it is not made yet.
+  void load_state(const plan_state& s) {
+    check_state(s);
+    // The plan's own check covers every recorded plan parameter of the state.
+    schedule_ = ensure_plan().deal(options_.world, s, options_.drop_last);
+    consumed_ = dealt_from_ = s.consumed;
+  }
+  /// As `load_state(s)`, and also refuses a state saved with another plan of the same seed and
+  /// epoch (other samples, config, rule, rng or policy): `fingerprint` is the `fingerprint()`
+  /// saved with the state.
+  void load_state(const plan_state& s, std::uint64_t fingerprint) {
+    check_state(s);
+    const std::uint64_t mine = this->fingerprint();
+    if (mine != fingerprint)
+      throw error("batch_sampler: cannot load state \"" + s.to_string() +
+                  "\": it was saved with plan fingerprint " + hex(fingerprint) +
+                  ", this sampler's plan of epoch " + std::to_string(epoch_) + " is " + hex(mine) +
+                  " (the samples, config, rule, rng, policy or balance group differ)");
+    load_state(s);
+  }
+
+  // --- this rank's batches -----------------------------------------------------------------
+
+  /// This rank's batches from the current state; each has the bucket, target T/H/W and the
+  /// sample indices (element numbers of the samples).
+  [[nodiscard]] iterator begin() const { return {batches(), 0}; }
+  [[nodiscard]] iterator end() const {
+    rank_steps s = batches();
+    const std::size_t n = s.size();
+    return {std::move(s), n};
+  }
+  /// This rank's steps from the current state: the number of batches `begin()..end()` yields.
+  [[nodiscard]] std::size_t size() const { return batches().size(); }
+  [[nodiscard]] bool empty() const { return size() == 0; }
+  /// This rank's batches from the current state as a view that shares the schedule.
+  [[nodiscard]] rank_steps batches() const { return ensure_schedule().rank(options_.rank); }
+
+  // --- the epoch as a whole ------------------------------------------------------------------
+
+  /// The epoch's plan (the global batch sequence, independent of the world size).
+  [[nodiscard]] const epoch_plan& plan() const { return ensure_plan(); }
+  /// The plan dealt to this world from the current state (every rank's steps).
+  [[nodiscard]] const epoch_schedule& schedule() const { return ensure_schedule(); }
+  /// Statistics of the epoch as dealt from the current state.
+  [[nodiscard]] plan_stats stats() const { return compute_plan_stats(schedule(), *config_); }
+
+  /// A 64-bit hash of the epoch's global batch sequence (`plan_fingerprint`): equal on every
+  /// rank and world size for the same samples, config, rule, rng, seed, epoch, policy and
+  /// balance group. Compare it across ranks (an all-gather) to check they agree on the plan.
+  [[nodiscard]] std::uint64_t fingerprint() const {
+    if (!fingerprint_) fingerprint_ = plan_fingerprint(ensure_plan());
+    return *fingerprint_;
+  }
+
+  // --- what it was made with -----------------------------------------------------------------
+
+  [[nodiscard]] const Samples& samples() const noexcept {
+    if constexpr (stores_copy) {
+      return samples_;
+    } else {
+      return *samples_;
+    }
+  }
+  [[nodiscard]] std::size_t num_samples() const noexcept {
+    if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+      return samples().size();
+    } else {
+      return static_cast<std::size_t>(std::ranges::size(samples()));
+    }
+  }
+  [[nodiscard]] const bucket_config& config() const noexcept { return *config_; }
+  [[nodiscard]] const std::shared_ptr<const bucket_config>& shared_config() const noexcept {
+    return config_;
+  }
+  [[nodiscard]] const Rule& rule() const noexcept { return rule_; }
+  [[nodiscard]] const Sources& sources() const noexcept { return sources_; }
+  [[nodiscard]] const sampler_options& options() const noexcept { return options_; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return options_.seed; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept { return options_.world; }
+  [[nodiscard]] std::uint32_t rank() const noexcept { return options_.rank; }
+
+  /// The bucket of every sample in this epoch, as the plan was made from (assigns again).
+  [[nodiscard]] std::vector<bucket_id> assign() const {
+    if constexpr (std::same_as<Sources, builtin_sources>) {
+      if (options_.rng == rng_mode::numpy) {
+        if constexpr (bucket_rule<Rule, numpy_source>) {
+          return assign_with(
+              numpy_epoch_source(big_seed(options_.seed), epoch_, config_->num_buckets()));
+        }
+      }
+      return assign_with(fast_source(options_.seed, epoch_));
+    } else {
+      return assign_with(sources_(options_.seed, epoch_, config_->num_buckets()));
+    }
+  }
+
+ private:
+  template <class S>
+  static stored_samples keep(S&& s) {
+    if constexpr (stores_copy) {
+      return std::forward<S>(s);
+    } else {
+      return &s;
+    }
+  }
+
+  void check_state(const plan_state& s) const {
+    if (s.seed != options_.seed)
+      throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of seed " +
+                  std::to_string(s.seed) + ", this sampler's seed is " +
+                  std::to_string(options_.seed));
+    if (s.epoch != epoch_)
+      throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of epoch " +
+                  std::to_string(s.epoch) + ", the sampler is at epoch " + std::to_string(epoch_) +
+                  " (call set_epoch(" + std::to_string(s.epoch) + ") first)");
+  }
+
+  void check_options() const {
+    if (options_.world == 0) throw error("batch_sampler: world size must be at least 1");
+    if (options_.rank >= options_.world)
+      throw error("batch_sampler: rank " + std::to_string(options_.rank) +
+                  " is not below the world size " + std::to_string(options_.world));
+    if (options_.rng == rng_mode::numpy) {
+      if constexpr (!std::same_as<Sources, builtin_sources>) {
+        throw error(
+            "batch_sampler: rng numpy applies to the built-in sources; this sampler "
+            "draws from its own source family");
+      } else if constexpr (!bucket_rule<Rule, numpy_source>) {
+        throw error("batch_sampler: rng numpy needs a rule that draws from numpy_source");
+      }
+    }
+    if constexpr (requires { rule_.validate(); }) rule_.validate();
+  }
+
+  template <class Source>
+  std::vector<bucket_id> assign_with(const Source& source) const {
+    if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+      return assign_all(*config_, samples(), rule_, source, options_.threads);
+    } else {
+      const auto& s = samples();
+      const detail::iterator_pair<std::ranges::iterator_t<const Samples>> all{
+          std::ranges::begin(s), std::ranges::begin(s) + std::ranges::ssize(s)};
+      return assign_range(*config_, all, rule_, source, options_.threads);
+    }
+  }
+
+  const epoch_plan& ensure_plan() const {
+    if (!plan_) {
+      const std::vector<bucket_id> ids = assign();
+      plan_options o;
+      o.seed = options_.seed;
+      o.epoch = epoch_;
+      o.policy = options_.policy;
+      o.balance_group = options_.balance_group;
+      o.threads = options_.threads;
+      plan_ = make_epoch_plan(std::span<const bucket_id>(ids), *config_, o);
+    }
+    return *plan_;
+  }
+
+  const epoch_schedule& ensure_schedule() const {
+    if (!schedule_ || dealt_from_ != consumed_) {
+      schedule_ = ensure_plan().deal(options_.world, consumed_, options_.drop_last);
+      dealt_from_ = consumed_;
+    }
+    return *schedule_;
+  }
+
+  static std::string hex(std::uint64_t v) {
+    constexpr char digits[] = "0123456789abcdef";
+    std::string s = "0x0000000000000000";
+    for (std::size_t i = 0; i < 16; ++i) s[17 - i] = digits[(v >> (4 * i)) & 0xf];
+    return s;
+  }
+
+  stored_samples samples_;
+  std::shared_ptr<const bucket_config> config_;
+  Rule rule_;
+  sampler_options options_;
+  [[no_unique_address]] Sources sources_;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t consumed_ = 0;
+  mutable std::optional<epoch_plan> plan_;
+  mutable std::optional<epoch_schedule> schedule_;
+  mutable std::uint64_t dealt_from_ = 0;
+  mutable std::optional<std::uint64_t> fingerprint_;
+};
+
+/// `batch_sampler s(samples, config, rule, {.seed = 42, .world = W, .rank = r});`
+template <class S, class C, class Rule>
+batch_sampler(S&&, C&&, Rule, sampler_options = {}) -> batch_sampler<std::remove_cvref_t<S>, Rule>;
+/// With a user source family as the last argument.
+template <class S, class C, class Rule, class Sources>
+batch_sampler(S&&, C&&, Rule, sampler_options, Sources)
+    -> batch_sampler<std::remove_cvref_t<S>, Rule, Sources>;
+/// Open-Sora 2.0's rule with its defaults.
+template <class S, class C>
+batch_sampler(S&&, C&&, sampler_options = {}) -> batch_sampler<std::remove_cvref_t<S>>;
+
+}  // namespace vbucket

@@ -1,0 +1,687 @@
+/// Tests of vbucket/batch_sampler.hpp: class template argument deduction over a user's record
+/// type and a meta_table; the batches equal the hand-wired path (assign → make_epoch_plan →
+/// deal → rank) for several ranks, epochs and both random modes; coverage across ranks; size;
+/// resume under the same and another world size; refused states; fingerprints; constraints.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>   // std::ranges::equal, std::ranges::count
+#include <concepts>    // std::same_as
+#include <cstdint>     // std::uint32_t, std::uint64_t
+#include <filesystem>  // std::filesystem::temp_directory_path
+#include <fstream>     // std::ofstream
+#include <iterator>    // std::size
+#include <limits>      // quiet_NaN
+#include <list>        // std::list (not random access)
+#include <memory>      // std::make_shared
+#include <optional>    // std::nullopt
+#include <ranges>      // std::ranges concepts
+#include <span>        // std::span
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+#include "vbucket/batch_sampler.hpp"
+#include "vbucket/vbucket.hpp"
+
+#if !defined(VBUCKET_TEST_HAS_JSON) || VBUCKET_TEST_HAS_JSON
+#include "vbucket/json/bucket_config.hpp"
+#define VBUCKET_SAMPLER_TEST_JSON 1
+#endif
+
+namespace sampler_test {
+
+/// A user's own record: other member names, 32-bit sizes, a float rate, and a path.
+struct clip_record {
+  std::string path;
+  std::int32_t length = 0;
+  std::int32_t rows = 0;
+  std::int32_t cols = 0;
+  float rate = 0.0f;
+};
+
+/// A type that is not video metadata (no fps, no meta_traits).
+struct not_meta {
+  int num_frames = 0;
+  int height = 0;
+};
+
+}  // namespace sampler_test
+
+template <>
+struct vbucket::meta_traits<sampler_test::clip_record> {
+  static std::int32_t frames(const sampler_test::clip_record& c) { return c.length; }
+  static std::int32_t height(const sampler_test::clip_record& c) { return c.rows; }
+  static std::int32_t width(const sampler_test::clip_record& c) { return c.cols; }
+  static float fps(const sampler_test::clip_record& c) { return c.rate; }
+};
+
+namespace {
+
+using sampler_test::clip_record;
+using vbucket::batch;
+using vbucket::bucket_config;
+using vbucket::bucket_id;
+using vbucket::epoch_plan;
+using vbucket::incomplete_policy;
+using vbucket::meta_table;
+using vbucket::plan_state;
+using vbucket::rng_mode;
+
+constexpr float nan_f = std::numeric_limits<float>::quiet_NaN();
+
+/// A small deterministic generator for the tests (SplitMix64).
+struct test_rng {
+  std::uint64_t state;
+  std::uint64_t next() { return vbucket::detail::mix64(state += vbucket::detail::golden_gamma); }
+  std::uint64_t below(std::uint64_t n) { return next() % n; }
+};
+
+/// n records like a real job's: a third images (no fps), videos of 2 to 300 frames at common
+/// rates and sizes (landscape, portrait, square, some too small for any bucket), and a few
+/// unusable rows (0 frames).
+std::vector<clip_record> make_records(std::size_t n, std::uint64_t seed = 5) {
+  static constexpr std::int32_t sizes[][2] = {
+      {1080, 1920}, {720, 1280}, {1920, 1080}, {480, 640},  {360, 640}, {256, 256},
+      {512, 512},   {144, 256},  {1024, 1024}, {768, 1366}, {96, 128},  {2160, 3840}};
+  static constexpr float rates[] = {24.0f, 30.0f, 60.0f, 12.0f, 25.0f};
+  test_rng g{seed};
+  std::vector<clip_record> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& hw = sizes[g.below(std::size(sizes))];
+    clip_record r;
+    r.path = "clip" + std::to_string(i) + ".mp4";
+    r.rows = hw[0];
+    r.cols = hw[1];
+    const std::uint64_t kind = g.below(100);
+    if (kind < 33) {
+      r.length = 1;
+      r.rate = nan_f;
+    } else if (kind < 35) {
+      r.length = 0;  // unusable
+      r.rate = 30.0f;
+    } else {
+      r.length = static_cast<std::int32_t>(2 + g.below(299));
+      r.rate = rates[g.below(std::size(rates))];
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+/// tests/data/config_opensora_v2.json (read through the JSON adapter when it is built; else
+/// the same config written out).
+bucket_config v2_config() {
+#ifdef VBUCKET_SAMPLER_TEST_JSON
+  return vbucket::json::load_bucket_config(
+      std::string(VBUCKET_TEST_DATA_DIR) + "/config_opensora_v2.json",
+      vbucket::opensora_v2_tables{});
+#else
+  auto spec = [](std::string res, std::int64_t frames, double p, double p_frames, std::int64_t bs) {
+    vbucket::bucket_spec s{std::move(res), frames, p, std::nullopt, bs};
+    if (p_frames >= 0) s.p_frames = p_frames;
+    return s;
+  };
+  const std::vector<vbucket::bucket_spec> specs{
+      spec("256px", 1, 1.0, -1, 45),  spec("256px", 5, 1.0, -1, 12),
+      spec("256px", 33, 1.0, -1, 12), spec("256px", 65, 1.0, -1, 6),
+      spec("256px", 97, 0.5, 0.5, 4), spec("256px", 129, 0.5, 0.3, 3),
+      spec("768px", 1, 0.5, -1, 13),  spec("768px", 33, 0.5, 0.5, 2),
+      spec("768px", 65, 0.3, 0.5, 1), spec("768px", 129, 0.2, 0.6, 1),
+      spec("1024px", 1, 0.5, -1, 7)};
+  return bucket_config(specs, vbucket::opensora_v2_tables{});
+#endif
+}
+
+/// A small Open-Sora v1.2 config (its fixed tables), with pairs.
+bucket_config v12_config() {
+  std::vector<vbucket::bucket_spec> specs{
+      {"144p", 1, 1.0, std::nullopt, 40}, {"144p", 51, 1.0, std::nullopt, 10},
+      {"240p", 1, 0.5, std::nullopt, 20}, {"240p", 51, 0.5, 0.7, 6},
+      {"360p", 102, 0.5, 0.5, 3},         {"360p", 51, 0.4, std::nullopt, 4}};
+  return bucket_config(specs, vbucket::opensora_v12_tables{});
+}
+
+/// The hand-wired path: assign with the source of (mode, seed, epoch), plan with the same seed
+/// and epoch.
+template <class Rule>
+epoch_plan hand_plan(const bucket_config& config, const meta_table& table, const Rule& rule,
+                     rng_mode mode, std::uint64_t seed, std::uint64_t epoch,
+                     incomplete_policy policy = incomplete_policy::pad,
+                     std::uint32_t balance_group = 0) {
+  // Open-Sora seeds epoch E of a run seeded S with S + E (small values here).
+  const std::vector<bucket_id> ids =
+      mode == rng_mode::fast
+          ? vbucket::assign_all(config, table, rule, vbucket::fast_source(seed, epoch))
+          : vbucket::assign_all(
+                config, table, rule,
+                vbucket::numpy_source(vbucket::big_seed::parse(std::to_string(seed + epoch)),
+                                      config.num_buckets()));
+  vbucket::plan_options o;
+  o.seed = seed;
+  o.epoch = epoch;
+  o.policy = policy;
+  o.balance_group = balance_group;
+  return vbucket::make_epoch_plan(std::span<const bucket_id>(ids), config, o);
+}
+
+bool same_batch(const batch& a, const batch& b) {
+  return a.bucket == b.bucket && a.frames == b.frames && a.height == b.height &&
+         a.width == b.width && std::ranges::equal(a.indices, b.indices) && a.step == b.step &&
+         a.position == b.position && a.repeat == b.repeat;
+}
+
+/// Every batch the sampler yields, in order.
+template <class Sampler>
+std::vector<batch> collect(const Sampler& s) {
+  std::vector<batch> out;
+  for (const batch& b : s) out.push_back(b);
+  return out;
+}
+
+/// The sampler's batches equal the view's, one for one.
+template <class Sampler>
+void check_equal(const Sampler& s, const vbucket::rank_steps& expected) {
+  const std::vector<batch> got = collect(s);
+  REQUIRE(got.size() == expected.size());
+  CHECK(s.size() == expected.size());
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    INFO("step " << k);
+    CHECK(same_batch(got[k], expected[k]));
+  }
+}
+
+/// FNV-1a 64 written out over a byte string, and the documented fingerprint built from it:
+/// per global batch its bucket, its size and its indices as 32-bit little-endian words.
+std::uint64_t fnv1a_bytes(const std::string& bytes) {
+  std::uint64_t h = 14695981039346656037ULL;
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+std::uint64_t reference_fingerprint(const epoch_plan& plan) {
+  std::string bytes;
+  auto put = [&](std::uint32_t w) {
+    for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<char>((w >> (8 * k)) & 0xffu));
+  };
+  for (std::uint64_t p = 0; p < plan.num_batches(); ++p) {
+    const batch b = plan.global_batch(p);
+    put(static_cast<std::uint32_t>(b.bucket));
+    put(static_cast<std::uint32_t>(b.indices.size()));
+    for (const std::uint32_t i : b.indices) put(i);
+  }
+  return fnv1a_bytes(bytes);
+}
+
+/// A user rule that buckets images only, and draws only from fast_source.
+struct images_only_rule {
+  [[nodiscard]] bucket_id assign(const bucket_config& c, const vbucket::sample_meta& m,
+                                 std::uint64_t index, const vbucket::fast_source& s) const {
+    if (m.num_frames != 1) return vbucket::no_bucket;
+    return vbucket::opensora_v2_rule{}.assign(c, m, index, s);
+  }
+};
+
+/// A rule-shaped type whose assign returns the wrong type (bucket ids are 32-bit).
+struct not_a_rule {
+  std::int64_t assign(const bucket_config&, const vbucket::sample_meta&, std::uint64_t,
+                      const vbucket::fast_source&) const {
+    return 0;
+  }
+};
+
+template <class S>
+concept sampler_of = requires {
+  typename vbucket::batch_sampler<S>;
+};
+
+template <class S>
+concept deducible = requires(const S& s, const bucket_config& c) {
+  vbucket::batch_sampler(s, c, vbucket::opensora_v2_rule{}, vbucket::sampler_options{});
+};
+
+using records_sampler = vbucket::batch_sampler<std::vector<clip_record>>;
+
+// The constraints: a bad sample type (or a non-random-access range) is no sample collection,
+// names no sampler and deduces none; a wrong rule is no sampler rule.
+static_assert(vbucket::sample_collection<std::vector<clip_record>>);
+static_assert(vbucket::sample_collection<meta_table>);
+static_assert(vbucket::sample_collection<std::span<const clip_record>>);
+static_assert(!vbucket::sample_collection<std::vector<sampler_test::not_meta>>);
+static_assert(!vbucket::sample_collection<std::list<vbucket::sample_meta>>);
+static_assert(!vbucket::sample_collection<int>);
+static_assert(sampler_of<std::vector<clip_record>>);
+static_assert(!sampler_of<std::vector<sampler_test::not_meta>>);
+static_assert(deducible<std::vector<clip_record>>);
+static_assert(deducible<meta_table>);
+static_assert(!deducible<std::vector<sampler_test::not_meta>>);
+static_assert(vbucket::sampler_rule<vbucket::opensora_v12_rule, vbucket::builtin_sources>);
+static_assert(vbucket::sampler_rule<images_only_rule, vbucket::builtin_sources>);
+static_assert(!vbucket::sampler_rule<not_a_rule, vbucket::builtin_sources>);
+static_assert(!vbucket::sampler_rule<int, vbucket::builtin_sources>);
+// The sampler is a sized random-access range of batch values.
+static_assert(std::ranges::random_access_range<const records_sampler>);
+static_assert(std::ranges::sized_range<const records_sampler>);
+static_assert(std::same_as<std::ranges::range_value_t<records_sampler>, batch>);
+// The loader follows a sampler (its schedule, rank and state).
+static_assert(vbucket::schedule_source<records_sampler>);
+// The options aggregate starts with seed, world, rank.
+static_assert(vbucket::sampler_options{3, 4, 2}.seed == 3 &&
+              vbucket::sampler_options{3, 4, 2}.world == 4 &&
+              vbucket::sampler_options{3, 4, 2}.rank == 2);
+
+}  // namespace
+
+TEST_CASE("batch_sampler: deduction over a user's records, a meta_table, a span, shared configs") {
+  const std::vector<clip_record> records = make_records(500);
+  const meta_table table = meta_table::from(records);
+  const bucket_config config = v2_config();
+
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    vbucket::batch_sampler s(records, config, vbucket::opensora_v2_rule{.fps_max = 16},
+                             {.seed = 11, .world = 4, .rank = r});
+    static_assert(
+        std::same_as<decltype(s),
+                     vbucket::batch_sampler<std::vector<clip_record>, vbucket::opensora_v2_rule,
+                                            vbucket::builtin_sources>>);
+    vbucket::batch_sampler t(table, config, vbucket::opensora_v2_rule{.fps_max = 16},
+                             {.seed = 11, .world = 4, .rank = r});
+    static_assert(std::same_as<decltype(t), vbucket::batch_sampler<meta_table>>);
+    s.set_epoch(3);
+    t.set_epoch(3);
+    CHECK(s.rank() == r);
+    CHECK(s.world_size() == 4);
+    CHECK(s.size() > 0);
+    CHECK(&s.samples() == &records);  // a view, not a copy
+    CHECK(&t.samples() == &table);
+    // One definition of the draws: the records and their table give the same batches.
+    const auto a = collect(s), b = collect(t);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t k = 0; k < a.size(); ++k) CHECK(same_batch(a[k], b[k]));
+  }
+
+  // Without a rule (Open-Sora 2.0's defaults), with a shared config, over a span (kept by value).
+  const auto shared = std::make_shared<const bucket_config>(config);
+  vbucket::batch_sampler d(records, shared, {.seed = 11});
+  static_assert(std::same_as<decltype(d), vbucket::batch_sampler<std::vector<clip_record>>>);
+  CHECK(&d.config() == shared.get());
+  vbucket::batch_sampler v(std::span<const clip_record>(records), config,
+                           vbucket::opensora_v2_rule{}, {.seed = 11});
+  static_assert(std::same_as<decltype(v), vbucket::batch_sampler<std::span<const clip_record>>>);
+  CHECK(&v.config() != &config);  // owned copy
+  CHECK(v.num_samples() == records.size());
+  CHECK(d.fingerprint() == v.fingerprint());
+  vbucket::batch_sampler v12(table, v12_config(), vbucket::opensora_v12_rule{.frame_interval = 2},
+                             {.seed = 1, .world = 2, .rank = 1});
+  static_assert(std::same_as<decltype(v12)::rule_type, vbucket::opensora_v12_rule>);
+  CHECK(v12.size() > 0);
+}
+
+TEST_CASE("batch_sampler: batches equal the hand-wired path, every rank, epochs, both modes") {
+  const std::vector<clip_record> records = make_records(3000);
+  const meta_table table = meta_table::from(records);
+  const bucket_config config = v2_config();
+  const vbucket::opensora_v2_rule rule{.fps_max = 16};
+  for (const rng_mode mode : {rng_mode::fast, rng_mode::numpy}) {
+    for (const std::uint64_t epoch : {0u, 3u, 4u}) {
+      const epoch_plan plan = hand_plan(config, table, rule, mode, 11, epoch);
+      for (const std::uint32_t world : {1u, 3u, 4u}) {
+        const vbucket::epoch_schedule schedule = plan.deal(world);
+        for (std::uint32_t r = 0; r < world; ++r) {
+          INFO("mode " << vbucket::to_string(mode) << ", epoch " << epoch << ", world " << world
+                       << ", rank " << r);
+          vbucket::batch_sampler s(records, config, rule,
+                                   {.seed = 11, .world = world, .rank = r, .rng = mode});
+          s.set_epoch(epoch);
+          check_equal(s, schedule.rank(r));
+          vbucket::batch_sampler t(table, config, rule,
+                                   {.seed = 11, .world = world, .rank = r, .rng = mode});
+          t.set_epoch(epoch);
+          check_equal(t, schedule.rank(r));
+          CHECK(t.fingerprint() == reference_fingerprint(plan));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("batch_sampler: the hand-wired path with Open-Sora v1.2's rule, drop, balance") {
+  const meta_table table = meta_table::from(make_records(3000));
+  {
+    const bucket_config c12 = v12_config();
+    const vbucket::opensora_v12_rule r12{.frame_interval = 1};
+    for (const rng_mode mode : {rng_mode::fast, rng_mode::numpy}) {
+      const epoch_plan plan = hand_plan(c12, table, r12, mode, 7, 2, incomplete_policy::drop, 3);
+      const vbucket::epoch_schedule schedule = plan.deal(3, 0, true);
+      for (std::uint32_t r = 0; r < 3; ++r) {
+        vbucket::batch_sampler s(table, c12, r12,
+                                 {.seed = 7,
+                                  .world = 3,
+                                  .rank = r,
+                                  .rng = mode,
+                                  .policy = incomplete_policy::drop,
+                                  .drop_last = true,
+                                  .balance_group = 3});
+        s.set_epoch(2);
+        check_equal(s, schedule.rank(r));
+      }
+    }
+  }
+}
+
+TEST_CASE("batch_sampler: a user rule and a user source family") {
+  const std::vector<clip_record> records = make_records(2000);
+  const meta_table table = meta_table::from(records);
+  const bucket_config config = v2_config();
+
+  // The family is called with (seed, epoch, num_buckets); the plan keeps the sampler's seed.
+  auto tripled = [](std::uint64_t seed, std::uint64_t epoch, std::size_t) {
+    return vbucket::fast_source(seed * 3, epoch);
+  };
+  vbucket::batch_sampler s(records, config, images_only_rule{}, {.seed = 11, .world = 2, .rank = 1},
+                           tripled);
+  s.set_epoch(5);
+  const std::vector<bucket_id> ids =
+      vbucket::assign_all(config, table, images_only_rule{}, vbucket::fast_source(33, 5));
+  vbucket::plan_options o;
+  o.seed = 11;
+  o.epoch = 5;
+  const epoch_plan plan = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), config, o);
+  check_equal(s, plan.deal(2).rank(1));
+  for (const batch& b : s) CHECK(b.frames == 1);  // the rule's own choice: images only
+
+  // A rule that cannot draw from numpy_source, or a family of one's own, cannot take numpy.
+  CHECK_THROWS_WITH_AS(
+      vbucket::batch_sampler(records, config, images_only_rule{}, {.rng = rng_mode::numpy}),
+      doctest::Contains("rng numpy needs a rule that draws from numpy_source"), vbucket::error);
+  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, images_only_rule{},
+                                              {.rng = rng_mode::numpy}, tripled),
+                       doctest::Contains("rng numpy applies to the built-in sources"),
+                       vbucket::error);
+}
+
+TEST_CASE("batch_sampler: bad options are refused with a clear error") {
+  const std::vector<clip_record> records = make_records(50);
+  const bucket_config config = v2_config();
+  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, {.seed = 1, .world = 4, .rank = 4}),
+                       "batch_sampler: rank 4 is not below the world size 4", vbucket::error);
+  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, {.seed = 1, .world = 0}),
+                       "batch_sampler: world size must be at least 1", vbucket::error);
+  CHECK_THROWS_WITH_AS(
+      vbucket::batch_sampler(records, config, vbucket::opensora_v2_rule{.fps_max = 0}),
+      doctest::Contains("fps_max must be a positive number"), vbucket::error);
+  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, std::shared_ptr<const bucket_config>{}),
+                       "batch_sampler: the shared config is null", vbucket::error);
+}
+
+TEST_CASE("batch_sampler: every sample once across ranks, apart from counted pads and repeats") {
+  const std::vector<clip_record> records = make_records(3000, 9);
+  const meta_table table = meta_table::from(records);
+  const bucket_config config = v2_config();
+  const vbucket::opensora_v2_rule rule{};
+  // Which samples have a bucket, independently of the sampler (every bucket of the config has
+  // a batch size, so each of them must be in some batch).
+  const std::vector<bucket_id> ids =
+      vbucket::assign_all(config, table, rule, vbucket::fast_source(21, 1));
+  const auto bucketed =
+      static_cast<std::size_t>(std::ranges::count_if(ids, [](bucket_id b) { return b >= 0; }));
+  REQUIRE(bucketed > 1000);
+
+  for (const std::uint32_t world : {1u, 3u, 4u, 8u}) {
+    for (const bool drop : {false, true}) {
+      INFO("world " << world << (drop ? ", drop" : ", pad"));
+      std::vector<std::uint32_t> count(records.size(), 0);
+      std::uint64_t steps = 0, slots = 0, pads = 0, repeat_samples = 0, dropped = 0;
+      for (std::uint32_t r = 0; r < world; ++r) {
+        vbucket::sampler_options o{.seed = 21, .world = world, .rank = r};
+        if (drop) {
+          o.policy = incomplete_policy::drop;
+          o.drop_last = true;
+        }
+        vbucket::batch_sampler s(records, config, rule, o);
+        s.set_epoch(1);
+        std::uint64_t yielded = 0;
+        for (const batch& b : s) {
+          ++yielded;
+          slots += b.indices.size();
+          for (const std::uint32_t i : b.indices) ++count[i];
+        }
+        CHECK(yielded == s.size());
+        if (r == 0) {
+          steps = yielded;
+          const vbucket::plan_stats st = s.stats();
+          pads = st.total.pads;
+          dropped = st.total.dropped + st.alignment.dropped_samples;
+          repeat_samples = st.alignment.repeat_samples;
+          // Steps per rank: the real batches over the world, rounded up (down with drop_last).
+          const std::uint64_t n = s.plan().num_batches();
+          CHECK(steps == (drop ? n / world : (n + world - 1) / world));
+        } else {
+          CHECK(yielded == steps);  // every rank runs the same number of steps
+        }
+      }
+      std::size_t distinct = 0;
+      for (std::size_t i = 0; i < count.size(); ++i) {
+        if (count[i] > 0) ++distinct;
+        if (ids[i] < 0) CHECK(count[i] == 0);  // no bucket: in no batch
+        if (!drop && ids[i] >= 0) CHECK(count[i] >= 1);
+      }
+      if (drop) {
+        CHECK(pads == 0);
+        CHECK(repeat_samples == 0);
+        CHECK(slots == distinct);  // nothing twice
+        CHECK(distinct + dropped == bucketed);
+      } else {
+        CHECK(distinct == bucketed);
+        CHECK(slots == distinct + pads + repeat_samples);
+      }
+    }
+  }
+}
+
+TEST_CASE("batch_sampler: resume mid-epoch under the same and another world size") {
+  const std::vector<clip_record> records = make_records(3000, 13);
+  const bucket_config config = v2_config();
+  const vbucket::opensora_v2_rule rule{};
+  constexpr std::uint32_t world = 4;
+  constexpr std::uint64_t done = 5;  // steps every rank ran before the checkpoint
+
+  std::vector<std::vector<batch>> before(world);  // each rank's whole epoch, uninterrupted
+  std::vector<epoch_plan> keep;                   // batches' indices are spans into the plan
+  plan_state saved;
+  for (std::uint32_t r = 0; r < world; ++r) {
+    vbucket::batch_sampler s(records, config, rule, {.seed = 11, .world = world, .rank = r});
+    s.set_epoch(2);
+    before[r] = collect(s);
+    keep.push_back(s.plan());
+    REQUIRE(before[r].size() > done + 2);
+    // The trainer's loop: advance after each step; size() in the loop re-deals, and the loop's
+    // iterators keep reading the schedule they came from.
+    std::uint64_t k = 0;
+    for (const batch& b : s) {
+      CHECK(same_batch(b, before[r][k]));
+      if (++k == done) break;
+      s.advance(1);
+      CHECK(s.size() == before[r].size() - k);
+    }
+    s.advance(1);
+    CHECK(s.state().consumed == done * world);
+    CHECK(s.state() == s.state_after(0));
+    if (r == 0) saved = plan_state::parse(s.state().to_string());
+    CHECK(s.state() == saved);  // the same on every rank
+  }
+
+  const epoch_plan plan = [&] {
+    vbucket::batch_sampler s(records, config, rule, {.seed = 11});
+    s.set_epoch(2);
+    return s.plan();
+  }();
+
+  {  // the same world size: each rank's remaining batches
+    for (std::uint32_t r = 0; r < world; ++r) {
+      vbucket::batch_sampler s(records, config, rule, {.seed = 11, .world = world, .rank = r});
+      s.set_epoch(2);
+      s.load_state(saved);
+      const std::vector<batch> after = collect(s);
+      REQUIRE(after.size() == before[r].size() - done);
+      for (std::size_t k = 0; k < after.size(); ++k) {
+        CHECK(std::ranges::equal(after[k].indices, before[r][k + done].indices));
+        CHECK(after[k].position == before[r][k + done].position);
+        CHECK(after[k].repeat == before[r][k + done].repeat);
+      }
+    }
+  }
+  for (const std::uint32_t other : {3u, 7u, 1u}) {
+    {  // another world size: exactly the global batches not yet consumed
+      INFO("world " << other);
+      std::vector<int> seen(plan.num_batches(), 0);
+      for (std::uint32_t r = 0; r < other; ++r) {
+        vbucket::batch_sampler s(records, config, rule, {.seed = 11, .world = other, .rank = r});
+        s.set_epoch(2);
+        s.load_state(saved);
+        for (const batch& b : s) {
+          if (b.repeat) continue;
+          REQUIRE(b.position < plan.num_batches());
+          ++seen[b.position];
+          CHECK(std::ranges::equal(b.indices, plan.global_batch(b.position).indices));
+        }
+      }
+      for (std::uint64_t p = 0; p < plan.num_batches(); ++p) {
+        INFO("global position " << p);
+        CHECK(seen[p] == (p < done * world ? 0 : 1));
+      }
+    }
+  }
+}
+
+TEST_CASE("batch_sampler: states of another seed, epoch or plan are refused") {
+  const std::vector<clip_record> records = make_records(1000);
+  const bucket_config config = v2_config();
+  vbucket::batch_sampler s(records, config, {.seed = 11, .world = 2, .rank = 0});
+  s.set_epoch(3);
+  s.advance(2);
+  CHECK(s.state() == plan_state(11, 3, 4, 0));
+  CHECK(s.state_after(3) == plan_state(11, 3, 10, 0));
+
+  CHECK_THROWS_WITH_AS(s.load_state(plan_state(11, 2, 4)),
+                       doctest::Contains("it is of epoch 2, the sampler is at epoch 3 (call "
+                                         "set_epoch(2) first)"),
+                       vbucket::error);
+  CHECK_THROWS_WITH_AS(s.load_state(plan_state(12, 3, 4)),
+                       doctest::Contains("it is of seed 12, this sampler's seed is 11"),
+                       vbucket::error);
+  CHECK_THROWS_WITH_AS(s.load_state(plan_state(11, 3, 4, 2)), doctest::Contains("balance"),
+                       vbucket::error);
+  CHECK(s.state().consumed == 4);  // a refused state changes nothing
+
+  // The fingerprint catches a plan of the same seed and epoch made otherwise (another policy).
+  vbucket::batch_sampler dropping(records, config,
+                                  {.seed = 11, .world = 2, .policy = incomplete_policy::drop});
+  dropping.set_epoch(3);
+  REQUIRE(dropping.fingerprint() != s.fingerprint());
+  CHECK_THROWS_WITH_AS(s.load_state(plan_state(11, 3, 6, 0), dropping.fingerprint()),
+                       doctest::Contains("saved with plan fingerprint"), vbucket::error);
+  CHECK(s.state().consumed == 4);
+  s.load_state(plan_state(11, 3, 6, 0), s.fingerprint());
+  CHECK(s.state().consumed == 6);
+
+  // set_epoch starts the epoch over.
+  s.set_epoch(4);
+  CHECK(s.state() == plan_state(11, 4, 0, 0));
+  s.load_state(plan_state(11, 4, 2));  // a state without a recorded balance group is accepted
+  CHECK(s.state().consumed == 2);
+}
+
+TEST_CASE("batch_sampler: the fingerprint is FNV-1a of the global sequence, rank-independent") {
+  // FNV-1a 64's published test vectors.
+  const auto fnv = [](std::string_view s) {
+    vbucket::detail::fnv1a64 h;
+    h.bytes(s);
+    return h.value();
+  };
+  CHECK(fnv("") == 0xcbf29ce484222325ULL);
+  CHECK(fnv("a") == 0xaf63dc4c8601ec8cULL);
+  CHECK(fnv("foobar") == 0x85944171f73967e8ULL);
+  CHECK(fnv1a_bytes("foobar") == 0x85944171f73967e8ULL);
+
+  const std::vector<clip_record> records = make_records(2000);
+  const bucket_config config = v2_config();
+  auto fingerprint = [&](std::uint64_t seed, std::uint64_t epoch, std::uint32_t world,
+                         std::uint32_t rank) {
+    vbucket::batch_sampler s(records, config, {.seed = seed, .world = world, .rank = rank});
+    s.set_epoch(epoch);
+    s.advance(1);  // the state does not enter it
+    return s.fingerprint();
+  };
+  const std::uint64_t f = fingerprint(11, 3, 1, 0);
+  for (const std::uint32_t world : {2u, 4u, 7u})
+    for (std::uint32_t r = 0; r < world; ++r) CHECK(fingerprint(11, 3, world, r) == f);
+  CHECK(fingerprint(11, 4, 4, 0) != f);
+  CHECK(fingerprint(12, 3, 4, 0) != f);
+
+  vbucket::batch_sampler s(records, config, {.seed = 11});
+  s.set_epoch(3);
+  CHECK(f == reference_fingerprint(s.plan()));
+  CHECK(vbucket::plan_fingerprint(s.plan()) == f);
+}
+
+TEST_CASE("batch_sampler: lazy per epoch, set_epoch resets, stats and schedule agree") {
+  const std::vector<clip_record> records = make_records(1500);
+  const bucket_config config = v2_config();
+  vbucket::batch_sampler s(records, config, {.seed = 3, .world = 3, .rank = 2});
+  CHECK(s.epoch() == 0);
+  const std::uint64_t f0 = s.fingerprint();
+  s.set_epoch(1);
+  const std::size_t n1 = s.size();
+  s.advance(2);
+  CHECK(s.size() == n1 - 2);
+  CHECK((*s.begin()).step == 0);
+  CHECK((*s.begin()).position == 2 * 3 + 2);
+  s.set_epoch(0);
+  CHECK(s.state().consumed == 0);
+  CHECK(s.fingerprint() == f0);
+
+  const vbucket::plan_stats st = s.stats();
+  CHECK(st.alignment.world == 3);
+  CHECK(st.alignment.steps == s.size());
+  CHECK(st.total.batches == s.plan().num_batches());
+  CHECK(s.schedule().steps() == s.size());
+  CHECK(s.batches().size() == s.size());
+  CHECK(std::ranges::distance(s.begin(), s.end()) == static_cast<std::ptrdiff_t>(s.size()));
+  CHECK(same_batch(s.begin()[1], s.schedule().at(1, 2)));
+}
+
+TEST_CASE("batch_sampler: a metadata CSV (as the CLI reads it) gives the records' batches") {
+  // The records written as the CLI's META.csv (path first, NaN fps as an empty field), read
+  // back with load_meta_csv: a sampler over the file's table equals one over the records.
+  std::vector<clip_record> records = make_records(2500, 17);
+  for (clip_record& r : records)
+    if (r.length == 0) r.length = 5;  // the reader refuses 0 frames (scan marks such rows)
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "vbucket_batch_sampler_meta.csv").string();
+  {
+    std::ofstream out(path);
+    out << "path,num_frames,height,width,fps\n";
+    for (const clip_record& r : records) {
+      out << r.path << ',' << r.length << ',' << r.rows << ',' << r.cols << ',';
+      if (r.rate == r.rate) out << static_cast<int>(r.rate);
+      out << '\n';
+    }
+  }
+  const meta_table table = vbucket::load_meta_csv(path);
+  std::filesystem::remove(path);
+  REQUIRE(table.size() == records.size());
+  const bucket_config config = v2_config();
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    vbucket::batch_sampler from_csv(table, config, vbucket::opensora_v2_rule{.fps_max = 16},
+                                    {.seed = 11, .world = 4, .rank = r});
+    vbucket::batch_sampler from_records(records, config, vbucket::opensora_v2_rule{.fps_max = 16},
+                                        {.seed = 11, .world = 4, .rank = r});
+    from_csv.set_epoch(3);
+    from_records.set_epoch(3);
+    CHECK(from_csv.fingerprint() == from_records.fingerprint());
+    check_equal(from_csv, from_records.batches());
+  }
+}
