@@ -224,24 +224,31 @@ class clip_normalizer {
 
  private:
   template <class Out>
-  static void write(std::span<const std::uint8_t> in, Out* out, clip_layout layout,
+  static void write(std::span<const std::uint8_t> in, Out* __restrict out, clip_layout layout,
                     const std::array<std::array<Out, 256>, 3>& table) noexcept {
     const std::size_t pixels = in.size() / 3;
-    const std::uint8_t* src = in.data();
+    const std::uint8_t* __restrict src = in.data();
+    const Out* __restrict t0 = table[0].data();
+    const Out* __restrict t1 = table[1].data();
+    const Out* __restrict t2 = table[2].data();
+    // The three bytes of a pixel are read before anything is written (`out` may not alias
+    // `src`, but a uint8 pointer could alias anything, so say it).
     if (layout == clip_layout::thwc) {
       for (std::size_t p = 0; p < pixels; ++p) {
-        out[3 * p] = table[0][src[3 * p]];
-        out[3 * p + 1] = table[1][src[3 * p + 1]];
-        out[3 * p + 2] = table[2][src[3 * p + 2]];
+        const std::uint8_t x0 = src[3 * p], x1 = src[3 * p + 1], x2 = src[3 * p + 2];
+        out[3 * p] = t0[x0];
+        out[3 * p + 1] = t1[x1];
+        out[3 * p + 2] = t2[x2];
       }
     } else {  // one pass over the pixels, three planes written in sequence
-      Out* r = out;
-      Out* g = out + pixels;
-      Out* b = out + 2 * pixels;
+      Out* __restrict r = out;
+      Out* __restrict g = out + pixels;
+      Out* __restrict b = out + 2 * pixels;
       for (std::size_t p = 0; p < pixels; ++p) {
-        r[p] = table[0][src[3 * p]];
-        g[p] = table[1][src[3 * p + 1]];
-        b[p] = table[2][src[3 * p + 2]];
+        const std::uint8_t x0 = src[3 * p], x1 = src[3 * p + 1], x2 = src[3 * p + 2];
+        r[p] = t0[x0];
+        g[p] = t1[x1];
+        b[p] = t2[x2];
       }
     }
   }
@@ -494,8 +501,7 @@ class loader {
   /// top of the schedule's starting point).
   [[nodiscard]] plan_state state() const {
     std::lock_guard lock(mutex_);
-    return {schedule_.plan().seed(), schedule_.plan().epoch(),
-            schedule_.consumed() + next_step_ * schedule_.world_size()};
+    return schedule_.state_after(next_step_);
   }
 
   [[nodiscard]] loader_stats stats() const {

@@ -1,9 +1,12 @@
 /// Tests of vbucket/loader.hpp with a synthetic decoder (a pattern per (sample, crop seed),
 /// chosen samples failing): every batch of a rank arrives in order with its bucket's shape and
 /// the right pixels; failed clips are replaced from the same bucket, deterministically and
-/// counted; resume continues exactly; cancellation and back-pressure hold. The names say
-/// "thread" so these also run under TSan.
+/// counted; resume continues exactly; cancellation and back-pressure hold; the loop over the
+/// loader as a range, a batch_sampler driving it, float32/bfloat16 batches made on the workers
+/// against normalize.hpp's reference. The names say "thread" so these also run under TSan.
 #include "vbucket/loader.hpp"
+
+#include "vbucket/batch_sampler.hpp"
 
 #include <doctest/doctest.h>
 
@@ -212,7 +215,7 @@ TEST_CASE("loader: resume from a saved state continues exactly, also with anothe
     saved = l.state();
   }
   CHECK(saved.consumed == 3 * world);
-  CHECK(saved.to_string() == "vbucket-plan seed=5 epoch=2 consumed=6");
+  CHECK(saved.to_string() == "vbucket-plan seed=5 epoch=2 consumed=6 balance=0");
   // Resume with world 3: the positions not yet consumed, each exactly once.
   const auto rest = f.plan.deal(3, saved);
   std::map<std::uint64_t, std::vector<std::uint32_t>> got;
@@ -589,4 +592,53 @@ TEST_CASE("loader: the crop and substitution streams are the public functions (t
     }
   }
   CHECK(checked > 0);
+}
+
+TEST_CASE("loader: driven by a batch_sampler, and resumed through it (threads)") {
+  fixture f;
+  // Samples the Open-Sora 2.0 rule puts into the fixture's buckets: 8×8 ("lo", 1:1) and
+  // 16×16 ("hi"), videos of 1 to 6 frames at 8 fps (no thinning).
+  std::vector<vbucket::sample_meta> samples;
+  for (std::int64_t i = 0; i < 120; ++i)
+    samples.push_back({1 + i % 6, i % 3 == 0 ? 16 : 8, i % 3 == 0 ? 16 : 8, 8.0});
+  fake_decoder decoder;
+  decoder.bad = {4, 9};
+  vbucket::host_backend backend;
+  const std::uint32_t world = 2, rank = 1;
+  vbucket::batch_sampler sampler(samples, f.config, vbucket::opensora_v2_rule{},
+                                 {.seed = 5, .world = world, .rank = rank});
+  sampler.set_epoch(2);
+  REQUIRE(sampler.size() > 3);
+  std::vector<vbucket::batch> want(sampler.begin(), sampler.end());
+
+  host_ring ring(backend, {.slots = 3});
+  vbucket::loader l(sampler, decoder, ring, {.workers = 2});
+  static_assert(std::same_as<decltype(l), host_loader>);
+  CHECK(l.steps() == sampler.size());
+  std::size_t k = 0;
+  for (auto& b : l) {
+    REQUIRE(k < want.size());
+    CHECK(b.info.position == want[k].position);
+    CHECK(b.info.bucket == want[k].bucket);
+    CHECK(b.samples.size() == want[k].indices.size());
+    for (std::size_t c = 0; c < b.samples.size(); ++c)
+      if (!decoder.bad.count(want[k].indices[c])) CHECK(b.samples[c] == want[k].indices[c]);
+    CHECK(pixels_match(b, sampler.plan()));  // crops keyed by the sampler's seed and epoch
+    ++k;
+  }
+  CHECK(k == want.size());
+  CHECK(l.state().consumed == sampler.size() * world);
+
+  // Resume: a checkpoint taken after 2 steps, loaded into the sampler; a new loader on it
+  // continues with the sampler's batch 2.
+  vbucket::plan_state saved = sampler.state();
+  saved.consumed += 2 * world;
+  sampler.load_state(saved);
+  host_ring ring2(backend, {.slots = 3});
+  vbucket::loader resumed(sampler, decoder, ring2);
+  std::vector<std::uint64_t> positions;
+  for (auto& b : resumed) positions.push_back(b.info.position);
+  std::vector<std::uint64_t> expected;
+  for (std::size_t i = 2; i < want.size(); ++i) expected.push_back(want[i].position);
+  CHECK(positions == expected);
 }
