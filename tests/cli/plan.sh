@@ -2,8 +2,11 @@
 # CLI test of `vbucket plan` and `vbucket stats`: every rank's output together covers every
 # assigned sample, repeats are exactly the counted pads; --rank all is the ranks' outputs
 # interleaved; --start-step K is the rest of the same schedule; --consumed-batches N under
-# another world size delivers exactly the batches not yet consumed; --drop-last repeats no
-# sample; bad input exits non-zero with exactly one stderr line naming the problem.
+# another world size delivers exactly the batches not yet consumed, also with --balance (whose
+# order never depends on the world size) and from --state; --drop-last repeats no sample;
+# --policy downgrade keeps videos out of image buckets; the pad warning appears on stderr
+# above --pad-warn and not below; bad input exits non-zero with exactly one stderr line naming
+# the problem.
 #
 #   bash tests/cli/plan.sh <path to vbucket> <absolute path of tests/data>
 set -uo pipefail
@@ -241,6 +244,22 @@ elif mode == "downgrade":  # file.jsonl summary assign.csv
     s = summary(sys.argv[4])
     check_lines(lines, config, True)
     coverage(lines, assigned(sys.argv[5]), s["pads"] + s["repeat_samples"], exact_bucket=False)
+elif mode == "kinds":  # file.jsonl meta.csv: frames-1 batches hold images only, others videos
+    lines = load(sys.argv[3])
+    with open(sys.argv[4]) as f:
+        header = next(f).rstrip("\n").split(",")
+        frames = [int(row.split(",")[header.index("num_frames")]) for row in f if row.strip()]
+    check_lines(lines, config, True)
+    for x in lines:
+        kinds = {"image" if frames[i] == 1 else "video" for i in x["indices"]}
+        want = "image" if x["thw"][0] == 1 else "video"
+        if kinds != {want}:
+            sys.exit(f"a batch of thw {x['thw']} holds {sorted(kinds)} samples: {x['indices']}")
+elif mode == "pad-share":  # file.jsonl (world 1): prints pads / slots to 4 decimals
+    lines = load(sys.argv[3])
+    slots = sum(len(x["indices"]) for x in lines)
+    distinct = len({i for x in lines for i in x["indices"]})
+    print(f"{(slots - distinct) / slots:.4f}")
 else:
     sys.exit(f"unknown mode {mode}")
 EOF
@@ -250,7 +269,8 @@ seed=7
 expect_ok "assign" assign --config "$cfg" --meta "$meta" --rule opensora-v2 --rng fast \
   --seed "$seed" --out "$tmp/assign.csv" --quiet
 
-common=(--config "$cfg" --meta "$meta" --seed "$seed" --epoch 0)
+# --pad-warn 1: these checks are not about pads (the pad warning has its own section).
+common=(--config "$cfg" --meta "$meta" --seed "$seed" --epoch 0 --pad-warn 1)
 
 # ---------------------------------------------------------------------------------------------
 # --rank all, and every rank alone.
@@ -311,6 +331,75 @@ for w2 in 3 1 6; do
 done
 
 # ---------------------------------------------------------------------------------------------
+# --balance: the order never depends on the world size (the default group is a constant), so a
+# resume under another world size with the same flags delivers exactly the batches not yet
+# consumed. (Issue 14: the group followed the world size; 4 ranks then 2 lost and replayed
+# samples.) The resume state records the group; --state resumes from it and refuses a plan
+# with another group.
+# ---------------------------------------------------------------------------------------------
+for bal in "--balance" "--balance-group 6"; do
+  read -ra balance <<<"$bal"
+  if expect_ok "plan $bal world $world" plan "${common[@]}" --world $world --rank all \
+    "${balance[@]}" --out "$tmp/bal.jsonl"; then
+    cp "$tmp/stdout" "$tmp/bal.summary"
+    check "$bal covers every assigned sample" all "$cfg" "$tmp/bal.jsonl" "$tmp/bal.summary" \
+      "$tmp/assign.csv" $world
+  fi
+  for w2 in 2 3 8; do
+    for k in 10 17; do
+      if expect_ok "$bal: resume world $world step $k -> world $w2" plan "${common[@]}" \
+        "${balance[@]}" --world $w2 --rank all --consumed-batches $((k * world)) \
+        --out "$tmp/rest.jsonl"; then
+        cp "$tmp/stdout" "$tmp/rest.summary"
+        check "$bal: resume world $world after $k steps with world $w2" resume "$cfg" \
+          "$tmp/bal.jsonl" $k $world "$tmp/rest.jsonl" "$tmp/rest.summary" "$tmp/assign.csv"
+      fi
+    done
+  done
+done
+grep -qF "balance=6" "$tmp/bal.summary" && pass ||
+  fail "--balance-group 6: the resume state does not record the group: $(cat "$tmp/bal.summary")"
+state="vbucket-plan seed=$seed epoch=0 consumed=40 balance=960"
+if expect_ok "plan --balance --state" plan "${common[@]}" --balance --world 3 --rank all \
+  --state "$state" --out "$tmp/state.jsonl"; then
+  grep -qF "balance=960" "$tmp/stdout" && pass ||
+    fail "--balance: the resume state does not record the group: $(cat "$tmp/stdout")"
+fi
+expect_ok "plan --balance --consumed-batches 40" plan "${common[@]}" --balance --world 3 \
+  --rank all --consumed-batches 40 --out "$tmp/consumed.jsonl"
+cmp -s "$tmp/state.jsonl" "$tmp/consumed.jsonl" && pass ||
+  fail "--state consumed=40 differs from --consumed-batches 40"
+state_out=(--world 2 --rank 0 --out "$tmp/err-state.jsonl")
+expect_error "--state of another balance group" 1 "balance group 960" plan "${common[@]}" \
+  --balance-group 2 --state "$state" "${state_out[@]}"
+expect_error "--state of a balanced plan, no --balance" 1 "balance group 960" plan \
+  "${common[@]}" --state "$state" "${state_out[@]}"
+expect_error "--state of another seed" 1 "not for this plan" plan "${common[@]}" --balance \
+  --state "vbucket-plan seed=8 epoch=0 consumed=40 balance=960" "${state_out[@]}"
+expect_error "malformed --state" 2 "--state" plan "${common[@]}" --state "vbucket-plan seed=x" \
+  "${state_out[@]}"
+expect_error "--state with --consumed-batches" 2 "--state" plan "${common[@]}" --state "$state" \
+  --consumed-batches 3 "${state_out[@]}"
+[[ -e $tmp/err-state.jsonl ]] && fail "a refused --state left its output file" || pass
+
+# ---------------------------------------------------------------------------------------------
+# --policy downgrade moves videos among video buckets only (issue 14: six 40-frame clips, a
+# 33-frame bucket of 4 and an image bucket of 2 put two videos into a thw [1,256,256] batch).
+# ---------------------------------------------------------------------------------------------
+printf '{"256px": {"1": [1.0, 2], "33": [1.0, 4]}}\n' >"$tmp/kinds.json"
+{
+  echo "path,num_frames,height,width,fps"
+  for i in 0 1 2 3 4 5; do echo "v$i.mp4,40,256,256,15"; done
+  for i in 6 7 8; do echo "img$i.jpg,1,256,256,"; done
+} >"$tmp/kinds.csv"
+if expect_ok "plan --policy downgrade, videos and images" plan --config "$tmp/kinds.json" \
+  --meta "$tmp/kinds.csv" --seed 1 --epoch 0 --world 1 --rank all --policy downgrade \
+  --pad-warn 1 --out "$tmp/kinds.jsonl"; then
+  check "downgrade keeps videos out of the image bucket" kinds "$tmp/kinds.json" \
+    "$tmp/kinds.jsonl" "$tmp/kinds.csv"
+fi
+
+# ---------------------------------------------------------------------------------------------
 # --drop-last (policy drop): no sample twice. --policy downgrade: nothing lost.
 # ---------------------------------------------------------------------------------------------
 if expect_ok "plan --drop-last" plan "${common[@]}" --world 5 --rank all --drop-last \
@@ -339,21 +428,91 @@ cmp -s "$tmp/all.jsonl" "$tmp/all-again.jsonl" && pass || fail "plan is not dete
 # --rng numpy (Open-Sora's draws) and the v1.2 rule work too.
 expect_ok "plan --rng numpy --rule opensora-v1.2" plan --config "$data/config_opensora_v12.json" \
   --meta "$meta" --rule opensora-v1.2 --rng numpy --seed 42 --epoch 1 --world 2 --rank 1 \
-  --out "$tmp/v12.jsonl" --quiet
+  --out "$tmp/v12.jsonl" --quiet --pad-warn 1
 
 # ---------------------------------------------------------------------------------------------
 # stats
 # ---------------------------------------------------------------------------------------------
-if expect_ok "stats" stats --config "$cfg" --meta "$meta" --world 8 --seed 3 --epoch 2; then
+if expect_ok "stats" stats --config "$cfg" --meta "$meta" --world 8 --seed 3 --epoch 2 \
+  --pad-warn 1; then
   for text in "By (resolution, frames)" "By aspect ratio" "Images and videos" "#training batch" \
     "#training sample" "#non-empty bucket" "step balance" "world:"; do
     grep -qF -- "$text" "$tmp/stdout" && pass || fail "stats output lacks '$text'"
   done
 fi
-expect_ok "stats --policy downgrade" stats --config "$cfg" --meta "$meta" --policy downgrade
+expect_ok "stats --policy downgrade" stats --config "$cfg" --meta "$meta" --policy downgrade \
+  --pad-warn 1
 grep -qF "moved in" "$tmp/stdout" && pass || fail "stats --policy downgrade shows no moves"
 expect_ok "plan --help" plan --help
 expect_ok "stats --help" stats --help
+
+# ---------------------------------------------------------------------------------------------
+# The pad warning: one stderr line when pads are more than --pad-warn (default 0.25) of the
+# batch slots, naming the worst buckets and what --policy downgrade would leave. The share is
+# measured from plan's own output (world 1: every repeated slot is a pad).
+# ---------------------------------------------------------------------------------------------
+# expect_warning NAME ARGS...: success and exactly one stderr line, the pad warning.
+expect_warning() {
+  local name=$1
+  shift
+  run "$@"
+  if [[ $rc -ne 0 ]]; then
+    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
+  elif [[ $(wc -l <"$tmp/stderr") -ne 1 ]]; then
+    fail "$name: expected one warning line on stderr, got: $(cat "$tmp/stderr")"
+  elif ! grep -q '^vbucket [a-z]*: warning: .* of the batch slots are pads' "$tmp/stderr"; then
+    fail "$name: not the pad warning: $(cat "$tmp/stderr")"
+  else
+    pass
+    return 0
+  fi
+  return 1
+}
+pads=(--config "$cfg" --meta "$meta" --seed "$seed" --epoch 0)
+if expect_warning "plan pad warning" plan "${pads[@]}" --world 1 --rank all \
+  --out "$tmp/pads.jsonl"; then
+  cp "$tmp/stderr" "$tmp/pads.warning"
+  share=$(python3 "$tmp/check.py" pad-share "$cfg" "$tmp/pads.jsonl")
+  python3 -c "import sys; sys.exit(0 if $share > 0.25 else 1)" && pass ||
+    fail "the test data has only $share pads: the default threshold cannot be checked"
+  percent=$(python3 -c "print(f'{100 * $share:.1f}%')")
+  grep -qF "warning: $percent of the batch slots are pads" "$tmp/pads.warning" && pass ||
+    fail "pad warning: expected $percent of pads: $(cat "$tmp/pads.warning")"
+  # The worst buckets here are 256px images (a few samples, batch size 45); downgrade cannot
+  # move them (no smaller image bucket) but fills the videos' last batches.
+  grep -qF "most in 256px frames 1 ratio" "$tmp/pads.warning" && pass ||
+    fail "pad warning does not name the 256px image buckets: $(cat "$tmp/pads.warning")"
+  grep -qF -- "--policy downgrade would leave" "$tmp/pads.warning" && pass ||
+    fail "pad warning does not suggest --policy downgrade: $(cat "$tmp/pads.warning")"
+  below=$(python3 -c "print(round($share - 0.01, 4))")
+  above=$(python3 -c "print(round($share + 0.01, 4))")
+  if expect_warning "stats --pad-warn below the share" stats "${pads[@]}" --pad-warn "$below"; then
+    # The same line as plan's but for the command name and the threshold.
+    sed -e 's/^vbucket stats:/vbucket plan:/' -e "s/--pad-warn $below)/--pad-warn 0.25)/" \
+      "$tmp/stderr" >"$tmp/stats.warning"
+    cmp -s "$tmp/stats.warning" "$tmp/pads.warning" && pass ||
+      fail "stats and plan warn differently: $(cat "$tmp/stderr")"
+  fi
+  expect_ok "stats --pad-warn above the share" stats "${pads[@]}" --pad-warn "$above"
+  expect_ok "plan --pad-warn above the share" plan "${pads[@]}" --world 1 --rank all \
+    --pad-warn "$above" --out "$tmp/pads.jsonl"
+fi
+expect_ok "stats --pad-warn 1" stats "${pads[@]}" --pad-warn 1
+expect_ok "stats --policy drop: no pads" stats "${pads[@]}" --policy drop
+if expect_warning "stats --policy downgrade" stats "${pads[@]}" --policy downgrade \
+  --pad-warn 0.05; then
+  grep -qF -- "--policy downgrade would" "$tmp/stderr" &&
+    fail "--policy downgrade: the warning suggests downgrade: $(cat "$tmp/stderr")" || pass
+fi
+# Open-Sora's 360p example config: most slots are pads of 141-image batches.
+if expect_warning "stats 360p example" stats --config "$data/config_360p_example.json" \
+  --meta "$meta"; then
+  grep -qF "most in 360p frames 1 ratio" "$tmp/stderr" && pass ||
+    fail "360p: the warning does not name the image buckets: $(cat "$tmp/stderr")"
+fi
+expect_error "--pad-warn above 1" 2 "--pad-warn" stats "${pads[@]}" --pad-warn 1.5
+expect_error "--pad-warn not a number" 2 "--pad-warn" plan "${pads[@]}" --world 1 --rank 0 \
+  --pad-warn lots --out "$tmp/err.jsonl"
 
 # ---------------------------------------------------------------------------------------------
 # Errors: exit code (1 bad data, 2 bad usage) and exactly one line naming the problem.

@@ -30,6 +30,9 @@ constexpr flag plan_cmd_flags[] = {
     {"start-step", "K", false, "K steps of this world size are done: write steps K, K+1, ..."},
     {"consumed-batches", "N", false,
      "N global batches are done (under any world size): write the rest, dealt to W ranks"},
+    {"state", "STATE", false,
+     "resume from a state a run printed (\"vbucket-plan seed=S epoch=E consumed=N balance=G\"): "
+     "as --consumed-batches N, refused when seed, epoch or balance group differ"},
     {"policy", "POLICY", false, plan_help::policy},
     {"rule", "RULE", false, plan_help::rule},
     {"rng", "RNG", false, plan_help::rng},
@@ -38,6 +41,7 @@ constexpr flag plan_cmd_flags[] = {
     {"balance", "", false, plan_help::balance},
     {"balance-group", "G", false, plan_help::balance_group},
     {"threads", "N", false, plan_help::threads},
+    {"pad-warn", "F", false, plan_help::pad_warn},
     {"quiet", "", false, "do not print the summary"},
 };
 
@@ -51,7 +55,8 @@ constexpr std::string_view plan_description =
     "Writes {\"step\":k,\"bucket\":[res,frames,ratio],\"thw\":[T,H,W],\"indices\":[...]} per "
     "line;\nwith --rank all, every rank's, with a \"rank\" field. Steps are numbered from K with\n"
     "--start-step K, and from ceil(N/W) with --consumed-batches N. Unless --quiet, prints a\n"
-    "summary and the resume state after the written steps.\n"
+    "summary and the resume state after the written steps (pass it back with --state).\n"
+    "Prints a warning on stderr when more than --pad-warn of the batch slots are pads.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
 /// `s` as a JSON string literal.
@@ -86,6 +91,7 @@ struct plan_request {
   std::string out_path;
   std::optional<std::uint32_t> rank;  // nullopt: all
   std::uint64_t consumed = 0;
+  std::optional<plan_state> state;  // --state: checked against the plan when dealing
   std::uint64_t first_label = 0;
   bool quiet = false;
 };
@@ -102,8 +108,10 @@ plan_request read_request(const args& a) {
                         " (ranks are 0 to " + std::to_string(r.plan.world - 1) + ", or all)");
     r.rank = static_cast<std::uint32_t>(v);
   }
-  if (a.has("start-step") && a.has("consumed-batches"))
-    throw usage_error("--start-step and --consumed-batches cannot be given together");
+  if (static_cast<int>(a.has("start-step")) + static_cast<int>(a.has("consumed-batches")) +
+          static_cast<int>(a.has("state")) >
+      1)
+    throw usage_error("--start-step, --consumed-batches and --state cannot be given together");
   const std::uint64_t world = r.plan.world;
   constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
   if (a.has("start-step")) {
@@ -113,6 +121,14 @@ plan_request read_request(const args& a) {
     r.first_label = k;
   } else if (a.has("consumed-batches")) {
     r.consumed = parse_uint_flag("consumed-batches", a.value("consumed-batches"), 0, u64_max);
+    r.first_label = r.consumed / world + (r.consumed % world != 0 ? 1 : 0);
+  } else if (a.has("state")) {
+    try {
+      r.state = plan_state::parse(a.value("state"));
+    } catch (const vbucket::error& e) {
+      throw usage_error(std::string("--state: ") + e.what());
+    }
+    r.consumed = r.state->consumed;
     r.first_label = r.consumed / world + (r.consumed % world != 0 ? 1 : 0);
   }
   r.quiet = a.has("quiet");
@@ -219,8 +235,11 @@ int cmd_plan(int argc, char** argv) {
     }
     const plan_request r = read_request(a);
     const planned_epoch p = plan_from_flags(r.plan);
-    const epoch_schedule s = p.plan.deal(r.plan.world, r.consumed, r.plan.drop_last);
+    const epoch_schedule s = r.state ? p.plan.deal(r.plan.world, *r.state, r.plan.drop_last)
+                                     : p.plan.deal(r.plan.world, r.consumed, r.plan.drop_last);
     write_batches(r, p.config, s);
+    // Only once the output is written, so that an error stays the one line on stderr.
+    warn_pads("plan", p.plan, p.config, r.plan.pad_warn);
     if (!r.quiet) {
       print_summary(r, p, s);
       std::fflush(stdout);

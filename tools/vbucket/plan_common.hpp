@@ -1,14 +1,17 @@
 #pragma once
 /// What `vbucket plan` and `vbucket stats` share: the flags that define an epoch plan (config,
-/// metadata, rule, random source, seed, epoch, policy, world, balance) and building the plan
-/// from them: load, assign, group, plan.
+/// metadata, rule, random source, seed, epoch, policy, world, balance), building the plan
+/// from them (load, assign, group, plan), and the pad warning (--pad-warn).
 
-#include <cstdint>      // std::uint64_t, std::uint32_t
-#include <limits>       // std::numeric_limits
-#include <string>       // std::string
-#include <string_view>  // std::string_view
-#include <type_traits>  // std::is_same_v
-#include <vector>       // std::vector
+#include <charconv>      // std::from_chars (--pad-warn)
+#include <cstdint>       // std::uint64_t, std::uint32_t
+#include <cstdio>        // std::snprintf, std::fputs (the pad warning)
+#include <limits>        // std::numeric_limits
+#include <string>        // std::string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::errc
+#include <type_traits>   // std::is_same_v
+#include <vector>        // std::vector
 
 #include "cli.hpp"
 #include "vbucket/assign.hpp"
@@ -19,6 +22,7 @@
 #include "vbucket/group.hpp"
 #include "vbucket/json/bucket_config.hpp"
 #include "vbucket/numpy_random.hpp"
+#include "vbucket/plan_stats.hpp"
 #include "vbucket/random.hpp"
 #include "vbucket/rules.hpp"
 #include "vbucket/seeding.hpp"
@@ -46,10 +50,14 @@ inline constexpr std::string_view policy =
 inline constexpr std::string_view drop_last =
     "drop incomplete steps instead of repeating batches (and --policy drop unless given)";
 inline constexpr std::string_view balance =
-    "step balance: order batches so that each step's batches cost about the same";
+    "step balance: cost-sorted chunks of G = 960 batches (--balance-group), so that each step's "
+    "batches cost about the same; fully balanced when W divides G, the order never depends on W";
 inline constexpr std::string_view balance_group =
-    "step balance for groups of G batches (default with --balance: the world size; pass the "
-    "original world size when resuming with another)";
+    "step balance with chunks of G batches (implies --balance): use a multiple of every world "
+    "size the run will use, the same when resuming (the resume state records it)";
+inline constexpr std::string_view pad_warn =
+    "warn on stderr when pads are more than this fraction of the batch slots, naming the worst "
+    "buckets (0.25; 1 = never)";
 inline constexpr std::string_view fps_max =
     "opensora-v2: frames are thinned to at most F per second (16)";
 inline constexpr std::string_view frame_interval = "opensora-v1.2: the frame interval (1)";
@@ -73,6 +81,7 @@ struct plan_flags {
   std::uint32_t world = 1;
   std::uint32_t balance_group = 0;
   unsigned threads = 0;
+  double pad_warn = 0.25;
 };
 
 /// Reads the plan-defining flags present in `a` (those a command does not declare are absent).
@@ -120,7 +129,16 @@ inline plan_flags read_plan_flags(const args& a) {
     f.balance_group = static_cast<std::uint32_t>(
         parse_uint_flag("balance-group", a.value("balance-group"), 1, max_world));
   } else if (a.has("balance")) {
-    f.balance_group = f.world;
+    f.balance_group = default_balance_group;  // never the world size: see plan_options
+  }
+  if (a.has("pad-warn")) {
+    const std::string& text = a.value("pad-warn");
+    double v = -1.0;
+    const char* const end = text.data() + text.size();
+    const auto [p, ec] = std::from_chars(text.data(), end, v);
+    if (text.empty() || ec != std::errc{} || p != end || !(v >= 0.0 && v <= 1.0))
+      throw usage_error("--pad-warn: expected a fraction from 0 to 1, got \"" + text + "\"");
+    f.pad_warn = v;
   }
   if (a.has("threads"))
     f.threads = static_cast<unsigned>(parse_uint_flag("threads", a.value("threads"), 0, 4096));
@@ -171,6 +189,37 @@ inline planned_epoch plan_from_flags(const plan_flags& f) {
   o.threads = f.threads;
   out.plan = make_epoch_plan(std::span<const bucket_id>(ids), out.config, o);
   return out;
+}
+
+/// Prints one warning line on stderr when the plan's pads are more than `threshold` of its
+/// slots: their share, the buckets with the most, and what --policy downgrade would leave
+/// when it would leave fewer. The semantics stay; a bucket far below its batch size is mostly
+/// one sample repeated, which a user should hear about.
+inline void warn_pads(std::string_view command, const epoch_plan& plan, const bucket_config& config,
+                      double threshold) {
+  const pad_report r = compute_pad_report(plan, config);
+  if (!r.exceeds(threshold)) return;
+  auto percent = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f%%", 100.0 * v);
+    return std::string(text);
+  };
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", threshold);
+  std::string line = "vbucket " + std::string(command) + ": warning: " + percent(r.fraction()) +
+                     " of the batch slots are pads (" + std::to_string(r.pads) + " of " +
+                     std::to_string(r.slots) + ", above --pad-warn " + limit + "); most in ";
+  for (std::size_t i = 0; i < r.worst.size(); ++i) {
+    const bucket_pads& b = r.worst[i];
+    if (i > 0) line += ", ";
+    line += b.resolution + " frames " + std::to_string(b.frames) + " ratio " + b.ratio + " (" +
+            std::to_string(b.pads) + " pads of " + std::to_string(b.slots) + " slots)";
+  }
+  if (r.downgrade_helps())
+    line += "; --policy downgrade would leave " + percent(r.downgrade_fraction()) + " (" +
+            std::to_string(r.downgrade_pads) + " of " + std::to_string(r.downgrade_slots) + ")";
+  line += "\n";
+  std::fputs(line.c_str(), stderr);
 }
 
 }  // namespace vbucket::cli

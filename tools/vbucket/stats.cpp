@@ -28,6 +28,7 @@ constexpr flag stats_cmd_flags[] = {
     {"balance", "", false, plan_help::balance},
     {"balance-group", "G", false, plan_help::balance_group},
     {"threads", "N", false, plan_help::threads},
+    {"pad-warn", "F", false, plan_help::pad_warn},
 };
 
 constexpr std::string_view stats_description =
@@ -35,7 +36,9 @@ constexpr std::string_view stats_description =
     "drops (and downgrade moves) per bucket, by (resolution, frames) and by aspect ratio;\n"
     "image and video totals; the rank alignment for --world ranks; and the step balance\n"
     "(max/mean cost of the batches in one step; cost = latent tokens x batch size, where\n"
-    "latent tokens = (1 + (T-1)/4) * (H/16) * (W/16)).\n"
+    "latent tokens = (1 + (T-1)/4) * (H/16) * (W/16)). Prints a warning on stderr when more\n"
+    "than --pad-warn of the batch slots are pads, naming the buckets with the most and what\n"
+    "--policy downgrade would leave.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
 }  // namespace
@@ -54,6 +57,7 @@ int cmd_stats(int argc, char** argv) {
     const step_balance_stats balance = step_balance(s);
     print_plan_table(stdout, st, &balance);
     std::fflush(stdout);
+    warn_pads("stats", p.plan, p.config, f.pad_warn);
     return exit_ok;
   });
 }
