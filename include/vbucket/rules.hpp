@@ -125,6 +125,42 @@ inline bucket_id ratio_bucket(const resolution_entry& r, std::size_t k,
 }
 }  // namespace detail
 
+// ---------------------------------------------------------------------------------------------
+// Building blocks for a rule of your own (see examples/custom_rule).
+// ---------------------------------------------------------------------------------------------
+
+/// Whether a sample can be bucketed at all: at least one frame and sides in [1, 2^24] (so that
+/// H·W is exact in a double). A rule returns `invalid_sample` for any other.
+inline bool bucketable(const sample_meta& m) noexcept { return detail::valid_meta(m); }
+
+/// The index (into `config.resolutions()`, largest first) of the first resolution the sample is
+/// large enough for: Open-Sora skips a resolution when H·W < 0.8 · its pixels. Equals the
+/// number of resolutions when it fits none.
+inline std::size_t first_fitting_resolution(const bucket_config& config,
+                                            const sample_meta& m) noexcept {
+  return detail::too_large(config, m);
+}
+
+/// The bucket of frames entry `k` (into `config.resolutions()[r].frames`, longest first) of
+/// resolution `r` at the sample's closest aspect ratio in that resolution's table (ties to the
+/// earlier entry, as Open-Sora). Preconditions: r and k in range, m bucketable.
+inline bucket_id bucket_for(const bucket_config& config, std::size_t r, std::size_t k,
+                            const sample_meta& m) noexcept {
+  return detail::ratio_bucket(config.resolutions()[r], k, m);
+}
+
+/// Open-Sora 2.0's frame interval: 1 when fps is unknown (NaN) or below fps_max, else
+/// ceil(fps / fps_max); a clip of T frames then has T / interval usable frames. Saturates
+/// rather than overflowing for absurd rates; fps_max must be positive.
+inline std::int64_t frame_interval(double fps, double fps_max) noexcept {
+  if (std::isnan(fps) || !(fps >= fps_max)) return 1;
+  const double q = std::ceil(fps / fps_max);
+  if (!(q >= 1.0)) return 1;
+  if (!(q < static_cast<double>(std::numeric_limits<std::int64_t>::max())))
+    return std::numeric_limits<std::int64_t>::max();
+  return static_cast<std::int64_t>(q);
+}
+
 /// Open-Sora 2.0's rule. Frames are first thinned to at most `fps_max` per second:
 /// interval = 1 when fps is NaN or below fps_max, else ceil(fps / fps_max), T = T / interval.
 /// One stream per sample (sub-stream 0), drawn in sequence. Per resolution (skipped when
@@ -144,13 +180,10 @@ struct opensora_v2_rule {
 
   /// The number of frames the rule works with after fps thinning.
   [[nodiscard]] std::int64_t effective_frames(std::int64_t frames, double fps) const noexcept {
-    if (std::isnan(fps) || fps < fps_max) return frames;
-    const double q = std::ceil(fps / fps_max);
-    // q ≥ 1 for a valid fps_max; an invalid one (≤ 0, which validate() rejects) must still not
-    // divide by zero or overflow the cast below, so it thins nothing.
-    if (!(q >= 1.0)) return frames;
-    if (!(q < static_cast<double>(std::numeric_limits<std::int64_t>::max()))) return 0;
-    return frames / static_cast<std::int64_t>(q);
+    // An invalid fps_max (≤ 0, which validate() rejects) thins nothing: frame_interval is 1.
+    // A saturated interval stands for one beyond 2^63, which leaves no frame.
+    const std::int64_t interval = frame_interval(fps, fps_max);
+    return interval == std::numeric_limits<std::int64_t>::max() ? 0 : frames / interval;
   }
 
   /// The bucket of one sample. With `fast_source`, one draw u picks the outcome by the inverse

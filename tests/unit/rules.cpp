@@ -536,3 +536,37 @@ TEST_CASE("rules: a user rule through assign_all") {
   CHECK(kept > n * 20 / 23 * 45 / 100);
   CHECK(kept < n * 20 / 23 * 55 / 100);
 }
+
+TEST_CASE("rules: the public building blocks of a rule") {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr auto i64max = std::numeric_limits<std::int64_t>::max();
+  // frame_interval: 1 below fps_max or when unknown, else ceil(fps / fps_max).
+  CHECK(vbucket::frame_interval(nan, 16.0) == 1);
+  CHECK(vbucket::frame_interval(0.0, 16.0) == 1);
+  CHECK(vbucket::frame_interval(15.99, 16.0) == 1);
+  CHECK(vbucket::frame_interval(16.0, 16.0) == 1);
+  CHECK(vbucket::frame_interval(16.5, 16.0) == 2);
+  CHECK(vbucket::frame_interval(30.0, 16.0) == 2);
+  CHECK(vbucket::frame_interval(60.0, 16.0) == 4);
+  CHECK(vbucket::frame_interval(1e300, 1e-300) == i64max);  // saturates
+  const vbucket::opensora_v2_rule rule{16.0};
+  CHECK(rule.effective_frames(100, 60.0) == 25);
+  CHECK(rule.effective_frames(i64max, 1e300) == 0);  // an interval beyond 2^63 leaves none
+  // bucketable: sides in [1, 2^24], at least one frame.
+  CHECK(vbucket::bucketable({1, 1, 1, nan}));
+  CHECK_FALSE(vbucket::bucketable({0, 1, 1, nan}));
+  CHECK_FALSE(vbucket::bucketable({5, (std::int64_t{1} << 24) + 1, 1, nan}));
+  // Resolutions {256px, 128px}: 256px needs H·W ≥ 0.8 · 65536 = 52428.8.
+  const std::vector<vbucket::bucket_spec> specs{{"256px", 33, 1.0, std::nullopt, 4},
+                                                {"128px", 33, 1.0, std::nullopt, 4}};
+  const vbucket::bucket_config config(specs, vbucket::opensora_v2_tables{});
+  CHECK(vbucket::first_fitting_resolution(config, {40, 229, 229, nan}) == 0);  // 52441
+  CHECK(vbucket::first_fitting_resolution(config, {40, 228, 229, nan}) == 1);  // 52212
+  CHECK(vbucket::first_fitting_resolution(config, {40, 10, 10, nan}) == 2);
+  // bucket_for is the rule's pick of the ratio: a 9:16 clip in 256px.
+  const vbucket::sample_meta wide{40, 720, 1280, 24.0};
+  const auto& table = config.resolutions()[0].info.table;
+  CHECK(vbucket::bucket_for(config, 0, 0, wide) == config.id_of(0, 0, table.closest(720, 1280)));
+  CHECK(config.ratio_of(vbucket::bucket_for(config, 0, 0, wide)).width >
+        config.ratio_of(vbucket::bucket_for(config, 0, 0, wide)).height);
+}
