@@ -238,6 +238,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint32_t world2 = in.ConsumeIntegralInRange(1u, 9u);
     const vbucket::epoch_schedule resumed = plan.deal(world2, state, drop_last);
     VBUCKET_FUZZ_CHECK(resumed.consumed() == done * world);
+    // The state records the balance group (the order depends on it): another one is refused.
+    VBUCKET_FUZZ_CHECK(state.balance_group == options.balance_group);
+    vbucket::plan_state other = state;
+    other.balance_group = options.balance_group + 1;
+    bool refused = false;
+    try {
+      (void)plan.deal(world2, other, drop_last);
+    } catch (const vbucket::error& e) {
+      vbucket_fuzz::check_message(e.what(), "plan state");
+      refused = true;
+    }
+    VBUCKET_FUZZ_CHECK(refused);
     if (!drop_last && s.steps() * world <= 4096 && resumed.steps() * world2 <= 4096) {
       // No replay, no skip: the resumed real batches continue the global order exactly.
       const auto rest = real_positions(resumed);
