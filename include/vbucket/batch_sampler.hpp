@@ -152,16 +152,29 @@ std::shared_ptr<const bucket_config> share_config(C&& c) {
 
 }  // namespace detail
 
-/// The fingerprint of an epoch plan's global batch sequence (see `batch_sampler::fingerprint`):
-/// FNV-1a 64 over 32-bit little-endian words, per global batch in order: its bucket id, its
-/// number of indices, then its indices. It depends on neither the world size nor the rank.
-inline std::uint64_t plan_fingerprint(const epoch_plan& plan) {
+/// The fingerprint of one batch: FNV-1a 64 over its 32-bit little-endian words, its bucket id,
+/// its number of indices, then its indices.
+inline std::uint64_t batch_fingerprint(const batch& b) noexcept {
   detail::fnv1a64 h;
-  for (std::uint64_t p = 0; p < plan.num_batches(); ++p) {
-    const batch b = plan.global_batch(p);
-    h.word(static_cast<std::uint32_t>(b.bucket));
-    h.word(static_cast<std::uint32_t>(b.indices.size()));
-    for (const std::uint32_t i : b.indices) h.word(i);
+  h.word(static_cast<std::uint32_t>(b.bucket));
+  h.word(static_cast<std::uint32_t>(b.indices.size()));
+  for (const std::uint32_t i : b.indices) h.word(i);
+  return h.value();
+}
+
+/// The fingerprint of an epoch plan's global batch sequence (see `batch_sampler::fingerprint`):
+/// FNV-1a 64 over the `batch_fingerprint` of every global batch in order, each as two 32-bit
+/// little-endian words (low, high). It depends on neither the world size nor the rank, nor on
+/// `threads` (0: one per core), which only hash the batches in parallel.
+inline std::uint64_t plan_fingerprint(const epoch_plan& plan, unsigned threads = 0) {
+  std::vector<std::uint64_t> batches(static_cast<std::size_t>(plan.num_batches()));
+  detail::parallel_chunks(batches.size(), threads, [&](std::size_t first, std::size_t last) {
+    for (std::size_t p = first; p < last; ++p) batches[p] = batch_fingerprint(plan.global_batch(p));
+  });
+  detail::fnv1a64 h;
+  for (const std::uint64_t b : batches) {
+    h.word(static_cast<std::uint32_t>(b));
+    h.word(static_cast<std::uint32_t>(b >> 32));
   }
   return h.value();
 }
@@ -361,7 +374,7 @@ class batch_sampler {
   /// rank and world size for the same samples, config, rule, rng, seed, epoch, policy and
   /// balance group. Compare it across ranks (an all-gather) to check they agree on the plan.
   [[nodiscard]] std::uint64_t fingerprint() const {
-    if (!fingerprint_) fingerprint_ = plan_fingerprint(ensure_plan());
+    if (!fingerprint_) fingerprint_ = plan_fingerprint(ensure_plan(), options_.threads);
     return *fingerprint_;
   }
 

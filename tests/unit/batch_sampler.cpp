@@ -192,7 +192,8 @@ void check_equal(const Sampler& s, const vbucket::rank_steps& expected) {
 }
 
 /// FNV-1a 64 written out over a byte string, and the documented fingerprint built from it:
-/// per global batch its bucket, its size and its indices as 32-bit little-endian words.
+/// per global batch, FNV-1a over its bucket, its size and its indices as 32-bit little-endian
+/// words; then FNV-1a over those 64-bit batch hashes as little-endian bytes, in order.
 std::uint64_t fnv1a_bytes(const std::string& bytes) {
   std::uint64_t h = 14695981039346656037ULL;
   for (const char c : bytes) {
@@ -201,18 +202,20 @@ std::uint64_t fnv1a_bytes(const std::string& bytes) {
   }
   return h;
 }
+void put_le(std::string& bytes, std::uint64_t v, int n) {
+  for (int k = 0; k < n; ++k) bytes.push_back(static_cast<char>((v >> (8 * k)) & 0xffu));
+}
 std::uint64_t reference_fingerprint(const epoch_plan& plan) {
-  std::string bytes;
-  auto put = [&](std::uint32_t w) {
-    for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<char>((w >> (8 * k)) & 0xffu));
-  };
+  std::string sequence;
   for (std::uint64_t p = 0; p < plan.num_batches(); ++p) {
     const batch b = plan.global_batch(p);
-    put(static_cast<std::uint32_t>(b.bucket));
-    put(static_cast<std::uint32_t>(b.indices.size()));
-    for (const std::uint32_t i : b.indices) put(i);
+    std::string words;
+    put_le(words, static_cast<std::uint32_t>(b.bucket), 4);
+    put_le(words, b.indices.size(), 4);
+    for (const std::uint32_t i : b.indices) put_le(words, i, 4);
+    put_le(sequence, fnv1a_bytes(words), 8);
   }
-  return fnv1a_bytes(bytes);
+  return fnv1a_bytes(sequence);
 }
 
 /// A user rule that buckets images only, and draws only from fast_source.
@@ -625,6 +628,20 @@ TEST_CASE("batch_sampler: the fingerprint is FNV-1a of the global sequence, rank
   s.set_epoch(3);
   CHECK(f == reference_fingerprint(s.plan()));
   CHECK(vbucket::plan_fingerprint(s.plan()) == f);
+
+  // Whatever the thread count: a plan of 60000 one-sample batches is hashed in several chunks.
+  std::vector<bucket_id> singles;
+  for (std::size_t b = 0; b < config.num_buckets(); ++b)
+    if (config.frames_of(static_cast<bucket_id>(b)).batch_size == 1)
+      singles.push_back(static_cast<bucket_id>(b));
+  REQUIRE(singles.size() > 1);
+  std::vector<bucket_id> ids(60000);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = singles[(i * 7 + i / 5) % singles.size()];
+  const epoch_plan many = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), config, {});
+  REQUIRE(many.num_batches() == 60000);
+  const std::uint64_t reference = reference_fingerprint(many);
+  for (const unsigned threads : {1u, 2u, 3u, 8u})
+    CHECK(vbucket::plan_fingerprint(many, threads) == reference);
 }
 
 TEST_CASE("batch_sampler: lazy per epoch, set_epoch resets, stats and schedule agree") {
