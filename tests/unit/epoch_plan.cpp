@@ -747,6 +747,19 @@ TEST_CASE("plan_stats: step balance orders batches of similar cost into each ste
     // Resuming a balanced plan with another world size stays exact.
     check_resume(b, world, b.deal(world).steps() / 3, world / 2, false);
   }
+  // The CLI's --balance group does not follow the world size: worlds that divide it get steps
+  // as balanced as with G = W; one that does not (7) mixes chunks in a few steps only.
+  plan_options fixed{42, 0};
+  fixed.balance_group = vbucket::default_balance_group;
+  const epoch_plan d = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, fixed);
+  for (std::uint32_t world : {7u, 8u, 24u, 64u}) {
+    CAPTURE(world);
+    const auto rd = vbucket::step_balance(d.deal(world));
+    MESSAGE("world " << world << ": max/mean per step with G = " << fixed.balance_group << ": "
+                     << rd.max_over_mean);
+    CHECK(rd.max_over_mean < (vbucket::default_balance_group % world == 0 ? 1.02 : 1.05));
+    check_plan(ids, c, d, world, false);
+  }
   // A user cost: frames only. Costs are per bucket and must be finite and ≥ 0.
   auto frames_cost = [](const bucket_config& cfg, bucket_id id, std::int64_t bs) {
     return static_cast<double>(cfg.frames_of(id).frames * bs);
