@@ -134,6 +134,10 @@ struct iterator_pair {
   [[nodiscard]] It end() const { return last; }
 };
 
+/// A forwarding reference's type names T (any value category and constness).
+template <class S, class T>
+concept forwarded = std::same_as<std::remove_cvref_t<S>, T>;
+
 /// Config arguments a sampler takes: a config (copied) or a shared one.
 template <class C>
 concept sampler_config_arg = std::convertible_to<C, const bucket_config&> ||
@@ -195,10 +199,10 @@ inline std::uint64_t plan_fingerprint(const epoch_plan& plan, unsigned threads =
 /// and the planning are parallel over `options.threads`); the rank's schedule is dealt from
 /// the state at the first call that needs it after `advance` or `load_state`. Those calls
 /// (`begin`, `size`, `plan`, `schedule`, `fingerprint`, `stats`, `batches`) are `const` but
-/// fill caches, so a sampler is not to be used from several threads at once. Iterators own
-/// what they read: a range-for loop stays valid while the loop body calls `advance`.
+/// fill caches, so a sampler is not to be used from several threads at once. Iterators share
+/// what they read: a range-for loop stays valid while its body calls `advance` or `load_state`.
 ///
-/// Resume: `state()` is (seed, epoch, global batches consumed). After k steps of this rank,
+/// Resume: `state()` is (seed, epoch, global batches consumed, balance group). After k steps,
 /// the trainer calls `advance(k)`: consumed grows by k · world (every rank ran k steps).
 /// `load_state(s)` under any world size yields exactly the global batches not yet consumed
 /// (see `epoch_plan::deal`).
@@ -267,11 +271,9 @@ class batch_sampler {
   /// Views `samples` (see the class comment), owns a copy of `config` (or shares it), and
   /// checks the options: world ≥ 1, rank < world, a rule that can draw from the chosen source,
   /// and the rule's own `validate()` when it has one. Throws `vbucket::error`.
-  template <class S, detail::sampler_config_arg C>
-  requires std::same_as<std::remove_cvref_t<S>, Samples> batch_sampler(S&& samples, C&& config,
-                                                                       Rule rule,
-                                                                       sampler_options options = {},
-                                                                       Sources sources = {})
+  template <detail::forwarded<Samples> S, detail::sampler_config_arg C>
+  batch_sampler(S&& samples, C&& config, Rule rule, sampler_options options = {},
+                Sources sources = {})
       : samples_(keep(std::forward<S>(samples))),
         config_(detail::share_config(std::forward<C>(config))),
         rule_(std::move(rule)),
@@ -284,8 +286,7 @@ class batch_sampler {
   }
 
   /// As above with a default-constructed rule.
-  template <class S, detail::sampler_config_arg C>
-  requires std::same_as<std::remove_cvref_t<S>, Samples> && std::default_initializable<Rule>
+  template <detail::forwarded<Samples> S, detail::sampler_config_arg C>
   batch_sampler(S&& samples, C&& config, sampler_options options = {})
       : batch_sampler(std::forward<S>(samples), std::forward<C>(config), Rule{}, options) {}
 
