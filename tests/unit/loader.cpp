@@ -642,3 +642,50 @@ TEST_CASE("loader: driven by a batch_sampler, and resumed through it (threads)")
   for (std::size_t i = 2; i < want.size(); ++i) expected.push_back(want[i].position);
   CHECK(positions == expected);
 }
+
+TEST_CASE("loader: clip_normalizer matches the CPU reference for any pixel count") {
+  const vbucket::normalization norm{{0.1f, 0.5f, 0.9f}, {0.3f, 0.25f, 2.0f}};
+  const vbucket::clip_normalizer convert(norm);
+  for (const std::size_t pixels : {1u, 3u, 4u, 5u, 7u, 15u, 64u, 101u}) {
+    CAPTURE(pixels);
+    std::vector<std::uint8_t> src(pixels * 3);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 97 + 13);
+    const vbucket::batch_shape shape{1, 1, 1, pixels};
+    std::vector<float> f32(src.size()), want_f32(src.size());
+    std::vector<std::uint16_t> bf16(src.size()), want_bf16(src.size());
+    std::vector<std::uint8_t> u8(src.size());
+    vbucket::tensor_view v;
+    v.shape = {1, 3, 1, 1, static_cast<std::int64_t>(pixels)};
+    v.layout = vbucket::clip_layout::cthw;
+    // CTHW against normalize_thwc_to_cthw, bit for bit.
+    v.type = vbucket::element_type::f32;
+    v.data = f32.data();
+    convert(src, v);
+    vbucket::normalize_thwc_to_cthw<float>(src, want_f32, shape, norm);
+    CHECK(std::memcmp(f32.data(), want_f32.data(), f32.size() * sizeof(float)) == 0);
+    v.type = vbucket::element_type::bf16;
+    v.data = bf16.data();
+    convert(src, v);
+    vbucket::normalize_thwc_to_cthw<std::uint16_t>(src, want_bf16, shape, norm);
+    CHECK(bf16 == want_bf16);
+    // uint8 CTHW: the planes of the THWC bytes.
+    v.type = vbucket::element_type::u8;
+    v.data = u8.data();
+    convert(src, v);
+    bool planes = true;
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t p = 0; p < pixels; ++p) planes &= u8[c * pixels + p] == src[p * 3 + c];
+    CHECK(planes);
+    // THWC: element by element.
+    v.layout = vbucket::clip_layout::thwc;
+    v.type = vbucket::element_type::f32;
+    v.data = f32.data();
+    convert(src, v);
+    bool same = true;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      const float y = vbucket::normalize_value(src[i], norm.mean[i % 3], norm.std[i % 3]);
+      same &= std::memcmp(&f32[i], &y, sizeof y) == 0;
+    }
+    CHECK(same);
+  }
+}
