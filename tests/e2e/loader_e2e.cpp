@@ -2,11 +2,14 @@
 /// the loader with FFmpeg decoding on both ranks. Every assigned sample is delivered, the only
 /// extra copies are the counted pads and repeats, bad files are replaced from their bucket and
 /// counted, every tensor has its bucket's shape, and resuming mid-epoch continues exactly
-/// (same batches, same bytes).
+/// (same batches, same bytes); float32 and bfloat16 CTHW batches made on the workers equal the
+/// CPU reference of normalize.hpp applied to the uint8 batches, with a batch_sampler and
+/// file_decoder over the trainer's own records driving the loaders.
 #include <doctest/doctest.h>
 
 #include <algorithm>  // std::count_if
 #include <cstdint>    // std::uint64_t
+#include <cstring>    // std::memcmp
 #include <map>        // std::map
 #include <set>        // std::set
 #include <span>       // std::span
@@ -177,5 +180,70 @@ TEST_CASE("e2e: CTHW batches hold the THWC batches' values, transposed") {
     for (std::size_t p = 0; p < plane; ++p)
       for (std::size_t c = 0; c < 3; ++c)
         wrong += x[(n * plane + p) * 3 + c] != y[(n * 3 + c) * plane + p];
+  CHECK(wrong == 0);
+}
+
+TEST_CASE(
+    "e2e: float32 and bfloat16 CTHW from the workers equal normalize.hpp of the uint8 "
+    "batches, records and a sampler driving it (threads)") {
+  const dataset d;
+  // The trainer's own records (a path member), read by file_decoder and batch_sampler alike.
+  struct record {
+    std::int64_t num_frames, height, width;
+    double fps;
+    std::string path;
+  };
+  std::vector<record> records;
+  for (std::size_t i = 0; i < d.paths.size(); ++i)
+    records.push_back(
+        {d.meta.num_frames[i], d.meta.height[i], d.meta.width[i], d.meta.fps[i], d.paths[i]});
+  const vbucket::ffmpeg::file_decoder decoder(records);
+  vbucket::batch_sampler sampler(records, d.config, vbucket::opensora_v2_rule{},
+                                 {.seed = 11, .world = 1, .rank = 0});
+  sampler.set_epoch(0);
+  REQUIRE(sampler.size() == d.plan.deal(1).steps());  // the hand-wired plan of `dataset`
+  const vbucket::normalization norm{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+  vbucket::host_backend backend;
+  vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 3});
+  vbucket::staging_ring<vbucket::host_backend> ring_f32(backend, {.slots = 3});
+  vbucket::staging_ring<vbucket::host_backend> ring_bf16(backend, {.slots = 3});
+  vbucket::loader u8(sampler, decoder, ring, {.workers = 2});
+  vbucket::loader f32(sampler, decoder, ring_f32,
+                      {.workers = 2,
+                       .layout = vbucket::clip_layout::cthw,
+                       .element = vbucket::element_type::f32,
+                       .normalize = norm});
+  vbucket::loader bf16(sampler, decoder, ring_bf16,
+                       {.workers = 2,
+                        .layout = vbucket::clip_layout::cthw,
+                        .element = vbucket::element_type::bf16,
+                        .normalize = norm});
+  std::uint64_t batches = 0, wrong = 0;
+  while (auto a = u8.next()) {
+    auto x = f32.next();
+    auto y = bf16.next();
+    REQUIRE(x);
+    REQUIRE(y);
+    REQUIRE(x->samples == a->samples);
+    REQUIRE(y->samples == a->samples);
+    const auto& s = a->tensor.view.shape;  // B T H W C
+    const vbucket::batch_shape shape{static_cast<std::size_t>(s[0]), static_cast<std::size_t>(s[1]),
+                                     static_cast<std::size_t>(s[2]),
+                                     static_cast<std::size_t>(s[3])};
+    std::vector<float> want_f32(shape.elements());
+    std::vector<std::uint16_t> want_bf16(shape.elements());
+    vbucket::normalize_thwc_to_cthw<float>(a->tensor.bytes(), want_f32, shape, norm);
+    vbucket::normalize_thwc_to_cthw<std::uint16_t>(a->tensor.bytes(), want_bf16, shape, norm);
+    const auto got_f32 = x->tensor.values<float>();
+    const auto got_bf16 = y->tensor.values<std::uint16_t>();
+    REQUIRE(got_f32.size() == want_f32.size());
+    REQUIRE(got_bf16.size() == want_bf16.size());
+    for (std::size_t i = 0; i < want_f32.size(); ++i)
+      wrong +=
+          std::memcmp(&got_f32[i], &want_f32[i], sizeof(float)) != 0 || got_bf16[i] != want_bf16[i];
+    ++batches;
+  }
+  CHECK_FALSE(f32.next());
+  CHECK(batches == sampler.size());
   CHECK(wrong == 0);
 }
