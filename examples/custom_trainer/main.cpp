@@ -1,7 +1,7 @@
 // custom_trainer: the whole data path of a trainer, in one file to copy. Scan a folder of
-// videos and images, bucket them with Open-Sora 2.0's rule, plan the epoch for rank R of W,
-// and load the rank's batches (FFmpeg decoding on worker threads, straight into staging slots)
-// into a stand-in training step that checks every batch's shape.
+// videos and images into the trainer's own records, bucket them with Open-Sora 2.0's rule in a
+// batch_sampler for rank R of W, and load the rank's batches (FFmpeg decoding on worker threads,
+// straight into staging slots) into a stand-in training step that checks every batch's shape.
 //
 //   custom_trainer DIR [--rank R] [--world W] [--workers N] [--seed S] [--f32] [--compare]
 //
@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -73,20 +72,26 @@ int main(int argc, char** argv) try {
   vbucket::ffmpeg::quiet_logs();  // bad files are reported through the loader, not stderr
 
   // 1. Scan: probe every media file (in parallel); unreadable files are reported and skipped.
+  //    The records are the trainer's own type: vbucket reads num_frames, height, width, fps and
+  //    path (or whatever a meta_traits specialisation says).
+  struct clip {
+    std::int64_t num_frames, height, width;
+    double fps;
+    std::string path;
+  };
   const auto files = vbucket::ffmpeg::list_media(a.dir);
   const auto probed = vbucket::ffmpeg::probe_all(files, 0);
-  vbucket::meta_table meta;
-  std::vector<std::string> paths;
+  std::vector<clip> clips;
   for (std::size_t i = 0; i < files.size(); ++i) {
     if (!probed[i]) {
       std::printf("scan: skipped %s\n", probed[i].error().c_str());
       continue;
     }
-    meta.push_back({probed[i]->num_frames, probed[i]->height, probed[i]->width, probed[i]->fps});
-    paths.push_back(files[i]);
+    const auto& p = *probed[i];
+    clips.push_back({p.num_frames, p.height, p.width, p.fps, files[i]});
   }
 
-  // 2. Buckets and the epoch plan (the same on every rank, no communication).
+  // 2. Buckets and this rank's batches (the same plan on every rank, no communication).
   const vbucket::bucket_config config(std::vector<vbucket::bucket_spec>{{"256px", 1, 1.0, {}, 6},
                                                                         {"256px", 5, 1.0, {}, 4},
                                                                         {"256px", 9, 0.5, {}, 3},
@@ -94,17 +99,16 @@ int main(int argc, char** argv) try {
                                       vbucket::opensora_v2_tables{});
   const vbucket::opensora_v2_rule rule{.fps_max = 16};
   const std::uint64_t epoch = 0;
-  const auto ids = vbucket::assign_all(config, meta, rule, vbucket::fast_source(a.seed, epoch));
-  const auto plan = vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config,
-                                             {.seed = a.seed, .epoch = epoch});
-  const auto schedule = plan.deal(a.world);
-  std::printf("%zu files, %zu usable; %llu batches in the epoch, %llu steps per rank\n",
-              files.size(), meta.size(), static_cast<unsigned long long>(plan.num_batches()),
-              static_cast<unsigned long long>(schedule.steps()));
+  vbucket::batch_sampler sampler(clips, config, rule,
+                                 {.seed = a.seed, .world = a.world, .rank = a.rank});
+  sampler.set_epoch(epoch);
+  std::printf("%zu files, %zu usable; %llu batches in the epoch, %zu steps per rank\n",
+              files.size(), clips.size(),
+              static_cast<unsigned long long>(sampler.plan().num_batches()), sampler.size());
 
   // 3. The loader: FFmpeg decoding into a staging ring sized from the config (and the element
   //    type: a float32 batch takes four times the bytes of the uint8 one).
-  const vbucket::ffmpeg::file_decoder decoder(paths, meta, {.fps_max = rule.fps_max});
+  const vbucket::ffmpeg::file_decoder decoder(clips, {.fps_max = rule.fps_max});
   const auto element = a.f32 ? vbucket::element_type::f32 : vbucket::element_type::u8;
   const auto layout = a.f32 ? vbucket::clip_layout::cthw : vbucket::clip_layout::thwc;
   vbucket::host_backend backend;  // vbucket::cuda::pinned_backend on a GPU machine
@@ -112,7 +116,7 @@ int main(int argc, char** argv) try {
   ring.reserve_for(config, 3 * vbucket::element_size(element));
   const auto t0 = std::chrono::steady_clock::now();
   vbucket::loader loader(
-      schedule, a.rank, decoder, ring,
+      sampler, decoder, ring,
       {.workers = a.workers, .prefetch = 2, .layout = layout, .element = element});
 
   // 4. The stand-in training step.
@@ -130,7 +134,7 @@ int main(int argc, char** argv) try {
     }
     for (const auto& s : batch.substitutions)
       std::printf("step %llu: %s replaced by %s (%s)\n", static_cast<unsigned long long>(steps),
-                  paths[s.failed].c_str(), paths[s.replacement].c_str(), s.error.c_str());
+                  clips[s.failed].path.c_str(), clips[s.replacement].path.c_str(), s.error.c_str());
     samples += static_cast<std::uint64_t>(shape[0]);
     ++steps;
   }
@@ -140,14 +144,14 @@ int main(int argc, char** argv) try {
               a.world, static_cast<unsigned long long>(steps),
               static_cast<unsigned long long>(samples), wall, static_cast<double>(samples) / wall,
               vbucket::format_loader_stats(stats).c_str());
-  if (steps != schedule.steps()) return 1;
+  if (steps != sampler.size()) return 1;
 
   if (a.compare) {
     // The same clips decoded alone, one after another, on this thread.
     std::vector<std::uint8_t> buffer;
     double alone = 0;
-    std::uint64_t clips = 0;
-    for (const auto& b : schedule.rank(a.rank)) {
+    std::uint64_t decoded = 0;
+    for (const vbucket::batch& b : sampler) {
       for (const auto sample : b.indices) {
         const vbucket::clip_task task{sample,
                                       b.frames,
@@ -159,14 +163,14 @@ int main(int argc, char** argv) try {
         const auto c0 = std::chrono::steady_clock::now();
         (void)decoder.decode(task, buffer);
         alone += seconds_since(c0);
-        ++clips;
+        ++decoded;
       }
     }
     const double bound = alone / a.workers;
     std::printf(
         "decode alone: %llu clips in %.3f s; decode-bound with %u workers: %.3f s; "
         "loader: %.3f s = %.2fx the bound\n",
-        static_cast<unsigned long long>(clips), alone, a.workers, bound, wall, wall / bound);
+        static_cast<unsigned long long>(decoded), alone, a.workers, bound, wall, wall / bound);
   }
   return 0;
 } catch (const std::exception& e) {

@@ -6,7 +6,6 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -15,32 +14,37 @@
 #include <vbucket/ffmpeg/file_decoder.hpp>
 #include <vbucket/vbucket.hpp>
 
+namespace {
+/// A trainer's record: vbucket reads num_frames, height, width, fps and path.
+struct clip {
+  std::int64_t num_frames, height, width;
+  double fps;
+  std::string path;
+};
+}  // namespace
+
 int main(int argc, char** argv) try {
   if (argc != 2) throw vbucket::error("usage: eigen_tensor DIR");
   vbucket::ffmpeg::quiet_logs();
   const auto files = vbucket::ffmpeg::list_media(argv[1]);
   const auto probed = vbucket::ffmpeg::probe_all(files, 0);
-  vbucket::meta_table meta;
-  std::vector<std::string> paths;
+  std::vector<clip> clips;  // the trainer's own records
   for (std::size_t i = 0; i < files.size(); ++i)
-    if (probed[i]) {
-      meta.push_back({probed[i]->num_frames, probed[i]->height, probed[i]->width, probed[i]->fps});
-      paths.push_back(files[i]);
-    }
+    if (probed[i])
+      clips.push_back(
+          {probed[i]->num_frames, probed[i]->height, probed[i]->width, probed[i]->fps, files[i]});
   const vbucket::bucket_config config(
       std::vector<vbucket::bucket_spec>{{"256px", 1, 1.0, {}, 4}, {"256px", 9, 1.0, {}, 2}},
       vbucket::opensora_v2_tables{});
-  const auto ids =
-      vbucket::assign_all(config, meta, vbucket::opensora_v2_rule{}, vbucket::fast_source(7, 0));
-  const auto plan =
-      vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, {.seed = 7});
+  vbucket::batch_sampler sampler(clips, config, vbucket::opensora_v2_rule{}, {.seed = 7});
+  sampler.set_epoch(0);
 
-  const vbucket::ffmpeg::file_decoder decoder(paths, meta);
+  const vbucket::ffmpeg::file_decoder decoder(clips);
   vbucket::host_backend backend;
   vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 3});
   vbucket::loader<const vbucket::ffmpeg::file_decoder, vbucket::host_backend,
                   vbucket::eigen::batch_map>
-      loader(plan.deal(1), 0, decoder, ring);
+      loader(sampler, decoder, ring);
   int batches = 0;
   for (const auto& b : loader) {
     const vbucket::eigen::batch_map& x = b.tensor;  // B × T × H × W × C

@@ -8,13 +8,21 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <span>
 #include <string>
 #include <vector>
 
 #include <vbucket/ffmpeg/ffmpeg.hpp>
 #include <vbucket/ffmpeg/file_decoder.hpp>
 #include <vbucket/vbucket.hpp>
+
+namespace {
+/// A trainer's record: vbucket reads num_frames, height, width, fps and path.
+struct clip {
+  std::int64_t num_frames, height, width;
+  double fps;
+  std::string path;
+};
+}  // namespace
 
 // The customization point: a vbucket::tensor_view as a torch::Tensor aliasing its memory.
 template <>
@@ -48,22 +56,19 @@ int main(int argc, char** argv) try {
   vbucket::ffmpeg::quiet_logs();
   const auto files = vbucket::ffmpeg::list_media(argv[1]);
   const auto probed = vbucket::ffmpeg::probe_all(files, 0);
-  vbucket::meta_table meta;
-  std::vector<std::string> paths;
+  std::vector<clip> clips;  // the trainer's own records
   for (std::size_t i = 0; i < files.size(); ++i)
-    if (probed[i]) {
-      meta.push_back({probed[i]->num_frames, probed[i]->height, probed[i]->width, probed[i]->fps});
-      paths.push_back(files[i]);
-    }
+    if (probed[i])
+      clips.push_back(
+          {probed[i]->num_frames, probed[i]->height, probed[i]->width, probed[i]->fps, files[i]});
   const vbucket::bucket_config config(
       std::vector<vbucket::bucket_spec>{{"256px", 1, 1.0, {}, 4}, {"256px", 5, 1.0, {}, 2}},
       vbucket::opensora_v2_tables{});
-  const auto ids =
-      vbucket::assign_all(config, meta, vbucket::opensora_v2_rule{}, vbucket::fast_source(3, 0));
-  const auto plan =
-      vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, {.seed = 3});
+  vbucket::batch_sampler sampler(clips, config, vbucket::opensora_v2_rule{},
+                                 {.seed = 3, .world = world, .rank = rank});
+  sampler.set_epoch(0);
 
-  const vbucket::ffmpeg::file_decoder decoder(paths, meta);
+  const vbucket::ffmpeg::file_decoder decoder(clips);
   vbucket::host_backend backend;
   vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 4});
   // float32 B×C×T×H×W, (x / 255 − 0.5) / 0.5 per channel: Open-Sora's input, made on the workers.
@@ -73,7 +78,7 @@ int main(int argc, char** argv) try {
                                         .normalize = {{0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}}};
   ring.reserve_for(config, 3 * vbucket::element_size(options.element));
   vbucket::loader<const vbucket::ffmpeg::file_decoder, vbucket::host_backend, torch::Tensor> loader(
-      plan.deal(world), rank, decoder, ring, options);
+      sampler, decoder, ring, options);
   std::int64_t samples = 0;
   for (const auto& batch : loader) {
     const torch::Tensor& x = batch.tensor;  // aliases the staging slot
