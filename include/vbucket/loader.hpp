@@ -5,7 +5,7 @@
 ///
 ///   - A *decoder* (`clip_decoder`) turns one sample into a clip of the bucket's target shape,
 ///     written into the memory it is given; it is called from several threads at once. Its
-///     temporal crop is seeded by the task's `seed` (keyed by (seed, epoch, sample)), so a
+///     temporal crop is seeded by the task's `seed` (`crop_seed(seed, epoch, sample)`), so a
 ///     resumed run decodes the same frames.
 ///   - The *output* is uint8 as decoded, or float32 / bfloat16 normalised with the CPU
 ///     reference of `normalize.hpp` (mean/std), in THWC or CTHW: the workers convert each clip
@@ -18,9 +18,9 @@
 ///     or drop it, which returns the buffer to the pool.
 ///
 /// Batch shape is kept: a clip that fails to decode is replaced by another sample of the same
-/// bucket, chosen deterministically from (seed, epoch, position, clip, attempt); substitutions
-/// are counted and listed. A batch never comes out short: if every attempt fails the loader
-/// reports an error instead.
+/// bucket, chosen deterministically by `substitution_stream(seed, epoch, position, clip)`;
+/// substitutions are counted and listed. A batch never comes out short: if every attempt fails the
+/// loader reports an error instead.
 ///
 /// The loader is an input range: `for (auto& b : loader)` yields each `loaded_batch` (movable
 /// out of the loop, slot and all), as `next()` does. It follows an `epoch_schedule` and a rank,
