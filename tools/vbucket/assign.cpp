@@ -4,18 +4,14 @@
 #include <charconv>     // std::to_chars
 #include <cstdint>      // std::uint64_t
 #include <cstdio>       // std::fputs, std::printf
-#include <limits>       // std::numeric_limits
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector
 
 #include "cli.hpp"
+#include "plan_common.hpp"
 #include "vbucket/bucket_config.hpp"
-#include "vbucket/csv.hpp"
-#include "vbucket/json/bucket_config.hpp"
-#include "vbucket/rules.hpp"
-#include "vbucket/seeding.hpp"
 
 namespace vbucket::cli {
 namespace {
@@ -49,54 +45,16 @@ constexpr std::string_view assign_description =
     "Unless --quiet, prints a table of the non-empty buckets.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
-enum class rule_kind { opensora_v2, opensora_v12 };
-
 struct assign_options {
-  std::string config_path;
-  std::string meta_path;
+  plan_flags plan;  // the rule, random source, seed and epoch, as plan and stats read them
   std::string out_path;
-  rule_kind rule = rule_kind::opensora_v2;
-  rng_mode rng = rng_mode::numpy;
-  big_seed seed;
-  std::uint64_t epoch = 0;
-  double fps_max = 16.0;
-  std::int64_t frame_interval = 1;
-  unsigned threads = 0;
   bool quiet = false;
 };
 
 assign_options read_options(const args& a) {
   assign_options o;
-  o.config_path = a.value("config");
-  o.meta_path = a.value("meta");
+  o.plan = read_plan_flags(a);
   o.out_path = a.value("out");
-  const std::string& rule = a.value("rule");
-  if (rule == "opensora-v2") {
-    o.rule = rule_kind::opensora_v2;
-  } else if (rule == "opensora-v1.2") {
-    o.rule = rule_kind::opensora_v12;
-  } else {
-    throw usage_error("--rule: unknown rule \"" + rule +
-                      "\" (expected opensora-v2 or opensora-v1.2)");
-  }
-  o.rng = parse_rng_flag("rng", a.value("rng"));
-  o.seed = parse_seed_flag("seed", a.value("seed"), o.rng);
-  if (a.has("epoch"))
-    o.epoch =
-        parse_uint_flag("epoch", a.value("epoch"), 0, std::numeric_limits<std::uint64_t>::max());
-  if (a.has("fps-max")) {
-    if (o.rule != rule_kind::opensora_v2)
-      throw usage_error("--fps-max applies to --rule opensora-v2 only");
-    o.fps_max = parse_positive_flag("fps-max", a.value("fps-max"));
-  }
-  if (a.has("frame-interval")) {
-    if (o.rule != rule_kind::opensora_v12)
-      throw usage_error("--frame-interval applies to --rule opensora-v1.2 only");
-    o.frame_interval = static_cast<std::int64_t>(
-        parse_uint_flag("frame-interval", a.value("frame-interval"), 1, std::uint64_t{1} << 31));
-  }
-  if (a.has("threads"))
-    o.threads = static_cast<unsigned>(parse_uint_flag("threads", a.value("threads"), 0, 4096));
   o.quiet = a.has("quiet");
   return o;
 }
@@ -217,22 +175,6 @@ void print_summary(const bucket_config& config, std::span<const bucket_id> ids) 
   print_table(totals, "lrl");
 }
 
-template <class Tables, class Rule>
-int run_assign(const assign_options& o, const Tables& tables, const Rule& rule) {
-  rule.validate();
-  const bucket_config config = json::load_bucket_config(o.config_path, tables);
-  const meta_table meta = load_meta_csv(o.meta_path);
-  // The library's seed convention, as plan and stats use it.
-  const std::vector<bucket_id> ids =
-      assign_epoch(config, meta, rule, o.rng, o.seed, o.epoch, o.threads);
-  write_out_csv(o.out_path, config, ids);
-  if (!o.quiet) {
-    print_summary(config, ids);
-    std::fflush(stdout);
-  }
-  return exit_ok;
-}
-
 }  // namespace
 
 int cmd_assign(int argc, char** argv) {
@@ -243,9 +185,16 @@ int cmd_assign(int argc, char** argv) {
       return exit_ok;
     }
     const assign_options o = read_options(a);
-    if (o.rule == rule_kind::opensora_v2)
-      return run_assign(o, opensora_v2_tables{}, opensora_v2_rule{o.fps_max});
-    return run_assign(o, opensora_v12_tables{}, opensora_v12_rule{o.frame_interval});
+    // The assignment the plan of the same flags is made from (one world of one rank).
+    return with_sampler(o.plan, 0, [&](const auto& sampler) {
+      const std::vector<bucket_id> ids = sampler.assign();
+      write_out_csv(o.out_path, sampler.config(), ids);
+      if (!o.quiet) {
+        print_summary(sampler.config(), ids);
+        std::fflush(stdout);
+      }
+      return exit_ok;
+    });
   });
 }
 

@@ -55,7 +55,9 @@ constexpr std::string_view plan_description =
     "Writes {\"step\":k,\"bucket\":[res,frames,ratio],\"thw\":[T,H,W],\"indices\":[...]} per "
     "line;\nwith --rank all, every rank's, with a \"rank\" field. Steps are numbered from K with\n"
     "--start-step K, and from ceil(N/W) with --consumed-batches N. Unless --quiet, prints a\n"
-    "summary and the resume state after the written steps (pass it back with --state).\n"
+    "summary, the plan's fingerprint (a 64-bit hash of the epoch's global batch sequence, the\n"
+    "same on every rank and world size: compare it across ranks to check they agree) and the\n"
+    "resume state after the written steps (pass it back with --state).\n"
     "Prints a warning on stderr when more than --pad-warn of the batch slots are pads.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
@@ -89,10 +91,11 @@ void append_number(std::string& out, std::uint64_t v) {
 struct plan_request {
   plan_flags plan;
   std::string out_path;
-  std::optional<std::uint32_t> rank;  // nullopt: all
-  std::uint64_t consumed = 0;
-  std::optional<plan_state> state;  // --state: checked against the plan when dealing
-  std::uint64_t first_label = 0;
+  std::optional<std::uint32_t> rank;              // nullopt: all
+  std::optional<std::uint64_t> start_step;        // --start-step
+  std::optional<std::uint64_t> consumed_batches;  // --consumed-batches
+  std::optional<plan_state> state;                // --state: checked against the plan when loaded
+  std::uint64_t first_label = 0;                  // the number of the first step written
   bool quiet = false;
 };
 
@@ -115,21 +118,19 @@ plan_request read_request(const args& a) {
   const std::uint64_t world = r.plan.world;
   constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
   if (a.has("start-step")) {
-    const std::uint64_t k =
-        parse_uint_flag("start-step", a.value("start-step"), 0, u64_max / world);
-    r.consumed = k * world;
-    r.first_label = k;
+    r.start_step = parse_uint_flag("start-step", a.value("start-step"), 0, u64_max / world);
+    r.first_label = *r.start_step;
   } else if (a.has("consumed-batches")) {
-    r.consumed = parse_uint_flag("consumed-batches", a.value("consumed-batches"), 0, u64_max);
-    r.first_label = r.consumed / world + (r.consumed % world != 0 ? 1 : 0);
+    r.consumed_batches =
+        parse_uint_flag("consumed-batches", a.value("consumed-batches"), 0, u64_max);
+    r.first_label = *r.consumed_batches / world + (*r.consumed_batches % world != 0 ? 1 : 0);
   } else if (a.has("state")) {
     try {
       r.state = plan_state::parse(a.value("state"));
     } catch (const vbucket::error& e) {
       throw usage_error(std::string("--state: ") + e.what());
     }
-    r.consumed = r.state->consumed;
-    r.first_label = r.consumed / world + (r.consumed % world != 0 ? 1 : 0);
+    r.first_label = r.state->consumed / world + (r.state->consumed % world != 0 ? 1 : 0);
   }
   r.quiet = a.has("quiet");
   return r;
@@ -150,14 +151,33 @@ std::vector<std::string> bucket_prefixes(const bucket_config& config) {
   return out;
 }
 
-void write_batches(const plan_request& r, const bucket_config& config, const epoch_schedule& s) {
-  const std::vector<std::string> prefixes = bucket_prefixes(config);
+/// Moves the sampler to where the resume flags say: --start-step K is K steps done
+/// (`advance`), --consumed-batches N and --state are states to load.
+template <class Sampler>
+void resume(Sampler& sampler, const plan_request& r) {
+  if (r.start_step) {
+    sampler.advance(*r.start_step);
+  } else if (r.consumed_batches) {
+    plan_state s = sampler.state();  // this plan's seed, epoch and balance group
+    s.consumed = *r.consumed_batches;
+    sampler.load_state(s);
+  } else if (r.state) {
+    // The plan's own check first, for its message ("plan state ... is not for this plan").
+    (void)sampler.plan().deal(sampler.world_size(), *r.state, sampler.options().drop_last);
+    sampler.load_state(*r.state);
+  }
+}
+
+/// Writes this rank's batches (the sampler's range) or, with --rank all, every rank's (its
+/// schedule), step by step.
+template <class Sampler>
+void write_batches(const plan_request& r, const Sampler& sampler) {
+  const std::vector<std::string> prefixes = bucket_prefixes(sampler.config());
   output_file out(r.out_path);
   std::string buffer;
   constexpr std::size_t flush_at = std::size_t{1} << 20;
   buffer.reserve(flush_at + 4096);
-  auto write_one = [&](std::uint64_t k, std::uint32_t rank, bool with_rank) {
-    const batch b = s.at(k, rank);
+  auto write_one = [&](std::uint64_t k, const batch& b, std::uint32_t rank, bool with_rank) {
     buffer.push_back('{');
     if (with_rank) {
       buffer += "\"rank\":";
@@ -182,34 +202,35 @@ void write_batches(const plan_request& r, const bucket_config& config, const epo
       buffer.clear();
     }
   };
-  for (std::uint64_t k = 0; k < s.steps(); ++k) {
-    if (r.rank) {
-      write_one(k, *r.rank, false);
-    } else {
-      for (std::uint32_t rank = 0; rank < s.world_size(); ++rank) write_one(k, rank, true);
-    }
+  if (r.rank) {
+    std::uint64_t k = 0;
+    for (const batch& b : sampler) write_one(k++, b, *r.rank, false);
+  } else {
+    const epoch_schedule& s = sampler.schedule();
+    for (std::uint64_t k = 0; k < s.steps(); ++k)
+      for (std::uint32_t rank = 0; rank < s.world_size(); ++rank)
+        write_one(k, s.at(k, rank), rank, true);
   }
   out.write(buffer);
   out.commit();
 }
 
-void print_summary(const plan_request& r, const planned_epoch& p, const epoch_schedule& s) {
-  const epoch_plan& plan = p.plan;
-  std::uint64_t assigned = 0, pads = 0, dropped = 0, moved = 0;
-  for (const plan_bucket& b : plan.buckets()) {
-    assigned += b.grouped;
-    pads += b.pads;
-    dropped += b.dropped;
-    moved += b.moved_out;
-  }
+template <class Sampler>
+void print_summary(const plan_request& r, const Sampler& sampler) {
+  const epoch_schedule& s = sampler.schedule();
+  const plan_counts total = sampler.stats().total;
   std::printf(
       "epoch %llu: %llu samples, %llu in buckets, %llu batches (policy %s: %llu pads, "
       "%llu dropped, %llu moved down)\n",
-      static_cast<unsigned long long>(plan.epoch()), static_cast<unsigned long long>(p.samples),
-      static_cast<unsigned long long>(assigned),
-      static_cast<unsigned long long>(plan.num_batches()),
-      std::string(policy_name(r.plan.policy)).c_str(), static_cast<unsigned long long>(pads),
-      static_cast<unsigned long long>(dropped), static_cast<unsigned long long>(moved));
+      static_cast<unsigned long long>(sampler.epoch()),
+      static_cast<unsigned long long>(sampler.num_samples()),
+      static_cast<unsigned long long>(total.grouped),
+      static_cast<unsigned long long>(sampler.plan().num_batches()),
+      std::string(policy_name(sampler.options().policy)).c_str(),
+      static_cast<unsigned long long>(total.pads), static_cast<unsigned long long>(total.dropped),
+      static_cast<unsigned long long>(total.moved_out));
+  std::printf("fingerprint %s (the epoch's global batch sequence: the same on every rank)\n",
+              fingerprint_text(sampler.fingerprint()).c_str());
   const std::string who = r.rank ? "rank " + std::to_string(*r.rank) : std::string("all ranks");
   std::printf(
       "world %u, %s: %llu steps from step %llu (%llu global batches consumed before); "
@@ -221,7 +242,8 @@ void print_summary(const plan_request& r, const planned_epoch& p, const epoch_sc
       static_cast<unsigned long long>(s.repeat_samples()),
       static_cast<unsigned long long>(s.dropped_batches()),
       static_cast<unsigned long long>(s.dropped_samples()));
-  std::printf("resume state after these steps: %s\n", s.state_after(s.steps()).to_string().c_str());
+  std::printf("resume state after these steps: %s\n",
+              sampler.state_after(s.steps()).to_string().c_str());
 }
 
 }  // namespace
@@ -234,17 +256,18 @@ int cmd_plan(int argc, char** argv) {
       return exit_ok;
     }
     const plan_request r = read_request(a);
-    const planned_epoch p = plan_from_flags(r.plan);
-    const epoch_schedule s = r.state ? p.plan.deal(r.plan.world, *r.state, r.plan.drop_last)
-                                     : p.plan.deal(r.plan.world, r.consumed, r.plan.drop_last);
-    write_batches(r, p.config, s);
-    // Only once the output is written, so that an error stays the one line on stderr.
-    warn_pads("plan", p.plan, p.config, r.plan.pad_warn);
-    if (!r.quiet) {
-      print_summary(r, p, s);
-      std::fflush(stdout);
-    }
-    return exit_ok;
+    // With --rank all, rank 0's sampler: the batches come from its schedule (every rank's).
+    return with_sampler(r.plan, r.rank.value_or(0), [&](auto& sampler) {
+      resume(sampler, r);
+      write_batches(r, sampler);
+      // Only once the output is written, so that an error stays the one line on stderr.
+      warn_pads("plan", sampler.plan(), sampler.config(), r.plan.pad_warn);
+      if (!r.quiet) {
+        print_summary(r, sampler);
+        std::fflush(stdout);
+      }
+      return exit_ok;
+    });
   });
 }
 

@@ -1,25 +1,24 @@
 #pragma once
-/// What `vbucket plan` and `vbucket stats` share: the flags that define an epoch plan (config,
-/// metadata, rule, random source, seed, epoch, policy, world, balance), building the plan
-/// from them (load, assign, group, plan), and the pad warning (--pad-warn).
+/// What `vbucket plan`, `stats` and `assign` share: the flags that define an epoch plan (config,
+/// metadata, rule, random source, seed, epoch, policy, world, balance), the one
+/// `batch_sampler` they define (the library does the rest), and the pad warning (--pad-warn).
 
 #include <charconv>      // std::from_chars (--pad-warn)
+#include <cstddef>       // std::size_t
 #include <cstdint>       // std::uint64_t, std::uint32_t
 #include <cstdio>        // std::snprintf, std::fputs (the pad warning)
 #include <limits>        // std::numeric_limits
+#include <memory>        // std::make_shared
 #include <string>        // std::string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
-#include <type_traits>   // std::is_same_v
 #include <vector>        // std::vector
 
 #include "cli.hpp"
-#include "vbucket/assign.hpp"
+#include "vbucket/batch_sampler.hpp"
 #include "vbucket/bucket_config.hpp"
-#include "vbucket/compiled_rule.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/epoch_plan.hpp"
-#include "vbucket/group.hpp"
 #include "vbucket/json/bucket_config.hpp"
 #include "vbucket/numpy_random.hpp"
 #include "vbucket/plan_stats.hpp"
@@ -145,50 +144,62 @@ inline plan_flags read_plan_flags(const args& a) {
   return f;
 }
 
-namespace plan_detail {
-template <class Rule>
-std::vector<bucket_id> assign_with(const plan_flags& f, const bucket_config& config,
-                                   const meta_table& meta, const Rule& rule) {
-  rule.validate();
-  // The library's seed convention, as `assign` uses it.
-  return assign_epoch(config, meta, rule, f.rng, f.seed, f.epoch, f.threads);
-}
-}  // namespace plan_detail
-
-/// A loaded config, the number of metadata rows and the epoch's plan.
-struct planned_epoch {
-  bucket_config config;
-  std::uint64_t samples = 0;
-  epoch_plan plan;
+/// A NumPy seed of 2^64 or more, which `sampler_options::seed` (64 bits) cannot hold, as the
+/// sampler's source family: Open-Sora's draws of epoch E with seed S + E (`numpy_epoch_source`).
+/// The sampler's own seed is then `plan_seed(S)`, which keys the plan and its resume state.
+struct big_numpy_seed {
+  big_seed seed;
+  [[nodiscard]] numpy_source operator()(std::uint64_t /*plan seed*/, std::uint64_t epoch,
+                                        std::size_t num_buckets) const {
+    return numpy_epoch_source(seed, epoch, num_buckets);
+  }
 };
 
-/// Loads the config and metadata, assigns, groups and plans. Data errors throw vbucket::error
-/// naming the file.
-inline planned_epoch plan_from_flags(const plan_flags& f) {
-  planned_epoch out;
-  std::vector<bucket_id> ids;
-  {
-    const meta_table meta = [&] {
-      if (f.rule == plan_rule::opensora_v2) {
-        out.config = json::load_bucket_config(f.config_path, opensora_v2_tables{});
-      } else {
-        out.config = json::load_bucket_config(f.config_path, opensora_v12_tables{});
-      }
-      return load_meta_csv(f.meta_path);
-    }();
-    out.samples = meta.size();
-    ids = f.rule == plan_rule::opensora_v2
-              ? plan_detail::assign_with(f, out.config, meta, opensora_v2_rule{f.fps_max})
-              : plan_detail::assign_with(f, out.config, meta, opensora_v12_rule{f.frame_interval});
-  }
-  plan_options o;
+/// The sampler options the flags define, for `rank`.
+inline sampler_options sampler_options_of(const plan_flags& f, std::uint32_t rank) {
+  sampler_options o;
   o.seed = plan_seed(f.seed);
-  o.epoch = f.epoch;
-  o.policy = f.policy;
+  o.world = f.world;
+  o.rank = rank;
+  o.rng = f.rng;
+  o.policy = f.policy;  // --drop-last without --policy already chose drop (read_plan_flags)
+  o.drop_last = f.drop_last;
   o.balance_group = f.balance_group;
   o.threads = f.threads;
-  out.plan = make_epoch_plan(std::span<const bucket_id>(ids), out.config, o);
-  return out;
+  return o;
+}
+
+/// Loads the config and the metadata the flags name, makes the one `batch_sampler` they define
+/// (for `rank`, at epoch --epoch) and returns `body(sampler)`. `body` is called with one of
+/// four sampler types (two rules; built-in sources, or `big_numpy_seed`). Data errors throw
+/// vbucket::error naming the file.
+template <class Body>
+decltype(auto) with_sampler(const plan_flags& f, std::uint32_t rank, Body&& body) {
+  auto run = [&](const auto& tables, const auto& rule) -> decltype(auto) {
+    const auto config =
+        std::make_shared<const bucket_config>(json::load_bucket_config(f.config_path, tables));
+    const meta_table meta = load_meta_csv(f.meta_path);
+    sampler_options o = sampler_options_of(f, rank);
+    if (seed_u64(f.seed)) {
+      batch_sampler sampler(meta, config, rule, o);
+      sampler.set_epoch(f.epoch);
+      return body(sampler);
+    }
+    o.rng = rng_mode::fast;  // ignored: the family draws (numpy; check_seed refused fast)
+    batch_sampler sampler(meta, config, rule, o, big_numpy_seed{f.seed});
+    sampler.set_epoch(f.epoch);
+    return body(sampler);
+  };
+  if (f.rule == plan_rule::opensora_v2)
+    return run(opensora_v2_tables{}, opensora_v2_rule{f.fps_max});
+  return run(opensora_v12_tables{}, opensora_v12_rule{f.frame_interval});
+}
+
+/// `0x` and 16 hex digits: how the CLI prints a plan fingerprint.
+inline std::string fingerprint_text(std::uint64_t fingerprint) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(fingerprint));
+  return text;
 }
 
 /// Prints one warning line on stderr when the plan's pads are more than `threshold` of its

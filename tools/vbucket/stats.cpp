@@ -1,7 +1,8 @@
 /// `vbucket stats`: plans one epoch and prints its statistics: per bucket, by (resolution,
-/// frames), by aspect ratio, images and videos, rank alignment and step balance.
+/// frames), by aspect ratio, images and videos, rank alignment, step balance and the plan's
+/// fingerprint.
 
-#include <cstdio>       // std::fputs
+#include <cstdio>       // std::fputs, std::printf
 #include <string_view>  // std::string_view
 
 #include "cli.hpp"
@@ -38,7 +39,8 @@ constexpr std::string_view stats_description =
     "(max/mean cost of the batches in one step; cost = latent tokens x batch size, where\n"
     "latent tokens = (1 + (T-1)/4) * (H/16) * (W/16)). Prints a warning on stderr when more\n"
     "than --pad-warn of the batch slots are pads, naming the buckets with the most and what\n"
-    "--policy downgrade would leave.\n"
+    "--policy downgrade would leave. Ends with the plan's fingerprint, a 64-bit hash of the\n"
+    "epoch's global batch sequence that `vbucket plan` prints too (the same on every rank).\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
 }  // namespace
@@ -51,14 +53,16 @@ int cmd_stats(int argc, char** argv) {
       return exit_ok;
     }
     const plan_flags f = read_plan_flags(a);
-    const planned_epoch p = plan_from_flags(f);
-    const epoch_schedule s = p.plan.deal(f.world, 0, f.drop_last);
-    const plan_stats st = compute_plan_stats(s, p.config);
-    const step_balance_stats balance = step_balance(s);
-    print_plan_table(stdout, st, &balance);
-    std::fflush(stdout);
-    warn_pads("stats", p.plan, p.config, f.pad_warn);
-    return exit_ok;
+    return with_sampler(f, 0, [&](auto& sampler) {
+      const step_balance_stats balance = step_balance(sampler.schedule());
+      print_plan_table(stdout, sampler.stats(), &balance);
+      std::printf(
+          "fingerprint:        %s (the epoch's global batch sequence: the same on every rank)\n",
+          fingerprint_text(sampler.fingerprint()).c_str());
+      std::fflush(stdout);
+      warn_pads("stats", sampler.plan(), sampler.config(), f.pad_warn);
+      return exit_ok;
+    });
   });
 }
 
