@@ -1,0 +1,755 @@
+/// `vbucket._vbucket`: the nanobind module under the `vbucket` Python package. Glue only: it
+/// converts Python values (JSON text, numpy columns, decimal seeds, state strings) and calls the
+/// library (`json::parse_bucket_config`, `load_meta_csv`, `batch_sampler`, `assign_epoch`,
+/// `compute_plan_stats`, `encode_opensora_batch`); every rule, seed convention and total is the
+/// library's. `vbucket::error` becomes ValueError. Calls that assign or plan release the GIL.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <charconv>     // std::to_chars (numbers in messages)
+#include <cmath>        // std::isnan, std::isfinite, std::trunc
+#include <cstdint>      // std::int64_t, std::uint64_t, std::uint32_t
+#include <limits>       // quiet_NaN
+#include <memory>       // std::shared_ptr, std::unique_ptr
+#include <mutex>        // std::mutex: one sampler call at a time while the GIL is released
+#include <optional>     // std::optional
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <type_traits>  // std::is_floating_point_v
+#include <utility>      // std::move
+#include <vector>       // std::vector
+
+#include "vbucket/batch_sampler.hpp"
+#include "vbucket/csv.hpp"
+#include "vbucket/epoch_plan.hpp"
+#include "vbucket/json/bucket_config.hpp"
+#include "vbucket/plan_stats.hpp"
+#include "vbucket/seeding.hpp"
+#include "vbucket/vbucket.hpp"
+#if VBUCKET_PY_HAS_FMT
+#include "vbucket/fmt/plan_table.hpp"
+#endif
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using vbucket::big_seed;
+using vbucket::bucket_config;
+using vbucket::bucket_id;
+using vbucket::meta_table;
+using vbucket::plan_state;
+using vbucket::rng_mode;
+
+// ---------------------------------------------------------------------------------------------
+// Names from Python
+// ---------------------------------------------------------------------------------------------
+
+enum class rule_kind { opensora_v2, opensora_v12 };
+
+rule_kind parse_rule(std::string_view name) {
+  if (name == "opensora-v2") return rule_kind::opensora_v2;
+  if (name == "opensora-v1.2") return rule_kind::opensora_v12;
+  throw vbucket::error("rule: unknown rule \"" + std::string(name) +
+                       "\" (expected opensora-v2 or opensora-v1.2)");
+}
+
+rng_mode parse_rng(std::string_view name) {
+  if (const auto m = vbucket::parse_rng_mode(name)) return *m;
+  throw vbucket::error("rng: unknown random mode \"" + std::string(name) +
+                       "\" (expected fast or numpy)");
+}
+
+vbucket::incomplete_policy parse_policy(std::string_view name) {
+  if (const auto p = vbucket::parse_policy(name)) return *p;
+  throw vbucket::error("policy: unknown policy \"" + std::string(name) +
+                       "\" (expected pad, drop or downgrade)");
+}
+
+std::string hex64(std::uint64_t v) {
+  constexpr char digits[] = "0123456789abcdef";
+  std::string s = "0x0000000000000000";
+  for (std::size_t i = 0; i < 16; ++i) s[17 - i] = digits[(v >> (4 * i)) & 0xf];
+  return s;
+}
+
+std::uint64_t parse_hex64(std::string_view s) {
+  std::string_view digits = s;
+  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+    digits.remove_prefix(2);
+  std::uint64_t v = 0;
+  const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, 16);
+  if (digits.empty() || ec != std::errc{} || p != digits.data() + digits.size())
+    throw vbucket::error("fingerprint \"" + std::string(s) +
+                         "\" is not a 64-bit hexadecimal number such as 0x0123456789abcdef");
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Config
+// ---------------------------------------------------------------------------------------------
+
+/// A validated config for one rule's resolution tables (Open-Sora 2.0's or v1.2's).
+struct py_config {
+  std::shared_ptr<const bucket_config> config;
+  rule_kind rule = rule_kind::opensora_v2;
+};
+
+py_config config_from_text(const std::string& text, const std::string& where,
+                           const std::string& rule) {
+  py_config c;
+  c.rule = parse_rule(rule);
+  c.config = c.rule == rule_kind::opensora_v2
+                 ? std::make_shared<const bucket_config>(vbucket::json::parse_bucket_config(
+                       text, vbucket::opensora_v2_tables{}, where))
+                 : std::make_shared<const bucket_config>(vbucket::json::parse_bucket_config(
+                       text, vbucket::opensora_v12_tables{}, where));
+  return c;
+}
+
+py_config config_from_path(const std::string& path, const std::string& rule) {
+  py_config c;
+  c.rule = parse_rule(rule);
+  c.config = c.rule == rule_kind::opensora_v2
+                 ? std::make_shared<const bucket_config>(
+                       vbucket::json::load_bucket_config(path, vbucket::opensora_v2_tables{}))
+                 : std::make_shared<const bucket_config>(
+                       vbucket::json::load_bucket_config(path, vbucket::opensora_v12_tables{}));
+  return c;
+}
+
+/// Every bucket of the config by id: (resolution, frames, ratio, T, H, W, batch size; 0 =
+/// disabled).
+nb::list config_buckets(const py_config& c) {
+  nb::list out;
+  const bucket_config& cfg = *c.config;
+  for (std::size_t b = 0; b < cfg.num_buckets(); ++b) {
+    const auto id = static_cast<bucket_id>(b);
+    const auto& frames = cfg.frames_of(id);
+    const auto& ratio = cfg.ratio_of(id);
+    out.append(nb::make_tuple(cfg.resolution_of(id).info.name, frames.frames, ratio.key,
+                              frames.frames, ratio.height, ratio.width, frames.batch_size));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metadata
+// ---------------------------------------------------------------------------------------------
+
+using column = nb::ndarray<nb::ro, nb::ndim<1>, nb::device::cpu>;
+
+std::string number_text(double v) {
+  if (std::isnan(v)) return "NaN";
+  char text[32];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+  (void)ec;  // 32 characters hold any double's shortest form
+  return std::string(text, end);
+}
+
+/// A size column read as the CSV reader reads its text: an integer from 1 to `max`, written as
+/// an integer or as a float with an integral value (pandas' integer column that once held NaN).
+struct size_reader {
+  const std::string& where;
+  const char* name;
+  std::int64_t max;
+
+  [[noreturn]] void fail(std::size_t i, const std::string& what) const {
+    throw vbucket::error(where + ": sample " + std::to_string(i) + ", column \"" + name +
+                         "\": " + what);
+  }
+  std::string range() const { return "an integer from 1 to " + std::to_string(max); }
+
+  template <class T>
+  std::int64_t operator()(std::size_t i, T v) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      const double d = static_cast<double>(v);
+      if (!std::isfinite(d) || d != std::trunc(d))
+        fail(i, number_text(d) + " is not an integer (expected " + range() + ")");
+      if (!(d >= 1.0 && d <= static_cast<double>(max)))
+        fail(i, "must be " + range() + ", got " + number_text(d));
+      return static_cast<std::int64_t>(d);
+    } else if constexpr (std::is_signed_v<T>) {
+      if (v < 1 || static_cast<std::int64_t>(v) > max)
+        fail(i, "must be " + range() + ", got " + std::to_string(v));
+      return static_cast<std::int64_t>(v);
+    } else {
+      if (v < 1 || static_cast<std::uint64_t>(v) > static_cast<std::uint64_t>(max))
+        fail(i, "must be " + range() + ", got " + std::to_string(v));
+      return static_cast<std::int64_t>(v);
+    }
+  }
+};
+
+/// An fps column read as the CSV reader reads its text: NaN or 0 = unknown (NaN), otherwise a
+/// finite positive number.
+struct fps_reader {
+  const std::string& where;
+
+  template <class T>
+  double operator()(std::size_t i, T v) const {
+    const auto d = static_cast<double>(v);
+    if (std::isnan(d) || d == 0.0) return std::numeric_limits<double>::quiet_NaN();
+    if (!(d > 0.0) || !std::isfinite(d))
+      throw vbucket::error(where + ": sample " + std::to_string(i) +
+                           ", column \"fps\": must be a finite positive frame rate (or NaN or 0 "
+                           "when unknown), got " +
+                           number_text(d));
+    return d;
+  }
+};
+
+/// Calls `f(element pointer cast to T)` for the column's dtype; TypeError for other dtypes.
+template <class F>
+void with_dtype(const column& a, const char* name, F&& f) {
+  const nb::dlpack::dtype t = a.dtype();
+  if (t == nb::dtype<std::int64_t>()) return f(static_cast<const std::int64_t*>(nullptr));
+  if (t == nb::dtype<std::int32_t>()) return f(static_cast<const std::int32_t*>(nullptr));
+  if (t == nb::dtype<std::int16_t>()) return f(static_cast<const std::int16_t*>(nullptr));
+  if (t == nb::dtype<std::int8_t>()) return f(static_cast<const std::int8_t*>(nullptr));
+  if (t == nb::dtype<std::uint64_t>()) return f(static_cast<const std::uint64_t*>(nullptr));
+  if (t == nb::dtype<std::uint32_t>()) return f(static_cast<const std::uint32_t*>(nullptr));
+  if (t == nb::dtype<std::uint16_t>()) return f(static_cast<const std::uint16_t*>(nullptr));
+  if (t == nb::dtype<std::uint8_t>()) return f(static_cast<const std::uint8_t*>(nullptr));
+  if (t == nb::dtype<double>()) return f(static_cast<const double*>(nullptr));
+  if (t == nb::dtype<float>()) return f(static_cast<const float*>(nullptr));
+  throw nb::type_error((std::string("column \"") + name +
+                        "\" must hold integers or floats (a numeric numpy dtype)")
+                           .c_str());
+}
+
+/// Reads column `a` element by element (any stride) into `out` through `read(i, value)`.
+template <class Out, class Read>
+void read_column(const column& a, const char* name, const std::vector<std::uint8_t>* invalid,
+                 std::vector<Out>& out, Out invalid_value, const Read& read) {
+  with_dtype(a, name, [&](auto tag) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(tag)>>;
+    const auto* base = static_cast<const T*>(a.data());
+    const std::int64_t stride = a.stride(0);
+    const std::size_t n = a.shape(0);
+    out.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (invalid && (*invalid)[i]) {
+        out[i] = invalid_value;
+        continue;
+      }
+      out[i] = read(i, base[static_cast<std::int64_t>(i) * stride]);
+    }
+  });
+}
+
+/// Metadata owned by the module (shared with the samplers made from it, so a sampler outlives
+/// the Python objects it came from).
+struct py_meta {
+  std::shared_ptr<const meta_table> table;
+};
+
+py_meta meta_from_arrays(const column& num_frames, const column& height, const column& width,
+                         const column& fps, std::optional<column> invalid,
+                         const std::string& where) {
+  const std::size_t n = num_frames.shape(0);
+  if (height.shape(0) != n || width.shape(0) != n || fps.shape(0) != n ||
+      (invalid && invalid->shape(0) != n))
+    throw vbucket::error(where + ": columns num_frames, height, width and fps have different "
+                                 "lengths (" +
+                         std::to_string(n) + ", " + std::to_string(height.shape(0)) + ", " +
+                         std::to_string(width.shape(0)) + ", " + std::to_string(fps.shape(0)) +
+                         ")");
+  std::vector<std::uint8_t> mask;
+  if (invalid) {
+    if (invalid->dtype() != nb::dtype<bool>())
+      throw nb::type_error("the invalid-row mask must be a boolean array");
+    mask.resize(n);
+    const auto* m = static_cast<const bool*>(invalid->data());
+    for (std::size_t i = 0; i < n; ++i) mask[i] = m[static_cast<std::int64_t>(i) * invalid->stride(0)];
+  }
+  auto t = std::make_shared<meta_table>();
+  {
+    nb::gil_scoped_release release;
+    const std::vector<std::uint8_t>* m = invalid ? &mask : nullptr;
+    read_column(num_frames, "num_frames", m, t->num_frames, std::int64_t{0},
+                size_reader{where, "num_frames", vbucket::max_meta_frames});
+    read_column(height, "height", m, t->height, std::int64_t{0},
+                size_reader{where, "height", vbucket::detail::max_side});
+    read_column(width, "width", m, t->width, std::int64_t{0},
+                size_reader{where, "width", vbucket::detail::max_side});
+    read_column(fps, "fps", m, t->fps, std::numeric_limits<double>::quiet_NaN(),
+                fps_reader{where});
+  }
+  return {std::move(t)};
+}
+
+py_meta meta_from_csv(const std::string& path) {
+  nb::gil_scoped_release release;
+  return {std::make_shared<const meta_table>(vbucket::load_meta_csv(path))};
+}
+
+template <class T>
+nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::vector<T> v) {
+  auto* owner = new std::vector<T>(std::move(v));
+  nb::capsule free(owner, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T, nb::ndim<1>>(owner->data(), {owner->size()}, free);
+}
+
+/// The table's columns as numpy arrays (copies).
+nb::tuple meta_columns(const py_meta& m) {
+  const meta_table& t = *m.table;
+  return nb::make_tuple(to_numpy(t.num_frames), to_numpy(t.height), to_numpy(t.width),
+                        to_numpy(t.fps));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampler
+// ---------------------------------------------------------------------------------------------
+
+/// Open-Sora's NumPy draws for a run seed of 2^64 or more (the built-in sources take 64-bit
+/// seeds): the library's `numpy_epoch_source` of the full seed.
+struct big_numpy_sources {
+  big_seed seed;
+  vbucket::numpy_source operator()(std::uint64_t, std::uint64_t epoch,
+                                   std::size_t num_buckets) const {
+    return vbucket::numpy_epoch_source(seed, epoch, num_buckets);
+  }
+};
+
+/// What the module calls on a `batch_sampler` of any rule and source family.
+class sampler_base {
+ public:
+  virtual ~sampler_base() = default;
+  virtual void set_epoch(std::uint64_t e) = 0;
+  virtual std::uint64_t epoch() const = 0;
+  virtual void advance(std::uint64_t steps) = 0;
+  virtual plan_state state() const = 0;
+  virtual void load_state(const plan_state& s, std::optional<std::uint64_t> fingerprint) = 0;
+  virtual vbucket::rank_steps batches() const = 0;
+  virtual std::uint64_t fingerprint() const = 0;
+  virtual vbucket::plan_stats stats() const = 0;
+  virtual vbucket::step_balance_stats balance() const = 0;
+  virtual std::uint64_t epoch_batches() const = 0;
+  virtual std::uint32_t world() const = 0;
+  virtual std::uint32_t rank() const = 0;
+};
+
+template <class Rule, class Sources>
+class sampler_impl final : public sampler_base {
+ public:
+  sampler_impl(std::shared_ptr<const meta_table> meta, std::shared_ptr<const bucket_config> cfg,
+               Rule rule, vbucket::sampler_options o, Sources sources)
+      : meta_(std::move(meta)), s_(*meta_, std::move(cfg), std::move(rule), o, std::move(sources)) {}
+
+  void set_epoch(std::uint64_t e) override { s_.set_epoch(e); }
+  std::uint64_t epoch() const override { return s_.epoch(); }
+  void advance(std::uint64_t steps) override { s_.advance(steps); }
+  plan_state state() const override { return s_.state(); }
+  void load_state(const plan_state& st, std::optional<std::uint64_t> fp) override {
+    if (fp) {
+      s_.load_state(st, *fp);
+    } else {
+      s_.load_state(st);
+    }
+  }
+  vbucket::rank_steps batches() const override { return s_.batches(); }
+  std::uint64_t fingerprint() const override { return s_.fingerprint(); }
+  vbucket::plan_stats stats() const override { return s_.stats(); }
+  vbucket::step_balance_stats balance() const override {
+    return vbucket::step_balance(s_.schedule());
+  }
+  /// Global batches of the whole epoch as dealt to this world (steps · world).
+  std::uint64_t epoch_batches() const override {
+    return s_.plan().deal(s_.world_size(), 0, s_.options().drop_last).steps() * s_.world_size();
+  }
+  std::uint32_t world() const override { return s_.world_size(); }
+  std::uint32_t rank() const override { return s_.rank(); }
+
+ private:
+  std::shared_ptr<const meta_table> meta_;  // before s_, which views it
+  vbucket::batch_sampler<meta_table, Rule, Sources> s_;
+};
+
+struct sampler_args {
+  std::string rule = "opensora-v2";
+  std::string rng = "fast";
+  std::string seed = "0";  ///< decimal: NumPy seeds may be 2^64 or more
+  std::uint32_t world = 1;
+  std::uint32_t rank = 0;
+  std::string policy = "pad";
+  bool drop_last = false;
+  std::uint32_t balance_group = 0;
+  double fps_max = 16.0;
+  std::int64_t frame_interval = 1;
+  unsigned threads = 0;
+};
+
+template <class Rule>
+std::unique_ptr<sampler_base> make_sampler_for(const py_meta& meta, const py_config& cfg,
+                                               Rule rule, const sampler_args& a) {
+  const rng_mode mode = parse_rng(a.rng);
+  const big_seed seed = big_seed::parse(a.seed);
+  vbucket::check_seed(mode, seed);
+  vbucket::sampler_options o;
+  o.world = a.world;
+  o.rank = a.rank;
+  o.rng = mode;
+  o.policy = parse_policy(a.policy);
+  o.drop_last = a.drop_last;
+  o.balance_group = a.balance_group;
+  o.threads = a.threads;
+  o.seed = vbucket::plan_seed(seed);
+  if (vbucket::seed_u64(seed)) {
+    return std::make_unique<sampler_impl<Rule, vbucket::builtin_sources>>(
+        meta.table, cfg.config, std::move(rule), o, vbucket::builtin_sources{});
+  }
+  o.rng = rng_mode::fast;  // the family draws NumPy's: rng applies to the built-in sources only
+  return std::make_unique<sampler_impl<Rule, big_numpy_sources>>(
+      meta.table, cfg.config, std::move(rule), o, big_numpy_sources{seed});
+}
+
+/// A sampler of one rank, and the lock that keeps its calls one at a time.
+class py_sampler {
+ public:
+  py_sampler(const py_meta& meta, const py_config& cfg, const sampler_args& a) : config_(cfg) {
+    const rule_kind rule = parse_rule(a.rule);
+    if (rule != cfg.rule)
+      throw vbucket::error("the config was loaded for rule " +
+                           std::string(cfg.rule == rule_kind::opensora_v2 ? "opensora-v2"
+                                                                          : "opensora-v1.2") +
+                           ", the sampler's rule is " + a.rule);
+    if (rule == rule_kind::opensora_v2) {
+      s_ = make_sampler_for(meta, cfg, vbucket::opensora_v2_rule{a.fps_max}, a);
+    } else {
+      s_ = make_sampler_for(meta, cfg, vbucket::opensora_v12_rule{a.frame_interval}, a);
+    }
+  }
+
+  template <class F>
+  auto locked(F&& f) const {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    return f(*s_);
+  }
+
+  const py_config& config() const noexcept { return config_; }
+
+ private:
+  py_config config_;
+  std::unique_ptr<sampler_base> s_;
+  mutable std::mutex mutex_;
+};
+
+/// The state as the library writes it ("vbucket-plan seed=S epoch=E consumed=C balance=G").
+std::string state_text(const py_sampler& s) {
+  return s.locked([](sampler_base& b) { return b.state().to_string(); });
+}
+
+/// Loads a state string (any rank's, any world size's): moves to its epoch, then resumes; with
+/// a fingerprint, refuses a state of another plan.
+void load_state_text(py_sampler& s, const std::string& text,
+                     std::optional<std::string> fingerprint) {
+  const plan_state st = plan_state::parse(text);
+  const std::optional<std::uint64_t> fp =
+      fingerprint ? std::optional<std::uint64_t>(parse_hex64(*fingerprint)) : std::nullopt;
+  s.locked([&](sampler_base& b) {
+    if (b.epoch() != st.epoch) b.set_epoch(st.epoch);
+    b.load_state(st, fp);
+    return 0;
+  });
+}
+
+/// A state string's fields (the library's parser): (plan seed, epoch, consumed global
+/// batches, balance group or None).
+nb::tuple parse_state(const std::string& text) {
+  const plan_state st = plan_state::parse(text);
+  return nb::make_tuple(st.seed, st.epoch, st.consumed,
+                        st.balance_group ? nb::cast(*st.balance_group) : nb::none());
+}
+
+/// The state after `steps` steps of this world from the start of the current epoch (Open-Sora's
+/// `state_dict(num_steps)`).
+std::string epoch_state_text(const py_sampler& s, std::uint64_t steps) {
+  return s.locked([steps](sampler_base& b) {
+    const plan_state now = b.state();
+    return plan_state(now.seed, now.epoch, 0, now.balance_group)
+        .advanced(steps, b.world())
+        .to_string();
+  });
+}
+
+/// Loads a state given as fields (Open-Sora's dict: seed, epoch and the consumed count): the
+/// run seed in decimal becomes the plan's seed as the library defines it.
+void load_state_fields(py_sampler& s, const std::string& seed, std::uint64_t epoch,
+                       std::uint64_t consumed, std::optional<std::uint32_t> balance_group,
+                       std::optional<std::string> fingerprint) {
+  const plan_state st(vbucket::plan_seed(big_seed::parse(seed)), epoch, consumed, balance_group);
+  load_state_text(s, st.to_string(), std::move(fingerprint));
+}
+
+/// This rank's batches from the state when it was made, read in chunks.
+class py_steps {
+ public:
+  explicit py_steps(vbucket::rank_steps steps) : steps_(std::move(steps)) {}
+
+  std::size_t size() const noexcept { return steps_.size(); }
+  std::size_t position() const noexcept { return next_; }
+
+  /// Up to `n` next batches: lists of "idx-T-H-W" strings (`strings`) or of ints.
+  nb::list take(std::size_t n, bool strings) {
+    nb::list out;
+    const std::size_t end = std::min(steps_.size(), next_ + n);
+    for (; next_ < end; ++next_) {
+      const vbucket::batch b = steps_[next_];
+      PyObject* list = PyList_New(static_cast<Py_ssize_t>(b.indices.size()));
+      if (list == nullptr) throw nb::python_error();
+      if (strings) {
+        const std::vector<std::string> names = vbucket::encode_opensora_batch(b);
+        for (std::size_t i = 0; i < names.size(); ++i) {
+          PyObject* s = PyUnicode_FromStringAndSize(names[i].data(),
+                                                    static_cast<Py_ssize_t>(names[i].size()));
+          if (s == nullptr) {
+            Py_DECREF(list);
+            throw nb::python_error();
+          }
+          PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), s);
+        }
+      } else {
+        for (std::size_t i = 0; i < b.indices.size(); ++i) {
+          PyObject* v = PyLong_FromUnsignedLong(b.indices[i]);
+          if (v == nullptr) {
+            Py_DECREF(list);
+            throw nb::python_error();
+          }
+          PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
+        }
+      }
+      out.append(nb::steal(list));
+    }
+    return out;
+  }
+
+  /// Batch `i` of these steps: (bucket id, T, H, W, indices as a numpy uint32 array).
+  nb::tuple at(std::size_t i) const {
+    if (i >= steps_.size()) throw nb::index_error("step out of range");
+    const vbucket::batch b = steps_[i];
+    std::vector<std::uint32_t> idx(b.indices.begin(), b.indices.end());
+    return nb::make_tuple(b.bucket, b.frames, b.height, b.width, to_numpy(std::move(idx)),
+                          b.repeat);
+  }
+
+ private:
+  vbucket::rank_steps steps_;
+  std::size_t next_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+// ---------------------------------------------------------------------------------------------
+
+nb::dict counts_dict(const vbucket::plan_counts& c) {
+  nb::dict d;
+  d["buckets"] = c.buckets;
+  d["grouped"] = c.grouped;
+  d["moved_in"] = c.moved_in;
+  d["moved_out"] = c.moved_out;
+  d["samples"] = c.samples;
+  d["batches"] = c.batches;
+  d["pads"] = c.pads;
+  d["dropped"] = c.dropped;
+  d["slots"] = c.slots();
+  d["cost"] = c.cost;
+  return d;
+}
+
+/// `compute_plan_stats` of the sampler's epoch as dealt from its state, as plain Python data.
+nb::dict stats_dict(const py_sampler& s) {
+  const auto [st, balance] = s.locked([](sampler_base& b) {
+    return std::pair<vbucket::plan_stats, vbucket::step_balance_stats>(b.stats(), b.balance());
+  });
+  nb::dict out;
+  nb::list buckets;
+  for (const vbucket::bucket_stats& b : st.buckets) {
+    nb::dict row = counts_dict(b.counts);
+    row["bucket"] = b.bucket;
+    row["resolution"] = b.resolution;
+    row["frames"] = b.frames;
+    row["ratio"] = b.ratio;
+    row["T"] = b.frames;
+    row["H"] = b.height;
+    row["W"] = b.width;
+    row["batch_size"] = b.batch_size;
+    buckets.append(row);
+  }
+  out["buckets"] = buckets;
+  out["images"] = counts_dict(st.images);
+  out["videos"] = counts_dict(st.videos);
+  out["total"] = counts_dict(st.total);
+  out["unassigned"] = st.unassigned;
+  out["invalid"] = st.invalid;
+  nb::dict a;
+  a["world"] = st.alignment.world;
+  a["consumed"] = st.alignment.consumed;
+  a["steps"] = st.alignment.steps;
+  a["repeat_batches"] = st.alignment.repeat_batches;
+  a["repeat_samples"] = st.alignment.repeat_samples;
+  a["dropped_batches"] = st.alignment.dropped_batches;
+  a["dropped_samples"] = st.alignment.dropped_samples;
+  out["alignment"] = a;
+  nb::dict bal;
+  bal["steps"] = balance.steps;
+  bal["max_over_mean"] = balance.max_over_mean;
+  bal["mean_step_ratio"] = balance.mean_step_ratio;
+  bal["worst_step_ratio"] = balance.worst_step_ratio;
+  out["step_balance"] = bal;
+  return out;
+}
+
+/// The bucket of every sample (`assign_epoch`, the seed convention `vbucket assign` uses):
+/// ids, or -1 for no bucket and -2 for invalid metadata.
+nb::ndarray<nb::numpy, bucket_id, nb::ndim<1>> assign_epoch(const py_meta& meta,
+                                                            const py_config& cfg,
+                                                            const std::string& rng,
+                                                            const std::string& seed,
+                                                            std::uint64_t epoch, double fps_max,
+                                                            std::int64_t frame_interval,
+                                                            unsigned threads) {
+  const rng_mode mode = parse_rng(rng);
+  const big_seed s = big_seed::parse(seed);
+  std::vector<bucket_id> ids;
+  {
+    nb::gil_scoped_release release;
+    if (cfg.rule == rule_kind::opensora_v2) {
+      const vbucket::opensora_v2_rule rule{fps_max};
+      rule.validate();
+      ids = vbucket::assign_epoch(*cfg.config, *meta.table, rule, mode, s, epoch, threads);
+    } else {
+      const vbucket::opensora_v12_rule rule{frame_interval};
+      rule.validate();
+      ids = vbucket::assign_epoch(*cfg.config, *meta.table, rule, mode, s, epoch, threads);
+    }
+  }
+  return to_numpy(std::move(ids));
+}
+
+#if VBUCKET_PY_HAS_FMT
+/// `format_plan_table` of the sampler's epoch with its step balance: the table `vbucket stats`
+/// prints.
+std::string stats_table(const py_sampler& s) {
+  return s.locked([](sampler_base& b) {
+    const vbucket::plan_stats st = b.stats();
+    const vbucket::step_balance_stats balance = b.balance();
+    return vbucket::format_plan_table(st, &balance);
+  });
+}
+#endif
+
+}  // namespace
+
+NB_MODULE(_vbucket, m) {
+  m.doc() = "vbucket's C++ core (glue only; see the vbucket package)";
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const vbucket::error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  m.attr("DEFAULT_BALANCE_GROUP") = vbucket::default_balance_group;
+  m.attr("HAS_FMT") = static_cast<bool>(VBUCKET_PY_HAS_FMT);
+
+  nb::class_<py_config>(m, "Config")
+      .def_static("from_text", &config_from_text, "text"_a, "where"_a, "rule"_a)
+      .def_static("from_path", &config_from_path, "path"_a, "rule"_a)
+      .def_prop_ro("num_buckets", [](const py_config& c) { return c.config->num_buckets(); })
+      .def("buckets", &config_buckets);
+
+  nb::class_<py_meta>(m, "Meta")
+      .def_static("from_arrays", &meta_from_arrays, "num_frames"_a, "height"_a, "width"_a,
+                  "fps"_a, "invalid"_a.none(), "where"_a)
+      .def_static("from_csv", &meta_from_csv, "path"_a)
+      .def("__len__", [](const py_meta& m) { return m.table->size(); })
+      .def("columns", &meta_columns);
+
+  nb::class_<sampler_args>(m, "SamplerArgs")
+      .def(nb::init<>())
+      .def_rw("rule", &sampler_args::rule)
+      .def_rw("rng", &sampler_args::rng)
+      .def_rw("seed", &sampler_args::seed)
+      .def_rw("world", &sampler_args::world)
+      .def_rw("rank", &sampler_args::rank)
+      .def_rw("policy", &sampler_args::policy)
+      .def_rw("drop_last", &sampler_args::drop_last)
+      .def_rw("balance_group", &sampler_args::balance_group)
+      .def_rw("fps_max", &sampler_args::fps_max)
+      .def_rw("frame_interval", &sampler_args::frame_interval)
+      .def_rw("threads", &sampler_args::threads);
+
+  nb::class_<py_steps>(m, "Steps")
+      .def("__len__", &py_steps::size)
+      .def_prop_ro("position", &py_steps::position)
+      .def("take", &py_steps::take, "n"_a, "strings"_a)
+      .def("at", &py_steps::at, "i"_a);
+
+  nb::class_<py_sampler>(m, "Sampler")
+      .def(nb::init<const py_meta&, const py_config&, const sampler_args&>(), "meta"_a,
+           "config"_a, "args"_a)
+      .def("set_epoch",
+           [](py_sampler& s, std::uint64_t e) {
+             s.locked([e](sampler_base& b) {
+               b.set_epoch(e);
+               return 0;
+             });
+           })
+      .def_prop_ro("epoch",
+                   [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.epoch(); }); })
+      .def_prop_ro("world", [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.world(); }); })
+      .def_prop_ro("rank", [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.rank(); }); })
+      .def("advance",
+           [](py_sampler& s, std::uint64_t steps) {
+             s.locked([steps](sampler_base& b) {
+               b.advance(steps);
+               return 0;
+             });
+           },
+           "steps"_a = 1)
+      .def("state", &state_text)
+      .def("load_state", &load_state_text, "state"_a, "fingerprint"_a.none())
+      .def("steps",
+           [](const py_sampler& s) {
+             return py_steps(s.locked([](sampler_base& b) { return b.batches(); }));
+           })
+      .def("size",
+           [](const py_sampler& s) {
+             return s.locked([](sampler_base& b) { return b.batches().size(); });
+           })
+      .def("epoch_batches",
+           [](const py_sampler& s) {
+             return s.locked([](sampler_base& b) { return b.epoch_batches(); });
+           })
+      .def("epoch_state", &epoch_state_text, "steps"_a)
+      .def("load_state_fields", &load_state_fields, "seed"_a, "epoch"_a, "consumed"_a,
+           "balance_group"_a.none(), "fingerprint"_a.none())
+      .def("fingerprint",
+           [](const py_sampler& s) {
+             return hex64(s.locked([](sampler_base& b) { return b.fingerprint(); }));
+           })
+      .def("stats", &stats_dict)
+#if VBUCKET_PY_HAS_FMT
+      .def("stats_table", &stats_table)
+#endif
+      ;
+
+  m.def("parse_state", &parse_state, "state"_a);
+  m.def("assign_epoch", &assign_epoch, "meta"_a, "config"_a, "rng"_a, "seed"_a, "epoch"_a,
+        "fps_max"_a, "frame_interval"_a, "threads"_a);
+  m.def("encode_opensora_index", [](std::uint64_t index, std::int64_t t, std::int64_t h, std::int64_t w) {
+    return vbucket::encode_opensora_index({index, t, h, w});
+  });
+  m.def("decode_opensora_index", [](const std::string& s) {
+    const vbucket::indexed_sample x = vbucket::decode_opensora_index(s);
+    return nb::make_tuple(x.index, x.frames, x.height, x.width);
+  });
+}

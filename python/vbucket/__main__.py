@@ -1,0 +1,57 @@
+"""``python -m vbucket stats --config CFG.json --meta META.csv [...]``: the bucket table of one
+epoch from Python (the same table `vbucket stats` prints), and ``assign`` with a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import _core
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vbucket", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("stats", "assign"):
+        c = sub.add_parser(name)
+        c.add_argument("--config", required=True)
+        c.add_argument("--meta", required=True)
+        c.add_argument("--rule", default="opensora-v2")
+        c.add_argument("--rng", default="fast")
+        c.add_argument("--seed", type=int, default=0)
+        c.add_argument("--epoch", type=int, default=0)
+        c.add_argument("--fps-max", type=float, default=16)
+        c.add_argument("--frame-interval", type=int, default=1)
+        if name == "stats":
+            c.add_argument("--world", type=int, default=1)
+            c.add_argument("--policy", default="pad")
+            c.add_argument("--drop-last", action="store_true")
+            c.add_argument("--balance", action="store_true")
+        else:
+            c.add_argument("--out", help="write the assignment as CSV")
+    a = p.parse_args(argv)
+    common = dict(seed=a.seed, epoch=a.epoch, rule=a.rule, rng=a.rng, fps_max=a.fps_max,
+                  frame_interval=a.frame_interval)
+    try:
+        config = _core.BucketConfig(a.config, rule=a.rule)
+        if a.command == "stats":
+            sys.stdout.write(_core.stats_table(a.meta, config, world=a.world, policy=a.policy,
+                                               drop_last=a.drop_last, balance=a.balance,
+                                               **common))
+        else:
+            df = _core.assign(a.meta, config, **common)
+            if a.out:
+                df.drop(columns="bucket").to_csv(a.out)
+            counts = (df[df.bucket >= 0].groupby(["resolution", "frames", "ratio"], observed=True)
+                      .size().rename("samples").reset_index())
+            print(counts.to_string(index=False))
+            print(f"\n{int((df.bucket >= 0).sum())} of {len(df)} samples in buckets")
+    except (ValueError, TypeError, OSError) as e:
+        print(f"python -m vbucket {a.command}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

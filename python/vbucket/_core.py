@@ -1,0 +1,400 @@
+"""Configs, metadata, assignment and statistics: conversions from Python values to the C++ core.
+
+Everything here parses or converts and then calls the library (``vbucket._vbucket``); the
+rules, the seed convention and every count are the library's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import _vbucket
+
+RULES = ("opensora-v2", "opensora-v1.2")
+REQUIRED_COLUMNS = ("num_frames", "height", "width", "fps")
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+# ------------------------------------------------------------------------------------------
+# Config
+# ------------------------------------------------------------------------------------------
+
+
+def _json_value(value: Any, where: str) -> Any:
+    """Open-Sora's dict values as JSON values: tuples become lists, numpy scalars numbers."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, where) for v in value]
+    raise TypeError(
+        f"{where}: expected a number, None or a tuple/list of them, got {type(value).__name__}"
+    )
+
+
+def _config_json(cfg: Mapping) -> str:
+    """Open-Sora's bucket dict ({"360p": {1: (0.5, 141), 51: ((0.5, 0.5), 8)}}) as the JSON the
+    CLI reads ({"360p": {"1": [0.5, 141], "51": [[0.5, 0.5], 8]}}); keys keep their order."""
+    out = {}
+    for res, frames in cfg.items():
+        if not isinstance(res, str):
+            raise TypeError(f"bucket config: resolution keys must be str, got {res!r}")
+        if not isinstance(frames, Mapping):
+            raise TypeError(
+                f"bucket config: {res}: expected a dict of frames -> (probability, batch size), "
+                f"got {type(frames).__name__}"
+            )
+        entries = {}
+        for t, entry in frames.items():
+            if isinstance(t, (bool, float)) or not isinstance(t, (int, str, np.integer)):
+                raise TypeError(f"bucket config: {res}: frames keys must be int or str, got {t!r}")
+            entries[str(t)] = _json_value(entry, f"bucket config: {res}: frames {t}")
+        out[res] = entries
+    return json.dumps(out)
+
+
+class BucketConfig:
+    """A validated bucket config: Open-Sora's dict, or a path to the JSON form the CLI reads.
+
+    ``BucketConfig({"360p": {1: (0.5, 141), 51: ((0.5, 0.5), 8)}})``; frame keys int or str,
+    tuples or lists, ``None`` batch size = disabled. The resolutions are resolved with the
+    tables of ``rule`` (Open-Sora 2.0's or v1.2's); a sampler of the other rule re-reads it with
+    its own. Invalid configs raise ValueError with the CLI's one-line message.
+    """
+
+    def __init__(self, cfg: Union[Mapping, PathLike, "BucketConfig"], *, rule: str = "opensora-v2"):
+        self._by_rule: dict = {}
+        if isinstance(cfg, BucketConfig):
+            self._text, self._where, self._path = cfg._text, cfg._where, cfg._path
+            self._by_rule = dict(cfg._by_rule)
+        elif isinstance(cfg, (str, os.PathLike)):
+            self._text, self._where, self._path = None, None, os.fspath(cfg)
+        elif isinstance(cfg, Mapping):
+            self._text, self._where, self._path = _config_json(cfg), "bucket config", None
+        else:
+            raise TypeError(
+                "bucket config: expected Open-Sora's dict, a path to a JSON config or a "
+                f"BucketConfig, got {type(cfg).__name__}"
+            )
+        self.rule = rule
+        self._core(rule)  # validates now
+
+    def _core(self, rule: str) -> "_vbucket.Config":
+        if rule not in self._by_rule:
+            if self._path is not None:
+                c = _vbucket.Config.from_path(self._path, rule)
+            else:
+                c = _vbucket.Config.from_text(self._text, self._where, rule)
+            self._by_rule[rule] = c
+        return self._by_rule[rule]
+
+    @property
+    def num_buckets(self) -> int:
+        """Open-Sora's ``num_bucket``: every (resolution, frames, ratio) of the config."""
+        return self._core(self.rule).num_buckets
+
+    def buckets(self, rule: Optional[str] = None):
+        """Every bucket by id as a DataFrame: resolution, frames, ratio, T, H, W, batch_size
+        (0 = disabled)."""
+        import pandas as pd
+
+        rows = self._core(rule or self.rule).buckets()
+        return pd.DataFrame(
+            rows, columns=["resolution", "frames", "ratio", "T", "H", "W", "batch_size"]
+        ).rename_axis("bucket")
+
+    def __repr__(self) -> str:
+        src = self._path if self._path is not None else "dict"
+        return f"BucketConfig({src!r}, rule={self.rule!r}, num_buckets={self.num_buckets})"
+
+
+def _config(cfg, rule: str) -> "_vbucket.Config":
+    if rule not in RULES:
+        raise ValueError(f'rule: unknown rule "{rule}" (expected opensora-v2 or opensora-v1.2)')
+    if not isinstance(cfg, BucketConfig):
+        cfg = BucketConfig(cfg, rule=rule)
+    return cfg._core(rule)
+
+
+# ------------------------------------------------------------------------------------------
+# Metadata
+# ------------------------------------------------------------------------------------------
+
+
+def _missing(names) -> None:
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        plural = "s" if len(missing) > 1 else ""
+        raise ValueError(
+            f"metadata: missing required column{plural} "
+            + ", ".join(f'"{c}"' for c in missing)
+            + " (needed: num_frames,height,width,fps in any order)"
+        )
+
+
+def _numeric(col, name: str) -> np.ndarray:
+    """A column as a 1-D numeric numpy array, without a per-row Python loop (no copy when it is
+    already one)."""
+    if hasattr(col, "dtype") and hasattr(col, "to_numpy") and not isinstance(col, np.ndarray):
+        dtype = col.dtype
+        if getattr(dtype, "kind", "O") in "iuf" and not getattr(col, "hasnans", False):
+            arr = col.to_numpy()
+        else:
+            # pandas extension dtypes (nullable Int64, Float64): NA as NaN
+            try:
+                arr = col.to_numpy(dtype="float64", na_value=np.nan)
+            except (TypeError, ValueError):
+                raise TypeError(f'metadata: column "{name}" must hold numbers') from None
+    else:
+        arr = np.asarray(col)
+    if arr.ndim != 1:
+        raise TypeError(f'metadata: column "{name}" must be one-dimensional, got shape {arr.shape}')
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f'metadata: column "{name}" must hold numbers, got dtype {arr.dtype}')
+    if arr.dtype == np.float16:
+        arr = arr.astype(np.float64)
+    return arr
+
+
+def _error_mask(col) -> Optional[np.ndarray]:
+    """Rows whose "error" column is not empty (as `vbucket scan` writes) are unusable samples."""
+    import pandas as pd
+
+    s = pd.Series(col) if not isinstance(col, pd.Series) else col
+    if s.dtype.kind in "iufb":
+        return None
+    mask = s.notna().to_numpy() & (s.astype(str).str.strip() != "").to_numpy()
+    return mask if mask.any() else None
+
+
+def _from_columns(cols: Mapping, where: str) -> "_vbucket.Meta":
+    _missing(cols.keys())
+    arrays = [_numeric(cols[c], c) for c in REQUIRED_COLUMNS]
+    mask = _error_mask(cols["error"]) if "error" in cols else None
+    return _vbucket.Meta.from_arrays(*arrays, mask, where)
+
+
+def _read_parquet_table(path: str):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError(
+            f"{path}: reading parquet needs pyarrow (pip install pyarrow)"
+        ) from None
+    return pq.read_table(path)
+
+
+def _meta(meta) -> "_vbucket.Meta":
+    """Any metadata form as the core's table: a DataFrame, a pyarrow Table, a dict of arrays,
+    a path (.csv through the C++ reader, .parquet through pyarrow) or a dataset with `.data`."""
+    if isinstance(meta, _vbucket.Meta):
+        return meta
+    if isinstance(meta, (str, os.PathLike)):
+        path = os.fspath(meta)
+        lower = path.lower()
+        if lower.endswith((".parquet", ".pq")):
+            return _from_arrow(_read_parquet_table(path), path)
+        if lower.endswith((".csv", ".csv.txt")) or not os.path.splitext(lower)[1]:
+            return _vbucket.Meta.from_csv(path)
+        raise ValueError(f"{path}: metadata must be a .csv or .parquet file")
+    mod = type(meta).__module__
+    if mod.startswith("pandas") and hasattr(meta, "columns"):
+        return _from_columns({c: meta[c] for c in meta.columns if isinstance(c, str)}, "DataFrame")
+    if mod.startswith("pyarrow") and hasattr(meta, "column_names"):
+        return _from_arrow(meta, "pyarrow Table")
+    if isinstance(meta, Mapping):
+        return _from_columns(meta, "metadata dict")
+    data = getattr(meta, "data", None)
+    if data is not None and data is not meta:
+        return _meta(data)
+    raise TypeError(
+        "metadata: expected a pandas DataFrame, a pyarrow Table, a dict of numpy arrays, a path "
+        f"(.csv, .parquet) or a dataset with a .data DataFrame, got {type(meta).__name__}"
+    )
+
+
+def _from_arrow(table, where: str) -> "_vbucket.Meta":
+    _missing(table.column_names)
+    cols = {}
+    for c in REQUIRED_COLUMNS:
+        col = table.column(c)
+        cols[c] = col.to_numpy() if col.null_count == 0 else col.to_pandas().to_numpy(
+            dtype="float64", na_value=np.nan
+        )
+    if "error" in table.column_names:
+        cols["error"] = table.column("error").to_pandas()
+    return _from_columns(cols, where)
+
+
+def read_meta(path: PathLike):
+    """The metadata file as a pandas DataFrame with num_frames, height, width, fps (validated
+    as the CLI validates it; fps NaN when unknown). A .csv is read by the C++ reader (the four
+    columns); a .parquet through pyarrow (all its columns)."""
+    import pandas as pd
+
+    path = os.fspath(path)
+    if path.lower().endswith((".parquet", ".pq")):
+        table = _read_parquet_table(path)
+        _meta(table)  # validates
+        return table.to_pandas()
+    m = _meta(path)
+    nf, h, w, fps = m.columns()
+    return pd.DataFrame({"num_frames": nf, "height": h, "width": w, "fps": fps})
+
+
+# ------------------------------------------------------------------------------------------
+# Seeds and options
+# ------------------------------------------------------------------------------------------
+
+
+def _seed_text(seed) -> str:
+    """A seed as decimal text for the core (NumPy seeds may be 2^64 or more)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be a non-negative int, got {type(seed).__name__}")
+    seed = int(seed)
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed}")
+    return str(seed)
+
+
+def _balance_group(balance) -> int:
+    if balance is False or balance is None:
+        return 0
+    if balance is True:
+        return int(_vbucket.DEFAULT_BALANCE_GROUP)
+    if isinstance(balance, (int, np.integer)) and balance > 0:
+        return int(balance)
+    raise ValueError(f"balance must be a bool or a positive group size, got {balance!r}")
+
+
+def _sampler_args(*, rule, rng, seed, world, rank, policy, drop_last, balance, fps_max,
+                  frame_interval, threads) -> "_vbucket.SamplerArgs":
+    a = _vbucket.SamplerArgs()
+    a.rule = rule
+    a.rng = rng
+    a.seed = _seed_text(seed)
+    a.world = int(world)
+    a.rank = int(rank)
+    a.policy = policy
+    a.drop_last = bool(drop_last)
+    a.balance_group = _balance_group(balance)
+    a.fps_max = float(fps_max)
+    a.frame_interval = int(frame_interval)
+    a.threads = int(threads)
+    return a
+
+
+# ------------------------------------------------------------------------------------------
+# assign and stats
+# ------------------------------------------------------------------------------------------
+
+
+def assign(meta, config, *, seed: int = 0, epoch: int = 0, rule: str = "opensora-v2",
+           rng: str = "fast", fps_max: float = 16, frame_interval: int = 1, threads: int = 0,
+           as_arrays: bool = False):
+    """The bucket of every sample, as `vbucket assign` writes it (same seed convention).
+
+    Returns a DataFrame indexed by sample with columns bucket (id; -1 no bucket, -2 invalid
+    metadata), resolution, frames, ratio, T, H, W (missing where no bucket); with
+    ``as_arrays=True`` the bucket ids as a numpy int32 array.
+    """
+    cfg = _config(config, rule)
+    ids = _vbucket.assign_epoch(_meta(meta), cfg, rng, _seed_text(seed), int(epoch),
+                                float(fps_max), int(frame_interval), int(threads))
+    if as_arrays:
+        return ids
+    return _bucket_frame(cfg, ids)
+
+
+def _bucket_frame(cfg, ids: np.ndarray):
+    import pandas as pd
+
+    table = cfg.buckets()
+    n = len(table)
+    has = ids >= 0
+    safe = np.where(has, ids, 0)
+    res_names = list(dict.fromkeys(r[0] for r in table))
+    ratio_names = list(dict.fromkeys(r[2] for r in table))
+    res_code = np.array([res_names.index(r[0]) for r in table] or [0], dtype=np.int32)
+    ratio_code = np.array([ratio_names.index(r[2]) for r in table] or [0], dtype=np.int32)
+
+    def ints(k):
+        col = np.array([r[k] for r in table] or [0], dtype=np.int64)[safe]
+        return pd.arrays.IntegerArray(col, ~has) if n else pd.array([pd.NA] * len(ids), "Int64")
+
+    def cats(codes, names):
+        return pd.Categorical.from_codes(np.where(has, codes[safe], -1), categories=names)
+
+    return pd.DataFrame(
+        {
+            "bucket": ids,
+            "resolution": cats(res_code, res_names),
+            "frames": ints(1),
+            "ratio": cats(ratio_code, ratio_names),
+            "T": ints(3),
+            "H": ints(4),
+            "W": ints(5),
+        }
+    ).rename_axis("index")
+
+
+def _stats_sampler(meta, config, *, seed, epoch, world, rule, rng, policy, drop_last, balance,
+                   fps_max, frame_interval, threads):
+    cfg = _config(config, rule)
+    args = _sampler_args(rule=rule, rng=rng, seed=seed, world=world, rank=0, policy=policy,
+                         drop_last=drop_last, balance=balance, fps_max=fps_max,
+                         frame_interval=frame_interval, threads=threads)
+    s = _vbucket.Sampler(_meta(meta), cfg, args)
+    s.set_epoch(int(epoch))
+    return s
+
+
+def _stats_frame(d: dict):
+    import pandas as pd
+
+    cols = ["bucket", "resolution", "frames", "ratio", "T", "H", "W", "batch_size", "grouped",
+            "moved_in", "moved_out", "samples", "batches", "pads", "dropped", "slots", "cost"]
+    df = pd.DataFrame(d["buckets"], columns=cols).set_index("bucket")
+    df = df.rename(columns={"cost": "tokens"})
+    df.attrs.update({k: v for k, v in d.items() if k != "buckets"})
+    return df
+
+
+def stats(meta, config, *, seed: int = 0, epoch: int = 0, world: int = 1,
+          rule: str = "opensora-v2", rng: str = "fast", policy: str = "pad",
+          drop_last: bool = False, balance=False, fps_max: float = 16, frame_interval: int = 1,
+          threads: int = 0):
+    """Per-bucket statistics of one epoch's plan, the numbers `vbucket stats` prints.
+
+    A DataFrame indexed by bucket id: resolution, frames, ratio, T, H, W, batch_size, grouped,
+    moved_in, moved_out, samples, batches, pads, dropped, slots, tokens (latent tokens x batch
+    size, summed over the bucket's batches). ``df.attrs`` holds the totals: total, images,
+    videos (same fields), unassigned, invalid, alignment (rank alignment for ``world``) and
+    step_balance.
+    """
+    s = _stats_sampler(meta, config, seed=seed, epoch=epoch, world=world, rule=rule, rng=rng,
+                       policy=policy, drop_last=drop_last, balance=balance, fps_max=fps_max,
+                       frame_interval=frame_interval, threads=threads)
+    return _stats_frame(s.stats())
+
+
+def stats_table(meta, config, **kwargs) -> str:
+    """The statistics table exactly as `vbucket stats` prints it (same arguments as `stats`)."""
+    if not _vbucket.HAS_FMT:
+        raise RuntimeError("vbucket was built without {fmt}: stats_table is not available")
+    defaults = dict(seed=0, epoch=0, world=1, rule="opensora-v2", rng="fast", policy="pad",
+                    drop_last=False, balance=False, fps_max=16, frame_interval=1, threads=0)
+    unknown = set(kwargs) - set(defaults)
+    if unknown:
+        raise TypeError(f"stats_table: unexpected arguments {sorted(unknown)}")
+    defaults.update(kwargs)
+    return _stats_sampler(meta, config, **defaults).stats_table()

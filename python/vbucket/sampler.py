@@ -1,0 +1,265 @@
+"""`VariableVideoBatchSampler`: vbucket's batch sampler with Open-Sora's constructor shape.
+
+A ``torch.utils.data.Sampler`` subclass when torch imports (a plain iterable otherwise). The
+plan, the dealing to ranks, the resume state and the fingerprint are the C++ library's
+``batch_sampler``; this class converts arguments and yields its batches.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, List, Optional, Union
+
+from . import _core, _vbucket
+
+try:  # a Sampler subclass when torch is there, so DataLoader and type checks accept it
+    if os.environ.get("VBUCKET_NO_TORCH"):
+        raise ImportError
+    from torch.utils.data import Sampler as _SamplerBase
+
+    _HAVE_TORCH = True
+except ImportError:  # pragma: no cover - exercised with VBUCKET_NO_TORCH=1
+    _SamplerBase = object
+    _HAVE_TORCH = False
+
+STATE_FORMAT = "vbucket-sampler-1"
+_CHUNK = 64  # batches converted per call into C++
+
+
+def _dist_world_rank(num_replicas, rank):
+    if num_replicas is not None and rank is not None:
+        return num_replicas, rank
+    w, r = 1, 0
+    if _HAVE_TORCH:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            w, r = dist.get_world_size(), dist.get_rank()
+    return (w if num_replicas is None else num_replicas), (r if rank is None else rank)
+
+
+def _check_int(name: str, value, low: int = 0) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = int(value)
+    if value < low:
+        raise ValueError(f"{name} must be at least {low}, got {value}")
+    return value
+
+
+class VariableVideoBatchSampler(_SamplerBase):
+    """Open-Sora's ``VariableVideoBatchSampler``, planned by vbucket.
+
+    ``dataset``: anything with a ``.data`` DataFrame (Open-Sora's datasets), or metadata
+    (DataFrame, pyarrow Table, dict of arrays, .csv/.parquet path) with num_frames, height,
+    width, fps. ``bucket_config``: Open-Sora's dict, a JSON path or a ``BucketConfig``.
+    ``num_replicas``/``rank`` default to torch.distributed when initialised, else 1/0.
+    ``output="opensora"`` yields lists of "index-T-H-W" strings (what Open-Sora's dataset
+    ``__getitem__`` parses), ``output="indices"`` lists of ints.
+
+    Every batch is full (a bucket's last batch is padded with its own samples under policy
+    "pad"), every rank runs the same number of steps, and the state advances as batches are
+    yielded: ``state_dict()`` taken after k batches resumes at batch k + 1, on any rank and
+    under any world size.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        bucket_config: Any,
+        num_replicas: Optional[int] = None,
+        rank: Optional[int] = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        *,
+        rule: str = "opensora-v2",
+        rng: str = "numpy",
+        fps_max: float = 16,
+        frame_interval: int = 1,
+        policy: str = "pad",
+        balance: Union[bool, int] = False,
+        output: str = "opensora",
+        threads: int = 0,
+    ) -> None:
+        if _HAVE_TORCH:
+            super().__init__(None)
+        if not shuffle:
+            raise ValueError(
+                "shuffle=False is not supported: vbucket's plan always shuffles within buckets "
+                "and the batch order (reproducibly, from seed and epoch)"
+            )
+        if output not in ("opensora", "indices"):
+            raise ValueError(f'output must be "opensora" or "indices", got {output!r}')
+        world, r = _dist_world_rank(num_replicas, rank)
+        world = _check_int("num_replicas", world, 1)
+        r = _check_int("rank", r, 0)
+        self.dataset = dataset
+        self.num_replicas = world
+        self.rank = r
+        self.shuffle = True
+        self.seed = int(_core._seed_text(seed))
+        self.drop_last = bool(drop_last)
+        self.rule = rule
+        self.rng = rng
+        self.policy = policy
+        self.output = output
+        self._strings = output == "opensora"
+        self.bucket_config = (
+            bucket_config
+            if isinstance(bucket_config, _core.BucketConfig)
+            else _core.BucketConfig(bucket_config, rule=rule)
+        )
+        args = _core._sampler_args(
+            rule=rule, rng=rng, seed=self.seed, world=world, rank=r, policy=policy,
+            drop_last=drop_last, balance=balance, fps_max=fps_max,
+            frame_interval=frame_interval, threads=threads,
+        )
+        self._s = _vbucket.Sampler(_core._meta(dataset), _core._config(self.bucket_config, rule),
+                                   args)
+        self._finished = False  # a full iteration ended: the next one replays the epoch
+
+    # --- epochs ---------------------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch ``epoch`` from its beginning (its plan is made when first needed)."""
+        self._s.set_epoch(_check_int("epoch", epoch))
+        self._finished = False
+
+    @property
+    def epoch(self) -> int:
+        return self._s.epoch
+
+    def _restart_if_finished(self) -> None:
+        if self._finished:
+            self._s.set_epoch(self._s.epoch)
+            self._finished = False
+
+    # --- batches --------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[List[Union[str, int]]]:
+        self._restart_if_finished()
+        steps = self._s.steps()
+        advance = self._s.advance
+        strings = self._strings
+        while True:
+            chunk = steps.take(_CHUNK, strings)
+            if not chunk:
+                break
+            for b in chunk:
+                advance(1)  # before yielding: a state taken now excludes this batch
+                yield b
+        self._finished = True
+
+    def __len__(self) -> int:
+        """This rank's steps from the current state (the whole epoch after ``set_epoch``)."""
+        if self._finished:
+            return self._s.epoch_batches() // self.num_replicas
+        return self._s.size()
+
+    def get_num_batch(self) -> int:
+        """Global batches of the whole epoch as dealt to this world (steps x world), so that
+        Open-Sora's ``get_num_batch() // world_size`` is the steps per epoch."""
+        return self._s.epoch_batches()
+
+    def batches(self):
+        """This rank's batches from the current state without advancing it: a sequence of
+        (bucket id, T, H, W, indices as a numpy array, is_repeat)."""
+        steps = self._s.steps()
+        return [steps.at(i) for i in range(len(steps))]
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def fingerprint(self) -> str:
+        """A 64-bit hash (hex) of the epoch's global batch sequence: the same on every rank and
+        world size for the same samples, config, rule, rng, seed, epoch, policy and balance."""
+        return self._s.fingerprint()
+
+    def state_dict(self, num_steps: Optional[int] = None) -> dict:
+        """A JSON-serialisable resume state (plain ints and strings). With ``num_steps`` (as
+        Open-Sora's training script calls it), the state after that many steps of this world
+        from the start of the epoch; otherwise the state now (advanced as batches were yielded).
+        Any rank's state restores every rank, under any world size."""
+        if num_steps is None:
+            state = self._s.state()
+        else:
+            state = self._s.epoch_state(_check_int("num_steps", num_steps))
+        fields = _state_fields(state)
+        return {
+            "format": STATE_FORMAT,
+            "state": state,
+            "fingerprint": self._s.fingerprint(),
+            "seed": self.seed,
+            "epoch": fields["epoch"],
+            "consumed_batches": fields["consumed"],
+            "balance_group": fields["balance"],
+            "world_size": self.num_replicas,
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Resumes from ``state_dict()`` of any rank and world size (moving to its epoch), or
+        from Open-Sora's own dict (seed, epoch, last_micro_batch_access_index). A state of
+        another plan (samples, config, rule, rng, seed, policy, balance) raises ValueError."""
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
+        if "state" in state_dict:
+            if state_dict.get("format", STATE_FORMAT) != STATE_FORMAT:
+                raise ValueError(f"state_dict: unknown format {state_dict.get('format')!r}")
+            if state_dict.get("seed", self.seed) != self.seed:
+                raise ValueError(
+                    f"cannot load state: it is of seed {state_dict['seed']}, this sampler's "
+                    f"seed is {self.seed}"
+                )
+            self._s.load_state(str(state_dict["state"]), state_dict.get("fingerprint"))
+        elif "last_micro_batch_access_index" in state_dict:
+            self._s.load_state_fields(
+                _core._seed_text(state_dict.get("seed", self.seed)),
+                _check_int("epoch", state_dict.get("epoch", 0)),
+                _check_int("last_micro_batch_access_index",
+                           state_dict["last_micro_batch_access_index"]),
+                None,
+                None,
+            )
+        else:
+            raise ValueError(
+                "state_dict: expected a vbucket state (with \"state\") or Open-Sora's (with "
+                "\"last_micro_batch_access_index\")"
+            )
+        self._finished = False
+
+    def verify_same_plan(self, group=None) -> str:
+        """All-gathers the fingerprint over ``group`` (torch.distributed) and raises
+        RuntimeError naming the ranks whose plan differs from rank 0's; returns the
+        fingerprint. Without an initialised process group, just returns it."""
+        mine = self.fingerprint()
+        if not _HAVE_TORCH:
+            return mine
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return mine
+        world = dist.get_world_size(group)
+        gathered: List[Any] = [None] * world
+        dist.all_gather_object(gathered, (dist.get_rank(), mine), group=group)
+        ref = gathered[0][1]
+        bad = [(r, fp) for r, fp in gathered if fp != ref]
+        if bad:
+            raise RuntimeError(
+                f"vbucket: ranks disagree on the plan of epoch {self.epoch}: rank "
+                f"{gathered[0][0]} has {ref}, "
+                + ", ".join(f"rank {r} has {fp}" for r, fp in bad)
+                + " (the samples, config, rule, rng, seed, policy or balance differ)"
+            )
+        return mine
+
+    def __repr__(self) -> str:
+        return (
+            f"VariableVideoBatchSampler(rank={self.rank}/{self.num_replicas}, epoch={self.epoch}, "
+            f"rule={self.rule!r}, rng={self.rng!r}, seed={self.seed}, output={self.output!r})"
+        )
+
+
+def _state_fields(state: str) -> dict:
+    """The fields of a state string, read by the library's parser."""
+    seed, epoch, consumed, balance = _vbucket.parse_state(state)
+    return {"seed": seed, "epoch": epoch, "consumed": consumed, "balance": balance}
