@@ -13,8 +13,8 @@
 /// the entropy decoding left out: a lower bound on a real decoder's work per pixel, so the
 /// conversion's share here is an upper bound of its share with real files.
 ///
-///   ./build-rel/bench/vbucket_bench --benchmark_filter=loader/ --benchmark_min_time=3
-///       --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+///   ./build-rel/bench/vbucket_bench --benchmark_filter=loader/ --benchmark_min_time=1
+///       --benchmark_repetitions=15 --benchmark_enable_random_interleaving=true
 ///       --benchmark_report_aggregates_only=true   (one line)
 #include <benchmark/benchmark.h>
 
