@@ -298,6 +298,23 @@ if expect_ok "plan --world 7" plan "${common[@]}" --world 7 --rank all --out "$t
     "$tmp/assign.csv" 7
 fi
 
+# The summary's fingerprint hashes the global sequence: the same for every world size and rank.
+fingerprint_of() { sed -n 's/^fingerprint \(0x[0-9a-f]\{16\}\) .*/\1/p' "$1"; }
+fp4=$(fingerprint_of "$tmp/all.summary")
+fp7=$(fingerprint_of "$tmp/all7.summary")
+[[ -n $fp4 && $fp4 == "$fp7" ]] && pass ||
+  fail "fingerprint of --world 4 ($fp4) and --world 7 ($fp7) differ or are missing"
+if expect_ok "plan --world 3 --rank 2" plan "${common[@]}" --world 3 --rank 2 \
+  --out "$tmp/w3r2.jsonl"; then
+  fp=$(fingerprint_of "$tmp/stdout")
+  [[ $fp == "$fp4" ]] && pass || fail "fingerprint of --world 3 --rank 2 ($fp) is not $fp4"
+fi
+if expect_ok "plan --epoch 1" plan --config "$cfg" --meta "$meta" --seed "$seed" --epoch 1 \
+  --pad-warn 1 --world 4 --rank 0 --out "$tmp/e1.jsonl"; then
+  fp=$(fingerprint_of "$tmp/stdout")
+  [[ -n $fp && $fp != "$fp4" ]] && pass || fail "epochs 0 and 1 have the same fingerprint $fp"
+fi
+
 # ---------------------------------------------------------------------------------------------
 # --start-step K: the rest of the same schedule; equal to --consumed-batches K*W.
 # ---------------------------------------------------------------------------------------------
