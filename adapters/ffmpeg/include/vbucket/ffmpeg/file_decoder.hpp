@@ -18,7 +18,6 @@
 ///     const vbucket::ffmpeg::file_decoder decoder(records, {.fps_max = 16});
 ///     vbucket::loader loader(sampler, decoder, ring);
 
-#include <cmath>        // std::ceil, std::isnan
 #include <concepts>     // std::convertible_to, std::invocable
 #include <cstdint>      // std::int64_t, std::uint8_t
 #include <functional>   // std::function
@@ -37,6 +36,7 @@
 #include "vbucket/ffmpeg/decode.hpp"
 #include "vbucket/loader.hpp"
 #include "vbucket/meta.hpp"
+#include "vbucket/rules.hpp"  // frame_interval
 
 namespace vbucket::ffmpeg {
 
@@ -130,9 +130,7 @@ class file_decoder {
   /// The frame interval of sample `i`.
   [[nodiscard]] std::int64_t interval(std::size_t i) const noexcept {
     if (options_.frame_interval > 0) return options_.frame_interval;
-    const double fps = fps_[i];
-    if (std::isnan(fps) || fps < options_.fps_max) return 1;
-    return static_cast<std::int64_t>(std::ceil(fps / options_.fps_max));
+    return vbucket::frame_interval(fps_[i], options_.fps_max);  // the rule's, saturating
   }
 
   /// The file of sample `i` (i < size()).
