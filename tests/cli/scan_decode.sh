@@ -68,29 +68,35 @@ ff -f lavfi -i "testsrc=size=64x48:rate=30:duration=1,hue=H=n*0.9" -c:v mpeg4 -q
 ff -f lavfi -i "testsrc=size=40x80:rate=25:duration=1.2" -c:v mpeg4 -q:v 3 \
   "$tmp/media/sub/portrait.avi"
 ff -f lavfi -i "testsrc=size=50x30:rate=1:duration=1" -frames:v 1 "$tmp/media/sub/still.png"
+# Anamorphic: 64x48 stored, 32:27 pixels, shown as round(64 * 32 / 27) = round(75.85) = 76 x 48.
+ff -f lavfi -i "testsrc=size=64x48:rate=30:duration=1,hue=H=n*0.9,setsar=32/27" -c:v mpeg4 -q:v 3 \
+  "$tmp/media/sub/wide.mp4"
 echo "not a video" >"$tmp/media/sub/broken.mp4"
 echo "ignored: not a media name" >"$tmp/media/notes.txt"
 
 # --- scan ---------------------------------------------------------------------------------
 expect_ok "scan a directory" scan "$tmp/media" --out "$tmp/meta.csv" --threads 2
 check "scan: nothing on stderr off a terminal" test ! -s "$tmp/stderr"
-check "scan: a plain count on stdout" grep -q '^scanned 4/4$' "$tmp/stdout"
-check "scan: summary" grep -q '4 files: 3 probed, 1 failed' "$tmp/stdout"
+check "scan: a plain count on stdout" grep -q '^scanned 5/5$' "$tmp/stdout"
+check "scan: summary" grep -q '5 files: 4 probed, 1 failed' "$tmp/stdout"
+# The first eight columns as before; warning, the stored size, the sample aspect ratio and the
+# rotation added at the end.
 cat >"$tmp/want.csv" <<CSV
-path,num_frames,height,width,fps,duration,codec,error
-$tmp/media/clip.mp4,30,48,64,30,1,mpeg4,
-$tmp/media/sub/broken.mp4,,,,,,,$tmp/media/sub/broken.mp4: cannot open: Invalid data found when processing input
-$tmp/media/sub/portrait.avi,30,80,40,25,1.2,mpeg4,
-$tmp/media/sub/still.png,1,30,50,,,png,
+path,num_frames,height,width,fps,duration,codec,error,warning,stored_height,stored_width,sar,rotation
+$tmp/media/clip.mp4,30,48,64,30,1,mpeg4,,,48,64,1:1,0
+$tmp/media/sub/broken.mp4,,,,,,,$tmp/media/sub/broken.mp4: cannot open: Invalid data found when processing input,,,,,
+$tmp/media/sub/portrait.avi,30,80,40,25,1.2,mpeg4,,,80,40,1:1,0
+$tmp/media/sub/still.png,1,30,50,,,png,,,30,50,1:1,0
+$tmp/media/sub/wide.mp4,30,48,76,30,1,mpeg4,,,48,64,32:27,0
 CSV
 check "scan: META.csv as expected ($(tr '\n' '|' <"$tmp/meta.csv"))" cmp -s "$tmp/meta.csv" "$tmp/want.csv"
 
 expect_ok "scan --skip-failed" scan "$tmp/media" --out "$tmp/meta_ok.csv" --skip-failed --quiet
 check "scan --quiet: no output" test ! -s "$tmp/stdout"
-check "scan --skip-failed: 3 rows" test "$(wc -l <"$tmp/meta_ok.csv")" -eq 4
+check "scan --skip-failed: 4 rows" test "$(wc -l <"$tmp/meta_ok.csv")" -eq 5
 expect_ok "assign reads the scan's META.csv" assign --config "$data/config_360p_example.json" \
   --meta "$tmp/meta_ok.csv" --rule opensora-v2 --rng fast --seed 1 --out "$tmp/assign.csv" --quiet
-check "assign: one row per scanned file" test "$(wc -l <"$tmp/assign.csv")" -eq 4
+check "assign: one row per scanned file" test "$(wc -l <"$tmp/assign.csv")" -eq 5
 expect_ok "assign reads the scan's full META.csv (failed rows are invalid samples)" assign \
   --config "$data/config_360p_example.json" --meta "$tmp/meta.csv" --rule opensora-v2 \
   --rng fast --seed 1 --out "$tmp/assign_all.csv" --quiet
@@ -101,6 +107,31 @@ printf '# a list\n%s\n\n%s\n' "$tmp/media/sub/still.png" "$tmp/media/missing.mp4
 expect_ok "scan a list" scan "$tmp/list.txt" --out "$tmp/list.csv"
 check "scan a list: 2 rows" test "$(wc -l <"$tmp/list.csv")" -eq 3
 check "scan a list: the missing file's error" grep -q "missing.mp4,,,,,,,.*missing.mp4: cannot open" "$tmp/list.csv"
+
+# A faststart MP4 cut right after its moov box (no media data): an error row; the same cut in
+# the middle: the frames whose data are there, with a warning.
+ff -f lavfi -i "testsrc=size=64x48:rate=30:duration=2,hue=H=n*0.9" -c:v mpeg4 -q:v 3 \
+  -movflags +faststart "$tmp/whole.mp4"
+mkdir -p "$tmp/cut"
+moov_end=$(python3 -c '
+import struct, sys
+d = open(sys.argv[1], "rb").read(); at = 0
+while at + 8 <= len(d):
+    size, kind = struct.unpack(">I4s", d[at:at + 8])
+    if kind == b"moov": print(at + size)
+    at += size' "$tmp/whole.mp4")
+head -c "$moov_end" "$tmp/whole.mp4" >"$tmp/cut/header_only.mp4"
+head -c $(($(stat -c %s "$tmp/whole.mp4") / 2)) "$tmp/whole.mp4" >"$tmp/cut/half.mp4"
+# The frames whose data lie wholly before the cut (the decoder may show the top of the one the
+# cut splits; vbucket counts and numbers only whole ones).
+half_size=$(stat -c %s "$tmp/cut/half.mp4")
+decodable=$(ffprobe -v error -select_streams v:0 -show_entries packet=pos,size -of csv=p=0 \
+  "$tmp/whole.mp4" | awk -F, -v n="$half_size" '{ if ($1 + $2 <= n) c++ } END { print c }')
+expect_ok "scan damaged files" scan "$tmp/cut" --out "$tmp/cut.csv" --quiet
+check "scan: the header-only file is an error row" \
+  grep -q "^$tmp/cut/header_only.mp4,,,,,,,\"$tmp/cut/header_only.mp4: no media data" "$tmp/cut.csv"
+check "scan: the half file counts what decodes ($decodable) with a warning ($(tr '\n' '|' <"$tmp/cut.csv"))" \
+  grep -q "^$tmp/cut/half.mp4,$decodable,48,64,30,[0-9.]*,mpeg4,,\"cut short: the sample table lists 60 frames" "$tmp/cut.csv"
 
 expect_error "scan: missing directory" 1 "$tmp/nope" scan "$tmp/nope" --out "$tmp/x.csv"
 check "scan: no output left behind" test ! -e "$tmp/x.csv"
@@ -120,6 +151,20 @@ psnr=$(ffmpeg -nostdin -v info -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/o.rg
   -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/ref.rgb" -lavfi psnr -f null - 2>&1 |
   sed -n 's/.*PSNR.* min:\([0-9.inf]*\).*/\1/p')
 check "decode: PSNR against the ffmpeg command ($psnr dB) >= 35" \
+  awk -v p="$psnr" 'BEGIN { exit !(p == "inf" || p + 0 >= 35) }'
+
+# Anamorphic: the 76x48 display shape covered at 32x40 -> scale the stored 64x48 straight to
+# round(76 * 32 / 48) = round(50.67) = 51 x 32, crop 40x32 from column round(5.5) = 6.
+expect_ok "decode anamorphic" decode "$tmp/media/sub/wide.mp4" --start 2 --frames 4 --interval 3 \
+  --size 32x40 --out "$tmp/w.rgb"
+check "decode anamorphic: says so" grep -q 'sample aspect ratio 32:27' "$tmp/stdout"
+ffmpeg -nostdin -v error -threads 1 -i "$tmp/media/sub/wide.mp4" \
+  -vf "select='between(n\,2\,11)*not(mod(n-2\,3))',scale=51:32:flags=bilinear,crop=40:32:6:0" \
+  -fps_mode passthrough -frames:v 4 -f rawvideo -pix_fmt rgb24 -y "$tmp/wref.rgb"
+psnr=$(ffmpeg -nostdin -v info -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/w.rgb" \
+  -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/wref.rgb" -lavfi psnr -f null - 2>&1 |
+  sed -n 's/.*PSNR.* min:\([0-9.inf]*\).*/\1/p')
+check "decode anamorphic: PSNR against the ffmpeg command with the SAR applied ($psnr dB) >= 35" \
   awk -v p="$psnr" 'BEGIN { exit !(p == "inf" || p + 0 >= 35) }'
 
 expect_ok "decode cthw" decode "$clip" --start 2 --frames 4 --interval 3 --size 32x40 \

@@ -42,7 +42,8 @@ struct quiet_init {
 struct expected_row {
   std::int64_t frames = 0, width = 0, height = 0;
   double fps = 0;
-  int ffprobe_rotation = 0;  // counter-clockwise degrees, as ffprobe prints them
+  int ffprobe_rotation = 0;               // counter-clockwise degrees, as ffprobe prints them
+  std::int64_t sar_num = 1, sar_den = 1;  // ffprobe's sample_aspect_ratio (1:1 if none)
 };
 
 std::map<std::string, expected_row> read_expected() {
@@ -53,13 +54,14 @@ std::map<std::string, expected_row> read_expected() {
   std::getline(in, line);  // header
   while (std::getline(in, line)) {
     std::istringstream s(line);
-    std::string name, frames, width, height, rate, rotation;
+    std::string name, frames, width, height, rate, rotation, sar;
     std::getline(s, name, ',');
     std::getline(s, frames, ',');
     std::getline(s, width, ',');
     std::getline(s, height, ',');
     std::getline(s, rate, ',');
     std::getline(s, rotation, ',');
+    std::getline(s, sar, ',');
     expected_row r;
     r.frames = std::stoll(frames);
     r.width = std::stoll(width);
@@ -67,6 +69,10 @@ std::map<std::string, expected_row> read_expected() {
     const auto slash = rate.find('/');
     r.fps = std::stod(rate.substr(0, slash)) / std::stod(rate.substr(slash + 1));
     r.ffprobe_rotation = std::stoi(rotation);
+    const auto colon = sar.find(':');
+    REQUIRE(colon != std::string::npos);
+    r.sar_num = std::stoll(sar.substr(0, colon));
+    r.sar_den = std::stoll(sar.substr(colon + 1));
     rows[name] = r;
   }
   return rows;
@@ -201,7 +207,7 @@ TEST_CASE("ffmpeg: temporal_random_crop is seeded, in range, and refuses short v
   CHECK(!ff::temporal_random_crop(100, 4, 0, 1).has_value());
 }
 
-TEST_CASE("ffmpeg: probe matches ffprobe (frames, size, rate, rotation)") {
+TEST_CASE("ffmpeg: probe matches ffprobe (frames, size, aspect, rate, rotation)") {
   const auto expected = read_expected();
   REQUIRE(expected.size() >= 6);
   for (const auto& [name, e] : expected) {
@@ -213,9 +219,16 @@ TEST_CASE("ffmpeg: probe matches ffprobe (frames, size, rate, rotation)") {
     CHECK(info->coded_height == e.height);
     const int cw = ((-e.ffprobe_rotation) % 360 + 360) % 360;
     CHECK(info->rotation == cw);
+    // Display size: the stored width stretched by the sample aspect ratio (the height kept),
+    // then rotated.
+    CHECK(info->sar_num == e.sar_num);
+    CHECK(info->sar_den == e.sar_den);
+    const auto shown_width = static_cast<std::int64_t>(
+        std::floor(double(e.width) * double(e.sar_num) / double(e.sar_den) + 0.5));
     const bool swap = cw == 90 || cw == 270;
-    CHECK(info->height == (swap ? e.width : e.height));
-    CHECK(info->width == (swap ? e.height : e.width));
+    CHECK(info->height == (swap ? shown_width : e.height));
+    CHECK(info->width == (swap ? e.height : shown_width));
+    CHECK(info->warning.empty());
     const bool image = name.ends_with(".png") || name.ends_with(".jpg");
     if (image) {
       CHECK(info->counted_by == ff::frame_count_method::image);
@@ -224,10 +237,10 @@ TEST_CASE("ffmpeg: probe matches ffprobe (frames, size, rate, rotation)") {
       CHECK(info->fps == doctest::Approx(e.fps).epsilon(1e-6));
       CHECK(info->duration > 0.5);
       CHECK(info->duration < 30.0);
-      // Matroska/WebM and fragmented MP4 record no frame count up front: those are counted by
-      // decoding.
-      const bool counted =
-          name.ends_with(".mkv") || name.ends_with(".webm") || name.ends_with("_frag.mp4");
+      // Matroska/WebM, MPEG-PS and fragmented MP4 record no frame count up front: those are
+      // counted by decoding (an MP4 edit list is applied to the sample table: not decoded).
+      const bool counted = name.ends_with(".mkv") || name.ends_with(".webm") ||
+                           name.ends_with(".mpg") || name.ends_with("_frag.mp4");
       CHECK(info->counted_by ==
             (counted ? ff::frame_count_method::decoded : ff::frame_count_method::container));
       ff::probe_options o;
@@ -300,9 +313,151 @@ TEST_CASE("ffmpeg: decoded pixels match the ffmpeg command (PSNR)") {
     if (exists("h264_64x48_25fps_opengop.mp4"))
       check_against_reference("h264_64x48_25fps_opengop.mp4", request(451, 7, 2, 32, 32));
   }
+  SUBCASE("an MP4 edit list: frames numbered after it, up to the last one it shows") {
+    // 47 samples in the table, the first 8 before the edit (ffprobe decodes 39): the last
+    // frames of the clip lie past what the edit list shows if it is not applied.
+    if (exists("h264_160x120_25fps_editlist.mp4")) {
+      const auto info = ff::probe(media("h264_160x120_25fps_editlist.mp4"));
+      REQUIRE(info.ok());
+      CHECK(info->counted_by == ff::frame_count_method::container);
+      check_against_reference("h264_160x120_25fps_editlist.mp4",
+                              request(info->num_frames - 7, 4, 2, 48, 64));
+      check_against_reference("h264_160x120_25fps_editlist.mp4", request(0, 3, 5, 48, 64));
+    }
+  }
+  SUBCASE("anamorphic (SAR 32:27): stretched to the display shape in the one scaling pass") {
+    // The reference scales the stored 180x120 (192x128) frame straight to the covering size of
+    // the display shape, as `scale=iw*sar:ih` then a resize would, in one pass.
+    for (const char* name : {"h264_180x120_sar32x27.mp4", "h264_180x120_sar32x27.mkv",
+                             "h264_180x120_container_aspect.mp4", "mpeg2_192x128_aspect16x9.mpg"}) {
+      if (!exists(name)) continue;
+      check_against_reference(name, request(3, 4, 2, 72, 96));    // 4:3 target: crops the width
+      check_against_reference(name, request(10, 3, 1, 90, 160));  // 16:9 target: little crop
+    }
+  }
   SUBCASE("png and jpeg images") {
     check_against_reference("image_100x60.png", request(0, 1, 1, 40, 40));
     check_against_reference("image_120x80.jpg", request(0, 1, 1, 60, 90));
+  }
+}
+
+TEST_CASE("ffmpeg: anamorphic video probes and decodes at its display size") {
+  // 180x120 stored with 32:27 pixels shows as round(180 * 32 / 27) = round(213.3) = 213 x 120
+  // (16:9 as near as whole pixels go); 192x128 as round(227.6) = 228 x 128.
+  struct sar_case {
+    const char* name;
+    std::int64_t width, height;
+  };
+  for (const sar_case& c : {sar_case{"h264_180x120_sar32x27.mp4", 213, 120},
+                            sar_case{"h264_180x120_sar32x27.mkv", 213, 120},
+                            sar_case{"h264_180x120_container_aspect.mp4", 213, 120},
+                            sar_case{"mpeg2_192x128_aspect16x9.mpg", 228, 128}}) {
+    if (!exists(c.name)) continue;
+    CAPTURE(c.name);
+    const auto info = ff::probe(media(c.name));
+    REQUIRE_MESSAGE(info.ok(), info.error());
+    CHECK(info->width == c.width);
+    CHECK(info->height == c.height);
+    CHECK((info->sar_num == 32 && info->sar_den == 27));
+    CHECK(info->coded_height == c.height);
+    auto req = request(0, 1, 1, 36, 64);
+    std::vector<std::uint8_t> buf(ff::clip_bytes(req));
+    const auto clip = ff::decode_clip(media(c.name), req, buf);
+    REQUIRE_MESSAGE(clip.ok(), clip.error());
+    CHECK(clip->source_width == c.width);
+    CHECK(clip->source_height == c.height);
+    CHECK((clip->sar_num == 32 && clip->sar_den == 27));
+  }
+  // A bucket is chosen by the display aspect: 213/120 = 1.775, not the stored 1.5.
+  if (exists("h264_180x120_sar32x27.mp4")) {
+    const auto info = ff::probe(media("h264_180x120_sar32x27.mp4"));
+    REQUIRE(info.ok());
+    CHECK(double(info->width) / double(info->height) == doctest::Approx(16.0 / 9.0).epsilon(0.01));
+  }
+}
+
+TEST_CASE("ffmpeg: damaged faststart MP4s count what decodes, with a warning, or fail") {
+  // damaged.csv: what the ffmpeg command decodes of each (make_media.sh), from a 120-frame
+  // faststart MP4 cut in the middle, and with zeros over its middle 40%.
+  std::ifstream in(media("damaged.csv"));
+  if (!in.good()) return;  // made only with libx264
+  std::map<std::string, std::int64_t> decodable;
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    const auto comma = line.find(',');
+    decodable[line.substr(0, comma)] = std::stoll(line.substr(comma + 1));
+  }
+  REQUIRE(decodable.size() == 2);
+
+  // Cut in the middle: the sample table lists 120 frames; those whose data are in the file are
+  // counted (from the table, no decoding), with a warning; the last of them decode.
+  const std::string cut = "damaged_cut_middle.mp4";
+  const auto c = ff::probe(media(cut));
+  REQUIRE_MESSAGE(c.ok(), c.error());
+  CHECK(c->num_frames == decodable.at(cut));
+  CHECK(c->num_frames < 120);
+  CHECK(c->counted_by == ff::frame_count_method::container);
+  CHECK(c->warning.find("cut short") != std::string::npos);
+  CHECK(c->warning.find("120") != std::string::npos);
+  check_against_reference(cut, request(c->num_frames - 4, 4, 1, 32, 48));
+  {
+    auto past = request(c->num_frames - 2, 3, 1, 32, 48);
+    std::vector<std::uint8_t> buf(ff::clip_bytes(past));
+    const auto d = ff::decode_clip(media(cut), past, buf);
+    REQUIRE(!d.ok());
+    CHECK(d.error().find("too short") != std::string::npos);
+  }
+  ff::probe_options decode_count;
+  decode_count.always_decode_count = true;
+  CHECK(ff::probe(media(cut), decode_count)->num_frames == c->num_frames);
+
+  // Zeros over the middle: the table and the file size look whole; the zeroed samples give it
+  // away, and it is counted by decoding, with a warning.
+  const std::string zeros = "damaged_zeros_middle.mp4";
+  const auto z = ff::probe(media(zeros));
+  REQUIRE_MESSAGE(z.ok(), z.error());
+  CHECK(z->num_frames == decodable.at(zeros));
+  CHECK(z->num_frames < 120);
+  CHECK(z->counted_by == ff::frame_count_method::decoded);
+  CHECK(z->warning.find("damaged") != std::string::npos);
+  // From memory: the same.
+  const auto zm = ff::probe_memory(read_file(media(zeros)), zeros);
+  REQUIRE(zm.ok());
+  CHECK(zm->num_frames == z->num_frames);
+  CHECK(zm->warning == z->warning);
+
+  // Cut right after the moov box: no media data at all, an error naming the file.
+  const auto h = ff::probe(media("bad_header_only.mp4"));
+  REQUIRE(!h.ok());
+  CHECK(h.error().rfind(media("bad_header_only.mp4") + ": no media data", 0) == 0);
+  CHECK(h.error().find('\n') == std::string::npos);
+  auto req = request(0, 2, 1, 16, 16);
+  std::vector<std::uint8_t> buf(ff::clip_bytes(req));
+  CHECK(!ff::decode_clip(media("bad_header_only.mp4"), req, buf).ok());
+}
+
+TEST_CASE("ffmpeg: the video stream is av_find_best_stream's") {
+  // Two video streams, 64x48 then 160x120, neither the default. A stream marked for the
+  // visually impaired loses to one that is not; with nothing to tell them apart (no bit rate
+  // recorded, as many frames seen), the first is taken.
+  struct stream_case {
+    const char* name;
+    std::int64_t width, height;
+  };
+  for (const stream_case& c : {stream_case{"streams_two_impaired_first.mkv", 160, 120},
+                               stream_case{"streams_two_plain.mkv", 64, 48}}) {
+    CAPTURE(c.name);
+    const auto info = ff::probe(media(c.name));
+    REQUIRE_MESSAGE(info.ok(), info.error());
+    CHECK(info->width == c.width);
+    CHECK(info->height == c.height);
+    auto req = request(2, 2, 3, 24, 32);
+    std::vector<std::uint8_t> buf(ff::clip_bytes(req));
+    const auto clip = ff::decode_clip(media(c.name), req, buf);
+    REQUIRE_MESSAGE(clip.ok(), clip.error());
+    CHECK(clip->source_width == c.width);
+    CHECK(clip->source_height == c.height);
   }
 }
 

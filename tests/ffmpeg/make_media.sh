@@ -10,7 +10,7 @@ set -euo pipefail
 dir=${1:?usage: make_media.sh DIR}
 mkdir -p "$dir"
 cd "$dir"
-rm -f ./*.mp4 ./*.mkv ./*.webm ./*.avi ./*.png ./*.jpg ./*.m4a ./*.y4m ./*.txt ./*.csv
+rm -f ./*.mp4 ./*.mkv ./*.webm ./*.avi ./*.mpg ./*.png ./*.jpg ./*.m4a ./*.y4m ./*.txt ./*.csv
 
 ff() { ffmpeg -nostdin -v error -y "$@"; }
 src() {  # src W H FPS SECONDS: a test pattern whose hue turns every frame
@@ -38,7 +38,23 @@ if have libx264; then
   ff -i h264_64x48_25fps_long.mp4 -c copy -movflags frag_keyframe+empty_moov h264_64x48_25fps_long_frag.mp4
   ff -f lavfi -i "$(src 64 48 25 24)" -c:v libx264 -preset veryfast -g 50 -bf 3 -x264-params open_gop=1 \
     -pix_fmt yuv420p h264_64x48_25fps_opengop.mp4
+  # An edit list: cut with -c copy, the samples from the keyframe before 1.3 s are kept in the
+  # file but discarded by the edit list (47 samples, 39 frames shown).
+  ff -f lavfi -i "$(src 160 120 25 4.8)" -c:v libx264 -preset veryfast -g 25 -bf 3 -pix_fmt yuv420p \
+    -movflags +faststart h264_160x120_25fps_5s.mp4
+  ff -ss 1.3 -t 1.5 -i h264_160x120_25fps_5s.mp4 -c copy h264_160x120_25fps_editlist.mp4
+  # Anamorphic: 180x120 stored, sample aspect ratio 32:27 (display 16:9, 213x120) in the H.264
+  # stream and the MP4 (pasp) or Matroska (display size) container; and only in the MP4
+  # container (-aspect with -c copy: the stream says 1:1, the container wins, as in ffmpeg).
+  ff -f lavfi -i "$(src 180 120 25 1),setsar=32/27" -c:v libx264 -preset veryfast -g 10 -pix_fmt yuv420p h264_180x120_sar32x27.mp4
+  ff -f lavfi -i "$(src 180 120 25 1),setsar=32/27" -c:v libx264 -preset veryfast -g 10 -pix_fmt yuv420p h264_180x120_sar32x27.mkv
+  ff -f lavfi -i "$(src 180 120 25 1)" -c:v libx264 -preset veryfast -g 10 -pix_fmt yuv420p square.tmp.mp4
+  ff -i square.tmp.mp4 -c copy -aspect 16:9 h264_180x120_container_aspect.mp4
+  rm -f square.tmp.mp4
 fi
+# MPEG-2 program stream, 16:9 in the sequence header only (the stream level: no container
+# field; 192x128 stored, sample aspect ratio 32:27, display 228x128).
+ff -f lavfi -i "$(src 192 128 25 1)" -c:v mpeg2video -q:v 3 -g 12 -aspect 16:9 mpeg2_192x128_aspect16x9.mpg
 ff -f lavfi -i "$(src 128 96 30 2)" -c:v mpeg4 -q:v 3 -g 15 mpeg4_128x96_30fps.avi
 ff -f lavfi -i "$(src 96 64 60 1)" -c:v mpeg4 -q:v 3 -g 20 -bf 2 mpeg4_96x64_60fps.mp4
 if have libvpx-vp9; then
@@ -47,18 +63,60 @@ fi
 ff -f lavfi -i "$(src 100 60 1 1)" -frames:v 1 image_100x60.png
 ff -f lavfi -i "$(src 120 80 1 1)" -frames:v 1 -q:v 3 image_120x80.jpg
 
-# What ffprobe says: file,frames,width,height,avg_frame_rate,rotation (frames counted by
-# decoding, as -count_frames does).
-echo "file,frames,width,height,fps,rotation" >expected.csv
-for f in *.mp4 *.mkv *.webm *.avi *.png *.jpg; do
+# What ffprobe says: file,frames,width,height,avg_frame_rate,rotation,sample_aspect_ratio
+# (frames counted by decoding, as -count_frames does; stored width and height).
+echo "file,frames,width,height,fps,rotation,sar" >expected.csv
+for f in *.mp4 *.mkv *.webm *.avi *.mpg *.png *.jpg; do
   [[ -e $f ]] || continue
   info=$(ffprobe -v error -select_streams v:0 -count_frames \
-    -show_entries stream=nb_read_frames,width,height,avg_frame_rate:stream_side_data=rotation \
+    -show_entries stream=nb_read_frames,width,height,avg_frame_rate,sample_aspect_ratio:stream_side_data=rotation \
     -of default=noprint_wrappers=1 "$f")
   get() { sed -n "s/^$1=//p" <<<"$info" | head -n1; }
   rotation=$(get rotation)
-  echo "$f,$(get nb_read_frames),$(get width),$(get height),$(get avg_frame_rate),${rotation:-0}" >>expected.csv
+  sar=$(get sample_aspect_ratio)
+  [[ $sar =~ ^[0-9]+:[0-9]+$ && $sar != 0:* ]] || sar=1:1
+  echo "$f,$(get nb_read_frames),$(get width),$(get height),$(get avg_frame_rate),${rotation:-0},$sar" >>expected.csv
 done
+
+# Two video streams, neither the default (not in expected.csv: ffprobe's v:0 is the first).
+# av_find_best_stream takes a stream not marked for the visually impaired first; with nothing
+# to tell them apart, the first (ffmpeg's command line would take the larger).
+two=(-f lavfi -i "$(src 64 48 25 1)" -f lavfi -i "$(src 160 120 25 1)" -map 0 -map 1 -c:v mpeg4 -q:v 3
+  -disposition:v:1 0 -default_mode passthrough)
+ff "${two[@]}" -disposition:v:0 visual_impaired streams_two_impaired_first.mkv
+ff "${two[@]}" -disposition:v:0 0 streams_two_plain.mkv
+
+# Damaged faststart MP4s (moov before mdat), and what the ffmpeg command decodes of each
+# (damaged.csv: file,frames): cut in the middle, cut right after the moov box (no media data
+# at all: an error), zeros written over the middle 40%.
+if [[ -e h264_160x120_25fps_5s.mp4 ]]; then
+  python3 - h264_160x120_25fps_5s.mp4 <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+at = 0
+while at + 8 <= len(data):
+    size, kind = struct.unpack(">I4s", data[at:at + 8])
+    if kind == b"moov":
+        moov_end = at + size
+    at += size
+assert data.find(b"mdat") > moov_end - 8, "not faststart"
+open("damaged_cut_middle.mp4", "wb").write(data[: len(data) // 2])
+open("bad_header_only.mp4", "wb").write(data[:moov_end])
+zeroed = bytearray(data)
+a, b = len(data) * 3 // 10, len(data) * 7 // 10
+zeroed[a:b] = bytes(b - a)
+open("damaged_zeros_middle.mp4", "wb").write(zeroed)
+PY
+  # Cut: the frames whose data lie wholly before the cut (ffprobe's packets of the whole file;
+  # a decoder may show the top of the frame the cut splits, vbucket counts whole ones only).
+  # Zeros: the frames the ffmpeg command decodes.
+  cut_size=$(stat -c %s damaged_cut_middle.mp4)
+  echo "file,frames" >damaged.csv
+  echo "damaged_cut_middle.mp4,$(ffprobe -v error -select_streams v:0 -show_entries packet=size,pos \
+    -of csv=p=0 h264_160x120_25fps_5s.mp4 | awk -F, -v n="$cut_size" '$1 + $2 <= n { c++ } END { print c }')" >>damaged.csv
+  echo "damaged_zeros_middle.mp4,$(ffmpeg -nostdin -v quiet -i damaged_zeros_middle.mp4 -map 0:v:0 \
+    -f framecrc - | grep -c '^0,')" >>damaged.csv
+fi
 
 # Bad files.
 ff -f lavfi -i "sine=frequency=440:duration=1" -c:a aac bad_audio_only.m4a

@@ -29,8 +29,9 @@ constexpr flag decode_flags[] = {
 
 constexpr std::string_view decode_description =
     "Decodes frames S, S+I, ..., S+(N-1)*I of FILE (presentation order), scales each so that\n"
-    "HxW is covered keeping the aspect ratio, crops the middle (Open-Sora's resize-crop),\n"
-    "honouring the display rotation, and writes raw RGB24 to OUT.rgb. Seeks to the keyframe\n"
+    "HxW is covered keeping the display aspect ratio (anamorphic video stretched by its sample\n"
+    "aspect ratio in the same pass), crops the middle (Open-Sora's resize-crop), honouring the\n"
+    "display rotation, and writes raw RGB24 to OUT.rgb. Seeks to the keyframe\n"
     "before S and decodes only up to the last frame needed.\n"
     "Exit codes: 0 success, 1 bad data (unreadable, corrupt or too short video), 2 bad usage.";
 
@@ -109,12 +110,16 @@ int cmd_decode(int argc, char** argv) {
     out.write(std::string_view(reinterpret_cast<const char*>(buffer.data()), buffer.size()));
     out.commit();
     std::printf(
-        "%lld frames %lldx%lld (%s) from %s: %lld decoded, %lld padded%s%s%s\n",
+        "%lld frames %lldx%lld (%s) from %s: %lld decoded, %lld padded%s%s%s%s\n",
         static_cast<long long>(req.frames), static_cast<long long>(req.height),
         static_cast<long long>(req.width), layout.c_str(), one_line(path).c_str(),
         static_cast<long long>(info.frames_decoded), static_cast<long long>(info.frames_padded),
         info.indexed ? ", timestamps from the sample table" : "", info.seeked ? ", seeked" : "",
-        info.rotation != 0 ? (", rotated " + std::to_string(info.rotation)).c_str() : "");
+        info.rotation != 0 ? (", rotated " + std::to_string(info.rotation)).c_str() : "",
+        info.sar_num != info.sar_den ? (", sample aspect ratio " + std::to_string(info.sar_num) +
+                                        ":" + std::to_string(info.sar_den))
+                                           .c_str()
+                                     : "");
     std::fflush(stdout);
     return exit_ok;
   });

@@ -1,6 +1,7 @@
 /// `vbucket scan`: probes every media file under a directory (or listed in a text file), in
-/// parallel, and writes META.csv (path,num_frames,height,width,fps,duration,codec,error), the
-/// metadata table `vbucket assign` and `plan` read.
+/// parallel, and writes META.csv (path,num_frames,height,width,fps,duration,codec,error,warning,
+/// stored_height,stored_width,sar,rotation), the metadata table `vbucket assign` and `plan`
+/// read (they read columns by name and ignore the extra ones).
 
 #include <charconv>     // std::to_chars
 #include <cmath>        // std::isfinite
@@ -21,7 +22,8 @@ namespace {
 
 constexpr flag scan_flags[] = {
     {"out", "META.csv", true,
-     "output CSV: path,num_frames,height,width,fps,duration,codec,error per file"},
+     "output CSV: path,num_frames,height,width,fps,duration,codec,error,warning,stored_height,"
+     "stored_width,sar,rotation per file"},
     {"threads", "N", false, "files probed at once; 0 = one per core (0)"},
     {"decode-count", "", false, "count frames by decoding even when the container records them"},
     {"skip-failed", "", false, "leave files that fail out of META.csv (they are still counted)"},
@@ -33,9 +35,12 @@ constexpr std::string_view scan_description =
     ".png, .jpg, ... ) or listed in LIST.txt (one path a line) with FFmpeg, in parallel, and\n"
     "writes META.csv in path order. A file that fails gets its error message in the error\n"
     "column and empty fields, and the scan goes on; assign and plan count such rows as\n"
-    "invalid samples (--skip-failed leaves them out). height and width are display sizes\n"
-    "(after the rotation); images have 1 frame and an empty fps. Progress goes to stderr on a\n"
-    "terminal, else a count to stdout.\n"
+    "invalid samples (--skip-failed leaves them out). height and width are display sizes: the\n"
+    "stored width stretched by the sample aspect ratio (sar, e.g. 32:27 for 16:9 DVD video),\n"
+    "then rotated; stored_height and stored_width are the frame as stored. num_frames counts\n"
+    "the frames that decode: an MP4's edit list is applied, and a file cut short or damaged\n"
+    "gets a warning saying what was counted. Images have 1 frame and an empty fps. Progress\n"
+    "goes to stderr on a terminal, else a count to stdout.\n"
     "Exit codes: 0 success (also when some files fail), 1 bad data, 2 bad usage.";
 
 std::string number(double v) {
@@ -89,19 +94,26 @@ int cmd_scan(int argc, char** argv) {
     };
     const auto results = ffmpeg::probe_all(paths, threads, opt, progress);
 
-    std::string text = "path,num_frames,height,width,fps,duration,codec,error\n";
-    std::uint64_t failed = 0;
+    // New columns go at the end: pipelines read them by name, older ones by position.
+    std::string text =
+        "path,num_frames,height,width,fps,duration,codec,error,warning,stored_height,stored_width,"
+        "sar,rotation\n";
+    std::uint64_t failed = 0, warned = 0;
     for (std::size_t i = 0; i < paths.size(); ++i) {
       const auto& r = results[i];
+      if (r && !r->warning.empty()) ++warned;
       if (!r) {
         ++failed;
         if (a.has("skip-failed")) continue;
-        text += csv_field(paths[i]) + ",,,,,,," + csv_field(r.error()) + "\n";
+        text += csv_field(paths[i]) + ",,,,,,," + csv_field(r.error()) + ",,,,,\n";
         continue;
       }
       text += csv_field(paths[i]) + "," + std::to_string(r->num_frames) + "," +
               std::to_string(r->height) + "," + std::to_string(r->width) + "," + number(r->fps) +
-              "," + number(r->duration) + "," + csv_field(r->codec) + ",\n";
+              "," + number(r->duration) + "," + csv_field(r->codec) + ",," + csv_field(r->warning) +
+              "," + std::to_string(r->coded_height) + "," + std::to_string(r->coded_width) + "," +
+              std::to_string(r->sar_num) + ":" + std::to_string(r->sar_den) + "," +
+              std::to_string(r->rotation) + "\n";
       if (text.size() > (1u << 20)) {
         out.write(text);
         text.clear();
@@ -110,10 +122,11 @@ int cmd_scan(int argc, char** argv) {
     out.write(text);
     out.commit();
     if (!quiet) {
-      std::printf("%zu files: %llu probed, %llu failed%s; wrote %s\n", paths.size(),
+      std::printf("%zu files: %llu probed, %llu failed%s%s; wrote %s\n", paths.size(),
                   static_cast<unsigned long long>(paths.size() - failed),
                   static_cast<unsigned long long>(failed),
                   failed > 0 && a.has("skip-failed") ? " (left out)" : "",
+                  warned > 0 ? (", " + std::to_string(warned) + " with a warning").c_str() : "",
                   one_line(a.value("out")).c_str());
       std::fflush(stdout);
     }

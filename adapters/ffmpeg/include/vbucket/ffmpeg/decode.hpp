@@ -2,7 +2,9 @@
 /// Decoding a clip into a caller's buffer: frames start, start + interval, ... (count N, by
 /// presentation order, so variable-frame-rate files work), resized and center-cropped to H x W
 /// with Open-Sora's geometry (scale so H x W is covered, keeping the aspect ratio, then crop
-/// the middle), honouring the display rotation, as RGB24 bytes in THWC or CTHW order.
+/// the middle), honouring the display rotation, as RGB24 bytes in THWC or CTHW order. The
+/// aspect ratio is the display one: anamorphic video (a sample aspect ratio other than 1:1) is
+/// stretched to its display shape in the same scaling pass, as players and ffmpeg show it.
 ///
 /// How: frame indices are mapped to timestamps by demuxing (not decoding) the stream up to the
 /// last wanted frame; in MP4/MOV, whose sample table lists every packet, demuxing starts at a
@@ -137,6 +139,8 @@ struct clip_info {
   std::int64_t frames_padded = 0;     ///< slots filled by repeating the last frame
   std::int64_t source_height = 0;     ///< display size of the (last converted) frame
   std::int64_t source_width = 0;
+  int sar_num = 1;  ///< sample aspect ratio applied to the (last converted) frame
+  int sar_den = 1;
   int rotation = 0;                ///< clockwise display rotation that was applied
   bool seeked = false;             ///< decoding started at a keyframe found by seeking
   bool presentation_index = true;  ///< false: the stream has no timestamps; output order used
@@ -188,14 +192,21 @@ inline int sws_flags_of(resize_filter f) noexcept {
 /// Converts decoded frames into slots of the output buffer.
 class frame_writer {
  public:
-  frame_writer(const clip_request& req, std::span<std::uint8_t> out, int rotation)
-      : req_(req), out_(out), rotation_(rotation) {}
+  /// `container_sar`: the stream's (AVStream::sample_aspect_ratio; 0/1 when the container
+  /// records none, and then each frame's own is used, as ffmpeg does).
+  frame_writer(const clip_request& req, std::span<std::uint8_t> out, int rotation,
+               AVRational container_sar)
+      : req_(req), out_(out), rotation_(rotation), container_sar_(container_sar) {}
 
   void write(const std::string& name, const AVFrame* f, std::int64_t slot, clip_info& info) {
     check_size(name, f->height, f->width, req_.limits);
+    // The display shape: the stored width stretched by the sample aspect ratio, then rotated.
+    // Scaling the stored frame straight to the covering size of that shape applies both.
+    const AVRational sar = usable_sar(stream_sar(container_sar_, f->sample_aspect_ratio));
+    const std::int64_t shown_width = display_width(f->width, sar);
     const bool swap = rotation_ == 90 || rotation_ == 270;
-    const std::int64_t dh = swap ? f->width : f->height;
-    const std::int64_t dw = swap ? f->height : f->width;
+    const std::int64_t dh = swap ? shown_width : f->height;
+    const std::int64_t dw = swap ? f->height : shown_width;
     const resize_crop g = resize_crop_geometry(dh, dw, req_.height, req_.width);
     if (g.scaled_height > 4 * req_.limits.max_side || g.scaled_width > 4 * req_.limits.max_side)
       fail(name, "frame " + std::to_string(f->width) + "x" + std::to_string(f->height) +
@@ -287,6 +298,8 @@ class frame_writer {
     if (!direct) copy_crop(dst[0], dst_stride[0], cw, ch, g, s);
     info.source_height = dh;
     info.source_width = dw;
+    info.sar_num = sar.num;
+    info.sar_den = sar.den;
     ++info.frames_converted;
   }
 
@@ -362,6 +375,7 @@ class frame_writer {
   const clip_request& req_;
   std::span<std::uint8_t> out_;
   int rotation_ = 0;
+  AVRational container_sar_{0, 1};
   sws_ptr sws_;
   av_buffer_ptr scratch_;
   std::size_t scratch_size_ = 0;
@@ -378,12 +392,15 @@ struct decode_session {
       : in(std::make_unique<input>(src, req.limits)) {
     AVFormatContext* fmt = in->format();
     bool need_info = is_image_format(fmt);
+    if (!need_info) check_media_data(*in);
     for (unsigned i = 0; i < fmt->nb_streams; ++i) {
       const AVCodecParameters* par = fmt->streams[i]->codecpar;
       if (par->codec_type == AVMEDIA_TYPE_VIDEO && (par->width <= 0 || par->height <= 0))
         need_info = true;
     }
     if (fmt->nb_streams == 0) need_info = true;
+    // Several video streams: the choice weighs what the packets show, as in probe.
+    if (in->video_candidates() > 1) need_info = true;
     if (need_info) in->find_stream_info();
     index = in->video_stream();
     stream = fmt->streams[index];
@@ -560,8 +577,10 @@ inline std::optional<indexed_timestamps> indexed_pts(decode_session& s, std::int
     const AVIndexEntry* ie = e < entries ? avformat_index_get_entry(st, e) : nullptr;
     const bool discard = (pkt->flags & AV_PKT_FLAG_DISCARD) != 0;
     const std::int64_t p = pkt->pts, dts = pkt->dts, pos = pkt->pos;
+    const int size = pkt->size;
     av_packet_unref(pkt.get());
-    if (ie == nullptr || pos != ie->pos || dts != ie->timestamp ||
+    // A packet cut short by the end of the file: the plain scan leaves it out.
+    if (ie == nullptr || pos != ie->pos || dts != ie->timestamp || size != ie->size ||
         discard != ((ie->flags & AVINDEX_DISCARD_FRAME) != 0))
       return std::nullopt;
     if (discard) continue;
@@ -588,7 +607,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   clip_info info;
   auto s = std::make_unique<decode_session>(src, req);
   info.rotation = display_rotation(s->stream);
-  frame_writer writer(req, out, info.rotation);
+  frame_writer writer(req, out, info.rotation, s->stream->sample_aspect_ratio);
   // A copy: `s` is replaced when decoding restarts from the start (a reference into it would
   // dangle; fuzz_decode found that).
   const std::string name = src.name;
@@ -614,10 +633,14 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   }
   if (timestamps && !info.indexed) {
     packet_ptr pkt = make_packet();
+    const bool mov = is_mov(s->in->format());
     for (;;) {
       if (static_cast<std::int64_t>(pts.size()) > last + reorder_margin) break;
       if (!next_packet(*s, pkt.get())) break;  // the whole stream is in `pts`
-      const bool discard = (pkt->flags & AV_PKT_FLAG_DISCARD) != 0;
+      // Not frames: samples before the edit list's start, and (MP4) a sample the end of the
+      // file cuts (probe counts neither).
+      const bool discard =
+          (pkt->flags & AV_PKT_FLAG_DISCARD) != 0 || (mov && cut_short(s->stream, pkt.get()));
       const std::int64_t p = pkt->pts;
       av_packet_unref(pkt.get());
       if (discard) continue;

@@ -16,6 +16,7 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <vector>       // std::vector
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -26,6 +27,7 @@ extern "C" {
 #include <libavutil/log.h>
 #include <libavutil/mem.h>
 #include <libavutil/pixdesc.h>
+#include <libavutil/rational.h>
 #include <libswscale/swscale.h>
 }
 
@@ -222,24 +224,48 @@ class input {
     }
   }
 
-  /// The index of the video stream to use: the default-disposition video stream if there is
-  /// one, else the first; cover art (attached pictures) does not count. Throws if none.
-  [[nodiscard]] int video_stream() const {
-    int first = -1;
+  /// The video streams that can be chosen: cover art (attached pictures) does not count.
+  [[nodiscard]] int video_candidates() const noexcept {
+    int n = 0;
     for (unsigned i = 0; i < format()->nb_streams; ++i) {
       const AVStream* st = format()->streams[i];
-      if (st->codecpar->codec_type != AVMEDIA_TYPE_VIDEO) continue;
-      if ((st->disposition & AV_DISPOSITION_ATTACHED_PIC) != 0) continue;
-      if ((st->disposition & AV_DISPOSITION_DEFAULT) != 0) return static_cast<int>(i);
-      if (first < 0) first = static_cast<int>(i);
+      n += st->codecpar->codec_type == AVMEDIA_TYPE_VIDEO &&
+           (st->disposition & AV_DISPOSITION_ATTACHED_PIC) == 0;
     }
-    if (first < 0) {
+    return n;
+  }
+
+  /// The index of the video stream to use: FFmpeg's own choice, `av_find_best_stream` (what
+  /// players built on libavformat show: a stream not marked for the hearing or visually
+  /// impaired, then the default disposition, then the most frames seen while probing, then the
+  /// highest bit rate, then the first), among the streams that are not cover art. Callers run
+  /// `find_stream_info` first when there is more than one candidate, so that probe and decode
+  /// see the same frame counts and choose the same stream. Throws if there is none.
+  [[nodiscard]] int video_stream() const {
+    if (video_candidates() == 0) {
       bool audio = false;
       for (unsigned i = 0; i < format()->nb_streams; ++i)
         audio = audio || format()->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO;
       fail(name_, audio ? "no video stream (audio only)" : "no video stream");
     }
-    return first;
+    // av_find_best_stream has no notion of cover art: it is hidden from it for the call (our
+    // own context, restored before anything else reads it).
+    AVFormatContext* fmt = format();
+    std::vector<AVCodecParameters*> hidden;
+    hidden.reserve(fmt->nb_streams);  // no allocation (and no throw) while streams are hidden
+    for (unsigned i = 0; i < fmt->nb_streams; ++i) {
+      AVCodecParameters* par = fmt->streams[i]->codecpar;
+      if ((fmt->streams[i]->disposition & AV_DISPOSITION_ATTACHED_PIC) != 0 &&
+          par->codec_type == AVMEDIA_TYPE_VIDEO) {
+        hidden.push_back(par);
+        par->codec_type = AVMEDIA_TYPE_UNKNOWN;
+      }
+    }
+    const int best = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    for (AVCodecParameters* par : hidden) par->codec_type = AVMEDIA_TYPE_VIDEO;
+    if (best < 0 || static_cast<unsigned>(best) >= fmt->nb_streams)
+      fail(name_, "no video stream: " + av_error_text(best));
+    return best;
   }
 
   /// Drops every packet of the other streams in the demuxer.
@@ -295,6 +321,56 @@ inline int display_rotation(const AVStream* st) noexcept {
   long quarter = std::lround(-ccw / 90.0) % 4;
   if (quarter < 0) quarter += 4;
   return static_cast<int>(quarter * 90);
+}
+
+/// The largest stretch a sample aspect ratio may ask for (either way); beyond it the ratio is
+/// taken for damage and ignored (real ones are from about 1:2 to 2:1).
+inline constexpr int max_sar_stretch = 8;
+
+/// `sar` reduced, when it can be applied: positive, from 1:8 to 8:1. Else 1:1 (unknown: 0/1,
+/// FFmpeg's "undefined"; or implausible).
+inline AVRational usable_sar(AVRational sar) noexcept {
+  if (sar.num <= 0 || sar.den <= 0) return {1, 1};
+  if (static_cast<std::int64_t>(sar.num) > std::int64_t{max_sar_stretch} * sar.den ||
+      static_cast<std::int64_t>(sar.den) > std::int64_t{max_sar_stretch} * sar.num)
+    return {1, 1};
+  AVRational r{1, 1};
+  av_reduce(&r.num, &r.den, sar.num, sar.den, std::int64_t{1} << 30);
+  return r;
+}
+
+/// The sample aspect ratio as FFmpeg's own tools take it (av_guess_sample_aspect_ratio): the
+/// container's (AVStream's: MP4 `pasp`, Matroska display size, ...) when it records one, else
+/// `decoder`'s (the frame's, or the codec parameters' that avformat_find_stream_info filled in).
+/// Raw: check with usable_sar.
+inline AVRational stream_sar(AVRational container, AVRational decoder) noexcept {
+  return container.num > 0 && container.den > 0 ? container : decoder;
+}
+
+/// The width a `width`-pixel row is shown at under sample aspect ratio `sar` (usable_sar'd):
+/// width · sar rounded to the nearest integer (halves up), at least 1. The height is kept, as
+/// players (and ffmpeg's `scale=iw*sar:ih`) do.
+inline std::int64_t display_width(std::int64_t width, AVRational sar) noexcept {
+  if (sar.num == sar.den) return width;
+  const std::int64_t w = (2 * width * sar.num + sar.den) / (2 * static_cast<std::int64_t>(sar.den));
+  return std::max<std::int64_t>(1, w);
+}
+
+/// True for the MP4/MOV demuxer, whose index is the sample table (edit lists applied: samples
+/// before the edit are marked AVINDEX_DISCARD_FRAME, their packets AV_PKT_FLAG_DISCARD).
+inline bool is_mov(const AVFormatContext* fmt) noexcept {
+  return fmt->iformat != nullptr && fmt->iformat->name != nullptr &&
+         std::string_view(fmt->iformat->name).substr(0, 4) == "mov,";
+}
+
+/// MP4/MOV: true when `pkt` holds less than its sample table entry (the file ends inside the
+/// sample: the demuxer returns what is there, unflagged). Such a packet is not a frame.
+inline bool cut_short(AVStream* st, const AVPacket* pkt) noexcept {
+  if (pkt->dts == AV_NOPTS_VALUE) return false;
+  const int e = av_index_search_timestamp(st, pkt->dts, AVSEEK_FLAG_ANY | AVSEEK_FLAG_BACKWARD);
+  if (e < 0) return false;
+  const AVIndexEntry* ie = avformat_index_get_entry(st, e);
+  return ie != nullptr && ie->timestamp == pkt->dts && ie->pos == pkt->pos && pkt->size < ie->size;
 }
 
 /// An opened decoder for one stream.
