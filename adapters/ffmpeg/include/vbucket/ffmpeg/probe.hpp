@@ -201,9 +201,8 @@ inline std::optional<table_count> mov_table_count(input& in, AVStream* st, bool 
     if (ie == nullptr || ie->size < 8 || ie->pos < 0 ||
         (file_size >= 0 && ie->pos > file_size - ie->size))
       continue;
-    if (avio_seek(fmt->pb, ie->pos, SEEK_SET) < 0) continue;
     std::uint8_t head[8] = {};
-    if (avio_read(fmt->pb, head, sizeof head) != static_cast<int>(sizeof head)) continue;
+    if (!in.peek(ie->pos, head)) continue;
     bool zero = true;
     for (std::uint8_t b : head) zero = zero && b == 0;
     t.zeroed = zero;

@@ -18,6 +18,12 @@
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector
 
+#if __has_include(<unistd.h>) && __has_include(<fcntl.h>)
+#include <fcntl.h>   // open, posix_fadvise
+#include <unistd.h>  // pread, close
+#define VBUCKET_FFMPEG_PREAD 1
+#endif
+
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
@@ -170,6 +176,7 @@ class input {
     raw->interrupt_callback.opaque = this;
     AVDictionary* options = nullptr;
     std::string url;
+    in_memory_ = src.in_memory;
     if (src.in_memory) {
       reader_.data = src.memory.data();
       reader_.size = static_cast<std::int64_t>(src.memory.size());
@@ -208,6 +215,42 @@ class input {
   }
   input(const input&) = delete;
   input& operator=(const input&) = delete;
+  ~input() {
+#ifdef VBUCKET_FFMPEG_PREAD
+    if (peek_fd_ >= 0) ::close(peek_fd_);
+#endif
+  }
+
+  /// Reads `out.size()` bytes at byte `pos` of the input without moving the demuxer, and
+  /// without reading a buffer's worth around them as the demuxer's AVIOContext would (a scan
+  /// peeks at a few spots of every file). False if they cannot all be read.
+  [[nodiscard]] bool peek(std::int64_t pos, std::span<std::uint8_t> out) {
+    const auto n = static_cast<std::int64_t>(out.size());
+    if (pos < 0) return false;
+    if (in_memory_) {
+      if (pos > reader_.size - n) return false;
+      std::memcpy(out.data(), reader_.data + pos, out.size());
+      return true;
+    }
+#ifdef VBUCKET_FFMPEG_PREAD
+    if (peek_fd_ == -1) {
+      peek_fd_ = ::open(name_.c_str(), O_RDONLY | O_CLOEXEC);
+      if (peek_fd_ < 0) {
+        peek_fd_ = -2;  // tried
+      } else {
+        (void)::posix_fadvise(peek_fd_, 0, 0, POSIX_FADV_RANDOM);  // no read-ahead
+      }
+    }
+    if (peek_fd_ >= 0) {
+      const ssize_t got = ::pread(peek_fd_, out.data(), out.size(), static_cast<off_t>(pos));
+      return got == static_cast<ssize_t>(out.size());
+    }
+#endif
+    // Without pread: through the demuxer's AVIOContext (the demuxers seek before each read).
+    AVIOContext* pb = format()->pb;
+    if (pb == nullptr || avio_seek(pb, pos, SEEK_SET) < 0) return false;
+    return avio_read(pb, out.data(), static_cast<int>(out.size())) == static_cast<int>(n);
+  }
 
   [[nodiscard]] AVFormatContext* format() const noexcept { return format_.get(); }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
@@ -281,6 +324,8 @@ class input {
 
   std::string name_;
   std::chrono::steady_clock::time_point deadline_;
+  bool in_memory_ = false;
+  int peek_fd_ = -1;  // a second descriptor for peek(); -2: could not be opened
   memory_reader reader_;
   avio_ptr avio_;  // destroyed after format_ (members are destroyed in reverse order)
   format_ptr format_;
