@@ -7,6 +7,7 @@
 #include <cstddef>  // std::size_t
 #include <cstdint>  // std::uint8_t
 #include <span>     // std::span
+#include <string>   // std::string::npos
 
 #include "fuzz_common.hpp"
 #include "fuzz_ffmpeg_common.hpp"
@@ -27,8 +28,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   VBUCKET_FUZZ_CHECK(i.coded_width >= 1 && i.coded_width <= opt.limits.max_side);
   VBUCKET_FUZZ_CHECK(i.coded_height * i.coded_width <= opt.limits.max_pixels);
   VBUCKET_FUZZ_CHECK(i.rotation == 0 || i.rotation == 90 || i.rotation == 180 || i.rotation == 270);
+  // Display size: the stored width stretched by a sample aspect ratio from 1:8 to 8:1, rotated.
+  VBUCKET_FUZZ_CHECK(i.sar_num >= 1 && i.sar_den >= 1 && i.sar_num <= 8 * i.sar_den &&
+                     i.sar_den <= 8 * i.sar_num);
+  const std::int64_t shown_width =
+      vbucket::ffmpeg::detail::display_width(i.coded_width, AVRational{i.sar_num, i.sar_den});
   const bool swap = i.rotation == 90 || i.rotation == 270;
-  VBUCKET_FUZZ_CHECK(i.height == (swap ? i.coded_width : i.coded_height));
+  VBUCKET_FUZZ_CHECK(i.height == (swap ? shown_width : i.coded_height));
+  VBUCKET_FUZZ_CHECK(i.width == (swap ? i.coded_height : shown_width));
+  VBUCKET_FUZZ_CHECK(i.warning.find('\n') == std::string::npos);
   VBUCKET_FUZZ_CHECK(std::isnan(i.fps) || (i.fps > 0 && std::isfinite(i.fps)));
   VBUCKET_FUZZ_CHECK(!i.codec.empty());
   return 0;
