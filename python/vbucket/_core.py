@@ -146,8 +146,8 @@ def _numeric(col, name: str) -> np.ndarray:
     already one)."""
     if hasattr(col, "dtype") and hasattr(col, "to_numpy") and not isinstance(col, np.ndarray):
         dtype = col.dtype
-        if getattr(dtype, "kind", "O") in "iuf" and not getattr(col, "hasnans", False):
-            arr = col.to_numpy()
+        if isinstance(dtype, np.dtype) and dtype.kind in "iuf":
+            arr = col.to_numpy()  # a view of the column
         else:
             # pandas extension dtypes (nullable Int64, Float64): NA as NaN
             try:
