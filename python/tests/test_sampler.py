@@ -1,0 +1,281 @@
+"""VariableVideoBatchSampler: a DataLoader epoch with Open-Sora's string parsing, state_dict
+round trips (mid-epoch, another world size, a new process), refused states, bad arguments,
+and lifetime (the sampler outlives its DataFrame)."""
+
+from __future__ import annotations
+
+import collections
+import gc
+import json
+import subprocess
+import sys
+import weakref
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import vbucket
+from conftest import CONFIG_360P, CONFIG_V2, ROOT, SAMPLE_META
+
+torch = pytest.importorskip("torch", reason="the sampler's DataLoader tests need torch")
+
+
+class OpenSoraLikeDataset(torch.utils.data.Dataset):
+    """Parses "index-T-H-W" as Open-Sora's VariableVideoTextDataset.__getitem__ does."""
+
+    def __init__(self, data: pd.DataFrame):
+        self.data = data
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, index):
+        index, num_frames, height, width = [int(val) for val in index.split("-")]
+        row = self.data.iloc[index]
+        return {"index": index, "shape": torch.tensor([num_frames, height, width]),
+                "source_frames": int(row["num_frames"])}
+
+
+def _sampler(data=SAMPLE_META, **kw):
+    kw.setdefault("seed", 3)
+    return vbucket.VariableVideoBatchSampler(data, CONFIG_V2, **kw)
+
+
+def test_is_a_torch_sampler_with_opensoras_shape(sample_df):
+    s = vbucket.VariableVideoBatchSampler(OpenSoraLikeDataset(sample_df), CONFIG_V2, 1, 0, True,
+                                          3, False)
+    assert isinstance(s, torch.utils.data.Sampler)
+    assert s.num_replicas == 1 and s.rank == 0 and s.seed == 3
+    assert len(s) == s.get_num_batch() > 0
+
+
+def test_dataloader_epoch_with_two_workers(sample_df):
+    ds = OpenSoraLikeDataset(sample_df)
+    s = vbucket.VariableVideoBatchSampler(ds, CONFIG_V2, num_replicas=1, rank=0, seed=3)
+    loader = torch.utils.data.DataLoader(ds, batch_sampler=s, num_workers=2)
+    assert len(loader) == len(s)
+    seen = collections.Counter()
+    steps = 0
+    for batch in loader:
+        steps += 1
+        shapes = batch["shape"]
+        assert (shapes == shapes[0]).all()  # one bucket shape per batch
+        t, h, w = shapes[0].tolist()
+        assert t <= int(batch["source_frames"].min()) or t == 1
+        seen.update(batch["index"].tolist())
+    assert steps == len(s)
+    st = vbucket.stats(SAMPLE_META, CONFIG_V2, seed=3, rng="numpy")
+    # every assigned sample exactly once, apart from the counted pads
+    assert len(seen) == st.attrs["total"]["samples"]
+    assert sum(seen.values()) == st.attrs["total"]["slots"]
+    assert sum(c - 1 for c in seen.values()) == st.attrs["total"]["pads"]
+
+
+def test_epochs_differ_and_repeat(sample_df):
+    s = _sampler(sample_df, output="indices")
+    s.set_epoch(0)
+    e0 = list(s)
+    assert list(s) == e0  # iterating again without set_epoch replays the epoch
+    s.set_epoch(1)
+    e1 = list(s)
+    assert e1 != e0 and sorted(map(tuple, e1)) != sorted(map(tuple, e0))
+
+
+def test_state_dict_mid_epoch_resumes_exactly():
+    s = _sampler(output="indices")
+    s.set_epoch(2)
+    full = list(s)
+    s.set_epoch(2)
+    it = iter(s)
+    first = [next(it) for _ in range(7)]
+    state = s.state_dict()
+    assert json.loads(json.dumps(state)) == state  # JSON-serialisable as is
+    assert state["consumed_batches"] == 7 and state["epoch"] == 2
+    r = _sampler(output="indices")  # a fresh sampler at epoch 0: the state moves it
+    r.load_state_dict(state)
+    assert r.epoch == 2 and len(r) == len(full) - 7
+    assert first + list(r) == full
+    # Open-Sora's call: state_dict(num_steps) is the state after num_steps of the epoch
+    assert s.state_dict(7)["state"] == state["state"]
+
+
+def test_state_under_another_world_size_covers_the_rest_exactly_once():
+    world_a, world_b, done_steps = 2, 3, 5
+    samplers = [_sampler(num_replicas=world_a, rank=r, output="indices") for r in range(world_a)]
+    whole = _sampler(num_replicas=1, rank=0, output="indices")
+    global_seq = list(whole)  # the global batch sequence (world 1)
+    trained = []
+    states = []
+    for s in samplers:
+        it = iter(s)
+        trained.append([next(it) for _ in range(done_steps)])
+        states.append(s.state_dict())
+    assert states[0]["state"] == states[1]["state"]  # any rank's state restores every rank
+    rest = []
+    for r in range(world_b):
+        s = _sampler(num_replicas=world_b, rank=r, output="indices")
+        s.load_state_dict(states[r % world_a])
+        rest.append(list(s))
+    consumed = done_steps * world_a
+    # the global batches consumed + the rest dealt round robin = the whole sequence, each once;
+    # the last step is completed with repeats of whole batches (counted, at the end)
+    interleaved = [rest[r][k] for k in range(len(rest[0])) for r in range(world_b)]
+    remaining = global_seq[consumed:]
+    assert interleaved[: len(remaining)] == remaining
+    repeats = interleaved[len(remaining):]
+    assert len(repeats) < world_b and all(b in global_seq for b in repeats)
+    done = [trained[r][k] for k in range(done_steps) for r in range(world_a)]
+    assert done == global_seq[:consumed]
+
+
+def test_state_in_a_new_process(tmp_path):
+    s = _sampler(output="indices")
+    s.set_epoch(1)
+    it = iter(s)
+    for _ in range(4):
+        next(it)
+    (tmp_path / "state.json").write_text(json.dumps(s.state_dict()))
+    expected = list(it)
+    code = f"""
+import json, vbucket
+s = vbucket.VariableVideoBatchSampler({str(SAMPLE_META)!r}, {str(CONFIG_V2)!r}, seed=3,
+                                      output="indices")
+s.load_state_dict(json.load(open({str(tmp_path / 'state.json')!r})))
+print(json.dumps(list(s)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == expected
+
+
+def test_state_of_another_plan_is_refused(tmp_path):
+    s = _sampler()
+    next(iter(s))
+    state = s.state_dict()
+    with pytest.raises(ValueError, match="seed"):
+        _sampler(seed=4).load_state_dict(state)
+    with pytest.raises(ValueError, match="fingerprint"):  # another config, same seed and epoch
+        vbucket.VariableVideoBatchSampler(SAMPLE_META, CONFIG_360P, seed=3).load_state_dict(state)
+    with pytest.raises(ValueError, match="fingerprint"):  # another rng mode
+        _sampler(rng="fast").load_state_dict(state)
+    with pytest.raises(ValueError, match="balance"):
+        _sampler(balance=True).load_state_dict(dict(state, fingerprint=None))
+    with pytest.raises(ValueError, match="plan state"):
+        _sampler().load_state_dict(dict(state, state="garbage"))
+    with pytest.raises(TypeError):
+        _sampler().load_state_dict("vbucket-plan seed=3 epoch=0 consumed=1")
+
+
+def test_opensora_state_dict_form():
+    s = _sampler(num_replicas=2, rank=1, output="indices")
+    full = list(s)
+    r = _sampler(num_replicas=2, rank=1, output="indices")
+    r.load_state_dict({"seed": 3, "epoch": 0, "last_micro_batch_access_index": 6})
+    assert list(r) == full[3:]
+
+
+def test_big_numpy_seed():
+    seed = 2**64 + 5
+    s = _sampler(seed=seed, output="indices")
+    batches = list(s)
+    assert batches and s.state_dict()["seed"] == seed
+    with pytest.raises(ValueError, match="64 bits"):
+        _sampler(seed=seed, rng="fast")
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,pattern",
+    [
+        (dict(rule="opensora-v3"), ValueError, "unknown rule"),
+        (dict(rng="mt19937"), ValueError, "unknown random mode"),
+        (dict(policy="keep"), ValueError, "unknown policy"),
+        (dict(output="tensors"), ValueError, "output"),
+        (dict(shuffle=False), ValueError, "shuffle=False"),
+        (dict(seed=-1), ValueError, "non-negative"),
+        (dict(seed="3"), TypeError, "seed"),
+        (dict(num_replicas=2, rank=2), ValueError, "rank 2 is not below the world size 2"),
+        (dict(num_replicas=0, rank=0), ValueError, "num_replicas"),
+        (dict(fps_max=0), ValueError, "fps_max"),
+        (dict(balance=-2), ValueError, "balance"),
+    ],
+)
+def test_bad_arguments(kwargs, error, pattern):
+    with pytest.raises(error, match=pattern):
+        _sampler(**kwargs)
+
+
+def test_bad_epoch():
+    s = _sampler()
+    with pytest.raises(ValueError):
+        s.set_epoch(-1)
+    with pytest.raises(TypeError):
+        s.set_epoch("1")
+
+
+def test_sampler_outlives_its_dataframe():
+    df = pd.read_csv(SAMPLE_META)
+    ref = weakref.ref(df)
+    s = _sampler(df, output="indices")
+    expected = list(_sampler(output="indices"))
+    df["height"] = 1  # the sampler read its own table at construction
+    df["num_frames"].to_numpy()[:] = 1
+    assert list(s) == expected
+    s.dataset = None  # the only Python reference besides `df` (Open-Sora keeps it too)
+    del df
+    gc.collect()
+    assert ref() is None  # the DataFrame is gone; the sampler owns its table
+    s.set_epoch(0)
+    assert list(s) == expected
+
+
+def test_iterator_outlives_its_sampler():
+    s = _sampler(output="indices")
+    expected = list(_sampler(output="indices"))
+    it = iter(s)
+    first = next(it)
+    del s
+    gc.collect()
+    assert [first, *it] == expected
+
+
+def test_verify_same_plan_without_a_process_group():
+    s = _sampler()
+    assert s.verify_same_plan() == s.fingerprint()
+    assert s.fingerprint().startswith("0x") and len(s.fingerprint()) == 18
+
+
+def _verify_worker(rank, world, port, seeds, results):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    try:
+        s = vbucket.VariableVideoBatchSampler(str(SAMPLE_META), str(CONFIG_V2), seed=seeds[rank])
+        assert s.num_replicas == world and s.rank == rank  # from torch.distributed
+        try:
+            results[rank] = ("ok", s.verify_same_plan())
+        except RuntimeError as e:
+            results[rank] = ("error", str(e))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("seeds,agree", [((3, 3, 3), True), ((3, 3, 4), False)])
+def test_verify_same_plan_all_gathers(seeds, agree):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    manager = mp.Manager()
+    results = manager.dict()
+    mp.spawn(_verify_worker, args=(3, port, seeds, results), nprocs=3, join=True)
+    kinds = {results[r][0] for r in range(3)}
+    if agree:
+        assert kinds == {"ok"} and len({results[r][1] for r in range(3)}) == 1
+    else:
+        assert kinds == {"error"}
+        assert all("rank 2 has" in results[r][1] and "rank 1 has" not in results[r][1]
+                   for r in range(3))
