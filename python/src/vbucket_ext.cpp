@@ -218,9 +218,9 @@ void with_dtype(const column& a, const char* name, F&& f) {
   if (t == nb::dtype<std::uint8_t>()) return f(static_cast<const std::uint8_t*>(nullptr));
   if (t == nb::dtype<double>()) return f(static_cast<const double*>(nullptr));
   if (t == nb::dtype<float>()) return f(static_cast<const float*>(nullptr));
-  throw nb::type_error((std::string("column \"") + name +
-                        "\" must hold integers or floats (a numeric numpy dtype)")
-                           .c_str());
+  throw nb::type_error(
+      (std::string("column \"") + name + "\" must hold integers or floats (a numeric numpy dtype)")
+          .c_str());
 }
 
 /// Reads column `a` element by element (any stride) into `out` through `read(i, value)`.
@@ -255,8 +255,9 @@ py_meta meta_from_arrays(const column& num_frames, const column& height, const c
   const std::size_t n = num_frames.shape(0);
   if (height.shape(0) != n || width.shape(0) != n || fps.shape(0) != n ||
       (invalid && invalid->shape(0) != n))
-    throw vbucket::error(where + ": columns num_frames, height, width and fps have different "
-                                 "lengths (" +
+    throw vbucket::error(where +
+                         ": columns num_frames, height, width and fps have different "
+                         "lengths (" +
                          std::to_string(n) + ", " + std::to_string(height.shape(0)) + ", " +
                          std::to_string(width.shape(0)) + ", " + std::to_string(fps.shape(0)) +
                          ")");
@@ -266,7 +267,8 @@ py_meta meta_from_arrays(const column& num_frames, const column& height, const c
       throw nb::type_error("the invalid-row mask must be a boolean array");
     mask.resize(n);
     const auto* m = static_cast<const bool*>(invalid->data());
-    for (std::size_t i = 0; i < n; ++i) mask[i] = m[static_cast<std::int64_t>(i) * invalid->stride(0)];
+    for (std::size_t i = 0; i < n; ++i)
+      mask[i] = m[static_cast<std::int64_t>(i) * invalid->stride(0)];
   }
   auto t = std::make_shared<meta_table>();
   {
@@ -278,8 +280,7 @@ py_meta meta_from_arrays(const column& num_frames, const column& height, const c
                 size_reader{where, "height", vbucket::detail::max_side});
     read_column(width, "width", m, t->width, std::int64_t{0},
                 size_reader{where, "width", vbucket::detail::max_side});
-    read_column(fps, "fps", m, t->fps, std::numeric_limits<double>::quiet_NaN(),
-                fps_reader{where});
+    read_column(fps, "fps", m, t->fps, std::numeric_limits<double>::quiet_NaN(), fps_reader{where});
   }
   return {std::move(t)};
 }
@@ -340,7 +341,8 @@ class sampler_impl final : public sampler_base {
  public:
   sampler_impl(std::shared_ptr<const meta_table> meta, std::shared_ptr<const bucket_config> cfg,
                Rule rule, vbucket::sampler_options o, Sources sources)
-      : meta_(std::move(meta)), s_(*meta_, std::move(cfg), std::move(rule), o, std::move(sources)) {}
+      : meta_(std::move(meta)),
+        s_(*meta_, std::move(cfg), std::move(rule), o, std::move(sources)) {}
 
   void set_epoch(std::uint64_t e) override { s_.set_epoch(e); }
   std::uint64_t epoch() const override { return s_.epoch(); }
@@ -386,8 +388,8 @@ struct sampler_args {
 };
 
 template <class Rule>
-std::unique_ptr<sampler_base> make_sampler_for(const py_meta& meta, const py_config& cfg,
-                                               Rule rule, const sampler_args& a) {
+std::unique_ptr<sampler_base> make_sampler_for(const py_meta& meta, const py_config& cfg, Rule rule,
+                                               const sampler_args& a) {
   const rng_mode mode = parse_rng(a.rng);
   const big_seed seed = big_seed::parse(a.seed);
   vbucket::check_seed(mode, seed);
@@ -415,10 +417,10 @@ class py_sampler {
   py_sampler(const py_meta& meta, const py_config& cfg, const sampler_args& a) : config_(cfg) {
     const rule_kind rule = parse_rule(a.rule);
     if (rule != cfg.rule)
-      throw vbucket::error("the config was loaded for rule " +
-                           std::string(cfg.rule == rule_kind::opensora_v2 ? "opensora-v2"
-                                                                          : "opensora-v1.2") +
-                           ", the sampler's rule is " + a.rule);
+      throw vbucket::error(
+          "the config was loaded for rule " +
+          std::string(cfg.rule == rule_kind::opensora_v2 ? "opensora-v2" : "opensora-v1.2") +
+          ", the sampler's rule is " + a.rule);
     if (rule == rule_kind::opensora_v2) {
       s_ = make_sampler_for(meta, cfg, vbucket::opensora_v2_rule{a.fps_max}, a);
     } else {
@@ -608,13 +610,9 @@ nb::dict stats_dict(const py_sampler& s) {
 
 /// The bucket of every sample (`assign_epoch`, the seed convention `vbucket assign` uses):
 /// ids, or -1 for no bucket and -2 for invalid metadata.
-nb::ndarray<nb::numpy, bucket_id, nb::ndim<1>> assign_epoch(const py_meta& meta,
-                                                            const py_config& cfg,
-                                                            const std::string& rng,
-                                                            const std::string& seed,
-                                                            std::uint64_t epoch, double fps_max,
-                                                            std::int64_t frame_interval,
-                                                            unsigned threads) {
+nb::ndarray<nb::numpy, bucket_id, nb::ndim<1>> assign_epoch(
+    const py_meta& meta, const py_config& cfg, const std::string& rng, const std::string& seed,
+    std::uint64_t epoch, double fps_max, std::int64_t frame_interval, unsigned threads) {
   const rng_mode mode = parse_rng(rng);
   const big_seed s = big_seed::parse(seed);
   std::vector<bucket_id> ids;
@@ -667,8 +665,8 @@ NB_MODULE(_vbucket, m) {
       .def("buckets", &config_buckets);
 
   nb::class_<py_meta>(m, "Meta")
-      .def_static("from_arrays", &meta_from_arrays, "num_frames"_a, "height"_a, "width"_a,
-                  "fps"_a, "invalid"_a.none(), "where"_a)
+      .def_static("from_arrays", &meta_from_arrays, "num_frames"_a, "height"_a, "width"_a, "fps"_a,
+                  "invalid"_a.none(), "where"_a)
       .def_static("from_csv", &meta_from_csv, "path"_a)
       .def("__len__", [](const py_meta& m) { return m.table->size(); })
       .def("columns", &meta_columns);
@@ -694,8 +692,8 @@ NB_MODULE(_vbucket, m) {
       .def("at", &py_steps::at, "i"_a);
 
   nb::class_<py_sampler>(m, "Sampler")
-      .def(nb::init<const py_meta&, const py_config&, const sampler_args&>(), "meta"_a,
-           "config"_a, "args"_a)
+      .def(nb::init<const py_meta&, const py_config&, const sampler_args&>(), "meta"_a, "config"_a,
+           "args"_a)
       .def("set_epoch",
            [](py_sampler& s, std::uint64_t e) {
              s.locked([e](sampler_base& b) {
@@ -703,18 +701,24 @@ NB_MODULE(_vbucket, m) {
                return 0;
              });
            })
-      .def_prop_ro("epoch",
-                   [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.epoch(); }); })
-      .def_prop_ro("world", [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.world(); }); })
-      .def_prop_ro("rank", [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.rank(); }); })
-      .def("advance",
-           [](py_sampler& s, std::uint64_t steps) {
-             s.locked([steps](sampler_base& b) {
-               b.advance(steps);
-               return 0;
-             });
-           },
-           "steps"_a = 1)
+      .def_prop_ro(
+          "epoch",
+          [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.epoch(); }); })
+      .def_prop_ro(
+          "world",
+          [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.world(); }); })
+      .def_prop_ro(
+          "rank",
+          [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.rank(); }); })
+      .def(
+          "advance",
+          [](py_sampler& s, std::uint64_t steps) {
+            s.locked([steps](sampler_base& b) {
+              b.advance(steps);
+              return 0;
+            });
+          },
+          "steps"_a = 1)
       .def("state", &state_text)
       .def("load_state", &load_state_text, "state"_a, "fingerprint"_a.none())
       .def("steps",
@@ -745,9 +749,10 @@ NB_MODULE(_vbucket, m) {
   m.def("parse_state", &parse_state, "state"_a);
   m.def("assign_epoch", &assign_epoch, "meta"_a, "config"_a, "rng"_a, "seed"_a, "epoch"_a,
         "fps_max"_a, "frame_interval"_a, "threads"_a);
-  m.def("encode_opensora_index", [](std::uint64_t index, std::int64_t t, std::int64_t h, std::int64_t w) {
-    return vbucket::encode_opensora_index({index, t, h, w});
-  });
+  m.def("encode_opensora_index",
+        [](std::uint64_t index, std::int64_t t, std::int64_t h, std::int64_t w) {
+          return vbucket::encode_opensora_index({index, t, h, w});
+        });
   m.def("decode_opensora_index", [](const std::string& s) {
     const vbucket::indexed_sample x = vbucket::decode_opensora_index(s);
     return nb::make_tuple(x.index, x.frames, x.height, x.width);
