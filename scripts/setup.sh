@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what vbucket needs (Debian/Ubuntu), builds it in build/ (Ninja, Release) and runs the
-# main job: bucket assignment of the sample metadata with the 360p example config.
+# main job: bucket assignment of the sample metadata with the 360p example config; then installs
+# the Python package into .venv (python/setup_venv.sh) and prints the bucket table from Python.
 # Idempotent: apt is skipped when every package is already installed, and the build is
 # incremental.
 #
@@ -57,3 +58,9 @@ if [[ -x build/vbucket ]]; then
 else
   echo "setup: build/vbucket was not built (no tools/vbucket/*.cpp yet?); main job skipped"
 fi
+
+# The Python package in .venv (Debian's python3 with its torch, numpy and pandas), and the main
+# job's bucket table from Python: the same table `vbucket stats` prints.
+bash python/setup_venv.sh
+.venv/bin/python -m vbucket stats --config tests/data/config_360p_example.json \
+  --meta examples/data/sample_meta.csv --rule opensora-v2 --rng numpy --seed 42

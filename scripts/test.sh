@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: builds everything (tests, tools, examples, benchmarks; warnings as errors)
-# in build-debug/, runs ctest, then checks that vbucket can be consumed by other CMake projects.
+# in build-debug/, runs ctest, checks that vbucket can be consumed by other CMake projects, then
+# installs the Python package into .venv and runs its pytest suite (python/tests).
 #
 #   bash scripts/test.sh
 #   VBUCKET_BUILD_TYPE=RelWithDebInfo bash scripts/test.sh   # default: Debug (asserts on)
@@ -33,3 +34,8 @@ cmake -S . -B build-debug "${generator[@]}" -DCMAKE_BUILD_TYPE="${build_type}" \
 cmake --build build-debug --parallel "$(nproc)"
 ctest --test-dir build-debug --output-on-failure --no-tests=error --parallel "$(nproc)"
 bash tests/consumers/run.sh
+
+# The Python package: installed into .venv from this checkout, its pytest suite run against the
+# CLI just built (tests comparing with `vbucket plan`, `assign` and `stats` use it).
+bash python/setup_venv.sh
+VBUCKET_CLI="${PWD}/build-debug/vbucket" .venv/bin/python -m pytest -q python/tests

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Makes .venv (Debian's python3 with --system-site-packages, so Debian's python3-torch,
+# python3-numpy and python3-pandas are used) and installs the vbucket Python package into it
+# from this checkout. Installs the Debian packages it needs when missing. Idempotent: the venv
+# is kept, and the extension builds incrementally in build-py/.
+#
+#   bash python/setup_venv.sh        # scripts/setup.sh and scripts/test.sh call it
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Debian's interpreter, never a pyenv or conda python3 that lacks the Debian packages.
+python=/usr/bin/python3
+packages=(python3-venv python3-dev python3-numpy python3-pandas python3-torch
+  python3-pytest nlohmann-json3-dev libfmt-dev cmake ninja-build g++)
+
+if command -v dpkg-query >/dev/null 2>&1; then
+  missing=()
+  for pkg in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("${pkg}")
+    fi
+  done
+  if ((${#missing[@]} > 0)); then
+    echo "python: installing ${missing[*]}"
+    sudo=()
+    if [[ "$(id -u)" -ne 0 ]]; then
+      sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+elif [[ ! -x "${python}" ]]; then
+  python="$(command -v python3)"
+  echo "python: not Debian; using ${python} (needs numpy, pandas, torch, pytest)" >&2
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "python: creating .venv with ${python} --system-site-packages"
+  "${python}" -m venv --system-site-packages .venv
+fi
+pip=(.venv/bin/python -m pip --disable-pip-version-check)
+# The build backend (into the venv, not the system: Debian's pip refuses system installs), so
+# the package builds without an isolated environment and reuses build-py/ between runs.
+if ! .venv/bin/python -c "import scikit_build_core, nanobind" >/dev/null 2>&1; then
+  "${pip[@]}" install -q "scikit-build-core>=0.8" "nanobind>=2.0"
+fi
+# pyarrow is optional (parquet metadata); its tests skip without it. Debian's numpy is 1.x,
+# which pyarrow 17 and later refuse.
+if ! .venv/bin/python -c "import pyarrow" >/dev/null 2>&1; then
+  pyarrow="pyarrow"
+  if .venv/bin/python -c "import numpy, sys; sys.exit(int(numpy.__version__.split('.')[0]) >= 2)"; then
+    pyarrow="pyarrow<17"
+  fi
+  "${pip[@]}" install -q "${pyarrow}" || echo "python: pyarrow not installed (optional)" >&2
+fi
+"${pip[@]}" install -q --no-build-isolation .
+echo "python: vbucket $(.venv/bin/python -c 'import vbucket; print(vbucket.__version__)') installed in .venv"
