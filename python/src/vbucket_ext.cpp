@@ -694,13 +694,15 @@ NB_MODULE(_vbucket, m) {
   nb::class_<py_sampler>(m, "Sampler")
       .def(nb::init<const py_meta&, const py_config&, const sampler_args&>(), "meta"_a, "config"_a,
            "args"_a)
-      .def("set_epoch",
-           [](py_sampler& s, std::uint64_t e) {
-             s.locked([e](sampler_base& b) {
-               b.set_epoch(e);
-               return 0;
-             });
-           })
+      .def(
+          "set_epoch",
+          [](py_sampler& s, std::uint64_t e) {
+            s.locked([e](sampler_base& b) {
+              b.set_epoch(e);
+              return 0;
+            });
+          },
+          "epoch"_a)
       .def_prop_ro(
           "epoch",
           [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.epoch(); }); })
@@ -749,12 +751,17 @@ NB_MODULE(_vbucket, m) {
   m.def("parse_state", &parse_state, "state"_a);
   m.def("assign_epoch", &assign_epoch, "meta"_a, "config"_a, "rng"_a, "seed"_a, "epoch"_a,
         "fps_max"_a, "frame_interval"_a, "threads"_a);
-  m.def("encode_opensora_index",
-        [](std::uint64_t index, std::int64_t t, std::int64_t h, std::int64_t w) {
-          return vbucket::encode_opensora_index({index, t, h, w});
-        });
-  m.def("decode_opensora_index", [](const std::string& s) {
-    const vbucket::indexed_sample x = vbucket::decode_opensora_index(s);
-    return nb::make_tuple(x.index, x.frames, x.height, x.width);
-  });
+  m.def(
+      "encode_opensora_index",
+      [](std::uint64_t index, std::int64_t t, std::int64_t h, std::int64_t w) {
+        return vbucket::encode_opensora_index({index, t, h, w});
+      },
+      "index"_a, "frames"_a, "height"_a, "width"_a);
+  m.def(
+      "decode_opensora_index",
+      [](const std::string& s) {
+        const vbucket::indexed_sample x = vbucket::decode_opensora_index(s);
+        return nb::make_tuple(x.index, x.frames, x.height, x.width);
+      },
+      "s"_a);
 }

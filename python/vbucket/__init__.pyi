@@ -1,0 +1,104 @@
+"""Type stubs of the public API (the sampler is imported lazily at run time)."""
+
+import os
+from collections.abc import Mapping
+from typing import Any, Iterator, List, Literal, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+
+__version__: str
+
+PathLike = Union[str, os.PathLike[str]]
+Rule = Literal["opensora-v2", "opensora-v1.2"]
+Rng = Literal["fast", "numpy"]
+Policy = Literal["pad", "drop", "downgrade"]
+#: a DataFrame, a pyarrow Table, a dict of arrays, a .csv/.parquet path, or a dataset with .data
+Metadata = Any
+#: Open-Sora's dict ({"360p": {1: (0.5, 141)}}), a JSON path or a BucketConfig
+ConfigLike = Union[Mapping[str, Mapping[Union[int, str], Any]], PathLike, "BucketConfig"]
+
+class BucketConfig:
+    rule: str
+    def __init__(self, cfg: ConfigLike, *, rule: Rule = ...) -> None: ...
+    @property
+    def num_buckets(self) -> int: ...
+    def buckets(self, rule: Optional[Rule] = ...) -> pd.DataFrame: ...
+
+def read_meta(path: PathLike) -> pd.DataFrame: ...
+def assign(
+    meta: Metadata,
+    config: ConfigLike,
+    *,
+    seed: int = ...,
+    epoch: int = ...,
+    rule: Rule = ...,
+    rng: Rng = ...,
+    fps_max: float = ...,
+    frame_interval: int = ...,
+    threads: int = ...,
+    as_arrays: bool = ...,
+) -> Union[pd.DataFrame, np.ndarray]: ...
+def stats(
+    meta: Metadata,
+    config: ConfigLike,
+    *,
+    seed: int = ...,
+    epoch: int = ...,
+    world: int = ...,
+    rule: Rule = ...,
+    rng: Rng = ...,
+    policy: Policy = ...,
+    drop_last: bool = ...,
+    balance: Union[bool, int] = ...,
+    fps_max: float = ...,
+    frame_interval: int = ...,
+    threads: int = ...,
+) -> pd.DataFrame: ...
+def stats_table(meta: Metadata, config: ConfigLike, **kwargs: Any) -> str: ...
+def encode_opensora_index(index: int, frames: int, height: int, width: int) -> str: ...
+def decode_opensora_index(s: str) -> Tuple[int, int, int, int]: ...
+
+class VariableVideoBatchSampler:
+    dataset: Any
+    bucket_config: BucketConfig
+    num_replicas: int
+    rank: int
+    seed: int
+    drop_last: bool
+    rule: str
+    rng: str
+    policy: str
+    output: str
+    def __init__(
+        self,
+        dataset: Metadata,
+        bucket_config: ConfigLike,
+        num_replicas: Optional[int] = ...,
+        rank: Optional[int] = ...,
+        shuffle: bool = ...,
+        seed: int = ...,
+        drop_last: bool = ...,
+        *,
+        rule: Rule = ...,
+        rng: Rng = ...,
+        fps_max: float = ...,
+        frame_interval: int = ...,
+        policy: Policy = ...,
+        balance: Union[bool, int] = ...,
+        output: Literal["opensora", "indices"] = ...,
+        threads: int = ...,
+    ) -> None: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    @property
+    def epoch(self) -> int: ...
+    def __iter__(self) -> Iterator[List[Union[str, int]]]: ...
+    def __len__(self) -> int: ...
+    def get_num_batch(self) -> int: ...
+    def batches(self) -> List[Tuple[int, int, int, int, np.ndarray, bool]]: ...
+    def fingerprint(self) -> str: ...
+    def state_dict(self, num_steps: Optional[int] = ...) -> dict: ...
+    def load_state_dict(self, state_dict: dict) -> None: ...
+    def verify_same_plan(self, group: Any = ...) -> str: ...
+
+__all__: Sequence[str]
