@@ -334,6 +334,9 @@ TEST_CASE("ffmpeg: decoded pixels match the ffmpeg command (PSNR)") {
       check_against_reference(name, request(3, 4, 2, 72, 96));    // 4:3 target: crops the width
       check_against_reference(name, request(10, 3, 1, 90, 160));  // 16:9 target: little crop
     }
+    // Stretched, then rotated: 213x120 shown upright as 120x213.
+    if (exists("h264_180x120_sar32x27_rotate90.mp4"))
+      check_against_reference("h264_180x120_sar32x27_rotate90.mp4", request(5, 3, 3, 96, 64));
   }
   SUBCASE("png and jpeg images") {
     check_against_reference("image_100x60.png", request(0, 1, 1, 40, 40));
@@ -351,7 +354,8 @@ TEST_CASE("ffmpeg: anamorphic video probes and decodes at its display size") {
   for (const sar_case& c : {sar_case{"h264_180x120_sar32x27.mp4", 213, 120},
                             sar_case{"h264_180x120_sar32x27.mkv", 213, 120},
                             sar_case{"h264_180x120_container_aspect.mp4", 213, 120},
-                            sar_case{"mpeg2_192x128_aspect16x9.mpg", 228, 128}}) {
+                            sar_case{"mpeg2_192x128_aspect16x9.mpg", 228, 128},
+                            sar_case{"h264_180x120_sar32x27_rotate90.mp4", 120, 213}}) {
     if (!exists(c.name)) continue;
     CAPTURE(c.name);
     const auto info = ff::probe(media(c.name));
@@ -359,7 +363,7 @@ TEST_CASE("ffmpeg: anamorphic video probes and decodes at its display size") {
     CHECK(info->width == c.width);
     CHECK(info->height == c.height);
     CHECK((info->sar_num == 32 && info->sar_den == 27));
-    CHECK(info->coded_height == c.height);
+    CHECK(info->coded_height == std::min(c.height, c.width));
     auto req = request(0, 1, 1, 36, 64);
     std::vector<std::uint8_t> buf(ff::clip_bytes(req));
     const auto clip = ff::decode_clip(media(c.name), req, buf);

@@ -48,6 +48,7 @@ if have libx264; then
   # container (-aspect with -c copy: the stream says 1:1, the container wins, as in ffmpeg).
   ff -f lavfi -i "$(src 180 120 25 1),setsar=32/27" -c:v libx264 -preset veryfast -g 10 -pix_fmt yuv420p h264_180x120_sar32x27.mp4
   ff -f lavfi -i "$(src 180 120 25 1),setsar=32/27" -c:v libx264 -preset veryfast -g 10 -pix_fmt yuv420p h264_180x120_sar32x27.mkv
+  ff -i h264_180x120_sar32x27.mp4 -c copy -metadata:s:v:0 rotate=90 h264_180x120_sar32x27_rotate90.mp4
   ff -f lavfi -i "$(src 180 120 25 1)" -c:v libx264 -preset veryfast -g 10 -pix_fmt yuv420p square.tmp.mp4
   ff -i square.tmp.mp4 -c copy -aspect 16:9 h264_180x120_container_aspect.mp4
   rm -f square.tmp.mp4
