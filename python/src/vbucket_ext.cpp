@@ -722,6 +722,10 @@ NB_MODULE(_vbucket, m) {
           },
           "steps"_a = 1)
       .def("state", &state_text)
+      .def("consumed",
+           [](const py_sampler& s) {
+             return s.locked([](sampler_base& b) { return b.state().consumed; });
+           })
       .def("load_state", &load_state_text, "state"_a, "fingerprint"_a.none())
       .def("steps",
            [](const py_sampler& s) {

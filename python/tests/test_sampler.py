@@ -279,3 +279,25 @@ def test_verify_same_plan_all_gathers(seeds, agree):
         assert kinds == {"error"}
         assert all("rank 2 has" in results[r][1] and "rank 1 has" not in results[r][1]
                    for r in range(3))
+
+
+def test_opensora_2_constructor_and_attributes(sample_df, capsys):
+    ds = OpenSoraLikeDataset(sample_df)
+    ds.fps_max = 8  # Open-Sora 2.0's sampler reads fps_max from its dataset
+    s = vbucket.VariableVideoBatchSampler(ds, CONFIG_V2, num_replicas=1, rank=0, shuffle=True,
+                                          seed=3, drop_last=False, verbose=True,
+                                          num_bucket_build_workers=4, num_groups=1,
+                                          output="indices")
+    explicit = _sampler(fps_max=8, output="indices")
+    default = _sampler(output="indices")
+    assert s.fingerprint() == explicit.fingerprint() != default.fingerprint()
+    full = list(s)
+    assert "Buckets" in capsys.readouterr().out  # verbose: rank 0 prints the bucket table
+    s.set_step(5)
+    assert s.last_micro_batch_access_index == 5 and list(s) == full[5:]
+    s.last_micro_batch_access_index = 2
+    assert list(s) == full[2:]
+    s.reset()
+    assert len(s) == len(full)
+    with pytest.raises(ValueError, match="num_groups"):
+        _sampler(num_groups=2)

@@ -75,12 +75,15 @@ class VariableVideoBatchSampler(_SamplerBase):
         *,
         rule: str = "opensora-v2",
         rng: str = "numpy",
-        fps_max: float = 16,
-        frame_interval: int = 1,
+        fps_max: Optional[float] = None,
+        frame_interval: Optional[int] = None,
         policy: str = "pad",
         balance: Union[bool, int] = False,
         output: str = "opensora",
         threads: int = 0,
+        verbose: bool = False,
+        num_bucket_build_workers: int = 1,
+        num_groups: int = 1,
     ) -> None:
         if _HAVE_TORCH:
             super().__init__(None)
@@ -89,6 +92,8 @@ class VariableVideoBatchSampler(_SamplerBase):
                 "shuffle=False is not supported: vbucket's plan always shuffles within buckets "
                 "and the batch order (reproducibly, from seed and epoch)"
             )
+        if num_groups != 1:
+            raise ValueError(f"num_groups={num_groups} is not supported (only 1)")
         if output not in ("opensora", "indices"):
             raise ValueError(f'output must be "opensora" or "indices", got {output!r}')
         world, r = _dist_world_rank(num_replicas, rank)
@@ -105,6 +110,18 @@ class VariableVideoBatchSampler(_SamplerBase):
         self.policy = policy
         self.output = output
         self._strings = output == "opensora"
+        self.verbose = bool(verbose)
+        # Open-Sora's knobs for its own bucket building; vbucket's uses `threads` (0: all cores)
+        self.num_bucket_build_workers = num_bucket_build_workers
+        # As Open-Sora reads them: fps_max (2.0) and frame_interval (v1.2) from its dataset
+        is_dataset = hasattr(dataset, "data") and not type(dataset).__module__.startswith(
+            ("pandas", "pyarrow"))
+        if fps_max is None:
+            fps_max = getattr(dataset, "fps_max", 16) if is_dataset else 16
+        if frame_interval is None:
+            frame_interval = getattr(dataset, "frame_interval", 1) if is_dataset else 1
+        self.fps_max = fps_max
+        self.frame_interval = frame_interval
         self.bucket_config = (
             bucket_config
             if isinstance(bucket_config, _core.BucketConfig)
@@ -130,6 +147,26 @@ class VariableVideoBatchSampler(_SamplerBase):
     def epoch(self) -> int:
         return self._s.epoch
 
+    def reset(self) -> None:
+        """Open-Sora's reset(): back to the start of the current epoch."""
+        self.set_epoch(self._s.epoch)
+
+    def set_step(self, start_step: int) -> None:
+        """Open-Sora's set_step(): the next iteration starts at this rank's step ``start_step``
+        of the current epoch."""
+        self._s.load_state(self._s.epoch_state(_check_int("start_step", start_step)), None)
+        self._finished = False
+
+    @property
+    def last_micro_batch_access_index(self) -> int:
+        """Open-Sora's name for the global batches of the epoch consumed so far."""
+        return self._s.consumed()
+
+    @last_micro_batch_access_index.setter
+    def last_micro_batch_access_index(self, consumed: int) -> None:
+        self.load_state_dict({"seed": self.seed, "epoch": self.epoch,
+                              "last_micro_batch_access_index": consumed})
+
     def _restart_if_finished(self) -> None:
         if self._finished:
             self._s.set_epoch(self._s.epoch)
@@ -139,6 +176,8 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     def __iter__(self) -> Iterator[List[Union[str, int]]]:
         self._restart_if_finished()
+        if self.verbose and self.rank == 0 and _vbucket.HAS_FMT:
+            print(self._s.stats_table(), end="", flush=True)
         steps = self._s.steps()
         advance = self._s.advance
         strings = self._strings
