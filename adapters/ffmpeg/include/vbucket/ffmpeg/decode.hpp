@@ -511,9 +511,7 @@ inline std::optional<indexed_timestamps> indexed_pts(decode_session& s, std::int
                                                      bool& touched) {
   touched = false;
   AVFormatContext* fmt = s.in->format();
-  if (fmt->iformat == nullptr || fmt->iformat->name == nullptr ||
-      std::string_view(fmt->iformat->name).substr(0, 4) != "mov,")
-    return std::nullopt;
+  if (!is_mov(fmt)) return std::nullopt;
   AVStream* st = s.stream;
   const int entries = avformat_index_get_entries_count(st);
   // A fragmented file's index grows as fragments are read: only a table that already has
