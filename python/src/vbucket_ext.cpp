@@ -13,6 +13,7 @@
 #include <charconv>     // std::to_chars (numbers in messages)
 #include <cmath>        // std::isnan, std::isfinite, std::trunc
 #include <cstdint>      // std::int64_t, std::uint64_t, std::uint32_t
+#include <cstring>      // std::memcpy (index strings)
 #include <limits>       // quiet_NaN
 #include <memory>       // std::shared_ptr, std::unique_ptr
 #include <mutex>        // std::mutex: one sampler call at a time while the GIL is released
@@ -437,6 +438,16 @@ class py_sampler {
 
   const py_config& config() const noexcept { return config_; }
 
+  /// One step done (a batch handed out), without releasing the GIL: cheap, once per batch.
+  void advance_one() {
+    std::lock_guard lock(mutex_);
+    s_->advance(1);
+  }
+
+  /// A Python iteration ran to its end: the next one replays the epoch from its start, as
+  /// iterating a torch sampler twice without set_epoch does. Cleared by set_epoch and loads.
+  bool finished = false;
+
  private:
   py_config config_;
   std::unique_ptr<sampler_base> s_;
@@ -460,6 +471,7 @@ void load_state_text(py_sampler& s, const std::string& text,
     b.load_state(st, fp);
     return 0;
   });
+  s.finished = false;
 }
 
 /// A state string's fields (the library's parser): (plan seed, epoch, consumed global
@@ -490,47 +502,84 @@ void load_state_fields(py_sampler& s, const std::string& seed, std::uint64_t epo
   load_state_text(s, st.to_string(), std::move(fingerprint));
 }
 
-/// This rank's batches from the state when it was made, read in chunks.
+/// A batch as a Python list: Open-Sora's "idx-T-H-W" strings (`encode_opensora_index`) or ints.
+nb::object batch_list(const vbucket::batch& b, bool strings) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(b.indices.size()));
+  if (list == nullptr) throw nb::python_error();
+  nb::object owner = nb::steal(list);
+  if (strings) {
+    // The library's encoding of the batch's first sample gives the "-T-H-W" every sample
+    // shares; each string is then its index's digits and that suffix, written straight into
+    // an ASCII str (no std::string per sample: 10 M strings in about a second, not three).
+    const std::string first = vbucket::encode_opensora_index(
+        {b.indices.empty() ? 0 : b.indices[0], b.frames, b.height, b.width});
+    const std::string_view suffix = std::string_view(first).substr(first.find('-'));
+    char digits[24];
+    for (std::size_t i = 0; i < b.indices.size(); ++i) {
+      const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, b.indices[i]);
+      (void)ec;  // 24 characters hold any 32-bit index
+      const auto n = static_cast<std::size_t>(end - digits);
+      PyObject* v = PyUnicode_New(static_cast<Py_ssize_t>(n + suffix.size()), 127);
+      if (v == nullptr) throw nb::python_error();
+      auto* data = static_cast<char*>(PyUnicode_DATA(v));
+      std::memcpy(data, digits, n);
+      std::memcpy(data + n, suffix.data(), suffix.size());
+      PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
+    }
+  } else {
+    for (std::size_t i = 0; i < b.indices.size(); ++i) {
+      PyObject* v = PyLong_FromUnsignedLong(b.indices[i]);
+      if (v == nullptr) throw nb::python_error();
+      PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
+    }
+  }
+  return owner;
+}
+
+/// A Python iteration over this rank's batches from the sampler's state: each `__next__`
+/// hands out one batch and advances the sampler by one step, so a state taken between two
+/// batches is exact (as torchdata's StatefulDataLoader snapshots it).
+class py_batches {
+ public:
+  py_batches(py_sampler& s, bool strings) : s_(&s), strings_(strings) {
+    if (s.finished) {
+      s.locked([](sampler_base& b) {
+        b.set_epoch(b.epoch());
+        return 0;
+      });
+      s.finished = false;
+    }
+    steps_ = s.locked([](sampler_base& b) { return b.batches(); });
+  }
+
+  nb::object next() {
+    if (next_ >= steps_.size()) {
+      if (!done_) s_->finished = true;
+      done_ = true;
+      throw nb::stop_iteration();
+    }
+    nb::object list = batch_list(steps_[next_], strings_);
+    ++next_;
+    s_->advance_one();
+    return list;
+  }
+  std::size_t remaining() const noexcept { return steps_.size() - next_; }
+
+ private:
+  py_sampler* s_;  // kept alive by the Python iterator (keep_alive)
+  vbucket::rank_steps steps_;
+  std::size_t next_ = 0;
+  bool strings_ = false;
+  bool done_ = false;
+};
+
+/// This rank's batches from the state when it was made, by position (without advancing).
 class py_steps {
  public:
   explicit py_steps(vbucket::rank_steps steps) : steps_(std::move(steps)) {}
 
   std::size_t size() const noexcept { return steps_.size(); }
   std::size_t position() const noexcept { return next_; }
-
-  /// Up to `n` next batches: lists of "idx-T-H-W" strings (`strings`) or of ints.
-  nb::list take(std::size_t n, bool strings) {
-    nb::list out;
-    const std::size_t end = std::min(steps_.size(), next_ + n);
-    for (; next_ < end; ++next_) {
-      const vbucket::batch b = steps_[next_];
-      PyObject* list = PyList_New(static_cast<Py_ssize_t>(b.indices.size()));
-      if (list == nullptr) throw nb::python_error();
-      if (strings) {
-        const std::vector<std::string> names = vbucket::encode_opensora_batch(b);
-        for (std::size_t i = 0; i < names.size(); ++i) {
-          PyObject* s = PyUnicode_FromStringAndSize(names[i].data(),
-                                                    static_cast<Py_ssize_t>(names[i].size()));
-          if (s == nullptr) {
-            Py_DECREF(list);
-            throw nb::python_error();
-          }
-          PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), s);
-        }
-      } else {
-        for (std::size_t i = 0; i < b.indices.size(); ++i) {
-          PyObject* v = PyLong_FromUnsignedLong(b.indices[i]);
-          if (v == nullptr) {
-            Py_DECREF(list);
-            throw nb::python_error();
-          }
-          PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), v);
-        }
-      }
-      out.append(nb::steal(list));
-    }
-    return out;
-  }
 
   /// Batch `i` of these steps: (bucket id, T, H, W, indices as a numpy uint32 array).
   nb::tuple at(std::size_t i) const {
@@ -688,8 +737,12 @@ NB_MODULE(_vbucket, m) {
   nb::class_<py_steps>(m, "Steps")
       .def("__len__", &py_steps::size)
       .def_prop_ro("position", &py_steps::position)
-      .def("take", &py_steps::take, "n"_a, "strings"_a)
       .def("at", &py_steps::at, "i"_a);
+
+  nb::class_<py_batches>(m, "Batches")
+      .def("__iter__", [](nb::handle self) { return self; })
+      .def("__next__", &py_batches::next)
+      .def("__length_hint__", &py_batches::remaining);
 
   nb::class_<py_sampler>(m, "Sampler")
       .def(nb::init<const py_meta&, const py_config&, const sampler_args&>(), "meta"_a, "config"_a,
@@ -721,6 +774,10 @@ NB_MODULE(_vbucket, m) {
             });
           },
           "steps"_a = 1)
+      .def(
+          "iterate", [](py_sampler& s, bool strings) { return py_batches(s, strings); },
+          "strings"_a, nb::keep_alive<0, 1>())
+      .def_prop_ro("finished", [](const py_sampler& s) { return s.finished; })
       .def("state", &state_text)
       .def("consumed",
            [](const py_sampler& s) {

@@ -23,7 +23,6 @@ except ImportError:  # pragma: no cover - exercised with VBUCKET_NO_TORCH=1
     _HAVE_TORCH = False
 
 STATE_FORMAT = "vbucket-sampler-1"
-_CHUNK = 64  # batches converted per call into C++
 
 
 def _dist_world_rank(num_replicas, rank):
@@ -134,14 +133,12 @@ class VariableVideoBatchSampler(_SamplerBase):
         )
         self._s = _vbucket.Sampler(_core._meta(dataset), _core._config(self.bucket_config, rule),
                                    args)
-        self._finished = False  # a full iteration ended: the next one replays the epoch
 
     # --- epochs ---------------------------------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
         """Starts epoch ``epoch`` from its beginning (its plan is made when first needed)."""
         self._s.set_epoch(_check_int("epoch", epoch))
-        self._finished = False
 
     @property
     def epoch(self) -> int:
@@ -155,7 +152,6 @@ class VariableVideoBatchSampler(_SamplerBase):
         """Open-Sora's set_step(): the next iteration starts at this rank's step ``start_step``
         of the current epoch."""
         self._s.load_state(self._s.epoch_state(_check_int("start_step", start_step)), None)
-        self._finished = False
 
     @property
     def last_micro_batch_access_index(self) -> int:
@@ -167,32 +163,18 @@ class VariableVideoBatchSampler(_SamplerBase):
         self.load_state_dict({"seed": self.seed, "epoch": self.epoch,
                               "last_micro_batch_access_index": consumed})
 
-    def _restart_if_finished(self) -> None:
-        if self._finished:
-            self._s.set_epoch(self._s.epoch)
-            self._finished = False
-
     # --- batches --------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[List[Union[str, int]]]:
-        self._restart_if_finished()
+        """This rank's batches from the current state. Each batch handed out advances the state
+        by one step (a C++ iterator: no Python work per batch beyond building its list)."""
         if self.verbose and self.rank == 0 and _vbucket.HAS_FMT:
             print(self._s.stats_table(), end="", flush=True)
-        steps = self._s.steps()
-        advance = self._s.advance
-        strings = self._strings
-        while True:
-            chunk = steps.take(_CHUNK, strings)
-            if not chunk:
-                break
-            for b in chunk:
-                advance(1)  # before yielding: a state taken now excludes this batch
-                yield b
-        self._finished = True
+        return self._s.iterate(self._strings)
 
     def __len__(self) -> int:
         """This rank's steps from the current state (the whole epoch after ``set_epoch``)."""
-        if self._finished:
+        if self._s.finished:  # the next iteration replays the epoch
             return self._s.epoch_batches() // self.num_replicas
         return self._s.size()
 
@@ -264,7 +246,6 @@ class VariableVideoBatchSampler(_SamplerBase):
                 "state_dict: expected a vbucket state (with \"state\") or Open-Sora's (with "
                 "\"last_micro_batch_access_index\")"
             )
-        self._finished = False
 
     def verify_same_plan(self, group=None) -> str:
         """All-gathers the fingerprint over ``group`` (torch.distributed) and raises
