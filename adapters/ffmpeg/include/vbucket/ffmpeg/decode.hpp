@@ -20,6 +20,7 @@
 ///     auto info = vbucket::ffmpeg::decode_clip("clip.mp4", req, buf);  // info.error() if bad
 
 #include <algorithm>    // std::sort, std::binary_search, std::unique, std::max
+#include <bit>          // std::endian
 #include <cmath>        // std::nearbyint
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t, std::uint8_t, std::uint64_t
@@ -212,8 +213,19 @@ class frame_writer {
       fail(name, "frame " + std::to_string(f->width) + "x" + std::to_string(f->height) +
                      " is too narrow to cover " + std::to_string(req_.width) + "x" +
                      std::to_string(req_.height));
-    const int cw = static_cast<int>(swap ? g.scaled_height : g.scaled_width);
-    const int ch = static_cast<int>(swap ? g.scaled_width : g.scaled_height);
+    // A quarter turn is applied before scaling, as ffmpeg's autorotation does (transpose, then
+    // scale: the reference users compare against; libswscale filters rows and columns
+    // differently, so the order shows). Formats the transposition cannot take (chroma
+    // subsampled unequally, e.g. 4:2:2) are scaled, then turned.
+    const AVFrame* in = f;
+    int turn = rotation_;  // still to apply after scaling
+    if (swap && transpose(f)) {
+      in = turned_.get();
+      turn = 0;
+    }
+    const bool turned_after = turn == 90 || turn == 270;
+    const int cw = static_cast<int>(turned_after ? g.scaled_height : g.scaled_width);
+    const int ch = static_cast<int>(turned_after ? g.scaled_width : g.scaled_height);
     // CTHW too is converted to packed RGB24 and split into planes by the copy: libswscale's
     // planar RGB output interpolates chroma differently, and both layouts must agree.
     const bool planar = req_.layout == layout::cthw;
@@ -243,7 +255,7 @@ class frame_writer {
       default:
         break;
     }
-    sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height, src_format, cw, ch,
+    sws_.reset(sws_getCachedContext(sws_.release(), in->width, in->height, src_format, cw, ch,
                                     dst_format, sws_flags_of(req_.filter), nullptr, nullptr,
                                     nullptr));
     if (!sws_)
@@ -277,7 +289,7 @@ class frame_writer {
     std::uint8_t* dst[4] = {};
     int dst_stride[4] = {};
     const bool direct =
-        !planar && rotation_ == 0 && g.scaled_height == req_.height && g.scaled_width == req_.width;
+        !planar && turn == 0 && g.scaled_height == req_.height && g.scaled_width == req_.width;
     if (direct) {  // THWC without crop or rotation: straight into the buffer
       dst[0] = out_.data() + s * hw * 3;
       dst_stride[0] = static_cast<int>(req_.width * 3);
@@ -293,9 +305,9 @@ class frame_writer {
       dst[0] = scratch_.get();
       dst_stride[0] = stride;
     }
-    const int rows = sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, dst_stride);
+    const int rows = sws_scale(sws_.get(), in->data, in->linesize, 0, in->height, dst, dst_stride);
     if (rows <= 0) fail(name, "cannot convert a frame to RGB");
-    if (!direct) copy_crop(dst[0], dst_stride[0], cw, ch, g, s);
+    if (!direct) copy_crop(dst[0], dst_stride[0], cw, ch, g, s, turn);
     info.source_height = dh;
     info.source_width = dw;
     info.sar_num = sar.num;
@@ -317,17 +329,132 @@ class frame_writer {
   }
 
  private:
-  /// Copies the target window of the scaled (coded orientation) image into slot `s`,
-  /// rotating it for display.
+  /// Turns `f` by `rotation_` (90 or 270, clockwise) into `turned_`, plane by plane, as
+  /// ffmpeg's transpose filter (clock, cclock) does. False for formats it does not take:
+  /// bitstream, palette, Bayer and hardware formats, and chroma subsampled unequally across
+  /// and down (a transposed 4:2:2 would be 4:4:0).
+  bool transpose(const AVFrame* f) {
+    const AVPixFmtDescriptor* d = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(f->format));
+    if (d == nullptr || d->log2_chroma_w != d->log2_chroma_h ||
+        (d->flags & (AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BAYER |
+                     AV_PIX_FMT_FLAG_HWACCEL)) != 0)
+      return false;
+    if (!turned_ || turned_->format != f->format || turned_->width != f->height ||
+        turned_->height != f->width) {
+      turned_ = make_frame();
+      turned_->format = f->format;
+      turned_->width = f->height;
+      turned_->height = f->width;
+      if (av_frame_get_buffer(turned_.get(), 0) < 0) throw std::bad_alloc();
+    }
+    int steps[4] = {};
+    av_image_fill_max_pixsteps(steps, nullptr, d);
+    const int planes = av_pix_fmt_count_planes(static_cast<AVPixelFormat>(f->format));
+    for (int p = 0; p < planes && p < 4; ++p) {
+      const bool chroma = p == 1 || p == 2;
+      const int w = chroma ? AV_CEIL_RSHIFT(f->width, d->log2_chroma_w) : f->width;
+      const int h = chroma ? AV_CEIL_RSHIFT(f->height, d->log2_chroma_h) : f->height;
+      turn_plane(f->data[p], f->linesize[p], w, h, turned_->data[p], turned_->linesize[p], steps[p],
+                 rotation_ == 90);
+    }
+    return true;
+  }
+
+  /// One plane of w x h pixels of `step` bytes, turned a quarter clockwise (out(y, x) =
+  /// in(h - 1 - x, y)) or counter-clockwise (out(y, x) = in(x, w - 1 - y)). Bytes (8-bit
+  /// formats, the common case) go 8 x 8 at a time, transposed in 64-bit words; the rest and
+  /// the edges one pixel at a time, in tiles that keep the rows read and written in cache.
+  static void turn_plane(const std::uint8_t* src, int src_stride, int w, int h, std::uint8_t* dst,
+                         int dst_stride, int step, bool clockwise) noexcept {
+    const int out_w = h, out_h = w;
+    int done_w = 0, done_h = 0;  // the top-left block of the output filled 8 x 8
+    if constexpr (std::endian::native == std::endian::little) {
+      if (step == 1) {
+        done_w = out_w & ~7;
+        done_h = out_h & ~7;
+        for (int oy = 0; oy < done_h; oy += 8)
+          for (int ox = 0; ox < done_w; ox += 8)
+            turn_block8(src, src_stride, w, h, dst, dst_stride, oy, ox, clockwise);
+      }
+    }
+    turn_pixels(src, src_stride, w, h, dst, dst_stride, step, clockwise, 0, done_h, done_w, out_w);
+    turn_pixels(src, src_stride, w, h, dst, dst_stride, step, clockwise, done_h, out_h, 0, out_w);
+  }
+
+  /// Output block rows oy..oy+7, columns ox..ox+7 of a byte plane (see turn_plane).
+  static void turn_block8(const std::uint8_t* src, int src_stride, int w, int h, std::uint8_t* dst,
+                          int dst_stride, int oy, int ox, bool clockwise) noexcept {
+    // m[k] byte j: clockwise in(h - 1 - ox - k, oy + j); else in(ox + k, w - 8 - oy + j).
+    std::uint64_t m[8];
+    const auto stride = static_cast<std::ptrdiff_t>(src_stride);
+    for (int k = 0; k < 8; ++k) {
+      const std::ptrdiff_t r = clockwise ? h - 1 - ox - k : ox + k;
+      const std::ptrdiff_t c = clockwise ? oy : w - 8 - oy;
+      std::memcpy(&m[k], src + r * stride + c, 8);
+    }
+    // Transpose the 8 x 8 bytes: swap 1-byte, then 2-byte, then 4-byte elements across rows.
+    for (int i = 0; i < 8; i += 2) {
+      const std::uint64_t t = ((m[i] >> 8) ^ m[i + 1]) & 0x00FF00FF00FF00FFull;
+      m[i + 1] ^= t;
+      m[i] ^= t << 8;
+    }
+    for (int i : {0, 1, 4, 5}) {
+      const std::uint64_t t = ((m[i] >> 16) ^ m[i + 2]) & 0x0000FFFF0000FFFFull;
+      m[i + 2] ^= t;
+      m[i] ^= t << 16;
+    }
+    for (int i = 0; i < 4; ++i) {
+      const std::uint64_t t = ((m[i] >> 32) ^ m[i + 4]) & 0x00000000FFFFFFFFull;
+      m[i + 4] ^= t;
+      m[i] ^= t << 32;
+    }
+    // Now m[j] byte k is the old m[k] byte j: output row oy + j (clockwise) or oy + 7 - j.
+    for (int j = 0; j < 8; ++j) {
+      const std::ptrdiff_t row = clockwise ? oy + j : oy + 7 - j;
+      std::memcpy(dst + row * dst_stride + ox, &m[j], 8);
+    }
+  }
+
+  /// Output rows [y0, y1), columns [x0, x1) of a plane (see turn_plane), pixel by pixel.
+  static void turn_pixels(const std::uint8_t* src, int src_stride, int w, int h, std::uint8_t* dst,
+                          int dst_stride, int step, bool clockwise, int y0, int y1, int x0,
+                          int x1) noexcept {
+    constexpr int tile = 32;
+    const auto stride = static_cast<std::ptrdiff_t>(src_stride);
+    // Along an output row the source walks a column: up it (clockwise) or down it.
+    const std::ptrdiff_t walk = clockwise ? -stride : stride;
+    for (int ty = y0; ty < y1; ty += tile) {
+      const int y_end = std::min(y1, ty + tile);
+      for (int tx = x0; tx < x1; tx += tile) {
+        const int x_end = std::min(x1, tx + tile);
+        for (int y = ty; y < y_end; ++y) {
+          std::uint8_t* row = dst + static_cast<std::ptrdiff_t>(y) * dst_stride;
+          const int sx = clockwise ? y : w - 1 - y;
+          const int sy = clockwise ? h - 1 - tx : tx;
+          const std::uint8_t* from = src + sy * stride + static_cast<std::ptrdiff_t>(sx) * step;
+          if (step == 1) {
+            for (int x = tx; x < x_end; ++x, from += walk) row[x] = *from;
+          } else {
+            for (int x = tx; x < x_end; ++x, from += walk)
+              std::memcpy(row + static_cast<std::ptrdiff_t>(x) * step, from,
+                          static_cast<std::size_t>(step));
+          }
+        }
+      }
+    }
+  }
+
+  /// Copies the target window of the scaled image into slot `s`, turning it by `rotation`
+  /// (what is left to apply after scaling) for display.
   void copy_crop(const std::uint8_t* src, int src_stride, int cw, int ch, const resize_crop& g,
-                 std::size_t s) noexcept {
+                 std::size_t s, int rotation) noexcept {
     const std::int64_t th = req_.height, tw = req_.width;
     const auto hw = static_cast<std::size_t>(th * tw);
     const auto n = static_cast<std::size_t>(req_.frames);
     // The RGB24 pixel of the scaled coded image that display pixel (y, x) shows.
     auto pixel = [&](std::int64_t y, std::int64_t x) -> const std::uint8_t* {
       std::int64_t r = y, c = x;
-      switch (rotation_) {
+      switch (rotation) {
         case 90:
           r = ch - 1 - x;
           c = y;
@@ -349,7 +476,7 @@ class frame_writer {
       std::uint8_t* out = out_.data() + s * hw * 3;
       for (std::int64_t y = 0; y < th; ++y) {
         std::uint8_t* row = out + static_cast<std::size_t>(y * tw * 3);
-        if (rotation_ == 0) {
+        if (rotation == 0) {
           std::memcpy(row, pixel(g.top + y, g.left), static_cast<std::size_t>(tw * 3));
           continue;
         }
@@ -376,6 +503,7 @@ class frame_writer {
   std::span<std::uint8_t> out_;
   int rotation_ = 0;
   AVRational container_sar_{0, 1};
+  frame_ptr turned_;  // the frame turned a quarter, reused while the size stays
   sws_ptr sws_;
   av_buffer_ptr scratch_;
   std::size_t scratch_size_ = 0;
