@@ -111,12 +111,23 @@ def synthetic(n: int, seed: int = 0) -> dict:
     }
 
 
+def _repo_root() -> pathlib.Path:
+    """The checkout with tests/data/ (the config the C++ bench uses): the current directory or
+    one above it, else the one this file lies in (an editable install)."""
+    here = pathlib.Path.cwd().resolve()
+    for d in (here, *here.parents, pathlib.Path(__file__).resolve().parents[2]):
+        if (d / "tests" / "data" / "config_opensora_v2.json").is_file():
+            return d
+    raise SystemExit("python -m vbucket.bench: run it inside vbucket's checkout (needs "
+                     "tests/data/config_opensora_v2.json)")
+
+
 def _find_bench(explicit):
     if explicit:
         return explicit
     if os.environ.get("VBUCKET_BENCH"):
         return os.environ["VBUCKET_BENCH"]
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = _repo_root()
     found = [p for p in (root / "build" / "bench" / "vbucket_bench",
                          root / "build-py" / "bench" / "bench" / "vbucket_bench") if p.is_file()]
     return str(max(found, key=lambda p: p.stat().st_mtime)) if found else None
@@ -143,7 +154,7 @@ def run(sizes, bench, repetitions: int = 3) -> list:
     import vbucket
     from vbucket.sampler import VariableVideoBatchSampler
 
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = _repo_root()
     config = vbucket.BucketConfig(root / "tests" / "data" / "config_opensora_v2.json")
     rows = []
     for n in sizes:
