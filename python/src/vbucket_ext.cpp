@@ -332,7 +332,7 @@ class sampler_base {
   virtual std::uint64_t fingerprint() const = 0;
   virtual vbucket::plan_stats stats() const = 0;
   virtual vbucket::step_balance_stats balance() const = 0;
-  virtual std::uint64_t epoch_batches() const = 0;
+  virtual vbucket::epoch_schedule epoch_schedule_from_start() const = 0;
   virtual std::uint32_t world() const = 0;
   virtual std::uint32_t rank() const = 0;
 };
@@ -362,9 +362,9 @@ class sampler_impl final : public sampler_base {
   vbucket::step_balance_stats balance() const override {
     return vbucket::step_balance(s_.schedule());
   }
-  /// Global batches of the whole epoch as dealt to this world (steps · world).
-  std::uint64_t epoch_batches() const override {
-    return s_.plan().deal(s_.world_size(), 0, s_.options().drop_last).steps() * s_.world_size();
+  /// The whole epoch dealt to this world, from its start (whatever the state).
+  vbucket::epoch_schedule epoch_schedule_from_start() const override {
+    return s_.plan().deal(s_.world_size(), 0, s_.options().drop_last);
   }
   std::uint32_t world() const override { return s_.world_size(); }
   std::uint32_t rank() const override { return s_.rank(); }
@@ -792,9 +792,16 @@ NB_MODULE(_vbucket, m) {
            [](const py_sampler& s) {
              return s.locked([](sampler_base& b) { return b.batches().size(); });
            })
+      .def("epoch_steps",
+           [](const py_sampler& s) {
+             return s.locked([](sampler_base& b) { return b.epoch_schedule_from_start().steps(); });
+           })
       .def("epoch_batches",
            [](const py_sampler& s) {
-             return s.locked([](sampler_base& b) { return b.epoch_batches(); });
+             return s.locked([](sampler_base& b) {
+               const vbucket::epoch_schedule sched = b.epoch_schedule_from_start();
+               return sched.steps() * sched.world_size();
+             });
            })
       .def("epoch_state", &epoch_state_text, "steps"_a)
       .def("load_state_fields", &load_state_fields, "seed"_a, "epoch"_a, "consumed"_a,

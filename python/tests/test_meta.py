@@ -116,3 +116,21 @@ def test_error_column_marks_unusable_rows(sample_df):
     ids = _ids(df)
     assert ids[3] == -2
     assert np.array_equal(np.delete(ids, 3), np.delete(_ids(sample_df), 3))
+
+
+def test_reversed_views_and_foreign_byte_order(sample_df):
+    cols = {c: sample_df[c].to_numpy() for c in ("num_frames", "height", "width", "fps")}
+    reversed_view = {c: v[::-1] for c, v in cols.items()}  # a negative stride, no copy
+    expected = _ids(sample_df.iloc[::-1].reset_index(drop=True))
+    assert np.array_equal(_ids(reversed_view), expected)
+    big_endian = {c: v.astype(v.dtype.newbyteorder(">")) for c, v in cols.items()}
+    assert np.array_equal(_ids(big_endian), _ids(cols))
+
+
+def test_empty_metadata():
+    empty = {c: np.array([], dtype=np.int64) for c in ("num_frames", "height", "width")}
+    empty["fps"] = np.array([], dtype=np.float64)
+    assert len(_ids(empty)) == 0
+    s = vbucket.VariableVideoBatchSampler(empty, CONFIG_360P)
+    assert len(s) == 0 and list(s) == [] and s.get_num_batch() == 0
+    assert len(vbucket.stats(empty, CONFIG_360P)) == 0

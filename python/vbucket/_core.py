@@ -160,8 +160,8 @@ def _numeric(col, name: str) -> np.ndarray:
         raise TypeError(f'metadata: column "{name}" must be one-dimensional, got shape {arr.shape}')
     if arr.dtype.kind not in "iuf":
         raise TypeError(f'metadata: column "{name}" must hold numbers, got dtype {arr.dtype}')
-    if arr.dtype == np.float16:
-        arr = arr.astype(np.float64)
+    if arr.dtype == np.float16 or not arr.dtype.isnative:
+        arr = arr.astype(np.float64 if arr.dtype.kind == "f" else arr.dtype.newbyteorder("="))
     return arr
 
 

@@ -175,7 +175,7 @@ class VariableVideoBatchSampler(_SamplerBase):
     def __len__(self) -> int:
         """This rank's steps from the current state (the whole epoch after ``set_epoch``)."""
         if self._s.finished:  # the next iteration replays the epoch
-            return self._s.epoch_batches() // self.num_replicas
+            return self._s.epoch_steps()
         return self._s.size()
 
     def get_num_batch(self) -> int:
