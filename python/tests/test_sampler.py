@@ -166,11 +166,19 @@ def test_state_of_another_plan_is_refused(tmp_path):
         _sampler().load_state_dict("vbucket-plan seed=3 epoch=0 consumed=1")
 
 
-def test_opensora_state_dict_form():
+def test_opensora_samplers_own_state_is_refused():
+    # Open-Sora's sampler saves a position in its own batch order: not this plan's.
+    with pytest.raises(ValueError, match="Open-Sora's sampler state"):
+        _sampler().load_state_dict({"seed": 3, "epoch": 0, "last_micro_batch_access_index": 6})
+
+
+def test_opensora_training_script_calls():
+    # Open-Sora's train.py saves sampler.state_dict(step) and loads it back into a new sampler
     s = _sampler(num_replicas=2, rank=1, output="indices")
     full = list(s)
+    saved = json.loads(json.dumps(s.state_dict(3)))
     r = _sampler(num_replicas=2, rank=1, output="indices")
-    r.load_state_dict({"seed": 3, "epoch": 0, "last_micro_batch_access_index": 6})
+    r.load_state_dict(saved)
     assert list(r) == full[3:]
 
 

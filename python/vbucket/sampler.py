@@ -160,8 +160,8 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     @last_micro_batch_access_index.setter
     def last_micro_batch_access_index(self, consumed: int) -> None:
-        self.load_state_dict({"seed": self.seed, "epoch": self.epoch,
-                              "last_micro_batch_access_index": consumed})
+        self._s.load_state_fields(_core._seed_text(self.seed), self.epoch,
+                                  _check_int("last_micro_batch_access_index", consumed), None, None)
 
     # --- batches --------------------------------------------------------------------------
 
@@ -218,9 +218,9 @@ class VariableVideoBatchSampler(_SamplerBase):
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Resumes from ``state_dict()`` of any rank and world size (moving to its epoch), or
-        from Open-Sora's own dict (seed, epoch, last_micro_batch_access_index). A state of
-        another plan (samples, config, rule, rng, seed, policy, balance) raises ValueError."""
+        """Resumes from ``state_dict()`` of any rank and world size (moving to its epoch). A state
+        of another plan (samples, config, rule, rng, seed, policy, balance) raises ValueError,
+        and so does Open-Sora's own sampler state (a position in another batch order)."""
         if not isinstance(state_dict, dict):
             raise TypeError(f"state_dict must be a dict, got {type(state_dict).__name__}")
         if "state" in state_dict:
@@ -233,13 +233,12 @@ class VariableVideoBatchSampler(_SamplerBase):
                 )
             self._s.load_state(str(state_dict["state"]), state_dict.get("fingerprint"))
         elif "last_micro_batch_access_index" in state_dict:
-            self._s.load_state_fields(
-                _core._seed_text(state_dict.get("seed", self.seed)),
-                _check_int("epoch", state_dict.get("epoch", 0)),
-                _check_int("last_micro_batch_access_index",
-                           state_dict["last_micro_batch_access_index"]),
-                None,
-                None,
+            # Open-Sora's sampler counts positions in its own batch order, not in this plan's:
+            # resuming from it would replay and skip samples silently.
+            raise ValueError(
+                "state_dict: this is Open-Sora's sampler state (last_micro_batch_access_index), "
+                "a position in another plan's batch order; vbucket resumes only from its own "
+                "state_dict() (start this epoch afresh with set_epoch)"
             )
         else:
             raise ValueError(
