@@ -226,10 +226,11 @@ TEST_CASE("ffmpeg: probe matches ffprobe (frames, size, aspect, rate, rotation)"
       CHECK(info->fps == doctest::Approx(e.fps).epsilon(1e-6));
       CHECK(info->duration > 0.5);
       CHECK(info->duration < 30.0);
-      // Matroska/WebM, MPEG-PS and fragmented MP4 record no frame count up front: those are
+      // Matroska/WebM, MPEG-PS/TS and fragmented MP4 record no frame count up front: those are
       // counted by decoding (an MP4 edit list is applied to the sample table: not decoded).
       const bool counted = name.ends_with(".mkv") || name.ends_with(".webm") ||
-                           name.ends_with(".mpg") || name.ends_with("_frag.mp4");
+                           name.ends_with(".mpg") || name.ends_with(".ts") ||
+                           name.ends_with("_frag.mp4");
       CHECK(info->counted_by ==
             (counted ? ff::frame_count_method::decoded : ff::frame_count_method::container));
       ff::probe_options o;
@@ -330,6 +331,24 @@ TEST_CASE("ffmpeg: decoded pixels match the ffmpeg command (PSNR)") {
   SUBCASE("png and jpeg images") {
     check_against_reference("image_100x60.png", request(0, 1, 1, 40, 40));
     check_against_reference("image_120x80.jpg", request(0, 1, 1, 60, 90));
+  }
+}
+
+TEST_CASE("ffmpeg: deep clips in MPEG-TS seek (earlier when a seek lands after the clip)") {
+  // MPEG-TS seeks by byte position and decode time: a seek to the first wanted frame lands on
+  // a keyframe after it; the seek is retried earlier (1, 3, 7 s) instead of decoding from the
+  // file's start. The frames are ffmpeg's, and the decode started at a seek.
+  const std::string name = "h264_64x48_25fps_long.ts";
+  if (!exists(name)) return;
+  for (const std::int64_t start : {0, 37, 260, 433, 577}) {
+    const auto req = request(start, 6, 4, 32, 48);
+    check_against_reference(name, req);
+    std::vector<std::uint8_t> buf(ff::clip_bytes(req));
+    const auto clip = ff::decode_clip(media(name), req, buf);
+    REQUIRE(clip.ok());
+    CAPTURE(start);
+    CHECK(clip->seeked);
+    if (start >= 260) CHECK(clip->frames_decoded < 100);  // not from the file's start
   }
 }
 

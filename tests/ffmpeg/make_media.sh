@@ -10,7 +10,7 @@ set -euo pipefail
 dir=${1:?usage: make_media.sh DIR}
 mkdir -p "$dir"
 cd "$dir"
-rm -f ./*.mp4 ./*.mkv ./*.webm ./*.avi ./*.mpg ./*.png ./*.jpg ./*.m4a ./*.y4m ./*.txt ./*.csv
+rm -f ./*.mp4 ./*.mkv ./*.webm ./*.avi ./*.mpg ./*.ts ./*.png ./*.jpg ./*.m4a ./*.y4m ./*.txt ./*.csv
 
 ff() { ffmpeg -nostdin -v error -y "$@"; }
 src() {  # src W H FPS SECONDS: a test pattern whose hue turns every frame
@@ -36,6 +36,8 @@ if have libx264; then
   # decoded after a keyframe but shown before it).
   ff -f lavfi -i "$(src 64 48 25 24)" -c:v libx264 -preset veryfast -g 50 -bf 3 -pix_fmt yuv420p h264_64x48_25fps_long.mp4
   ff -i h264_64x48_25fps_long.mp4 -c copy -movflags frag_keyframe+empty_moov h264_64x48_25fps_long_frag.mp4
+  # The same in MPEG-TS (seeks by byte position and decode time: it can land after a frame).
+  ff -i h264_64x48_25fps_long.mp4 -c copy h264_64x48_25fps_long.ts
   ff -f lavfi -i "$(src 64 48 25 24)" -c:v libx264 -preset veryfast -g 50 -bf 3 -x264-params open_gop=1 \
     -pix_fmt yuv420p h264_64x48_25fps_opengop.mp4
   # An edit list: cut with -c copy, the samples from the keyframe before 1.3 s are kept in the
@@ -67,7 +69,7 @@ ff -f lavfi -i "$(src 120 80 1 1)" -frames:v 1 -q:v 3 image_120x80.jpg
 # What ffprobe says: file,frames,width,height,avg_frame_rate,rotation,sample_aspect_ratio
 # (frames counted by decoding, as -count_frames does; stored width and height).
 echo "file,frames,width,height,fps,rotation,sar" >expected.csv
-for f in *.mp4 *.mkv *.webm *.avi *.mpg *.png *.jpg; do
+for f in *.mp4 *.mkv *.webm *.avi *.mpg *.ts *.png *.jpg; do
   [[ -e $f ]] || continue
   info=$(ffprobe -v error -select_streams v:0 -count_frames \
     -show_entries stream=nb_read_frames,width,height,avg_frame_rate,sample_aspect_ratio:stream_side_data=rotation \

@@ -811,11 +811,22 @@ inline clip_info decode_input(const source& src, const clip_request& req,
     std::sort(sorted_wanted.begin(), sorted_wanted.end());
     sorted_wanted.erase(std::unique(sorted_wanted.begin(), sorted_wanted.end()),
                         sorted_wanted.end());
-    bool seek = true;
-    for (int attempt = 0; attempt < 2; ++attempt) {
+    // Seek targets: the first wanted frame's timestamp, then 1, 3 and 7 s before it (MPEG-TS
+    // and PS seek by byte position and decode time, and can land after the frame or nowhere:
+    // a landing is taken only when the first frame out comes at or before it), then the
+    // file's start.
+    const AVRational tb = s->stream->time_base;
+    const std::int64_t second =
+        tb.num > 0 && tb.den > 0 ? std::max<std::int64_t>(1, av_rescale_q(1, {1, 1}, tb)) : 1;
+    const std::int64_t targets[] = {wanted.front(), wanted.front() - second,
+                                    wanted.front() - 3 * second, wanted.front() - 7 * second};
+    constexpr int seek_attempts = static_cast<int>(sizeof targets / sizeof targets[0]);
+    for (int attempt = 0; attempt <= seek_attempts; ++attempt) {
+      bool seek = attempt < seek_attempts;
       if (seek) {
+        if (attempt > 0) avcodec_flush_buffers(s->codec.get());
         const int rc =
-            av_seek_frame(s->in->format(), s->index, wanted.front(), AVSEEK_FLAG_BACKWARD);
+            av_seek_frame(s->in->format(), s->index, targets[attempt], AVSEEK_FLAG_BACKWARD);
         seek = rc >= 0;
       }
       if (!seek) s = std::make_unique<decode_session>(src, req);  // from the start
@@ -840,11 +851,11 @@ inline clip_info decode_input(const source& src, const clip_request& req,
         }
         return filled == available;
       });
-      // Nothing at all after a seek (some demuxers seek badly): also retried from the start.
       if (!overshot && (filled > 0 || !seek)) break;
+      // Landed after the first wanted frame, or nothing at all came out (some demuxers seek
+      // badly, e.g. MPEG-TS near its end): earlier, then from the start.
       if (!seek)
         fail(name, "the first frame decoded comes after frame " + std::to_string(req.start));
-      seek = false;
     }
   }
   if (filled < n) {
