@@ -309,3 +309,35 @@ def test_opensora_2_constructor_and_attributes(sample_df, capsys):
     assert len(s) == len(full)
     with pytest.raises(ValueError, match="num_groups"):
         _sampler(num_groups=2)
+
+
+def test_planning_releases_the_gil():
+    # While one thread plans an epoch in C++, another runs Python: with the GIL held there
+    # would be no Python step of the main thread between the call's start and end.
+    import threading
+    import time
+
+    from vbucket.bench import synthetic
+
+    meta = synthetic(2_000_000)
+    s = vbucket.VariableVideoBatchSampler(meta, CONFIG_V2, seed=1, rng="fast", threads=1)
+    window = {}
+
+    def plan():
+        window["start"] = time.perf_counter()
+        s.fingerprint()  # assigns, plans and hashes the epoch
+        window["end"] = time.perf_counter()
+
+    t = threading.Thread(target=plan)
+    stamps = []
+    t.start()
+    while t.is_alive():
+        stamps.append(time.perf_counter())
+    t.join()
+    inside = [x for x in stamps if window["start"] < x < window["end"]]
+    points = [window["start"], *inside, window["end"]]
+    longest_pause = max(b - a for a, b in zip(points, points[1:]))
+    duration = window["end"] - window["start"]
+    assert duration > 0.02  # a call long enough to see
+    # Holding the GIL, the call would pause the main thread for about its whole duration.
+    assert longest_pause < 0.5 * duration, (longest_pause, duration)
