@@ -31,6 +31,7 @@
 
 #include <algorithm>  // std::sort, std::unique, std::max, std::upper_bound
 #include <bit>        // std::bit_cast
+#include <cassert>    // assert
 #include <cmath>      // std::ceil
 #include <cstddef>    // std::size_t, std::ptrdiff_t
 #include <cstdint>    // std::int32_t, std::int64_t, std::uint32_t, std::uint64_t
@@ -389,7 +390,8 @@ class compiled_v2_rule {
   template <class Visit>
   double walk_row(std::size_t row, Visit&& visit) const {
     const std::size_t r0 = row / num_classes_, cls = row % num_classes_;
-    return detail::v2_outcomes(*config_, r0, cls == image_class(), representative(cls), visit);
+    const bool image = cls == image_class();  // the image class has no representative length
+    return detail::v2_outcomes(*config_, r0, image, image ? 1 : representative(cls), visit);
   }
   /// The assignment without tables: the first outcome whose cumulative exceeds u.
   [[nodiscard]] bucket_id walk_assign(const bucket_config& c, const sample_meta& m, std::size_t r0,
@@ -442,8 +444,9 @@ class compiled_v2_rule {
     return t_eff == 1 ? image_class() : c;
   }
   /// A length of video class c (for counting the keys longer than it): 0 for class 0, else
-  /// the c-th shortest key.
+  /// the c-th shortest key. Precondition: c is a video class (c < image_class()).
   [[nodiscard]] std::int64_t representative(std::size_t cls) const noexcept {
+    assert(cls < image_class());
     return cls == 0 ? 0 : keys_[cls - 1];
   }
   /// One ratio group's closest-ratio look-up. Between two adjacent distinct ratios u[p] <
