@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Generates the loader's end-to-end dataset into DIR (idempotent: skipped when DIR/.done
 # exists): 48 short videos (H.264 and MPEG-4; 24, 25, 30 and 60 fps; landscape, portrait,
-# square; two with rotation metadata), 12 images (PNG and JPEG), and three bad files: two that
-# probe fine but cannot be decoded (mdat truncated, mdat zeroed) and one that is not media.
+# square; two with rotation metadata), 12 images (PNG and JPEG), and four bad files: one that
+# probes fine but cannot be decoded (media data overwritten with pseudo-random bytes), two that
+# the probe recognises as unusable (cut right after the header, media data zeroed) and one that
+# is not media.
 # Every good file is large enough for Open-Sora 2.0's "256px" resolution.
 #
 #   bash tests/e2e/make_dataset.sh build/e2e-media
@@ -45,16 +47,18 @@ for size in 320x240 240x320 300x300 400x225 225x400 256x256; do
   done
 done
 
-# Bad files. The first two keep their header (moov first), so they probe as 320x240 videos.
+# Bad files. All but not_media.mp4 keep their header (moov first); garbled.mp4 probes as a
+# 320x240 video (its samples' data are there, not zeros) and fails only when decoded.
 ffmpeg -nostdin -v error -f lavfi -i testsrc2=size=320x240:rate=25 -t 1 -c:v libx264 -g 10 \
   -pix_fmt yuv420p -movflags +faststart "${out}/bad/source.mp4"
 python3 - "${out}/bad" <<'PY'
-import pathlib, sys
+import pathlib, random, sys
 bad = pathlib.Path(sys.argv[1])
 data = (bad / "source.mp4").read_bytes()
 mdat = data.find(b"mdat")
 (bad / "truncated.mp4").write_bytes(data[: mdat + 200])
 (bad / "zeroed.mp4").write_bytes(data[: mdat + 4] + bytes(len(data) - mdat - 4))
+(bad / "garbled.mp4").write_bytes(data[: mdat + 4] + random.Random(7).randbytes(len(data) - mdat - 4))
 (bad / "not_media.mp4").write_bytes(b"this is not a video file\n" * 40)
 (bad / "source.mp4").unlink()
 PY
