@@ -18,9 +18,8 @@
 /// draws and the shuffles cannot disagree.
 
 #include <concepts>     // std::same_as, std::copy_constructible, std::convertible_to
-#include <cstddef>      // std::size_t, std::ptrdiff_t
+#include <cstddef>      // std::size_t
 #include <cstdint>      // std::uint64_t, std::uint32_t
-#include <iterator>     // std::random_access_iterator_tag
 #include <limits>       // std::numeric_limits
 #include <memory>       // std::shared_ptr, std::make_shared
 #include <optional>     // std::optional
@@ -217,56 +216,9 @@ class batch_sampler {
   using rule_type = Rule;
   using sources_type = Sources;
 
-  /// A random-access iterator over this rank's batches; it shares the schedule it reads.
-  class iterator {
-   public:
-    using iterator_concept = std::random_access_iterator_tag;
-    using iterator_category = std::input_iterator_tag;  // yields values, not references
-    using value_type = batch;
-    using difference_type = std::ptrdiff_t;
-
-    iterator() = default;
-    iterator(rank_steps steps, std::size_t i) noexcept : steps_(std::move(steps)), i_(i) {}
-
-    batch operator*() const noexcept { return steps_[i_]; }
-    batch operator[](difference_type n) const noexcept { return *(*this + n); }
-
-    iterator& operator++() noexcept {
-      ++i_;
-      return *this;
-    }
-    iterator operator++(int) noexcept {
-      auto t = *this;
-      ++i_;
-      return t;
-    }
-    iterator& operator--() noexcept {
-      --i_;
-      return *this;
-    }
-    iterator operator--(int) noexcept {
-      auto t = *this;
-      --i_;
-      return t;
-    }
-    iterator& operator+=(difference_type n) noexcept {
-      i_ = static_cast<std::size_t>(static_cast<difference_type>(i_) + n);
-      return *this;
-    }
-    iterator& operator-=(difference_type n) noexcept { return *this += -n; }
-    friend iterator operator+(iterator i, difference_type n) noexcept { return i += n; }
-    friend iterator operator+(difference_type n, iterator i) noexcept { return i += n; }
-    friend iterator operator-(iterator i, difference_type n) noexcept { return i -= n; }
-    friend difference_type operator-(const iterator& a, const iterator& b) noexcept {
-      return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
-    }
-    friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.i_ == b.i_; }
-    friend auto operator<=>(const iterator& a, const iterator& b) noexcept { return a.i_ <=> b.i_; }
-
-   private:
-    rank_steps steps_;
-    std::size_t i_ = 0;
-  };
+  /// A random-access iterator over this rank's batches; it shares the schedule it reads, so it
+  /// stays valid when the sampler moves on (`advance`, `set_epoch`).
+  using iterator = rank_steps::iterator;
 
   /// Views `samples` (see the class comment), owns a copy of `config` (or shares it), and
   /// checks the options: world ≥ 1, rank < world, a rule that can draw from the chosen source,
@@ -350,12 +302,8 @@ class batch_sampler {
 
   /// This rank's batches from the current state; each has the bucket, target T/H/W and the
   /// sample indices (element numbers of the samples).
-  [[nodiscard]] iterator begin() const { return {batches(), 0}; }
-  [[nodiscard]] iterator end() const {
-    rank_steps s = batches();
-    const std::size_t n = s.size();
-    return {std::move(s), n};
-  }
+  [[nodiscard]] iterator begin() const { return batches().begin(); }
+  [[nodiscard]] iterator end() const { return batches().end(); }
   /// This rank's steps from the current state: the number of batches `begin()..end()` yields.
   [[nodiscard]] std::size_t size() const { return batches().size(); }
   [[nodiscard]] bool empty() const { return size() == 0; }

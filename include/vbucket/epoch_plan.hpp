@@ -482,8 +482,9 @@ class rank_steps : public std::ranges::view_base {
     using difference_type = std::ptrdiff_t;
 
     iterator() = default;
-    iterator(const detail::schedule_data* s, std::uint32_t rank, std::uint64_t step) noexcept
-        : schedule_(s), rank_(rank), step_(step) {}
+    iterator(std::shared_ptr<const detail::schedule_data> s, std::uint32_t rank,
+             std::uint64_t step) noexcept
+        : schedule_(std::move(s)), rank_(rank), step_(step) {}
 
     batch operator*() const noexcept { return schedule_->at(step_, rank_); }
     batch operator[](difference_type n) const noexcept { return *(*this + n); }
@@ -525,7 +526,8 @@ class rank_steps : public std::ranges::view_base {
     }
 
    private:
-    const detail::schedule_data* schedule_ = nullptr;
+    // Shared, so an iterator stays valid after the view (or sampler) it came from moves on.
+    std::shared_ptr<const detail::schedule_data> schedule_;
     std::uint32_t rank_ = 0;
     std::uint64_t step_ = 0;
   };
@@ -535,8 +537,8 @@ class rank_steps : public std::ranges::view_base {
              std::uint64_t first, std::uint64_t last) noexcept
       : schedule_(std::move(s)), rank_(rank), first_(first), last_(last) {}
 
-  [[nodiscard]] iterator begin() const noexcept { return {schedule_.get(), rank_, first_}; }
-  [[nodiscard]] iterator end() const noexcept { return {schedule_.get(), rank_, last_}; }
+  [[nodiscard]] iterator begin() const noexcept { return {schedule_, rank_, first_}; }
+  [[nodiscard]] iterator end() const noexcept { return {schedule_, rank_, last_}; }
   [[nodiscard]] std::size_t size() const noexcept {
     return static_cast<std::size_t>(last_ - first_);
   }
