@@ -10,6 +10,7 @@
 ///     const vbucket::big_seed seed = vbucket::big_seed::parse("42");
 ///     auto ids = vbucket::assign_epoch(cfg, table, rule, vbucket::rng_mode::numpy, seed, epoch);
 
+#include <cstddef>      // std::size_t
 #include <cstdint>      // std::uint64_t, std::uint32_t
 #include <optional>     // std::optional
 #include <string>       // std::string
@@ -83,6 +84,20 @@ inline void check_seed(rng_mode mode, const big_seed& seed) {
                                                      std::uint64_t num_bucket) {
   return numpy_source(numpy_epoch_seed(seed, epoch), num_bucket);
 }
+
+/// A `batch_sampler` source family for Open-Sora's NumPy draws with a run seed of any size (the
+/// sampler's own seed is 64 bits): epoch e draws from `numpy_epoch_source(seed, e, ·)`. Give the
+/// sampler `.seed = plan_seed(seed)` for its shuffles and resume state.
+///
+///     vbucket::batch_sampler s(meta, config, rule, {.seed = vbucket::plan_seed(big)},
+///                              vbucket::numpy_seed_family{big});
+struct numpy_seed_family {
+  big_seed seed;
+  [[nodiscard]] numpy_source operator()(std::uint64_t /*plan seed*/, std::uint64_t epoch,
+                                        std::size_t num_buckets) const {
+    return numpy_epoch_source(seed, epoch, num_buckets);
+  }
+};
 
 /// The fast source of an epoch, `fast_source(seed, epoch)`; throws `vbucket::error` for a seed
 /// of 2^64 or more.

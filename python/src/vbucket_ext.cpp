@@ -309,16 +309,6 @@ nb::tuple meta_columns(const py_meta& m) {
 // Sampler
 // ---------------------------------------------------------------------------------------------
 
-/// Open-Sora's NumPy draws for a run seed of 2^64 or more (the built-in sources take 64-bit
-/// seeds): the library's `numpy_epoch_source` of the full seed.
-struct big_numpy_sources {
-  big_seed seed;
-  vbucket::numpy_source operator()(std::uint64_t, std::uint64_t epoch,
-                                   std::size_t num_buckets) const {
-    return vbucket::numpy_epoch_source(seed, epoch, num_buckets);
-  }
-};
-
 /// What the module calls on a `batch_sampler` of any rule and source family.
 class sampler_base {
  public:
@@ -408,8 +398,8 @@ std::unique_ptr<sampler_base> make_sampler_for(const py_meta& meta, const py_con
         meta.table, cfg.config, std::move(rule), o, vbucket::builtin_sources{});
   }
   o.rng = rng_mode::fast;  // the family draws NumPy's: rng applies to the built-in sources only
-  return std::make_unique<sampler_impl<Rule, big_numpy_sources>>(
-      meta.table, cfg.config, std::move(rule), o, big_numpy_sources{seed});
+  return std::make_unique<sampler_impl<Rule, vbucket::numpy_seed_family>>(
+      meta.table, cfg.config, std::move(rule), o, vbucket::numpy_seed_family{seed});
 }
 
 /// A sampler of one rank, and the lock that keeps its calls one at a time.

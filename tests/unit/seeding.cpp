@@ -3,6 +3,8 @@
 /// 64-bit seed; assign_epoch equals the rule with each mode's source, sample by sample.
 #include "vbucket/seeding.hpp"
 
+#include "vbucket/batch_sampler.hpp"  // source_family
+
 #include <doctest/doctest.h>
 
 #include <cstdint>   // std::int64_t, std::uint64_t
@@ -157,4 +159,26 @@ TEST_CASE("seeding: assign_epoch is the rule with each mode's source, sample by 
       (void)vbucket::assign_epoch(v12_config(), t, vbucket::opensora_v12_rule{}, rng_mode::fast,
                                   big_seed::parse("18446744073709551616"), 0),
       vbucket::error);
+}
+
+TEST_CASE("seeding: numpy_seed_family draws as numpy_epoch_source, whatever the plan seed") {
+  const vbucket::big_seed big = vbucket::big_seed::parse("36893488147419103237");  // 2^65 + 5
+  const vbucket::numpy_seed_family family{big};
+  for (const std::uint64_t epoch : {0u, 1u, 7u}) {
+    const vbucket::numpy_source want = vbucket::numpy_epoch_source(big, epoch, 13);
+    for (const std::uint64_t plan_seed :
+         {std::uint64_t{0}, std::uint64_t{99}, vbucket::plan_seed(big)}) {
+      const vbucket::numpy_source got = family(plan_seed, epoch, 13);
+      for (std::uint64_t i = 0; i < 5; ++i) {
+        auto a = got.stream(i, 2);
+        auto b = want.stream(i, 2);
+        CHECK(a.random() == b.random());
+      }
+    }
+  }
+  // The family is a sampler's source family, and differs from the epoch's neighbour.
+  static_assert(vbucket::source_family<vbucket::numpy_seed_family>);
+  auto e0 = family(0, 0, 13).stream(0, 0);
+  auto e1 = family(0, 1, 13).stream(0, 0);
+  CHECK(e0.random() != e1.random());
 }

@@ -144,17 +144,6 @@ inline plan_flags read_plan_flags(const args& a) {
   return f;
 }
 
-/// A NumPy seed of 2^64 or more, which `sampler_options::seed` (64 bits) cannot hold, as the
-/// sampler's source family: Open-Sora's draws of epoch E with seed S + E (`numpy_epoch_source`).
-/// The sampler's own seed is then `plan_seed(S)`, which keys the plan and its resume state.
-struct big_numpy_seed {
-  big_seed seed;
-  [[nodiscard]] numpy_source operator()(std::uint64_t /*plan seed*/, std::uint64_t epoch,
-                                        std::size_t num_buckets) const {
-    return numpy_epoch_source(seed, epoch, num_buckets);
-  }
-};
-
 /// The sampler options the flags define, for `rank`.
 inline sampler_options sampler_options_of(const plan_flags& f, std::uint32_t rank) {
   sampler_options o;
@@ -171,7 +160,7 @@ inline sampler_options sampler_options_of(const plan_flags& f, std::uint32_t ran
 
 /// Loads the config and the metadata the flags name, makes the one `batch_sampler` they define
 /// (for `rank`, at epoch --epoch) and returns `body(sampler)`. `body` is called with one of
-/// four sampler types (two rules; built-in sources, or `big_numpy_seed`). Data errors throw
+/// four sampler types (two rules; built-in sources, or `numpy_seed_family`). Data errors throw
 /// vbucket::error naming the file.
 template <class Body>
 decltype(auto) with_sampler(const plan_flags& f, std::uint32_t rank, Body&& body) {
@@ -186,7 +175,7 @@ decltype(auto) with_sampler(const plan_flags& f, std::uint32_t rank, Body&& body
       return body(sampler);
     }
     o.rng = rng_mode::fast;  // ignored: the family draws (numpy; check_seed refused fast)
-    batch_sampler sampler(meta, config, rule, o, big_numpy_seed{f.seed});
+    batch_sampler sampler(meta, config, rule, o, numpy_seed_family{f.seed});
     sampler.set_epoch(f.epoch);
     return body(sampler);
   };
