@@ -50,9 +50,6 @@ struct meta_csv {
   std::vector<std::uint64_t> lines;  ///< lines[i]: 1-based file line of sample i's row
 };
 
-/// The largest `num_frames` a metadata row may hold.
-inline constexpr std::int64_t max_meta_frames = std::int64_t{1} << 31;
-
 namespace detail {
 
 /// One CSV field. `text` is its characters as written in the file: inside the quotes when
@@ -496,7 +493,7 @@ inline std::int64_t csv_size_slow(const csv_reader& reader, std::size_t column, 
                                   std::int64_t max) {
   const std::string decoded = f.escaped ? f.value() : std::string();
   const std::string_view s = trim_blanks(f.escaped ? std::string_view(decoded) : f.text);
-  const auto range = [max] { return "an integer from 1 to " + std::to_string(max); };
+  const auto range = [max] { return meta_size_expectation(max); };
   if (s.empty()) reader.fail(column, "is empty (expected " + range() + ")");
   const integral_value v = parse_integral(s, max);
   switch (v.kind) {
@@ -533,19 +530,13 @@ inline double csv_fps_text(const csv_reader& reader, std::size_t column, std::st
   const char* const end = s.data() + s.size();
   const auto [p, ec] = std::from_chars(s.data(), end, v, std::chars_format::general);
   if (p != end || (ec != std::errc{} && ec != std::errc::result_out_of_range))
-    reader.fail(column, quote_for_message(s) +
-                            " is not a number (expected a positive frame rate, or empty, \"nan\" "
-                            "or 0 when unknown)");
-  // 0 is what metadata tools write for a rate they could not read; Open-Sora's rule gives it
-  // frame interval 1, as it gives NaN.
-  if (std::isnan(v) || (ec == std::errc{} && v == 0.0))
-    return std::numeric_limits<double>::quiet_NaN();
-  if (ec != std::errc{} || !(v > 0.0) || std::isinf(v))
+    reader.fail(column, quote_for_message(s) + " is not a number (expected " +
+                            std::string(meta_fps_expectation) + ")");
+  const std::optional<double> rate = meta_fps_value(v);
+  if (ec != std::errc{} || !rate)  // out of range (v untouched) is an error too
     reader.fail(column,
-                "must be a finite positive frame rate (or empty, \"nan\" or 0 when unknown), "
-                "got " +
-                    quote_for_message(s));
-  return v;
+                "must be " + std::string(meta_fps_expectation) + ", got " + quote_for_message(s));
+  return *rate;
 }
 
 /// An fps field: see `csv_fps_text`.

@@ -2,10 +2,14 @@
 /// Video metadata: the `video_meta` concept a user's own sample type satisfies, and
 /// `meta_table`, the struct-of-arrays form the hot loops work on.
 
+#include <cmath>        // std::isfinite, std::isinf, std::isnan, std::trunc
 #include <concepts>     // std::convertible_to
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t
 #include <limits>       // quiet_NaN
+#include <optional>     // std::optional
+#include <string>       // std::string, std::to_string
+#include <string_view>  // std::string_view
 #include <type_traits>  // std::is_floating_point_v, std::is_unsigned_v
 #include <vector>       // std::vector
 
@@ -90,6 +94,45 @@ constexpr sample_meta to_sample_meta(const T& m) {
   return {detail::to_size(meta_traits<T>::frames(m)), detail::to_size(meta_traits<T>::height(m)),
           detail::to_size(meta_traits<T>::width(m)), static_cast<double>(meta_traits<T>::fps(m))};
 }
+
+// ---------------------------------------------------------------------------------------------
+// The metadata contract for one value, for every reader (the CSV reader, the Python package's
+// numeric columns): one rule, one wording.
+// ---------------------------------------------------------------------------------------------
+
+/// The largest `num_frames` a metadata row may hold.
+inline constexpr std::int64_t max_meta_frames = std::int64_t{1} << 31;
+/// The largest height or width a metadata row may hold (H·W stays exact in a double).
+inline constexpr std::int64_t max_meta_side = std::int64_t{1} << 24;
+
+/// What a size must be, for messages: "an integer from 1 to MAX".
+inline std::string meta_size_expectation(std::int64_t max) {
+  return "an integer from 1 to " + std::to_string(max);
+}
+
+/// A size given as a number (a float column, as pandas writes an integer column that held a
+/// NaN): its value when it is a whole number in [1, max], else nullopt; `*whole` (when given)
+/// tells a fraction, NaN or infinity (false) from a whole number out of range (true).
+inline std::optional<std::int64_t> meta_size_value(double v, std::int64_t max,
+                                                   bool* whole = nullptr) noexcept {
+  const bool integral = std::isfinite(v) && v == std::trunc(v);
+  if (whole) *whole = integral;
+  if (!integral || !(v >= 1.0) || !(v <= static_cast<double>(max))) return std::nullopt;
+  return static_cast<std::int64_t>(v);
+}
+
+/// An fps as a reader hands it over: NaN or 0 = unknown (NaN; metadata tools write 0 for a rate
+/// they could not read, and Open-Sora's rule gives it frame interval 1 as it gives NaN); a
+/// finite positive rate as it is; nullopt for anything else (negative, infinite).
+inline std::optional<double> meta_fps_value(double v) noexcept {
+  if (std::isnan(v) || v == 0.0) return std::numeric_limits<double>::quiet_NaN();
+  if (!(v > 0.0) || std::isinf(v)) return std::nullopt;
+  return v;
+}
+
+/// What an fps must be, for messages.
+inline constexpr std::string_view meta_fps_expectation =
+    "a finite positive frame rate (or empty, \"nan\" or 0 when unknown)";
 
 /// Struct of arrays: one contiguous column per field, row i = sample index i.
 struct meta_table {

@@ -35,7 +35,7 @@ concept bucket_rule = random_source<Source> &&
 namespace detail {
 /// Samples with fewer than one frame or pixel row/column cannot be bucketed; sizes are
 /// capped so that H·W is exact in a double, as Python's exact int/float comparison needs.
-inline constexpr std::int64_t max_side = std::int64_t{1} << 24;
+inline constexpr std::int64_t max_side = max_meta_side;
 inline bool valid_meta(const sample_meta& m) noexcept {
   return m.num_frames >= 1 && m.height >= 1 && m.width >= 1 && m.height <= max_side &&
          m.width <= max_side;

@@ -164,17 +164,16 @@ struct size_reader {
     throw vbucket::error(where + ": sample " + std::to_string(i) + ", column \"" + name +
                          "\": " + what);
   }
-  std::string range() const { return "an integer from 1 to " + std::to_string(max); }
+  std::string range() const { return vbucket::meta_size_expectation(max); }
 
   template <class T>
   std::int64_t operator()(std::size_t i, T v) const {
     if constexpr (std::is_floating_point_v<T>) {
       const double d = static_cast<double>(v);
-      if (!std::isfinite(d) || d != std::trunc(d))
-        fail(i, number_text(d) + " is not an integer (expected " + range() + ")");
-      if (!(d >= 1.0 && d <= static_cast<double>(max)))
-        fail(i, "must be " + range() + ", got " + number_text(d));
-      return static_cast<std::int64_t>(d);
+      bool whole = false;
+      if (const auto size = vbucket::meta_size_value(d, max, &whole)) return *size;
+      if (!whole) fail(i, number_text(d) + " is not an integer (expected " + range() + ")");
+      fail(i, "must be " + range() + ", got " + number_text(d));
     } else if constexpr (std::is_signed_v<T>) {
       if (v < 1 || static_cast<std::int64_t>(v) > max)
         fail(i, "must be " + range() + ", got " + std::to_string(v));
@@ -187,7 +186,7 @@ struct size_reader {
   }
 };
 
-/// An fps column read as the CSV reader reads its text: NaN or 0 = unknown (NaN), otherwise a
+/// An fps column under the library's rule (`meta_fps_value`): NaN or 0 = unknown (NaN), otherwise a
 /// finite positive number.
 struct fps_reader {
   const std::string& where;
@@ -195,13 +194,9 @@ struct fps_reader {
   template <class T>
   double operator()(std::size_t i, T v) const {
     const auto d = static_cast<double>(v);
-    if (std::isnan(d) || d == 0.0) return std::numeric_limits<double>::quiet_NaN();
-    if (!(d > 0.0) || !std::isfinite(d))
-      throw vbucket::error(where + ": sample " + std::to_string(i) +
-                           ", column \"fps\": must be a finite positive frame rate (or NaN or 0 "
-                           "when unknown), got " +
-                           number_text(d));
-    return d;
+    if (const auto rate = vbucket::meta_fps_value(d)) return *rate;
+    throw vbucket::error(where + ": sample " + std::to_string(i) + ", column \"fps\": must be " +
+                         std::string(vbucket::meta_fps_expectation) + ", got " + number_text(d));
   }
 };
 
@@ -278,9 +273,9 @@ py_meta meta_from_arrays(const column& num_frames, const column& height, const c
     read_column(num_frames, "num_frames", m, t->num_frames, std::int64_t{0},
                 size_reader{where, "num_frames", vbucket::max_meta_frames});
     read_column(height, "height", m, t->height, std::int64_t{0},
-                size_reader{where, "height", vbucket::detail::max_side});
+                size_reader{where, "height", vbucket::max_meta_side});
     read_column(width, "width", m, t->width, std::int64_t{0},
-                size_reader{where, "width", vbucket::detail::max_side});
+                size_reader{where, "width", vbucket::max_meta_side});
     read_column(fps, "fps", m, t->fps, std::numeric_limits<double>::quiet_NaN(), fps_reader{where});
   }
   return {std::move(t)};
