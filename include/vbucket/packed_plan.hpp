@@ -1,0 +1,646 @@
+#pragma once
+/// Packed batches: a whole-epoch token-budget planner for trainers with variable-length
+/// attention (packed sequences). Instead of one bucket and a fixed batch size per batch, every
+/// batch holds samples of any shapes whose total cost is at most a budget B per rank per step.
+///
+/// How an epoch is packed (`make_packed_plan`):
+///  1. Bucket assignment as for the fixed plan; every sample keeps its bucket's target T/H/W.
+///     Its cost is the plan's batch cost of a batch of one (`cost(config, bucket, 1)`; by
+///     default the latent tokens of that shape). Samples in a disabled bucket (batch size null)
+///     are dropped and counted, as in the fixed plan. A sample that costs more than B alone is
+///     an error naming it, or with `drop_oversized` a counted drop.
+///  2. Per bucket, its samples are shuffled (keyed by (seed, epoch, bucket), the fixed plan's
+///     shuffle), so which samples share a batch differs per epoch.
+///  3. First-fit decreasing over the whole epoch: the samples, by cost descending (ties by
+///     bucket id, then in shuffled order), each go into the first batch with room. Samples of
+///     one bucket are interchangeable, so this runs batch by batch over the buckets (a batch
+///     takes as many of the largest remaining cost that fit, then of the next cost that fits,
+///     …), which is exactly first-fit decreasing in O(N + batches · buckets per batch · log K).
+///  4. The batches are put in one global order, the same whatever the world size: a keyed
+///     shuffle, or with `balance_group` G > 0 the fixed plan's step balance (cost-sorted
+///     chunks of G batches in shuffled chunk order, the remainder, the cheapest, last).
+///
+/// Dealing and resume are those of the fixed plan (`epoch_plan`): step k of rank r is global
+/// position consumed + k·W + r; an incomplete last step is completed with counted repeats of
+/// real batches (closest in cost to the mean of that step's real batches, earliest first) or
+/// dropped with drop_last; the resume state is the same `plan_state`
+/// ("vbucket-plan seed=S epoch=E consumed=C balance=G"); the plan's other inputs (metadata,
+/// config, budget, cost) must be the same.
+///
+///     auto ids = vbucket::assign_all(cfg, table, rule, vbucket::fast_source(seed, epoch));
+///     auto plan = vbucket::make_packed_plan(ids, cfg, {.seed = seed, .epoch = epoch,
+///                                                      .token_budget = 65536});
+///     for (const vbucket::packed_batch& b : plan.deal(world, consumed).rank(rank)) train(b);
+
+#include <algorithm>  // std::sort, std::stable_sort, std::partition_point, std::nth_element
+#include <cassert>    // assert
+#include <cmath>      // std::floor, std::abs, std::isfinite
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint32_t, std::uint64_t, std::int64_t
+#include <limits>     // std::numeric_limits
+#include <memory>     // std::shared_ptr, std::make_shared
+#include <numeric>    // std::iota
+#include <ranges>     // std::views::iota, std::views::transform
+#include <span>       // std::span
+#include <string>     // std::string, std::to_string
+#include <utility>    // std::move
+#include <vector>     // std::vector
+
+#include "bucket_config.hpp"
+#include "detail/keyed_shuffle.hpp"
+#include "epoch_plan.hpp"  // plan_state, batch_cost, latent_tokens_cost, Open-Sora strings
+#include "error.hpp"
+#include "group.hpp"
+#include "plan_stats.hpp"  // step_balance_stats
+
+namespace vbucket {
+
+/// How batches are formed: one bucket and its batch size per batch, or packed to a budget.
+enum class batching_mode : std::uint8_t {
+  fixed,   ///< `make_epoch_plan`: per-bucket batch sizes
+  packed,  ///< `make_packed_plan`: mixed shapes up to a cost budget
+};
+
+/// "fixed" or "packed".
+constexpr std::string_view batching_name(batching_mode m) noexcept {
+  return m == batching_mode::packed ? "packed" : "fixed";
+}
+
+/// Parses "fixed" or "packed"; nullopt otherwise.
+constexpr std::optional<batching_mode> parse_batching(std::string_view s) noexcept {
+  if (s == "fixed") return batching_mode::fixed;
+  if (s == "packed") return batching_mode::packed;
+  return std::nullopt;
+}
+
+/// What a packed plan depends on besides the groups and the config.
+struct packed_options {
+  std::uint64_t seed = 0;   ///< the run's seed
+  std::uint64_t epoch = 0;  ///< the epoch (shuffles differ per epoch)
+  /// B: the most cost one batch (one rank's step) may hold, in the cost's unit (latent tokens
+  /// by default). A finite number > 0.
+  double token_budget = 0.0;
+  /// A sample costing more than B alone: false, an error naming it; true, dropped and counted.
+  bool drop_oversized = false;
+  /// Step balance group, as `plan_options::balance_group` (0: a plain shuffle).
+  std::uint32_t balance_group = 0;
+  /// Threads for the per-bucket shuffles (0: one per core); the plan does not depend on it.
+  unsigned threads = 0;
+};
+
+/// A bucket as packed: its target shape, the cost of one sample and what happened to its
+/// samples.
+struct packed_bucket {
+  std::int64_t frames = 0;    ///< target T
+  std::int64_t height = 0;    ///< target H
+  std::int64_t width = 0;     ///< target W
+  double cost = 0.0;          ///< cost of one sample (`cost(config, bucket, 1)`)
+  bool enabled = false;       ///< batch size not null in the config
+  bool oversized = false;     ///< cost > budget (its samples are dropped or an error)
+  std::uint64_t grouped = 0;  ///< samples the rule put in it
+  std::uint64_t samples = 0;  ///< samples in batches
+  std::uint64_t dropped = 0;  ///< samples in no batch (disabled or oversized)
+};
+
+/// The target shape of one entry of a packed batch.
+struct sample_shape {
+  std::int64_t frames = 0;
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  friend constexpr bool operator==(const sample_shape&, const sample_shape&) = default;
+};
+
+/// One packed batch for a trainer: sample indices (rows of the metadata table) and, per entry,
+/// its bucket; `shape(i)` is entry i's target shape. Entries are grouped by bucket, the most
+/// expensive first.
+struct packed_batch {
+  std::span<const std::uint32_t> indices;
+  std::span<const bucket_id> buckets;          ///< per entry
+  std::span<const packed_bucket> bucket_info;  ///< the plan's buckets, by id
+  double cost = 0.0;                           ///< Σ cost of the entries (≤ the budget)
+  std::uint64_t id = 0;                        ///< its number in the plan (packing order)
+  std::uint64_t step = 0;                      ///< step of the schedule (0 = first dealt)
+  std::uint64_t position = 0;                  ///< global position: consumed + step · world + rank
+  bool repeat = false;  ///< a repeat added for rank alignment (its samples are repeats)
+
+  [[nodiscard]] std::size_t size() const noexcept { return indices.size(); }
+  [[nodiscard]] sample_shape shape(std::size_t i) const noexcept {
+    const packed_bucket& b = bucket_info[static_cast<std::size_t>(buckets[i])];
+    return {b.frames, b.height, b.width};
+  }
+};
+
+/// Every sample of a packed batch as "idx-T-H-W" (shapes differ between entries).
+inline std::vector<std::string> encode_opensora_batch(const packed_batch& b) {
+  std::vector<std::string> out;
+  out.reserve(b.size());
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const sample_shape s = b.shape(i);
+    out.push_back(encode_opensora_index({b.indices[i], s.frames, s.height, s.width}));
+  }
+  return out;
+}
+
+class packed_schedule;
+
+namespace detail {
+
+/// A cost or budget for a message, in the shortest form that reads back the same.
+inline std::string format_cost(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+struct packed_data {
+  packed_options options;
+  std::vector<packed_bucket> buckets;
+  std::vector<std::uint32_t> slots;        // sample indices, batch after batch
+  std::vector<bucket_id> slot_bucket;      // the bucket of every slot
+  std::vector<std::uint64_t> batch_begin;  // batches + 1 offsets into slots
+  std::vector<double> batch_cost;          // per batch
+  std::vector<std::uint64_t> order;        // the global sequence of batch ids
+  std::uint64_t unassigned = 0;
+  std::uint64_t invalid = 0;
+  std::uint64_t dropped_disabled = 0;
+  std::uint64_t dropped_oversized = 0;
+};
+
+/// A keyed stream id that keeps the packed order apart from the fixed plan's order stream.
+inline constexpr std::uint64_t packed_order_stream = 1;
+
+}  // namespace detail
+
+/// An epoch packed to a budget: the global sequence of packed batches, independent of the
+/// world size. A cheap, shared, immutable handle, like `epoch_plan`.
+class packed_plan {
+ public:
+  packed_plan() : data_(std::make_shared<detail::packed_data>()) {}
+  explicit packed_plan(std::shared_ptr<const detail::packed_data> d) : data_(std::move(d)) {}
+
+  [[nodiscard]] const packed_options& options() const noexcept { return data_->options; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return data_->options.seed; }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return data_->options.epoch; }
+  [[nodiscard]] double token_budget() const noexcept { return data_->options.token_budget; }
+
+  /// Real batches in the global sequence (repeats for rank alignment are not counted).
+  [[nodiscard]] std::uint64_t num_batches() const noexcept { return data_->order.size(); }
+  [[nodiscard]] std::size_t num_buckets() const noexcept { return data_->buckets.size(); }
+  [[nodiscard]] const packed_bucket& bucket(bucket_id b) const noexcept {
+    return data_->buckets[static_cast<std::size_t>(b)];
+  }
+  [[nodiscard]] std::span<const packed_bucket> buckets() const noexcept { return data_->buckets; }
+  /// Samples in batches (each exactly once).
+  [[nodiscard]] std::uint64_t samples() const noexcept { return data_->slots.size(); }
+  /// Σ cost of all batches.
+  [[nodiscard]] double total_cost() const noexcept {
+    double s = 0.0;
+    for (double c : data_->batch_cost) s += c;
+    return s;
+  }
+  /// Samples the rule left without a bucket, samples with unusable metadata, samples in
+  /// disabled buckets and samples costing more than the budget (`drop_oversized`).
+  [[nodiscard]] std::uint64_t unassigned() const noexcept { return data_->unassigned; }
+  [[nodiscard]] std::uint64_t invalid() const noexcept { return data_->invalid; }
+  [[nodiscard]] std::uint64_t dropped_disabled() const noexcept { return data_->dropped_disabled; }
+  [[nodiscard]] std::uint64_t dropped_oversized() const noexcept {
+    return data_->dropped_oversized;
+  }
+
+  /// Batch number `id` (packing order, id < num_batches()).
+  [[nodiscard]] packed_batch make_batch(std::uint64_t id) const noexcept {
+    const auto& d = *data_;
+    const auto i = static_cast<std::size_t>(id);
+    const auto b = static_cast<std::size_t>(d.batch_begin[i]);
+    const auto e = static_cast<std::size_t>(d.batch_begin[i + 1]);
+    packed_batch out;
+    out.indices = std::span<const std::uint32_t>(d.slots).subspan(b, e - b);
+    out.buckets = std::span<const bucket_id>(d.slot_bucket).subspan(b, e - b);
+    out.bucket_info = d.buckets;
+    out.cost = d.batch_cost[i];
+    out.id = id;
+    return out;
+  }
+  /// The batch id at global position p, and its cost.
+  [[nodiscard]] std::uint64_t id_at(std::uint64_t p) const noexcept {
+    return data_->order[static_cast<std::size_t>(p)];
+  }
+  [[nodiscard]] double cost_of(std::uint64_t id) const noexcept {
+    return data_->batch_cost[static_cast<std::size_t>(id)];
+  }
+  /// The batch at global position p (p < num_batches()).
+  [[nodiscard]] packed_batch global_batch(std::uint64_t p) const noexcept {
+    assert(p < num_batches());
+    packed_batch out = make_batch(id_at(p));
+    out.position = p;
+    return out;
+  }
+
+  /// Deals the batches from global position `consumed` on to `world` ranks. Throws
+  /// `vbucket::error` when world is 0.
+  [[nodiscard]] packed_schedule deal(std::uint32_t world, std::uint64_t consumed = 0,
+                                     bool drop_last = false) const;
+  /// Deals from a saved state; throws `vbucket::error` when its seed, epoch or (recorded)
+  /// balance group is not this plan's.
+  [[nodiscard]] packed_schedule deal(std::uint32_t world, const plan_state& state,
+                                     bool drop_last = false) const;
+
+ private:
+  std::shared_ptr<const detail::packed_data> data_;
+};
+
+namespace detail {
+
+struct packed_schedule_data {
+  packed_plan plan;
+  std::uint32_t world = 1;
+  bool drop_last = false;
+  std::uint64_t consumed = 0;
+  std::uint64_t begin = 0;  // min(consumed, num_batches)
+  std::uint64_t steps = 0;
+  std::uint64_t dropped = 0;
+  std::vector<std::uint64_t> repeats;  // batch ids
+
+  [[nodiscard]] packed_batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
+    assert(step < steps && rank < world);
+    const std::uint64_t p = begin + step * world + rank;
+    const std::uint64_t n = plan.num_batches();
+    packed_batch out =
+        plan.make_batch(p < n ? plan.id_at(p) : repeats[static_cast<std::size_t>(p - n)]);
+    out.step = step;
+    out.position = consumed + step * world + rank;
+    out.repeat = p >= n;
+    return out;
+  }
+
+  /// The fixed plan's rule: `count` real batches from before the last step whose cost is
+  /// closest to the mean cost of the last step's real batches, earliest position first among
+  /// equal distances; all real batches cyclically when there are too few.
+  void choose_repeats(std::uint64_t count) {
+    std::uint64_t n = plan.num_batches();
+    const std::uint64_t last_real = (n - begin) % world;
+    repeats.reserve(static_cast<std::size_t>(count));
+    if (n - last_real < count) {
+      for (std::uint64_t e = 0; e < count; ++e) repeats.push_back(plan.id_at(e % n));
+      return;
+    }
+    n -= last_real;
+    double target = 0.0;
+    for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.cost_of(plan.id_at(p));
+    target /= static_cast<double>(last_real);
+    std::vector<std::uint64_t> pos(static_cast<std::size_t>(n));
+    std::iota(pos.begin(), pos.end(), std::uint64_t{0});
+    const auto closer = [&](std::uint64_t a, std::uint64_t b) {
+      const double da = std::abs(plan.cost_of(plan.id_at(a)) - target);
+      const double db = std::abs(plan.cost_of(plan.id_at(b)) - target);
+      return da < db || (da == db && a < b);
+    };
+    const auto k = static_cast<std::ptrdiff_t>(count);
+    std::nth_element(pos.begin(), pos.begin() + k - 1, pos.end(), closer);
+    std::sort(pos.begin(), pos.begin() + k);  // earliest position first
+    for (std::ptrdiff_t i = 0; i < k; ++i)
+      repeats.push_back(plan.id_at(pos[static_cast<std::size_t>(i)]));
+  }
+};
+
+}  // namespace detail
+
+/// A packed plan dealt to a world size from a resume point; every rank builds the same one.
+class packed_schedule {
+ public:
+  /// Throws `vbucket::error` when world is 0.
+  packed_schedule(packed_plan plan, std::uint32_t world, std::uint64_t consumed, bool drop_last) {
+    if (world == 0) throw error("world size must be at least 1");
+    auto d = std::make_shared<detail::packed_schedule_data>();
+    d->plan = std::move(plan);
+    d->world = world;
+    d->drop_last = drop_last;
+    const std::uint64_t n = d->plan.num_batches();
+    d->consumed = consumed;
+    d->begin = std::min(consumed, n);
+    const std::uint64_t rem = n - d->begin;
+    const std::uint64_t partial = rem % world;
+    if (drop_last) {
+      d->steps = rem / world;
+      d->dropped = partial;
+    } else {
+      d->steps = rem / world + (partial != 0 ? 1 : 0);
+      if (partial != 0) d->choose_repeats(world - partial);
+    }
+    d_ = std::move(d);
+  }
+
+  [[nodiscard]] const packed_plan& plan() const noexcept { return d_->plan; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept { return d_->world; }
+  [[nodiscard]] bool drop_last() const noexcept { return d_->drop_last; }
+  [[nodiscard]] std::uint64_t consumed() const noexcept { return d_->consumed; }
+  /// Steps every rank runs.
+  [[nodiscard]] std::uint64_t steps() const noexcept { return d_->steps; }
+  /// Repeats added to complete the last step (0 with drop_last), and their samples.
+  [[nodiscard]] std::uint64_t repeat_batches() const noexcept { return d_->repeats.size(); }
+  [[nodiscard]] std::uint64_t repeat_samples() const noexcept {
+    std::uint64_t s = 0;
+    for (std::uint64_t id : d_->repeats) s += plan().make_batch(id).size();
+    return s;
+  }
+  /// Real batches left out of the incomplete last step with drop_last, and their samples.
+  [[nodiscard]] std::uint64_t dropped_batches() const noexcept { return d_->dropped; }
+  [[nodiscard]] std::uint64_t dropped_samples() const noexcept {
+    std::uint64_t s = 0;
+    const std::uint64_t n = plan().num_batches();
+    for (std::uint64_t p = n - d_->dropped; p < n; ++p)
+      s += plan().make_batch(plan().id_at(p)).size();
+    return s;
+  }
+  /// The batch ids repeated at the tail, in the order they are dealt.
+  [[nodiscard]] std::span<const std::uint64_t> repeats() const noexcept { return d_->repeats; }
+
+  /// The batch of `rank` at `step` (step < steps(), rank < world_size()).
+  [[nodiscard]] packed_batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
+    return d_->at(step, rank);
+  }
+
+  /// The steps of `rank` from `first_step` on, as a random-access view of `packed_batch`
+  /// values; it shares the schedule's data, so it outlives the schedule.
+  [[nodiscard]] auto rank(std::uint32_t r, std::uint64_t first_step = 0) const {
+    assert(r < d_->world);
+    std::shared_ptr<const detail::packed_schedule_data> d = d_;
+    return std::views::iota(std::min(first_step, d_->steps), d_->steps) |
+           std::views::transform([d, r](std::uint64_t k) { return d->at(k, r); });
+  }
+
+  /// The resume state after `steps_done` steps of this schedule.
+  [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
+    return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
+            plan().options().balance_group};
+  }
+
+ private:
+  std::shared_ptr<const detail::packed_schedule_data> d_;
+};
+
+inline packed_schedule packed_plan::deal(std::uint32_t world, std::uint64_t consumed,
+                                         bool drop_last) const {
+  return packed_schedule(*this, world, consumed, drop_last);
+}
+
+inline packed_schedule packed_plan::deal(std::uint32_t world, const plan_state& state,
+                                         bool drop_last) const {
+  if (state.seed != seed() || state.epoch != epoch())
+    throw error("plan state " + state.to_string() + " is not for this plan (seed " +
+                std::to_string(seed()) + ", epoch " + std::to_string(epoch()) + ")");
+  const std::uint32_t group = options().balance_group;
+  if (state.balance_group && *state.balance_group != group)
+    throw error("plan state " + state.to_string() + " was saved from a plan with step balance " +
+                "group " + std::to_string(*state.balance_group) + " but this plan has " +
+                std::to_string(group) + " (0 = none): the global orders differ, so resuming " +
+                "would replay some batches and skip others; plan with balance group " +
+                std::to_string(*state.balance_group));
+  return deal(world, state.consumed, drop_last);
+}
+
+/// Packs an epoch from grouped samples (see the top of this header). Throws `vbucket::error`
+/// when the groups do not match the config, the budget is not a finite number > 0, a cost is
+/// not a finite number ≥ 0, or (without `drop_oversized`) a sample costs more than the budget.
+template <batch_cost Cost = latent_tokens_cost>
+packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& config,
+                             const packed_options& options, const Cost& cost = {}) {
+  const std::size_t nb = config.num_buckets();
+  if (groups.num_buckets() != nb)
+    throw error("packed plan: the groups have " + std::to_string(groups.num_buckets()) +
+                " buckets but the config has " + std::to_string(nb));
+  const double budget = options.token_budget;
+  if (!(budget > 0.0) || !std::isfinite(budget))
+    throw error("packed plan: the token budget " + detail::format_cost(budget) +
+                " is not a finite number > 0");
+  auto data = std::make_shared<detail::packed_data>();
+  data->options = options;
+  data->unassigned = groups.unassigned;
+  data->invalid = groups.invalid;
+  auto& buckets = data->buckets;
+  buckets.resize(nb);
+  // The classes of first-fit decreasing: buckets with samples to pack.
+  std::vector<std::uint32_t> classes;
+  for (std::size_t b = 0; b < nb; ++b) {
+    const auto id = static_cast<bucket_id>(b);
+    packed_bucket& pb = buckets[b];
+    pb.frames = config.frames_of(id).frames;
+    pb.height = config.ratio_of(id).height;
+    pb.width = config.ratio_of(id).width;
+    pb.grouped = groups.count(id);
+    pb.enabled = config.enabled(id);
+    pb.cost = static_cast<double>(cost(config, id, std::int64_t{1}));
+    if (!(pb.cost >= 0.0) || !std::isfinite(pb.cost))
+      throw error("packed plan: the cost of one sample of bucket " + std::to_string(b) +
+                  " is not a finite number >= 0");
+    pb.oversized = pb.cost > budget;
+    if (!pb.enabled) {
+      pb.dropped = pb.grouped;
+      data->dropped_disabled += pb.grouped;
+    } else if (pb.oversized) {
+      pb.dropped = pb.grouped;
+      data->dropped_oversized += pb.grouped;
+    } else {
+      pb.samples = pb.grouped;
+      if (pb.grouped > 0) classes.push_back(static_cast<std::uint32_t>(b));
+    }
+  }
+  if (data->dropped_oversized > 0 && !options.drop_oversized) {
+    // Name the first such sample (by row), with its shape, cost and how many there are.
+    std::uint32_t row = std::numeric_limits<std::uint32_t>::max();
+    std::size_t where = 0;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const auto id = static_cast<bucket_id>(b);
+      if (!buckets[b].enabled || !buckets[b].oversized || groups.count(id) == 0) continue;
+      const std::uint32_t first =
+          *std::min_element(groups.bucket(id).begin(), groups.bucket(id).end());
+      if (first < row) {
+        row = first;
+        where = b;
+      }
+    }
+    const packed_bucket& pb = buckets[where];
+    throw error("packed plan: sample " + std::to_string(row) + " (bucket " + std::to_string(where) +
+                ", " + std::to_string(pb.frames) + "x" + std::to_string(pb.height) + "x" +
+                std::to_string(pb.width) + ") costs " + detail::format_cost(pb.cost) +
+                ", more than the token budget " + detail::format_cost(budget) + " (" +
+                std::to_string(data->dropped_oversized) +
+                " samples do); raise the budget or drop oversized samples");
+  }
+
+  // Each class's samples, shuffled (the fixed plan's per-bucket shuffle).
+  std::vector<std::uint64_t> pool_begin(nb + 1, 0);
+  for (std::size_t b = 0; b < nb; ++b) pool_begin[b + 1] = pool_begin[b] + buckets[b].samples;
+  std::vector<std::uint32_t> pool(static_cast<std::size_t>(pool_begin[nb]));
+  const std::uint64_t key = detail::plan_key(options.seed, options.epoch);
+  detail::parallel_tasks(classes.size(), options.threads, [&](std::size_t t) {
+    const std::uint32_t b = classes[t];
+    const auto src = groups.bucket(static_cast<bucket_id>(b));
+    const std::span<std::uint32_t> dst(pool.data() + pool_begin[b], src.size());
+    std::copy(src.begin(), src.end(), dst.begin());
+    detail::keyed_shuffle(dst, detail::stream_key(key, detail::plan_domain_bucket, b));
+  });
+
+  // First-fit decreasing, batch by batch.
+  std::stable_sort(classes.begin(), classes.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return buckets[a].cost > buckets[b].cost;
+  });
+  const std::size_t k_classes = classes.size();
+  std::vector<double> size(k_classes);
+  std::vector<std::uint64_t> left(k_classes), cursor(k_classes);
+  for (std::size_t k = 0; k < k_classes; ++k) {
+    size[k] = buckets[classes[k]].cost;
+    left[k] = buckets[classes[k]].samples;
+    cursor[k] = pool_begin[classes[k]];
+  }
+  // next[k]: the first class ≥ k with samples left (union–find with path halving).
+  std::vector<std::size_t> next(k_classes + 1);
+  std::iota(next.begin(), next.end(), std::size_t{0});
+  const auto first_left = [&](std::size_t k) {
+    while (next[k] != k) {
+      next[k] = next[next[k]];
+      k = next[k];
+    }
+    return k;
+  };
+  data->slots.resize(pool.size());
+  data->slot_bucket.resize(pool.size());
+  data->batch_begin.push_back(0);
+  std::size_t out = 0;
+  while (true) {
+    std::size_t k = first_left(0);
+    if (k == k_classes) break;
+    double used = 0.0;
+    while (true) {
+      // The first class from k on whose size still fits (sizes descend), with samples left.
+      const auto fits =
+          std::partition_point(size.begin() + static_cast<std::ptrdiff_t>(k), size.end(),
+                               [&](double s) { return used + s > budget; });
+      k = first_left(static_cast<std::size_t>(fits - size.begin()));
+      if (k == k_classes) break;
+      std::uint64_t take = left[k];
+      if (size[k] > 0.0) {
+        const double room = std::floor((budget - used) / size[k]);
+        if (room < static_cast<double>(take)) take = static_cast<std::uint64_t>(room);
+        while (take > 1 && used + static_cast<double>(take) * size[k] > budget) --take;
+        while (take < left[k] && used + static_cast<double>(take + 1) * size[k] <= budget) ++take;
+        if (take == 0) take = 1;  // fits by the search above
+      }
+      const auto from = static_cast<std::size_t>(cursor[k]);
+      std::copy_n(pool.data() + from, static_cast<std::size_t>(take), data->slots.data() + out);
+      std::fill_n(data->slot_bucket.data() + out, static_cast<std::size_t>(take),
+                  static_cast<bucket_id>(classes[k]));
+      out += static_cast<std::size_t>(take);
+      cursor[k] += take;
+      left[k] -= take;
+      used += static_cast<double>(take) * size[k];
+      if (left[k] == 0) next[k] = k + 1;
+      ++k;
+    }
+    data->batch_begin.push_back(out);
+    data->batch_cost.push_back(used);
+  }
+  assert(out == pool.size());
+
+  // The global order.
+  const std::size_t n = data->batch_cost.size();
+  auto& order = data->order;
+  order.resize(n);
+  std::iota(order.begin(), order.end(), std::uint64_t{0});
+  detail::keyed_shuffle(
+      std::span<std::uint64_t>(order),
+      detail::stream_key(key, detail::plan_domain_order, detail::packed_order_stream));
+  const std::uint64_t group = options.balance_group;
+  if (group > 0 && n > 0) {
+    const auto& c = data->batch_cost;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::uint64_t a, std::uint64_t b) { return c[a] > c[b]; });
+    const std::uint64_t chunks = n / group;
+    std::vector<std::uint64_t> chunk_order(static_cast<std::size_t>(chunks));
+    std::iota(chunk_order.begin(), chunk_order.end(), std::uint64_t{0});
+    detail::keyed_shuffle(
+        std::span<std::uint64_t>(chunk_order),
+        detail::stream_key(key, detail::plan_domain_chunks, detail::packed_order_stream));
+    std::vector<std::uint64_t> sorted = order;
+    const auto g = static_cast<std::size_t>(group);
+    for (std::size_t ch = 0; ch < chunk_order.size(); ++ch)
+      std::copy_n(sorted.data() + static_cast<std::size_t>(chunk_order[ch]) * g, g,
+                  order.data() + ch * g);
+  }
+  return packed_plan(std::move(data));
+}
+
+/// Packs an epoch from the bucket id of every sample (as from `assign_all`). Throws as
+/// `group_by_bucket` and the overload above.
+template <batch_cost Cost = latent_tokens_cost>
+packed_plan make_packed_plan(std::span<const bucket_id> ids, const bucket_config& config,
+                             const packed_options& options, const Cost& cost = {}) {
+  return make_packed_plan(group_by_bucket(ids, config.num_buckets()), config, options, cost);
+}
+
+/// The step balance of a packed schedule (max / mean batch cost over the ranks of a step).
+inline step_balance_stats step_balance(const packed_schedule& schedule) {
+  step_balance_stats s;
+  s.steps = schedule.steps();
+  const std::uint32_t world = schedule.world_size();
+  double sum_max = 0.0, sum_mean = 0.0, sum_ratio = 0.0;
+  for (std::uint64_t k = 0; k < s.steps; ++k) {
+    double mx = 0.0, sum = 0.0;
+    for (std::uint32_t r = 0; r < world; ++r) {
+      const double c = schedule.at(k, r).cost;
+      mx = std::max(mx, c);
+      sum += c;
+    }
+    const double mean = sum / static_cast<double>(world);
+    const double ratio = mean > 0.0 ? mx / mean : 1.0;
+    sum_max += mx;
+    sum_mean += mean;
+    sum_ratio += ratio;
+    s.worst_step_ratio = std::max(s.worst_step_ratio, ratio);
+  }
+  if (s.steps > 0) {
+    s.max_over_mean = sum_mean > 0.0 ? sum_max / sum_mean : 1.0;
+    s.mean_step_ratio = sum_ratio / static_cast<double>(s.steps);
+  }
+  return s;
+}
+
+/// How full a schedule's steps are: Σ cost of the real batches dealt / (steps · world ·
+/// budget). Alignment repeats are waste (their cost is not counted).
+inline double fill_ratio(const packed_schedule& schedule) {
+  const packed_plan& plan = schedule.plan();
+  const std::uint64_t n = plan.num_batches();
+  const std::uint64_t begin = std::min(schedule.consumed(), n);
+  const std::uint64_t end = n - schedule.dropped_batches();
+  double real = 0.0;
+  for (std::uint64_t p = begin; p < end; ++p) real += plan.cost_of(plan.id_at(p));
+  const double slots = static_cast<double>(schedule.steps()) *
+                       static_cast<double>(schedule.world_size()) * plan.token_budget();
+  return slots > 0.0 ? real / slots : 1.0;
+}
+
+/// The fixed plan's fill at a memory budget `budget` (cost per rank per step): Σ cost of the
+/// distinct samples of the real batches dealt (a bucket's pads and the alignment repeats are
+/// waste) / (steps · world · budget). `budget` is typically the largest batch cost of the
+/// config, the memory its batch sizes are tuned to.
+inline double fill_ratio(const epoch_schedule& schedule, double budget) {
+  const epoch_plan& plan = schedule.plan();
+  const std::uint64_t n = plan.num_batches();
+  const std::uint64_t begin = std::min(schedule.consumed(), n);
+  const std::uint64_t end = n - schedule.dropped_batches();
+  double real = 0.0;
+  // Pads are the last slots of a bucket's last batch.
+  for (std::uint64_t p = begin; p < end; ++p) {
+    const std::uint64_t ref = plan.ref_at(p);
+    const plan_bucket& pb = plan.bucket(static_cast<bucket_id>(detail::ref_bucket(ref)));
+    const bool last = detail::ref_local(ref) + 1 == pb.batches;
+    const std::uint64_t pads = last ? pb.pads : 0;
+    real +=
+        pb.cost * static_cast<double>(pb.batch_size - pads) / static_cast<double>(pb.batch_size);
+  }
+  const double slots =
+      static_cast<double>(schedule.steps()) * static_cast<double>(schedule.world_size()) * budget;
+  return slots > 0.0 ? real / slots : 1.0;
+}
+
+}  // namespace vbucket
