@@ -6,6 +6,16 @@
 ///    grouping + plan + deal), `extra_B_per_sample` (peak RSS during the iterations above the
 ///    RSS before them, per sample: the memory an epoch needs beyond the metadata table) and
 ///    `peak_rss_MB`.
+///  - `plan/packed/<N>`: the packed planner (`make_packed_plan`, grouping + packing + order +
+///    deal to 64 ranks) against the fixed plan (`make_epoch_plan` + deal) on the same samples
+///    and config (Open-Sora 2.0), both timed in every iteration, with the packed budget the
+///    fixed config's largest batch cost (`largest_batch_cost`, the memory its batch sizes are
+///    tuned to). The benchmark's time is the packed plan's. Counters: `time_ratio` (packed /
+///    fixed planning time), `fill_packed` and `fill_fixed` (Σ cost of distinct samples /
+///    (steps · world · budget): pads and alignment repeats are waste), `balance_packed` and
+///    `balance_fixed` (Σ max / Σ mean batch cost per step), `worst_step_packed` and
+///    `worst_step_fixed` (the largest max / mean of one step), and the same for the packed plan
+///    with step balance group 960 (`*_packed960`).
 ///  - `plan/balance/opensora_v12`: the step balance (Σ max / Σ mean cost per step) of random
 ///    batch order and of step-balanced order on Open-Sora v1.2's config, world 64.
 ///
@@ -32,6 +42,7 @@
 #include "synthetic.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
+#include "vbucket/packed_plan.hpp"
 #include "vbucket/plan_stats.hpp"
 #include "vbucket/vbucket.hpp"
 
@@ -139,6 +150,81 @@ void plan_epoch(benchmark::State& state) {
   }
 }
 
+/// The packed planner against the fixed plan on the same data, world 64.
+void plan_packed(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const vbucket::meta_table& table = plan_samples(n);
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+  const double budget = vbucket::largest_batch_cost(config);
+  double packed_s = 0.0, fixed_s = 0.0;
+  std::uint64_t epoch = 0;
+  std::vector<vbucket::bucket_id> ids;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ids = vbucket::assign_all(config, table, vbucket::opensora_v2_rule{},
+                              vbucket::fast_source(plan_seed, epoch));
+    state.ResumeTiming();
+    auto t0 = std::chrono::steady_clock::now();
+    vbucket::packed_options options;
+    options.seed = plan_seed;
+    options.epoch = epoch;
+    options.token_budget = budget;
+    const vbucket::packed_plan packed =
+        vbucket::make_packed_plan(std::span<const vbucket::bucket_id>(ids), config, options);
+    const vbucket::packed_schedule schedule = packed.deal(plan_world);
+    packed_s += seconds_since(t0);
+    benchmark::DoNotOptimize(schedule.at(0, plan_world - 1).indices.data());
+    state.PauseTiming();
+    t0 = std::chrono::steady_clock::now();
+    vbucket::plan_options fixed_options;
+    fixed_options.seed = plan_seed;
+    fixed_options.epoch = epoch;
+    const vbucket::epoch_plan fixed =
+        vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, fixed_options);
+    const vbucket::epoch_schedule fixed_schedule = fixed.deal(plan_world);
+    fixed_s += seconds_since(t0);
+    benchmark::DoNotOptimize(fixed_schedule.at(0, plan_world - 1).indices.data());
+    state.ResumeTiming();
+    ++epoch;
+  }
+  state.counters["time_ratio"] = packed_s / fixed_s;
+  state.counters["fixed_ms"] = 1e3 * fixed_s / static_cast<double>(state.iterations());
+  // Quality figures of the last epoch's plans (not timed).
+  vbucket::packed_options options;
+  options.seed = plan_seed;
+  options.epoch = epoch - 1;
+  options.token_budget = budget;
+  const vbucket::packed_schedule packed =
+      vbucket::make_packed_plan(std::span<const vbucket::bucket_id>(ids), config, options)
+          .deal(plan_world);
+  options.balance_group = vbucket::default_balance_group;
+  const vbucket::packed_schedule packed960 =
+      vbucket::make_packed_plan(std::span<const vbucket::bucket_id>(ids), config, options)
+          .deal(plan_world);
+  vbucket::plan_options fixed_options;
+  fixed_options.seed = plan_seed;
+  fixed_options.epoch = epoch - 1;
+  const vbucket::epoch_schedule fixed =
+      vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, fixed_options)
+          .deal(plan_world);
+  const auto packed_balance = vbucket::step_balance(packed);
+  const auto packed960_balance = vbucket::step_balance(packed960);
+  const auto fixed_balance = vbucket::step_balance(fixed);
+  state.counters["budget"] = budget;
+  state.counters["fill_packed"] = vbucket::fill_ratio(packed);
+  state.counters["fill_packed960"] = vbucket::fill_ratio(packed960);
+  state.counters["fill_fixed"] = vbucket::fill_ratio(fixed, budget);
+  state.counters["balance_packed"] = packed_balance.max_over_mean;
+  state.counters["balance_packed960"] = packed960_balance.max_over_mean;
+  state.counters["balance_fixed"] = fixed_balance.max_over_mean;
+  state.counters["worst_step_packed"] = packed_balance.worst_step_ratio;
+  state.counters["worst_step_packed960"] = packed960_balance.worst_step_ratio;
+  state.counters["worst_step_fixed"] = fixed_balance.worst_step_ratio;
+  state.counters["steps_packed"] = static_cast<double>(packed.steps());
+  state.counters["steps_fixed"] = static_cast<double>(fixed.steps());
+}
+
 /// Step balance on Open-Sora v1.2's config: random order against step-balanced order.
 void plan_balance_v12(benchmark::State& state) {
   const vbucket::meta_table& table = plan_samples(1'000'000);
@@ -169,6 +255,10 @@ void plan_balance_v12(benchmark::State& state) {
   benchmark::RegisterBenchmark("plan/epoch", plan_epoch)
       ->Arg(1'000'000)
       ->Arg(10'000'000)
+      ->Unit(kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("plan/packed", plan_packed)
+      ->Arg(1'000'000)
       ->Unit(kMillisecond)
       ->UseRealTime();
   benchmark::RegisterBenchmark("plan/balance/opensora_v12", plan_balance_v12)

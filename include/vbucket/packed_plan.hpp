@@ -288,18 +288,19 @@ struct packed_schedule_data {
     double target = 0.0;
     for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.cost_of(plan.id_at(p));
     target /= static_cast<double>(last_real);
-    std::vector<std::uint64_t> pos(static_cast<std::size_t>(n));
-    std::iota(pos.begin(), pos.end(), std::uint64_t{0});
-    const auto closer = [&](std::uint64_t a, std::uint64_t b) {
-      const double da = std::abs(plan.cost_of(plan.id_at(a)) - target);
-      const double db = std::abs(plan.cost_of(plan.id_at(b)) - target);
-      return da < db || (da == db && a < b);
-    };
-    const auto k = static_cast<std::ptrdiff_t>(count);
-    std::nth_element(pos.begin(), pos.begin() + k - 1, pos.end(), closer);
-    std::sort(pos.begin(), pos.begin() + k);  // earliest position first
-    for (std::ptrdiff_t i = 0; i < k; ++i)
-      repeats.push_back(plan.id_at(pos[static_cast<std::size_t>(i)]));
+    // The `count` smallest (distance, position) pairs in one pass (count < world), kept
+    // sorted; then dealt in position order.
+    std::vector<std::pair<double, std::uint64_t>> best;
+    best.reserve(static_cast<std::size_t>(count) + 1);
+    for (std::uint64_t p = 0; p < n; ++p) {
+      const std::pair<double, std::uint64_t> c{std::abs(plan.cost_of(plan.id_at(p)) - target), p};
+      if (best.size() == count && !(c < best.back())) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), c), c);
+      if (best.size() > count) best.pop_back();
+    }
+    std::sort(best.begin(), best.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (const auto& c : best) repeats.push_back(plan.id_at(c.second));
   }
 };
 
@@ -399,12 +400,83 @@ inline packed_schedule packed_plan::deal(std::uint32_t world, const plan_state& 
   return deal(world, state.consumed, drop_last);
 }
 
-/// Packs an epoch from grouped samples (see the top of this header). Throws `vbucket::error`
-/// when the groups do not match the config, the budget is not a finite number > 0, a cost is
-/// not a finite number ≥ 0, or (without `drop_oversized`) a sample costs more than the budget.
+/// The largest cost of one batch of the config's enabled buckets (`cost(config, b, batch
+/// size)`): the memory budget its fixed batch sizes are tuned to, hence the packed budget that
+/// compares with it. 0 when no bucket is enabled.
 template <batch_cost Cost = latent_tokens_cost>
-packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& config,
-                             const packed_options& options, const Cost& cost = {}) {
+double largest_batch_cost(const bucket_config& config, const Cost& cost = {}) {
+  double m = 0.0;
+  for (std::size_t b = 0; b < config.num_buckets(); ++b) {
+    const auto id = static_cast<bucket_id>(b);
+    if (config.enabled(id))
+      m = std::max(m, static_cast<double>(cost(config, id, config.batch_size(id))));
+  }
+  return m;
+}
+
+namespace detail {
+
+/// Groups `ids` as `group_by_bucket` does (the same result), in parallel chunks: per-chunk
+/// counts, then each chunk scatters its samples after those of the chunks before it.
+inline bucket_groups group_parallel(std::span<const bucket_id> ids, std::size_t nb,
+                                    unsigned threads) {
+  const std::size_t n = ids.size();
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  constexpr std::size_t min_chunk = std::size_t{1} << 16;
+  const std::size_t chunks =
+      std::max<std::size_t>(1, std::min<std::size_t>(threads, (n + min_chunk - 1) / min_chunk));
+  if (chunks == 1 || n > std::numeric_limits<std::uint32_t>::max()) return group_by_bucket(ids, nb);
+  const std::size_t step = (n + chunks - 1) / chunks;
+  const std::size_t row = nb + 2;  // invalid, no bucket, every bucket
+  std::vector<std::uint64_t> counts(chunks * row, 0);
+  std::vector<std::uint8_t> bad(chunks, 0);
+  parallel_tasks(chunks, threads, [&](std::size_t c) {
+    std::uint64_t* count = counts.data() + c * row;
+    bool any_bad = false;
+    for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
+      const auto slot = static_cast<std::size_t>(static_cast<std::int64_t>(ids[i]) + 2);
+      any_bad |= slot >= row;
+      ++count[slot < row ? slot : 0];
+    }
+    bad[c] = any_bad ? 1 : 0;
+  });
+  for (std::uint8_t b : bad)
+    if (b != 0) return group_by_bucket(ids, nb);  // names the bad id
+  bucket_groups g;
+  g.offsets.assign(nb + 1, 0);
+  std::vector<std::uint64_t> cursor(chunks * row, 0);
+  std::uint64_t total = 0;
+  for (std::size_t b = 0; b < nb; ++b) {
+    g.offsets[b] = total;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      cursor[c * row + b + 2] = total;
+      total += counts[c * row + b + 2];
+    }
+  }
+  g.offsets[nb] = total;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    g.invalid += counts[c * row];
+    g.unassigned += counts[c * row + 1];
+    cursor[c * row] = cursor[c * row + 1] = total + c;  // one spare word per chunk
+  }
+  g.indices.resize(static_cast<std::size_t>(total) + chunks);
+  std::uint32_t* const out = g.indices.data();
+  parallel_tasks(chunks, threads, [&](std::size_t c) {
+    std::uint64_t* next = cursor.data() + c * row;
+    for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
+      const auto slot = static_cast<std::size_t>(static_cast<std::int64_t>(ids[i]) + 2);
+      out[next[slot]] = static_cast<std::uint32_t>(i);
+      next[slot] += static_cast<std::uint64_t>(slot >= 2);
+    }
+  });
+  g.indices.resize(static_cast<std::size_t>(total));
+  return g;
+}
+
+/// `make_packed_plan` on groups it may reorder (each bucket's samples are shuffled in place).
+template <class Cost>
+packed_plan pack_groups(bucket_groups& groups, const bucket_config& config,
+                        const packed_options& options, const Cost& cost) {
   const std::size_t nb = config.num_buckets();
   if (groups.num_buckets() != nb)
     throw error("packed plan: the groups have " + std::to_string(groups.num_buckets()) +
@@ -468,18 +540,17 @@ packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& c
                 " samples do); raise the budget or drop oversized samples");
   }
 
-  // Each class's samples, shuffled (the fixed plan's per-bucket shuffle).
-  std::vector<std::uint64_t> pool_begin(nb + 1, 0);
-  for (std::size_t b = 0; b < nb; ++b) pool_begin[b + 1] = pool_begin[b] + buckets[b].samples;
-  std::vector<std::uint32_t> pool(static_cast<std::size_t>(pool_begin[nb]));
+  // Each class's samples, shuffled in place (the fixed plan's per-bucket shuffle).
   const std::uint64_t key = detail::plan_key(options.seed, options.epoch);
+  std::uint64_t total = 0;
+  for (std::uint32_t b : classes) total += buckets[b].samples;
   detail::parallel_tasks(classes.size(), options.threads, [&](std::size_t t) {
     const std::uint32_t b = classes[t];
-    const auto src = groups.bucket(static_cast<bucket_id>(b));
-    const std::span<std::uint32_t> dst(pool.data() + pool_begin[b], src.size());
-    std::copy(src.begin(), src.end(), dst.begin());
-    detail::keyed_shuffle(dst, detail::stream_key(key, detail::plan_domain_bucket, b));
+    const std::span<std::uint32_t> region(groups.indices.data() + groups.offsets[b],
+                                          static_cast<std::size_t>(buckets[b].samples));
+    detail::keyed_shuffle(region, detail::stream_key(key, detail::plan_domain_bucket, b));
   });
+  const std::uint32_t* const pool = groups.indices.data();
 
   // First-fit decreasing, batch by batch.
   std::stable_sort(classes.begin(), classes.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -491,7 +562,7 @@ packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& c
   for (std::size_t k = 0; k < k_classes; ++k) {
     size[k] = buckets[classes[k]].cost;
     left[k] = buckets[classes[k]].samples;
-    cursor[k] = pool_begin[classes[k]];
+    cursor[k] = groups.offsets[classes[k]];
   }
   // next[k]: the first class ≥ k with samples left (union–find with path halving).
   std::vector<std::size_t> next(k_classes + 1);
@@ -503,14 +574,22 @@ packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& c
     }
     return k;
   };
-  data->slots.resize(pool.size());
-  data->slot_bucket.resize(pool.size());
+  data->slots.resize(static_cast<std::size_t>(total));
+  data->slot_bucket.resize(static_cast<std::size_t>(total));
   data->batch_begin.push_back(0);
   std::size_t out = 0;
+  struct take_from {
+    std::size_t k;
+    std::uint64_t count;
+  };
+  std::vector<take_from> pattern;
   while (true) {
     std::size_t k = first_left(0);
     if (k == k_classes) break;
+    // One batch's pattern: how many of which class.
+    pattern.clear();
     double used = 0.0;
+    bool exhausted = false;
     while (true) {
       // The first class from k on whose size still fits (sizes descend), with samples left.
       const auto fits =
@@ -526,21 +605,39 @@ packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& c
         while (take < left[k] && used + static_cast<double>(take + 1) * size[k] <= budget) ++take;
         if (take == 0) take = 1;  // fits by the search above
       }
-      const auto from = static_cast<std::size_t>(cursor[k]);
-      std::copy_n(pool.data() + from, static_cast<std::size_t>(take), data->slots.data() + out);
-      std::fill_n(data->slot_bucket.data() + out, static_cast<std::size_t>(take),
-                  static_cast<bucket_id>(classes[k]));
-      out += static_cast<std::size_t>(take);
-      cursor[k] += take;
+      pattern.push_back({k, take});
       left[k] -= take;
       used += static_cast<double>(take) * size[k];
-      if (left[k] == 0) next[k] = k + 1;
+      if (left[k] == 0) {
+        next[k] = k + 1;
+        exhausted = true;
+      }
       ++k;
     }
-    data->batch_begin.push_back(out);
-    data->batch_cost.push_back(used);
+    // First-fit decreasing repeats the same pattern while every class in it has enough left:
+    // the classes it skipped are still empty or still too large at the same points.
+    std::uint64_t repeats = 0;
+    if (!exhausted) {
+      repeats = std::numeric_limits<std::uint64_t>::max();
+      for (const take_from& t : pattern) repeats = std::min(repeats, left[t.k] / t.count);
+      for (const take_from& t : pattern) {
+        left[t.k] -= repeats * t.count;
+        if (left[t.k] == 0) next[t.k] = t.k + 1;
+      }
+    }
+    for (std::uint64_t r = 0; r <= repeats; ++r) {
+      for (const take_from& t : pattern) {
+        const auto count = static_cast<std::size_t>(t.count);
+        std::copy_n(pool + cursor[t.k], count, data->slots.data() + out);
+        std::fill_n(data->slot_bucket.data() + out, count, static_cast<bucket_id>(classes[t.k]));
+        out += count;
+        cursor[t.k] += t.count;
+      }
+      data->batch_begin.push_back(out);
+      data->batch_cost.push_back(used);
+    }
   }
-  assert(out == pool.size());
+  assert(out == total);
 
   // The global order.
   const std::size_t n = data->batch_cost.size();
@@ -570,12 +667,26 @@ packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& c
   return packed_plan(std::move(data));
 }
 
-/// Packs an epoch from the bucket id of every sample (as from `assign_all`). Throws as
+}  // namespace detail
+
+/// Packs an epoch from grouped samples (see the top of this header). Throws `vbucket::error`
+/// when the groups do not match the config, the budget is not a finite number > 0, a cost is
+/// not a finite number ≥ 0, or (without `drop_oversized`) a sample costs more than the budget.
+template <batch_cost Cost = latent_tokens_cost>
+packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& config,
+                             const packed_options& options, const Cost& cost = {}) {
+  bucket_groups copy = groups;
+  return detail::pack_groups(copy, config, options, cost);
+}
+
+/// Packs an epoch from the bucket id of every sample (as from `assign_all`), grouping them on
+/// the way (in parallel; the same plan as from `group_by_bucket(ids, …)`). Throws as
 /// `group_by_bucket` and the overload above.
 template <batch_cost Cost = latent_tokens_cost>
 packed_plan make_packed_plan(std::span<const bucket_id> ids, const bucket_config& config,
                              const packed_options& options, const Cost& cost = {}) {
-  return make_packed_plan(group_by_bucket(ids, config.num_buckets()), config, options, cost);
+  bucket_groups groups = detail::group_parallel(ids, config.num_buckets(), options.threads);
+  return detail::pack_groups(groups, config, options, cost);
 }
 
 /// The step balance of a packed schedule (max / mean batch cost over the ranks of a step).

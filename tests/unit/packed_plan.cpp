@@ -191,6 +191,32 @@ void check_packed(const std::vector<bucket_id>& ids, const bucket_config& c,
   }
 }
 
+/// First-fit decreasing done the slow way, item by item (cost descending, ties by bucket id):
+/// the buckets of each batch's entries, batch by batch.
+std::vector<std::vector<bucket_id>> reference_ffd(const std::vector<bucket_id>& ids,
+                                                  const bucket_config& c, double budget) {
+  std::vector<bucket_id> items;
+  for (bucket_id b : ids)
+    if (b >= 0 && c.enabled(b) && sample_cost(c, b) <= budget) items.push_back(b);
+  std::stable_sort(items.begin(), items.end(), [&](bucket_id a, bucket_id b) {
+    return sample_cost(c, a) > sample_cost(c, b) ||
+           (sample_cost(c, a) == sample_cost(c, b) && a < b);
+  });
+  std::vector<std::vector<bucket_id>> bins;
+  std::vector<double> used;
+  for (bucket_id b : items) {
+    std::size_t i = 0;
+    while (i < bins.size() && used[i] + sample_cost(c, b) > budget) ++i;
+    if (i == bins.size()) {
+      bins.emplace_back();
+      used.push_back(0.0);
+    }
+    bins[i].push_back(b);
+    used[i] += sample_cost(c, b);
+  }
+  return bins;
+}
+
 /// Exact resume: after `steps_done` steps of `world`, `world2` gets exactly the rest.
 void check_packed_resume(const packed_plan& plan, std::uint32_t world, std::uint64_t steps_done,
                          std::uint32_t world2) {
@@ -257,6 +283,14 @@ TEST_CASE("packed_plan: guarantees over random configs, sizes, worlds and budget
     CAPTURE(world);
     const packed_plan plan = vbucket::make_packed_plan(std::span<const bucket_id>(ids), c, o);
     check_packed(ids, c, plan, world, g.chance(0.3));
+    if (ids.size() <= 3000) {
+      const auto bins = reference_ffd(ids, c, o.token_budget);
+      REQUIRE(bins.size() == plan.num_batches());
+      for (std::uint64_t id = 0; id < plan.num_batches(); ++id) {
+        const auto b = plan.make_batch(id).buckets;
+        REQUIRE(std::vector<bucket_id>(b.begin(), b.end()) == bins[static_cast<std::size_t>(id)]);
+      }
+    }
     if (plan.num_batches() > 0) {
       const std::uint32_t world2 = static_cast<std::uint32_t>(1 + g.below(64));
       const packed_schedule s = plan.deal(world);
@@ -383,4 +417,36 @@ TEST_CASE("packed_plan: fill ratio and step balance count repeats as waste") {
   CHECK(vbucket::fill_ratio(p.deal(2, 0, true)) == doctest::Approx(1.0));
   CHECK(vbucket::batching_name(*vbucket::parse_batching("packed")) == "packed");
   CHECK(!vbucket::parse_batching("Packed"));
+}
+
+TEST_CASE("packed_plan: the parallel grouping is group_by_bucket's, whatever the threads") {
+  packed_rng g{99};
+  const bucket_config c = packed_random_config(g);
+  const std::vector<bucket_id> ids = packed_random_ids(g, c, 300'000);
+  const vbucket::bucket_groups serial = vbucket::group_by_bucket(ids, c.num_buckets());
+  for (unsigned threads : {1u, 2u, 3u, 7u}) {
+    const vbucket::bucket_groups parallel =
+        vbucket::detail::group_parallel(ids, c.num_buckets(), threads);
+    CHECK(parallel.offsets == serial.offsets);
+    CHECK(parallel.indices == serial.indices);
+    CHECK(parallel.unassigned == serial.unassigned);
+    CHECK(parallel.invalid == serial.invalid);
+  }
+  std::vector<bucket_id> bad = ids;
+  bad[200'000] = static_cast<bucket_id>(c.num_buckets());
+  CHECK_THROWS_WITH_AS(vbucket::detail::group_parallel(bad, c.num_buckets(), 4),
+                       doctest::Contains("sample 200000"), vbucket::error);
+  packed_options o{.seed = 3, .token_budget = 2.0 * std::max(1.0, largest_sample(c, ids))};
+  o.threads = 1;
+  const packed_plan one = vbucket::make_packed_plan(std::span<const bucket_id>(ids), c, o);
+  o.threads = 5;
+  const packed_plan five = vbucket::make_packed_plan(std::span<const bucket_id>(ids), c, o);
+  const packed_plan from_groups = vbucket::make_packed_plan(serial, c, o);
+  REQUIRE(one.num_batches() == five.num_batches());
+  REQUIRE(one.num_batches() == from_groups.num_batches());
+  for (std::uint64_t p = 0; p < one.num_batches(); ++p) {
+    const auto a = one.global_batch(p), b = five.global_batch(p), d = from_groups.global_batch(p);
+    REQUIRE(std::equal(a.indices.begin(), a.indices.end(), b.indices.begin(), b.indices.end()));
+    REQUIRE(std::equal(a.indices.begin(), a.indices.end(), d.indices.begin(), d.indices.end()));
+  }
 }
