@@ -16,7 +16,12 @@
 /// source of (seed, epoch), `make_epoch_plan` with the same seed and epoch, then
 /// `plan.deal(world, consumed, drop_last).rank(rank)`. Seed and epoch are given once, so the
 /// draws and the shuffles cannot disagree.
+///
+/// With `.batching = vbucket::batching_mode::packed, .token_budget = B` it packs instead
+/// (`make_packed_plan`): read this rank's mixed-shape batches with `packed_batches()`; state,
+/// resume and fingerprint work the same way.
 
+#include <cmath>        // std::isfinite (the token budget)
 #include <concepts>     // std::same_as, std::copy_constructible, std::convertible_to
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::uint64_t, std::uint32_t
@@ -37,6 +42,7 @@
 #include "error.hpp"
 #include "meta.hpp"
 #include "numpy_random.hpp"
+#include "packed_plan.hpp"
 #include "plan_stats.hpp"
 #include "random.hpp"
 #include "rules.hpp"
@@ -61,6 +67,14 @@ struct sampler_options {
   std::uint32_t balance_group = 0;
   /// Threads for assignment and planning (0: one per core); the batches do not depend on it.
   unsigned threads = 0;
+  /// How batches are formed: `fixed` (one bucket and its batch size per batch, `policy`
+  /// applies) or `packed` (`make_packed_plan`: mixed shapes up to `token_budget`; read the
+  /// batches with `packed_batches()`).
+  batching_mode batching = batching_mode::fixed;
+  /// Packed: the most cost (latent tokens) one rank's step may hold, a finite number > 0.
+  double token_budget = 0.0;
+  /// Packed: drop (and count) samples costing more than the budget instead of an error.
+  bool drop_oversized = false;
 };
 
 /// Samples a sampler can plan: a `meta_table`, or a random-access, sized range of a
@@ -182,6 +196,33 @@ inline std::uint64_t plan_fingerprint(const epoch_plan& plan, unsigned threads =
   return h.value();
 }
 
+/// The fingerprint of one packed batch: FNV-1a 64 over its number of entries, then each entry's
+/// bucket id and index (32-bit little-endian words).
+inline std::uint64_t batch_fingerprint(const packed_batch& b) noexcept {
+  detail::fnv1a64 h;
+  h.word(static_cast<std::uint32_t>(b.indices.size()));
+  for (std::size_t i = 0; i < b.indices.size(); ++i) {
+    h.word(static_cast<std::uint32_t>(b.buckets[i]));
+    h.word(b.indices[i]);
+  }
+  return h.value();
+}
+
+/// The fingerprint of a packed plan's global batch sequence, as `plan_fingerprint` of a fixed
+/// plan (over `batch_fingerprint` of every packed batch).
+inline std::uint64_t plan_fingerprint(const packed_plan& plan, unsigned threads = 0) {
+  std::vector<std::uint64_t> batches(static_cast<std::size_t>(plan.num_batches()));
+  detail::parallel_chunks(batches.size(), threads, [&](std::size_t first, std::size_t last) {
+    for (std::size_t p = first; p < last; ++p) batches[p] = batch_fingerprint(plan.global_batch(p));
+  });
+  detail::fnv1a64 h;
+  for (const std::uint64_t b : batches) {
+    h.word(static_cast<std::uint32_t>(b));
+    h.word(static_cast<std::uint32_t>(b >> 32));
+  }
+  return h.value();
+}
+
 /// The batches of one rank of a data-parallel job, epoch by epoch, over the user's own samples.
 ///
 /// - `Samples`: a `sample_collection` (a `meta_table` or a random-access range of a
@@ -219,6 +260,9 @@ class batch_sampler {
   /// A random-access iterator over this rank's batches; it shares the schedule it reads, so it
   /// stays valid when the sampler moves on (`advance`, `set_epoch`).
   using iterator = rank_steps::iterator;
+  /// This rank's packed batches (`packed_batches()`): a random-access view of `packed_batch`
+  /// values that shares the packed schedule.
+  using packed_steps = decltype(std::declval<const packed_schedule&>().rank(0));
 
   /// Views `samples` (see the class comment), owns a copy of `config` (or shares it), and
   /// checks the options: world ≥ 1, rank < world, a rule that can draw from the chosen source,
@@ -250,6 +294,8 @@ class batch_sampler {
     consumed_ = 0;
     plan_.reset();
     schedule_.reset();
+    packed_plan_.reset();
+    packed_schedule_.reset();
     fingerprint_.reset();
   }
   [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
@@ -281,7 +327,11 @@ class batch_sampler {
   void load_state(const plan_state& s) {
     check_state(s);
     // The plan's own check covers every recorded plan parameter of the state.
-    schedule_ = ensure_plan().deal(options_.world, s, options_.drop_last);
+    if (packed()) {
+      packed_schedule_ = ensure_packed_plan().deal(options_.world, s, options_.drop_last);
+    } else {
+      schedule_ = ensure_plan().deal(options_.world, s, options_.drop_last);
+    }
     consumed_ = dealt_from_ = s.consumed;
   }
   /// As `load_state(s)`, and also refuses a state saved with another plan of the same seed and
@@ -304,11 +354,27 @@ class batch_sampler {
   /// sample indices (element numbers of the samples).
   [[nodiscard]] iterator begin() const { return batches().begin(); }
   [[nodiscard]] iterator end() const { return batches().end(); }
-  /// This rank's steps from the current state: the number of batches `begin()..end()` yields.
-  [[nodiscard]] std::size_t size() const { return batches().size(); }
+  /// This rank's steps from the current state: the number of batches `begin()..end()` (or,
+  /// packed, `packed_batches()`) yields.
+  [[nodiscard]] std::size_t size() const {
+    if (packed()) return std::ranges::size(packed_batches());
+    return batches().size();
+  }
   [[nodiscard]] bool empty() const { return size() == 0; }
   /// This rank's batches from the current state as a view that shares the schedule.
   [[nodiscard]] rank_steps batches() const { return ensure_schedule().rank(options_.rank); }
+
+  // --- packed batching (`sampler_options::batching == packed`) --------------------------------
+
+  [[nodiscard]] bool packed() const noexcept { return options_.batching == batching_mode::packed; }
+  /// This rank's packed batches from the current state.
+  [[nodiscard]] packed_steps packed_batches() const {
+    return ensure_packed_schedule().rank(options_.rank);
+  }
+  /// The epoch's packed plan (the global sequence, independent of the world size).
+  [[nodiscard]] const packed_plan& packing() const { return ensure_packed_plan(); }
+  /// The packed plan dealt to this world from the current state.
+  [[nodiscard]] const packed_schedule& packing_schedule() const { return ensure_packed_schedule(); }
 
   // --- the epoch as a whole ------------------------------------------------------------------
 
@@ -323,7 +389,9 @@ class batch_sampler {
   /// rank and world size for the same samples, config, rule, rng, seed, epoch, policy and
   /// balance group. Compare it across ranks (an all-gather) to check they agree on the plan.
   [[nodiscard]] std::uint64_t fingerprint() const {
-    if (!fingerprint_) fingerprint_ = plan_fingerprint(ensure_plan(), options_.threads);
+    if (!fingerprint_)
+      fingerprint_ = packed() ? plan_fingerprint(ensure_packed_plan(), options_.threads)
+                              : plan_fingerprint(ensure_plan(), options_.threads);
     return *fingerprint_;
   }
 
@@ -404,6 +472,11 @@ class batch_sampler {
         throw error("batch_sampler: rng numpy needs a rule that draws from numpy_source");
       }
     }
+    if (packed() && !(options_.token_budget > 0.0 && std::isfinite(options_.token_budget)))
+      throw error(
+          "batch_sampler: packed batching needs a token budget that is a finite number > "
+          "0, got " +
+          detail::format_cost(options_.token_budget));
     if constexpr (requires { rule_.validate(); }) rule_.validate();
   }
 
@@ -419,7 +492,41 @@ class batch_sampler {
     }
   }
 
+  void refuse_packed(const char* what) const {
+    if (packed())
+      throw error(std::string("batch_sampler: ") + what + " is for fixed batching; this sampler " +
+                  "packs (use packed_batches(), packing() or packing_schedule())");
+  }
+
+  const packed_plan& ensure_packed_plan() const {
+    if (!packed())
+      throw error(
+          "batch_sampler: the packed plan is for packed batching; this sampler has fixed "
+          "batches (use begin(), plan() or schedule())");
+    if (!packed_plan_) {
+      const std::vector<bucket_id> ids = assign();
+      packed_options o;
+      o.seed = options_.seed;
+      o.epoch = epoch_;
+      o.token_budget = options_.token_budget;
+      o.drop_oversized = options_.drop_oversized;
+      o.balance_group = options_.balance_group;
+      o.threads = options_.threads;
+      packed_plan_ = make_packed_plan(std::span<const bucket_id>(ids), *config_, o);
+    }
+    return *packed_plan_;
+  }
+
+  const packed_schedule& ensure_packed_schedule() const {
+    if (!packed_schedule_ || dealt_from_ != consumed_) {
+      packed_schedule_ = ensure_packed_plan().deal(options_.world, consumed_, options_.drop_last);
+      dealt_from_ = consumed_;
+    }
+    return *packed_schedule_;
+  }
+
   const epoch_plan& ensure_plan() const {
+    refuse_packed("the fixed plan (begin, batches, plan, schedule, stats)");
     if (!plan_) {
       const std::vector<bucket_id> ids = assign();
       plan_options o;
@@ -457,6 +564,8 @@ class batch_sampler {
   std::uint64_t consumed_ = 0;
   mutable std::optional<epoch_plan> plan_;
   mutable std::optional<epoch_schedule> schedule_;
+  mutable std::optional<packed_plan> packed_plan_;
+  mutable std::optional<packed_schedule> packed_schedule_;
   mutable std::uint64_t dealt_from_ = 0;
   mutable std::optional<std::uint64_t> fingerprint_;
 };

@@ -702,3 +702,62 @@ TEST_CASE("batch_sampler: a metadata CSV (as the CLI reads it) gives the records
     check_equal(from_csv, from_records.batches());
   }
 }
+
+TEST_CASE("batch_sampler: packed batching equals the hand-wired packed path, resumes, refuses") {
+  const std::vector<clip_record> records = make_records(3000);
+  const bucket_config config = v2_config();
+  const vbucket::opensora_v2_rule rule{.fps_max = 16};
+  const double budget = vbucket::largest_batch_cost(config);
+  for (const std::uint64_t epoch : {0u, 2u}) {
+    const std::vector<bucket_id> ids =
+        vbucket::assign_range(config, records, rule, vbucket::fast_source(7, epoch));
+    const vbucket::packed_plan plan = vbucket::make_packed_plan(
+        std::span<const bucket_id>(ids), config,
+        {.seed = 7, .epoch = epoch, .token_budget = budget, .balance_group = 4});
+    for (const std::uint32_t world : {1u, 3u, 4u}) {
+      const vbucket::packed_schedule schedule = plan.deal(world);
+      for (std::uint32_t r = 0; r < world; ++r) {
+        vbucket::sampler_options o{.seed = 7, .world = world, .rank = r};
+        o.balance_group = 4;
+        o.batching = vbucket::batching_mode::packed;
+        o.token_budget = budget;
+        vbucket::batch_sampler s(records, config, rule, o);
+        s.set_epoch(epoch);
+        REQUIRE(s.packed());
+        REQUIRE(s.size() == schedule.steps());
+        std::uint64_t k = 0;
+        for (const vbucket::packed_batch& b : s.packed_batches()) {
+          const vbucket::packed_batch want = schedule.at(k++, r);
+          REQUIRE(std::ranges::equal(b.indices, want.indices));
+          REQUIRE(std::ranges::equal(b.buckets, want.buckets));
+        }
+        CHECK(s.fingerprint() == vbucket::plan_fingerprint(plan));
+        // Resume under another world size from a state saved here.
+        s.advance(1);
+        const plan_state state = s.state();
+        vbucket::sampler_options o2 = o;
+        o2.world = 2;
+        o2.rank = 1;
+        vbucket::batch_sampler t(records, config, rule, o2);
+        t.set_epoch(epoch);
+        t.load_state(plan_state::parse(state.to_string()), s.fingerprint());
+        const auto rest = t.packed_batches();
+        if (!rest.empty()) CHECK(rest[0].position == state.consumed + 1);
+        // The fixed accessors refuse a packing sampler, and the other way round.
+        CHECK_THROWS_WITH_AS((void)s.begin(), doctest::Contains("packed_batches()"),
+                             vbucket::error);
+        CHECK_THROWS_AS((void)s.plan(), vbucket::error);
+      }
+    }
+  }
+  vbucket::batch_sampler fixed(records, config, rule, {.seed = 7});
+  CHECK_THROWS_WITH_AS((void)fixed.packing(), doctest::Contains("fixed"), vbucket::error);
+  vbucket::sampler_options bad{.seed = 7};
+  bad.batching = vbucket::batching_mode::packed;
+  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, rule, bad),
+                       doctest::Contains("token budget"), vbucket::error);
+  // The packed and fixed fingerprints of one epoch differ.
+  bad.token_budget = budget;
+  vbucket::batch_sampler packed(records, config, rule, bad);
+  CHECK(packed.fingerprint() != fixed.fingerprint());
+}
