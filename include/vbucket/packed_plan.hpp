@@ -754,4 +754,61 @@ inline double fill_ratio(const epoch_schedule& schedule, double budget) {
   return slots > 0.0 ? real / slots : 1.0;
 }
 
+/// Statistics of a packed schedule (`vbucket stats --batching packed`).
+struct packed_stats {
+  double budget = 0.0;                  ///< B
+  std::uint64_t samples = 0;            ///< distinct samples in batches
+  std::uint64_t unassigned = 0;         ///< the rule chose no bucket
+  std::uint64_t invalid = 0;            ///< unusable metadata
+  std::uint64_t dropped_disabled = 0;   ///< in a disabled bucket
+  std::uint64_t dropped_oversized = 0;  ///< costing more than B (drop_oversized)
+  std::uint64_t batches = 0;            ///< real batches of the plan
+  std::uint64_t mixed_batches = 0;      ///< batches with samples of more than one bucket
+  std::uint64_t min_entries = 0;        ///< fewest samples in a batch
+  std::uint64_t max_entries = 0;        ///< most samples in a batch
+  double mean_entries = 0.0;            ///< samples per batch
+  double min_batch_fill = 0.0;          ///< the least full batch: its cost / B
+  double total_cost = 0.0;              ///< Σ cost of the plan's batches
+  double fill = 1.0;                    ///< `fill_ratio(schedule)`
+  alignment_stats alignment;            ///< the schedule's rank alignment
+  step_balance_stats balance;           ///< `step_balance(schedule)`
+};
+
+/// Statistics of a packed plan as dealt by `schedule`.
+inline packed_stats compute_packed_stats(const packed_schedule& schedule) {
+  const packed_plan& plan = schedule.plan();
+  packed_stats s;
+  s.budget = plan.token_budget();
+  s.samples = plan.samples();
+  s.unassigned = plan.unassigned();
+  s.invalid = plan.invalid();
+  s.dropped_disabled = plan.dropped_disabled();
+  s.dropped_oversized = plan.dropped_oversized();
+  s.batches = plan.num_batches();
+  double least = 0.0;
+  for (std::uint64_t id = 0; id < s.batches; ++id) {
+    const packed_batch b = plan.make_batch(id);
+    const std::uint64_t n = b.size();
+    s.min_entries = id == 0 ? n : std::min(s.min_entries, n);
+    s.max_entries = std::max(s.max_entries, n);
+    if (b.buckets.front() != b.buckets.back()) ++s.mixed_batches;  // grouped by bucket
+    least = id == 0 ? b.cost : std::min(least, b.cost);
+    s.total_cost += b.cost;
+  }
+  if (s.batches > 0) {
+    s.mean_entries = static_cast<double>(s.samples) / static_cast<double>(s.batches);
+    s.min_batch_fill = least / s.budget;
+  }
+  s.fill = fill_ratio(schedule);
+  s.alignment.world = schedule.world_size();
+  s.alignment.consumed = schedule.consumed();
+  s.alignment.steps = schedule.steps();
+  s.alignment.repeat_batches = schedule.repeat_batches();
+  s.alignment.repeat_samples = schedule.repeat_samples();
+  s.alignment.dropped_batches = schedule.dropped_batches();
+  s.alignment.dropped_samples = schedule.dropped_samples();
+  s.balance = step_balance(schedule);
+  return s;
+}
+
 }  // namespace vbucket

@@ -1,6 +1,8 @@
 /// `vbucket plan`: one epoch's batches for one rank (or every rank) as JSON lines, one object
 /// per step: {"step":k,"bucket":[res,frames,ratio],"thw":[T,H,W],"indices":[…]}; with
-/// `--rank all` every rank's steps, step by step, each object starting with "rank":r.
+/// `--rank all` every rank's steps, step by step, each object starting with "rank":r. Packed
+/// (`--batching packed`): "bucket" and "thw" are lists with one entry per index, and "cost"
+/// is the batch's latent tokens.
 
 #include <charconv>     // std::to_chars
 #include <cstdint>      // std::uint64_t, std::uint32_t
@@ -14,6 +16,7 @@
 #include "cli.hpp"
 #include "plan_common.hpp"
 #include "vbucket/epoch_plan.hpp"
+#include "vbucket/packed_plan.hpp"
 
 namespace vbucket::cli {
 namespace {
@@ -42,6 +45,9 @@ constexpr flag plan_cmd_flags[] = {
     {"balance-group", "G", false, plan_help::balance_group},
     {"threads", "N", false, plan_help::threads},
     {"pad-warn", "F", false, plan_help::pad_warn},
+    {"batching", "MODE", false, plan_help::batching},
+    {"token-budget", "B", false, plan_help::token_budget},
+    {"drop-oversized", "", false, plan_help::drop_oversized},
     {"quiet", "", false, "do not print the summary"},
 };
 
@@ -59,6 +65,10 @@ constexpr std::string_view plan_description =
     "same on every rank and world size: compare it across ranks to check they agree) and the\n"
     "resume state after the written steps (pass it back with --state).\n"
     "Prints a warning on stderr when more than --pad-warn of the batch slots are pads.\n"
+    "With --batching packed --token-budget B, every batch holds samples of any shapes whose\n"
+    "latent tokens sum to at most B, packed over the whole epoch (first-fit decreasing), and\n"
+    "each line is {\"step\":k,\"bucket\":[[res,frames,ratio],...],\"thw\":[[T,H,W],...],\n"
+    "\"indices\":[...],\"cost\":C}: one bucket and one [T,H,W] per entry of indices.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
 /// `s` as a JSON string literal.
@@ -151,6 +161,33 @@ std::vector<std::string> bucket_prefixes(const bucket_config& config) {
   return out;
 }
 
+/// Per bucket, its [res,frames,ratio] and [T,H,W] as JSON (packed lines list one per entry).
+struct bucket_json {
+  std::string key;
+  std::string thw;
+};
+std::vector<bucket_json> bucket_parts(const bucket_config& config) {
+  std::vector<bucket_json> out(config.num_buckets());
+  for (std::size_t b = 0; b < out.size(); ++b) {
+    const auto id = static_cast<bucket_id>(b);
+    const auto& frames = config.frames_of(id);
+    const auto& ratio = config.ratio_of(id);
+    out[b].key = "[" + json_string(config.resolution_of(id).info.name) + "," +
+                 std::to_string(frames.frames) + "," + json_string(ratio.key) + "]";
+    out[b].thw = "[" + std::to_string(frames.frames) + "," + std::to_string(ratio.height) + "," +
+                 std::to_string(ratio.width) + "]";
+  }
+  return out;
+}
+
+/// A cost as JSON: the shortest decimal that reads back the same double.
+void append_cost(std::string& out, double v) {
+  char digits[32];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  (void)ec;  // 32 characters hold any double
+  out.append(digits, end);
+}
+
 /// Moves the sampler to where the resume flags say: --start-step K is K steps done
 /// (`advance`), --consumed-batches N and --state are states to load.
 template <class Sampler>
@@ -163,7 +200,11 @@ void resume(Sampler& sampler, const plan_request& r) {
     sampler.load_state(s);
   } else if (r.state) {
     // The plan's own check first, for its message ("plan state ... is not for this plan").
-    (void)sampler.plan().deal(sampler.world_size(), *r.state, sampler.options().drop_last);
+    if (sampler.packed()) {
+      (void)sampler.packing().deal(sampler.world_size(), *r.state, sampler.options().drop_last);
+    } else {
+      (void)sampler.plan().deal(sampler.world_size(), *r.state, sampler.options().drop_last);
+    }
     sampler.load_state(*r.state);
   }
 }
@@ -215,6 +256,91 @@ void write_batches(const plan_request& r, const Sampler& sampler) {
   out.commit();
 }
 
+/// As `write_batches`, for a packing sampler.
+template <class Sampler>
+void write_packed_batches(const plan_request& r, const Sampler& sampler) {
+  const std::vector<bucket_json> parts = bucket_parts(sampler.config());
+  output_file out(r.out_path);
+  std::string buffer;
+  constexpr std::size_t flush_at = std::size_t{1} << 20;
+  buffer.reserve(flush_at + 4096);
+  auto write_one = [&](std::uint64_t k, const packed_batch& b, std::uint32_t rank, bool with_rank) {
+    buffer.push_back('{');
+    if (with_rank) {
+      buffer += "\"rank\":";
+      append_number(buffer, rank);
+      buffer.push_back(',');
+    }
+    buffer += "\"step\":";
+    append_number(buffer, r.first_label + k);
+    buffer += ",\"bucket\":[";
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      if (i > 0) buffer.push_back(',');
+      buffer += parts[static_cast<std::size_t>(b.buckets[i])].key;
+    }
+    buffer += "],\"thw\":[";
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      if (i > 0) buffer.push_back(',');
+      buffer += parts[static_cast<std::size_t>(b.buckets[i])].thw;
+    }
+    buffer += "],\"indices\":[";
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      if (i > 0) buffer.push_back(',');
+      append_number(buffer, b.indices[i]);
+    }
+    buffer += "],\"cost\":";
+    append_cost(buffer, b.cost);
+    buffer += "}\n";
+    if (buffer.size() >= flush_at) {
+      out.write(buffer);
+      buffer.clear();
+    }
+  };
+  if (r.rank) {
+    std::uint64_t k = 0;
+    for (const packed_batch& b : sampler.packed_batches()) write_one(k++, b, *r.rank, false);
+  } else {
+    const packed_schedule& s = sampler.packing_schedule();
+    for (std::uint64_t k = 0; k < s.steps(); ++k)
+      for (std::uint32_t rank = 0; rank < s.world_size(); ++rank)
+        write_one(k, s.at(k, rank), rank, true);
+  }
+  out.write(buffer);
+  out.commit();
+}
+
+/// As `print_summary`, for a packing sampler.
+template <class Sampler>
+void print_packed_summary(const plan_request& r, const Sampler& sampler) {
+  const packed_schedule& s = sampler.packing_schedule();
+  const packed_stats st = compute_packed_stats(s);
+  char fill[32];
+  std::snprintf(fill, sizeof fill, "%.4f", st.fill);
+  std::printf(
+      "epoch %llu: %llu samples, %llu packed into %llu batches of at most %s latent tokens "
+      "(%llu dropped in disabled buckets, %llu oversized dropped; fill %s)\n",
+      static_cast<unsigned long long>(sampler.epoch()),
+      static_cast<unsigned long long>(sampler.num_samples()),
+      static_cast<unsigned long long>(st.samples), static_cast<unsigned long long>(st.batches),
+      detail::format_cost(st.budget).c_str(), static_cast<unsigned long long>(st.dropped_disabled),
+      static_cast<unsigned long long>(st.dropped_oversized), fill);
+  std::printf("fingerprint %s (the epoch's global batch sequence: the same on every rank)\n",
+              fingerprint_text(sampler.fingerprint()).c_str());
+  const std::string who = r.rank ? "rank " + std::to_string(*r.rank) : std::string("all ranks");
+  std::printf(
+      "world %u, %s: %llu steps from step %llu (%llu global batches consumed before); "
+      "rank alignment: %llu repeated batches (%llu samples), %llu dropped batches (%llu "
+      "samples)\n",
+      s.world_size(), who.c_str(), static_cast<unsigned long long>(s.steps()),
+      static_cast<unsigned long long>(r.first_label), static_cast<unsigned long long>(s.consumed()),
+      static_cast<unsigned long long>(s.repeat_batches()),
+      static_cast<unsigned long long>(s.repeat_samples()),
+      static_cast<unsigned long long>(s.dropped_batches()),
+      static_cast<unsigned long long>(s.dropped_samples()));
+  std::printf("resume state after these steps: %s\n",
+              sampler.state_after(s.steps()).to_string().c_str());
+}
+
 template <class Sampler>
 void print_summary(const plan_request& r, const Sampler& sampler) {
   const epoch_schedule& s = sampler.schedule();
@@ -259,6 +385,14 @@ int cmd_plan(int argc, char** argv) {
     // With --rank all, rank 0's sampler: the batches come from its schedule (every rank's).
     return with_sampler(r.plan, r.rank.value_or(0), [&](auto& sampler) {
       resume(sampler, r);
+      if (sampler.packed()) {
+        write_packed_batches(r, sampler);
+        if (!r.quiet) {
+          print_packed_summary(r, sampler);
+          std::fflush(stdout);
+        }
+        return exit_ok;
+      }
       write_batches(r, sampler);
       // Only once the output is written, so that an error stays the one line on stderr.
       warn_pads("plan", sampler.plan(), sampler.config(), r.plan.pad_warn);

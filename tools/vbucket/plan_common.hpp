@@ -1,6 +1,6 @@
 #pragma once
 /// What `vbucket plan`, `stats` and `assign` share: the flags that define an epoch plan (config,
-/// metadata, rule, random source, seed, epoch, policy, world, balance), the one
+/// metadata, rule, random source, seed, epoch, policy, world, balance, batching), the one
 /// `batch_sampler` they define (the library does the rest), and the pad warning (--pad-warn).
 
 #include <charconv>      // std::from_chars (--pad-warn)
@@ -21,6 +21,7 @@
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
 #include "vbucket/numpy_random.hpp"
+#include "vbucket/packed_plan.hpp"
 #include "vbucket/plan_stats.hpp"
 #include "vbucket/random.hpp"
 #include "vbucket/rules.hpp"
@@ -61,6 +62,14 @@ inline constexpr std::string_view fps_max =
     "opensora-v2: frames are thinned to at most F per second (16)";
 inline constexpr std::string_view frame_interval = "opensora-v1.2: the frame interval (1)";
 inline constexpr std::string_view threads = "worker threads; 0 = one per core (0)";
+inline constexpr std::string_view batching =
+    "fixed (default: one bucket and its batch size per batch) or packed (samples of any shapes "
+    "up to --token-budget per batch, for variable-length attention)";
+inline constexpr std::string_view token_budget =
+    "packed: the most latent tokens one rank's step may hold, (1 + (T-1)/4) * (H/16) * (W/16) "
+    "summed over its samples (see `vbucket fit-bs` for the budget that fits a GPU)";
+inline constexpr std::string_view drop_oversized =
+    "packed: drop (and count) samples costing more than --token-budget instead of failing";
 }  // namespace plan_help
 
 enum class plan_rule { opensora_v2, opensora_v12 };
@@ -81,6 +90,9 @@ struct plan_flags {
   std::uint32_t balance_group = 0;
   unsigned threads = 0;
   double pad_warn = 0.25;
+  batching_mode batching = batching_mode::fixed;
+  double token_budget = 0.0;
+  bool drop_oversized = false;
 };
 
 /// Reads the plan-defining flags present in `a` (those a command does not declare are absent).
@@ -141,6 +153,28 @@ inline plan_flags read_plan_flags(const args& a) {
   }
   if (a.has("threads"))
     f.threads = static_cast<unsigned>(parse_uint_flag("threads", a.value("threads"), 0, 4096));
+  if (a.has("batching")) {
+    const auto m = parse_batching(a.value("batching"));
+    if (!m)
+      throw usage_error("--batching: unknown batching \"" + a.value("batching") +
+                        "\" (expected fixed or packed)");
+    f.batching = *m;
+  }
+  if (f.batching == batching_mode::packed) {
+    if (!a.has("token-budget"))
+      throw usage_error("--batching packed needs --token-budget B (latent tokens per batch)");
+    f.token_budget = parse_positive_flag("token-budget", a.value("token-budget"));
+    f.drop_oversized = a.has("drop-oversized");
+    if (a.has("policy"))
+      throw usage_error(
+          "--policy applies to --batching fixed only (packed batches are never "
+          "padded: a batch holds whole samples up to the budget)");
+    if (a.has("pad-warn")) throw usage_error("--pad-warn applies to --batching fixed only");
+  } else {
+    for (const char* name : {"token-budget", "drop-oversized"})
+      if (a.has(name))
+        throw usage_error("--" + std::string(name) + " applies to --batching packed only");
+  }
   return f;
 }
 
@@ -155,6 +189,9 @@ inline sampler_options sampler_options_of(const plan_flags& f, std::uint32_t ran
   o.drop_last = f.drop_last;
   o.balance_group = f.balance_group;
   o.threads = f.threads;
+  o.batching = f.batching;
+  o.token_budget = f.token_budget;
+  o.drop_oversized = f.drop_oversized;
   return o;
 }
 

@@ -2,6 +2,7 @@
 /// frames), by aspect ratio, images and videos, rank alignment, step balance and the plan's
 /// fingerprint.
 
+#include <cstdint>      // std::uint64_t
 #include <cstdio>       // std::fputs, std::printf
 #include <string_view>  // std::string_view
 
@@ -9,6 +10,7 @@
 #include "plan_common.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/fmt/plan_table.hpp"
+#include "vbucket/packed_plan.hpp"
 #include "vbucket/plan_stats.hpp"
 
 namespace vbucket::cli {
@@ -30,6 +32,9 @@ constexpr flag stats_cmd_flags[] = {
     {"balance-group", "G", false, plan_help::balance_group},
     {"threads", "N", false, plan_help::threads},
     {"pad-warn", "F", false, plan_help::pad_warn},
+    {"batching", "MODE", false, plan_help::batching},
+    {"token-budget", "B", false, plan_help::token_budget},
+    {"drop-oversized", "", false, plan_help::drop_oversized},
 };
 
 constexpr std::string_view stats_description =
@@ -41,7 +46,36 @@ constexpr std::string_view stats_description =
     "than --pad-warn of the batch slots are pads, naming the buckets with the most and what\n"
     "--policy downgrade would leave. Ends with the plan's fingerprint, a 64-bit hash of the\n"
     "epoch's global batch sequence that `vbucket plan` prints too (the same on every rank).\n"
+    "With --batching packed --token-budget B: samples, drops, batches and their sizes, the\n"
+    "fill ratio (latent tokens of the real batches / (steps * W * B); alignment repeats are\n"
+    "waste) and the per-step cost balance across ranks (max/mean).\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
+
+void print_packed_stats(const packed_stats& s) {
+  auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::printf("batching:           packed, token budget %s latent tokens per batch\n",
+              detail::format_cost(s.budget).c_str());
+  std::printf(
+      "samples:            %llu in batches; dropped: %llu in disabled buckets, %llu "
+      "oversized; %llu without a bucket, %llu invalid\n",
+      u(s.samples), u(s.dropped_disabled), u(s.dropped_oversized), u(s.unassigned), u(s.invalid));
+  std::printf(
+      "batches:            %llu (%llu of mixed shapes), %llu to %llu samples each (mean "
+      "%.2f); the least full holds %.4f of the budget\n",
+      u(s.batches), u(s.mixed_batches), u(s.min_entries), u(s.max_entries), s.mean_entries,
+      s.min_batch_fill);
+  std::printf(
+      "rank alignment:     world %u: %llu steps; %llu repeated batches (%llu samples), %llu "
+      "dropped batches (%llu samples)\n",
+      s.alignment.world, u(s.alignment.steps), u(s.alignment.repeat_batches),
+      u(s.alignment.repeat_samples), u(s.alignment.dropped_batches),
+      u(s.alignment.dropped_samples));
+  std::printf("fill ratio:         %.4f (latent tokens / (steps * world * budget))\n", s.fill);
+  std::printf(
+      "step balance:       max/mean cost per step %.4f over the epoch (sum max / sum mean), "
+      "mean %.4f, worst step %.4f\n",
+      s.balance.max_over_mean, s.balance.mean_step_ratio, s.balance.worst_step_ratio);
+}
 
 }  // namespace
 
@@ -54,6 +88,15 @@ int cmd_stats(int argc, char** argv) {
     }
     const plan_flags f = read_plan_flags(a);
     return with_sampler(f, 0, [&](auto& sampler) {
+      if (sampler.packed()) {
+        print_packed_stats(compute_packed_stats(sampler.packing_schedule()));
+        std::printf(
+            "fingerprint:        %s (the epoch's global batch sequence: the same on every "
+            "rank)\n",
+            fingerprint_text(sampler.fingerprint()).c_str());
+        std::fflush(stdout);
+        return exit_ok;
+      }
       const step_balance_stats balance = step_balance(sampler.schedule());
       print_plan_table(stdout, sampler.stats(), &balance);
       std::printf(
