@@ -21,13 +21,14 @@
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 #include <type_traits>  // std::is_floating_point_v
-#include <utility>      // std::move
+#include <utility>      // std::move, std::pair, std::declval
 #include <vector>       // std::vector
 
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
+#include "vbucket/packed_plan.hpp"
 #include "vbucket/plan_stats.hpp"
 #include "vbucket/seeding.hpp"
 #include "vbucket/vbucket.hpp"
@@ -304,6 +305,9 @@ nb::tuple meta_columns(const py_meta& m) {
 // Sampler
 // ---------------------------------------------------------------------------------------------
 
+/// This rank's packed batches (`batch_sampler::packed_steps`, the same for every sampler type).
+using packed_steps = decltype(std::declval<const vbucket::packed_schedule&>().rank(0));
+
 /// What the module calls on a `batch_sampler` of any rule and source family.
 class sampler_base {
  public:
@@ -320,6 +324,21 @@ class sampler_base {
   virtual vbucket::epoch_schedule epoch_schedule_from_start() const = 0;
   virtual std::uint32_t world() const = 0;
   virtual std::uint32_t rank() const = 0;
+  virtual bool packed() const = 0;
+  virtual packed_steps packed_batches() const = 0;
+  virtual vbucket::packed_schedule packed_schedule_from_start() const = 0;
+  virtual vbucket::packed_stats packed_stats() const = 0;
+  /// This rank's steps from the state, either batching.
+  std::size_t size() const { return packed() ? packed_batches().size() : batches().size(); }
+  /// (steps, world) of the whole epoch from its start, either batching.
+  std::pair<std::uint64_t, std::uint32_t> epoch_shape() const {
+    if (packed()) {
+      const vbucket::packed_schedule s = packed_schedule_from_start();
+      return {s.steps(), s.world_size()};
+    }
+    const vbucket::epoch_schedule s = epoch_schedule_from_start();
+    return {s.steps(), s.world_size()};
+  }
 };
 
 template <class Rule, class Sources>
@@ -353,6 +372,14 @@ class sampler_impl final : public sampler_base {
   }
   std::uint32_t world() const override { return s_.world_size(); }
   std::uint32_t rank() const override { return s_.rank(); }
+  bool packed() const override { return s_.packed(); }
+  packed_steps packed_batches() const override { return s_.packed_batches(); }
+  vbucket::packed_schedule packed_schedule_from_start() const override {
+    return s_.packing().deal(s_.world_size(), 0, s_.options().drop_last);
+  }
+  vbucket::packed_stats packed_stats() const override {
+    return vbucket::compute_packed_stats(s_.packing_schedule());
+  }
 
  private:
   std::shared_ptr<const meta_table> meta_;  // before s_, which views it
@@ -371,6 +398,9 @@ struct sampler_args {
   double fps_max = 16.0;
   std::int64_t frame_interval = 1;
   unsigned threads = 0;
+  std::string batching = "fixed";
+  double token_budget = 0.0;
+  bool drop_oversized = false;
 };
 
 template <class Rule>
@@ -387,6 +417,13 @@ std::unique_ptr<sampler_base> make_sampler_for(const py_meta& meta, const py_con
   o.drop_last = a.drop_last;
   o.balance_group = a.balance_group;
   o.threads = a.threads;
+  const auto batching = vbucket::parse_batching(a.batching);
+  if (!batching)
+    throw vbucket::error("batching: unknown batching \"" + a.batching +
+                         "\" (expected fixed or packed)");
+  o.batching = *batching;
+  o.token_budget = a.token_budget;
+  o.drop_oversized = a.drop_oversized;
   o.seed = vbucket::plan_seed(seed);
   if (vbucket::seed_u64(seed)) {
     return std::make_unique<sampler_impl<Rule, vbucket::builtin_sources>>(
@@ -521,6 +558,19 @@ nb::object batch_list(const vbucket::batch& b, bool strings) {
   return owner;
 }
 
+/// A packed batch as a Python list: Open-Sora's "idx-T-H-W" strings of mixed shapes (the
+/// library's `encode_opensora_batch`) or ints.
+nb::object packed_list(const vbucket::packed_batch& b, bool strings) {
+  nb::list out;
+  if (strings) {
+    for (const std::string& text : vbucket::encode_opensora_batch(b))
+      out.append(nb::str(text.c_str()));
+  } else {
+    for (const std::uint32_t i : b.indices) out.append(i);
+  }
+  return out;
+}
+
 /// A Python iteration over this rank's batches from the sampler's state: each `__next__`
 /// hands out one batch and advances the sampler by one step, so a state taken between two
 /// batches is exact (as torchdata's StatefulDataLoader snapshots it).
@@ -534,25 +584,32 @@ class py_batches {
       });
       s.finished = false;
     }
-    steps_ = s.locked([](sampler_base& b) { return b.batches(); });
+    if (s.locked([](sampler_base& b) { return b.packed(); })) {
+      packed_ = s.locked([](sampler_base& b) { return b.packed_batches(); });
+    } else {
+      steps_ = s.locked([](sampler_base& b) { return b.batches(); });
+    }
   }
 
   nb::object next() {
-    if (next_ >= steps_.size()) {
+    if (next_ >= size()) {
       if (!done_) s_->finished = true;
       done_ = true;
       throw nb::stop_iteration();
     }
-    nb::object list = batch_list(steps_[next_], strings_);
+    nb::object list =
+        packed_ ? packed_list((*packed_)[next_], strings_) : batch_list(steps_[next_], strings_);
     ++next_;
     s_->advance_one();
     return list;
   }
-  std::size_t remaining() const noexcept { return steps_.size() - next_; }
+  std::size_t size() const noexcept { return packed_ ? packed_->size() : steps_.size(); }
+  std::size_t remaining() const noexcept { return size() - next_; }
 
  private:
   py_sampler* s_;  // kept alive by the Python iterator (keep_alive)
   vbucket::rank_steps steps_;
+  std::optional<packed_steps> packed_;
   std::size_t next_ = 0;
   bool strings_ = false;
   bool done_ = false;
@@ -562,13 +619,30 @@ class py_batches {
 class py_steps {
  public:
   explicit py_steps(vbucket::rank_steps steps) : steps_(std::move(steps)) {}
+  explicit py_steps(packed_steps steps) : packed_(std::move(steps)) {}
 
-  std::size_t size() const noexcept { return steps_.size(); }
+  std::size_t size() const noexcept { return packed_ ? packed_->size() : steps_.size(); }
   std::size_t position() const noexcept { return next_; }
 
-  /// Batch `i` of these steps: (bucket id, T, H, W, indices as a numpy uint32 array).
+  /// Batch `i` of these steps: (bucket id, T, H, W, indices as a numpy uint32 array, repeat);
+  /// packed, the bucket ids and T, H, W are numpy arrays with one entry per index.
   nb::tuple at(std::size_t i) const {
-    if (i >= steps_.size()) throw nb::index_error("step out of range");
+    if (i >= size()) throw nb::index_error("step out of range");
+    if (packed_) {
+      const vbucket::packed_batch b = (*packed_)[i];
+      std::vector<bucket_id> ids(b.buckets.begin(), b.buckets.end());
+      std::vector<std::int64_t> t, h, w;
+      for (std::size_t k = 0; k < b.size(); ++k) {
+        const vbucket::sample_shape shape = b.shape(k);
+        t.push_back(shape.frames);
+        h.push_back(shape.height);
+        w.push_back(shape.width);
+      }
+      std::vector<std::uint32_t> idx(b.indices.begin(), b.indices.end());
+      return nb::make_tuple(to_numpy(std::move(ids)), to_numpy(std::move(t)),
+                            to_numpy(std::move(h)), to_numpy(std::move(w)),
+                            to_numpy(std::move(idx)), b.repeat);
+    }
     const vbucket::batch b = steps_[i];
     std::vector<std::uint32_t> idx(b.indices.begin(), b.indices.end());
     return nb::make_tuple(b.bucket, b.frames, b.height, b.width, to_numpy(std::move(idx)),
@@ -577,6 +651,7 @@ class py_steps {
 
  private:
   vbucket::rank_steps steps_;
+  std::optional<packed_steps> packed_;
   std::size_t next_ = 0;
 };
 
@@ -601,6 +676,41 @@ nb::dict counts_dict(const vbucket::plan_counts& c) {
 
 /// `compute_plan_stats` of the sampler's epoch as dealt from its state, as plain Python data.
 nb::dict stats_dict(const py_sampler& s) {
+  if (s.locked([](sampler_base& b) { return b.packed(); })) {
+    const vbucket::packed_stats st = s.locked([](sampler_base& b) { return b.packed_stats(); });
+    nb::dict out;
+    out["batching"] = "packed";
+    out["token_budget"] = st.budget;
+    out["samples"] = st.samples;
+    out["unassigned"] = st.unassigned;
+    out["invalid"] = st.invalid;
+    out["dropped_disabled"] = st.dropped_disabled;
+    out["dropped_oversized"] = st.dropped_oversized;
+    out["batches"] = st.batches;
+    out["mixed_batches"] = st.mixed_batches;
+    out["min_entries"] = st.min_entries;
+    out["max_entries"] = st.max_entries;
+    out["mean_entries"] = st.mean_entries;
+    out["min_batch_fill"] = st.min_batch_fill;
+    out["total_cost"] = st.total_cost;
+    out["fill"] = st.fill;
+    nb::dict a;
+    a["world"] = st.alignment.world;
+    a["consumed"] = st.alignment.consumed;
+    a["steps"] = st.alignment.steps;
+    a["repeat_batches"] = st.alignment.repeat_batches;
+    a["repeat_samples"] = st.alignment.repeat_samples;
+    a["dropped_batches"] = st.alignment.dropped_batches;
+    a["dropped_samples"] = st.alignment.dropped_samples;
+    out["alignment"] = a;
+    nb::dict bal;
+    bal["steps"] = st.balance.steps;
+    bal["max_over_mean"] = st.balance.max_over_mean;
+    bal["mean_step_ratio"] = st.balance.mean_step_ratio;
+    bal["worst_step_ratio"] = st.balance.worst_step_ratio;
+    out["step_balance"] = bal;
+    return out;
+  }
   const auto [st, balance] = s.locked([](sampler_base& b) {
     return std::pair<vbucket::plan_stats, vbucket::step_balance_stats>(b.stats(), b.balance());
   });
@@ -717,7 +827,10 @@ NB_MODULE(_vbucket, m) {
       .def_rw("balance_group", &sampler_args::balance_group)
       .def_rw("fps_max", &sampler_args::fps_max)
       .def_rw("frame_interval", &sampler_args::frame_interval)
-      .def_rw("threads", &sampler_args::threads);
+      .def_rw("threads", &sampler_args::threads)
+      .def_rw("batching", &sampler_args::batching)
+      .def_rw("token_budget", &sampler_args::token_budget)
+      .def_rw("drop_oversized", &sampler_args::drop_oversized);
 
   nb::class_<py_steps>(m, "Steps")
       .def("__len__", &py_steps::size)
@@ -771,21 +884,21 @@ NB_MODULE(_vbucket, m) {
       .def("load_state", &load_state_text, "state"_a, "fingerprint"_a.none())
       .def("steps",
            [](const py_sampler& s) {
-             return py_steps(s.locked([](sampler_base& b) { return b.batches(); }));
+             return s.locked([](sampler_base& b) {
+               return b.packed() ? py_steps(b.packed_batches()) : py_steps(b.batches());
+             });
            })
       .def("size",
-           [](const py_sampler& s) {
-             return s.locked([](sampler_base& b) { return b.batches().size(); });
-           })
+           [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.size(); }); })
       .def("epoch_steps",
            [](const py_sampler& s) {
-             return s.locked([](sampler_base& b) { return b.epoch_schedule_from_start().steps(); });
+             return s.locked([](sampler_base& b) { return b.epoch_shape().first; });
            })
       .def("epoch_batches",
            [](const py_sampler& s) {
              return s.locked([](sampler_base& b) {
-               const vbucket::epoch_schedule sched = b.epoch_schedule_from_start();
-               return sched.steps() * sched.world_size();
+               const auto [steps, world] = b.epoch_shape();
+               return steps * world;
              });
            })
       .def("epoch_state", &epoch_state_text, "steps"_a)

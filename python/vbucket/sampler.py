@@ -60,6 +60,12 @@ class VariableVideoBatchSampler(_SamplerBase):
     "pad"), every rank runs the same number of steps, and the state advances as batches are
     yielded: ``state_dict()`` taken after k batches resumes at batch k + 1, on any rank and
     under any world size.
+
+    ``batching="packed", token_budget=B`` packs instead: every batch holds samples of any
+    shapes whose latent tokens sum to at most B (the library's whole-epoch packed planner), so
+    ``output="opensora"`` strings of one batch have mixed T-H-W; ``policy`` does not apply.
+    A sample above B is an error unless ``drop_oversized=True`` (then it is counted in
+    ``stats()``).
     """
 
     def __init__(
@@ -79,6 +85,9 @@ class VariableVideoBatchSampler(_SamplerBase):
         policy: str = "pad",
         balance: Union[bool, int] = False,
         output: str = "opensora",
+        batching: str = "fixed",
+        token_budget: Optional[float] = None,
+        drop_oversized: bool = False,
         threads: int = 0,
         verbose: bool = False,
         num_bucket_build_workers: int = 1,
@@ -129,8 +138,11 @@ class VariableVideoBatchSampler(_SamplerBase):
         args = _core._sampler_args(
             rule=rule, rng=rng, seed=self.seed, world=world, rank=r, policy=policy,
             drop_last=drop_last, balance=balance, fps_max=fps_max,
-            frame_interval=frame_interval, threads=threads,
+            frame_interval=frame_interval, threads=threads, batching=batching,
+            token_budget=token_budget, drop_oversized=drop_oversized,
         )
+        self.batching = batching
+        self.token_budget = token_budget
         self._s = _vbucket.Sampler(_core._meta(dataset), _core._config(self.bucket_config, rule),
                                    args)
 
@@ -168,7 +180,7 @@ class VariableVideoBatchSampler(_SamplerBase):
     def __iter__(self) -> Iterator[List[Union[str, int]]]:
         """This rank's batches from the current state. Each batch handed out advances the state
         by one step (a C++ iterator: no Python work per batch beyond building its list)."""
-        if self.verbose and self.rank == 0 and _vbucket.HAS_FMT:
+        if self.verbose and self.rank == 0 and _vbucket.HAS_FMT and self.batching == "fixed":
             print(self._s.stats_table(), end="", flush=True)
         return self._s.iterate(self._strings)
 
@@ -185,9 +197,16 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     def batches(self):
         """This rank's batches from the current state without advancing it: a sequence of
-        (bucket id, T, H, W, indices as a numpy array, is_repeat)."""
+        (bucket id, T, H, W, indices as a numpy array, is_repeat); packed, bucket id, T, H and
+        W are numpy arrays with one entry per index."""
         steps = self._s.steps()
         return [steps.at(i) for i in range(len(steps))]
+
+    def stats(self) -> dict:
+        """Statistics of the epoch as dealt from the current state (the library's): per bucket
+        counts, alignment and step balance; packed, samples, drops, batch sizes, the fill
+        ratio and the step balance."""
+        return self._s.stats()
 
     # --- checkpoints ----------------------------------------------------------------------
 
