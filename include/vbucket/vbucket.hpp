@@ -16,6 +16,7 @@
 #include "vbucket/meta.hpp"           // video_meta, meta_table
 #include "vbucket/normalize.hpp"      // THWC uint8 -> CTHW float/bf16 (CPU reference)
 #include "vbucket/numpy_random.hpp"   // numpy_rng, big_seed
+#include "vbucket/packed_loader.hpp"  // packed batch -> flat buffer + cu_seqlens
 #include "vbucket/packed_plan.hpp"    // packed planner (token budget)
 #include "vbucket/plan_stats.hpp"     // plan statistics
 #include "vbucket/random.hpp"         // fast_source, numpy_source
