@@ -471,4 +471,21 @@ TEST_CASE("search over the Open-Sora v1.2 config: binary vs model-assisted") {
 }
 #endif
 
+TEST_CASE("packed token budget from a fitted memory model") {
+  const cost_model m{10.0, 0.001, 1e-7};
+  const double limit = 70.0;
+  const std::int64_t largest = 5000;
+  const double b = vbucket::eigen::packed_token_budget(m, limit, largest);
+  // Worst case at the budget: samples all of the largest size, b tokens in all.
+  const double samples = b / static_cast<double>(largest);
+  CHECK(m.fixed + samples * m.per_sample(largest) == doctest::Approx(limit));
+  // Smaller samples of the same total cost less (the quadratic term is per sample).
+  CHECK(m.fixed + 2.0 * samples * m.per_sample(largest / 2) < limit);
+  CHECK_THROWS_WITH_AS(vbucket::eigen::packed_token_budget(m, 9.0, largest),
+                       doctest::Contains("not above the model's fixed part"), vbucket::error);
+  CHECK_THROWS_AS(vbucket::eigen::packed_token_budget(cost_model{1.0, 0.0, 0.0}, 9.0, largest),
+                  vbucket::error);
+  CHECK_THROWS_AS(vbucket::eigen::packed_token_budget(m, limit, 0), vbucket::error);
+}
+
 #endif  // __has_include(<Eigen/Core>)

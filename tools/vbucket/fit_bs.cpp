@@ -4,7 +4,7 @@
 
 #include <algorithm>     // std::max
 #include <charconv>      // std::from_chars
-#include <cmath>         // std::isfinite, std::isnan
+#include <cmath>         // std::isfinite, std::isnan, std::floor
 #include <cstdint>       // std::int64_t
 #include <cstdio>        // std::fputs, std::fflush
 #include <optional>      // std::optional
@@ -325,6 +325,22 @@ int run_fit_bs(const fit_bs_options& o, nlohmann::ordered_json config_json,
   out.commit();
 
   print_report(result, o, profile.size(), oom_rows);
+  // Packed batching: the budget that keeps a batch of mixed shapes within the same limit.
+  std::int64_t max_tokens = 0;
+  for (const auto& b : buckets)
+    if (b.enabled()) max_tokens = std::max(max_tokens, b.tokens);
+  if (max_tokens > 0) {
+    try {
+      const double budget =
+          eigen::packed_token_budget(result.memory.model, result.limit_gib, max_tokens);
+      fmt::print(
+          "packed:  --token-budget {:.0f} keeps a packed batch (samples up to {} tokens) within "
+          "{:.4g} GiB\n",
+          std::floor(budget), max_tokens, result.limit_gib);
+    } catch (const error& e) {
+      fmt::print("packed:  no token budget: {}\n", e.what());
+    }
+  }
   std::fflush(stdout);
   return exit_ok;
 }

@@ -282,6 +282,29 @@ struct rescale_result {
   std::vector<rescaled_bucket> buckets;
 };
 
+/// The packed token budget (`packed_options::token_budget`, `--token-budget`) that keeps every
+/// packed batch within `limit_gib` by the fitted memory model: a batch of samples of t_i
+/// tokens, none above `max_sample_tokens`, costs fixed + Σ (linear·t_i + quadratic·t_i²) ≤
+/// fixed + (linear + quadratic·max_sample_tokens)·Σ t_i, so B = (limit − fixed) / (linear +
+/// quadratic·max_sample_tokens). Throws `vbucket::error` when the limit is not above the fixed
+/// part, the per-token cost is not positive, or max_sample_tokens < 1.
+inline double packed_token_budget(const cost_model& memory, double limit_gib,
+                                  std::int64_t max_sample_tokens) {
+  if (max_sample_tokens < 1)
+    throw error("packed token budget: the largest sample must have at least 1 token, got " +
+                std::to_string(max_sample_tokens));
+  const double per_token =
+      memory.linear + memory.quadratic * static_cast<double>(max_sample_tokens);
+  if (!(per_token > 0.0) || !std::isfinite(per_token))
+    throw error("packed token budget: the memory model's cost per token (" +
+                detail::format_number(per_token) + " GiB) is not positive");
+  if (!(limit_gib > memory.fixed))
+    throw error("packed token budget: the memory limit " + detail::format_number(limit_gib) +
+                " GiB is not above the model's fixed part " + detail::format_number(memory.fixed) +
+                " GiB");
+  return (limit_gib - memory.fixed) / per_token;
+}
+
 /// New batch sizes for `buckets` (e.g. `batch_buckets(config)`) from a profile: every enabled
 /// bucket gets the largest batch whose predicted memory is within the budget's limit, or with
 /// a reference, the batch whose predicted step time is closest to the reference bucket's at
