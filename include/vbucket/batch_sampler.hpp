@@ -262,7 +262,7 @@ class batch_sampler {
   using iterator = rank_steps::iterator;
   /// This rank's packed batches (`packed_batches()`): a random-access view of `packed_batch`
   /// values that shares the packed schedule.
-  using packed_steps = decltype(std::declval<const packed_schedule&>().rank(0));
+  using packed_steps = packed_rank_steps;
 
   /// Views `samples` (see the class comment), owns a copy of `config` (or shares it), and
   /// checks the options: world ≥ 1, rank < world, a rule that can draw from the chosen source,

@@ -306,7 +306,7 @@ nb::tuple meta_columns(const py_meta& m) {
 // ---------------------------------------------------------------------------------------------
 
 /// This rank's packed batches (`batch_sampler::packed_steps`, the same for every sampler type).
-using packed_steps = decltype(std::declval<const vbucket::packed_schedule&>().rank(0));
+using packed_steps = vbucket::packed_rank_steps;
 
 /// What the module calls on a `batch_sampler` of any rule and source family.
 class sampler_base {
