@@ -472,6 +472,10 @@ class batch_sampler {
         throw error("batch_sampler: rng numpy needs a rule that draws from numpy_source");
       }
     }
+    if (!packed() && (options_.token_budget != 0.0 || options_.drop_oversized))
+      throw error(
+          "batch_sampler: token_budget and drop_oversized apply to packed batching "
+          "(batching = packed); this sampler has fixed batches");
     if (packed() && !(options_.token_budget > 0.0 && std::isfinite(options_.token_budget)))
       throw error(
           "batch_sampler: packed batching needs a token budget that is a finite number > "

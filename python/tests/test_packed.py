@@ -104,7 +104,7 @@ def test_the_cli_writes_the_same_batches(cli, tmp_path):
 
 
 def test_bad_arguments_are_refused():
-    with pytest.raises(ValueError, match="token_budget"):
+    with pytest.raises(ValueError, match="token budget"):
         vbucket.VariableVideoBatchSampler(str(SAMPLE_META), CONFIG_V2, batching="packed")
     with pytest.raises(ValueError, match="packed"):
         vbucket.VariableVideoBatchSampler(str(SAMPLE_META), CONFIG_V2, token_budget=10)

@@ -291,16 +291,10 @@ def _sampler_args(*, rule, rng, seed, world, rank, policy, drop_last, balance, f
     a.fps_max = float(fps_max)
     a.frame_interval = int(frame_interval)
     a.threads = int(threads)
-    if batching not in ("fixed", "packed"):
-        raise ValueError(f'batching must be "fixed" or "packed", got {batching!r}')
-    a.batching = batching
-    if batching == "packed":
-        if token_budget is None:
-            raise ValueError('batching="packed" needs token_budget (latent tokens per batch)')
-        a.token_budget = float(token_budget)
-        a.drop_oversized = bool(drop_oversized)
-    elif token_budget is not None or drop_oversized:
-        raise ValueError('token_budget and drop_oversized apply to batching="packed" only')
+    # The library checks the combination (a budget only with packed batching, > 0 there).
+    a.batching = str(batching)
+    a.token_budget = 0.0 if token_budget is None else float(token_budget)
+    a.drop_oversized = bool(drop_oversized)
     return a
 
 

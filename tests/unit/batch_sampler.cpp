@@ -756,6 +756,10 @@ TEST_CASE("batch_sampler: packed batching equals the hand-wired packed path, res
   bad.batching = vbucket::batching_mode::packed;
   CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, rule, bad),
                        doctest::Contains("token budget"), vbucket::error);
+  vbucket::sampler_options fixed_with_budget{.seed = 7};
+  fixed_with_budget.token_budget = budget;
+  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, rule, fixed_with_budget),
+                       doctest::Contains("apply to packed batching"), vbucket::error);
   // The packed and fixed fingerprints of one epoch differ.
   bad.token_budget = budget;
   vbucket::batch_sampler packed(records, config, rule, bad);
