@@ -725,43 +725,6 @@ inline std::optional<indexed_timestamps> indexed_pts(decode_session& s, std::int
   return out;
 }
 
-/// One packet of the video stream, in decode order: where it lies and what it holds.
-struct packet_entry {
-  std::int64_t pos = -1;
-  std::int64_t dts = AV_NOPTS_VALUE;
-  int size = 0;
-  bool key = false;
-};
-
-inline bool is_avi(const AVFormatContext* fmt) noexcept {
-  return fmt->iformat != nullptr && fmt->iformat->name != nullptr &&
-         std::string_view(fmt->iformat->name) == "avi";
-}
-
-/// AVI: the stream's packets from the file's index (idx1 or OpenDML), read with the header.
-/// Empty unless it is complete (as many entries as the header announces frames) and lists no
-/// empty chunk (the demuxer skips those: they would not be packets).
-inline std::vector<packet_entry> avi_index_table(AVStream* st) {
-  const int entries = avformat_index_get_entries_count(st);
-  if (entries < 2) return {};
-  std::vector<packet_entry> table;
-  table.reserve(static_cast<std::size_t>(entries));
-  std::int64_t step = 0;
-  for (int e = 0; e < entries; ++e) {
-    const AVIndexEntry* ie = avformat_index_get_entry(st, e);
-    if (ie == nullptr || ie->size <= 0) return {};
-    if (e == 1) step = ie->timestamp;
-    // A video chunk's time is its count of chunks before it (in steps of the time base).
-    if (e > 0 && (step <= 0 || ie->timestamp != e * step)) return {};
-    if (e == 0 && ie->timestamp != 0) return {};
-    table.push_back({ie->pos, ie->timestamp, ie->size, (ie->flags & AVINDEX_KEYFRAME) != 0});
-  }
-  // The header's length (frames, or time-base steps) must agree: chunks missing from the index
-  // would shift the frame numbers.
-  if (st->nb_frames != entries && st->nb_frames != entries * step) return {};
-  return table;
-}
-
 /// Packets shortly before a keyframe whose frames the decoder may show after it: H.264
 /// reorders at most 16 frames.
 inline constexpr std::int64_t output_order_margin = 16;
@@ -780,7 +743,7 @@ inline constexpr std::int64_t output_order_margin = 16;
 /// not to happen, as for the packets before K0). Every packet read from K0 on must be the table's
 /// entry (same position, size and decode time). False when any of this fails or K0 does not
 /// exist: the caller then decodes from the start (slots already written are overwritten).
-inline bool decode_output_order_from_keyframe(const source& src, const clip_request& req,
+inline bool decode_output_order_from_keyframe(decode_session& s, const clip_request& req,
                                               const std::vector<packet_entry>& table, bool avi,
                                               frame_writer& writer, clip_info& info,
                                               std::int64_t& filled) {
@@ -793,7 +756,6 @@ inline bool decode_output_order_from_keyframe(const source& src, const clip_requ
   while (k0 >= 0 && !table[static_cast<std::size_t>(k0)].key) --k0;
   if (k0 <= 0) return false;  // near the start: decoding from there costs the same
 
-  decode_session s(src, req);
   const packet_entry& first = table[static_cast<std::size_t>(k0)];
   // AVI seeks through its index to the entry; its packets' positions are past the chunk
   // header the index points at, and their decode times are the index's: they are matched by
@@ -863,9 +825,9 @@ inline bool decode_output_order_from_keyframe(const source& src, const clip_requ
       const std::int64_t tag = frame->pts;
       if (tag == AV_NOPTS_VALUE || tag < k0 || tag >= sent) return bad = true;
       if (tag < k) {
-        const auto at = static_cast<std::size_t>(tag - k0);
-        if (from_k > 0 || seen[at]) return bad = true;
-        seen[at] = true;
+        const auto seen_at = static_cast<std::size_t>(tag - k0);
+        if (from_k > 0 || seen[seen_at]) return bad = true;
+        seen[seen_at] = true;
         if (tag >= checked_from) ++checked_seen;
       } else {
         if (from_k == 0 && checked_seen != k - checked_from) return bad = true;
@@ -885,6 +847,9 @@ inline bool decode_output_order_from_keyframe(const source& src, const clip_requ
       const packet_entry& e = table[static_cast<std::size_t>(sent)];
       if (!is_entry(pkt.get(), e)) return false;
     }
+    // Frames decoded more than the margin before K need not come out: the ones no other
+    // frame refers to are not decoded.
+    ctx->skip_frame = sent > k0 && sent < checked_from ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
     pkt->pts = sent++;  // the tag
     const int r = avcodec_send_packet(ctx, pkt.get());
     av_packet_unref(pkt.get());
@@ -956,7 +921,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       if (discard) continue;
       if (timestamps && p == AV_NOPTS_VALUE) {
         timestamps = false;
-        if (avi) {
+        if (avi && !table_done) {
           table = avi_index_table(s->stream);
           table_done = true;
         }
@@ -972,7 +937,8 @@ inline clip_info decode_input(const source& src, const clip_request& req,
     info.presentation_index = false;
     bool done = false;
     if (!image && !table.empty()) {
-      done = decode_output_order_from_keyframe(src, req, table, avi, writer, info, filled);
+      // The session the pass read packets from: seeked, its decoder still unused.
+      done = decode_output_order_from_keyframe(*s, req, table, avi, writer, info, filled);
       info.seeked = done;
     }
     if (!done) {
