@@ -396,6 +396,35 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("ffmpeg: a deep clip in an AVI without its index starts at a keyframe from a pass") {
+  // Cut before its index: the packets up to the clip come from a demux pass; the bytes (and a
+  // clip past the cut's end, its error) are those of the decode from the start.
+  const std::string name = "h264_64x48_25fps_long_noindex.avi";
+  if (!exists(name)) return;
+  for (const std::int64_t start : {99, 260, 420, 490, 560}) {
+    CAPTURE(start);
+    const auto req = request(start, 6, 4, 32, 48);
+    auto from_start = req;
+    from_start.use_index = false;
+    std::vector<std::uint8_t> fast(ff::clip_bytes(req)), slow(ff::clip_bytes(req));
+    const auto f = ff::decode_clip(media(name), req, fast);
+    const auto s = ff::decode_clip(media(name), from_start, slow);
+    REQUIRE(f.ok() == s.ok());
+    if (start == 560) CHECK(!f.ok());  // about 450 frames are left
+    if (!f.ok()) {
+      CHECK(f.error() == s.error());
+      CHECK(f.error().find("clip too short") != std::string::npos);
+      continue;
+    }
+    CHECK(fast == slow);
+    CHECK(!s->seeked);
+    if (start >= 260) {
+      CHECK(f->seeked);
+      CHECK(f->frames_decoded < start - 100);
+    }
+  }
+}
+
 TEST_CASE("ffmpeg: anamorphic video probes and decodes at its display size") {
   // 180x120 stored with 32:27 pixels shows as round(180 * 32 / 27) = round(213.3) = 213 x 120
   // (16:9 as near as whole pixels go); 192x128 as round(227.6) = 228 x 128.

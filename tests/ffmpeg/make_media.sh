@@ -89,6 +89,13 @@ for f in *.mp4 *.mkv *.webm *.avi *.mpg *.ts *.png *.jpg; do
   echo "$f,$(get nb_read_frames),$(get width),$(get height),$(get avg_frame_rate),${rotation:-0},$sar" >>expected.csv
 done
 
+# The long H.264 AVI cut at 3/4: no index (idx1 is at the end), about 450 frames (not in
+# expected.csv: the header still announces 600).
+if [[ -e h264_64x48_25fps_long.avi ]]; then
+  size=$(stat -c %s h264_64x48_25fps_long.avi)
+  head -c $((size * 3 / 4)) h264_64x48_25fps_long.avi >h264_64x48_25fps_long_noindex.avi
+fi
+
 # Two video streams, neither the default (not in expected.csv: ffprobe's v:0 is the first).
 # av_find_best_stream takes a stream not marked for the visually impaired first; with nothing
 # to tell them apart, the first (ffmpeg's command line would take the larger).

@@ -12,7 +12,9 @@
 /// against the packets read; any doubt falls back to the whole scan). Then the input seeks to
 /// the keyframe before the first wanted frame, decodes up to the last wanted frame only
 /// (non-reference frames that are not wanted are skipped), and converts only the wanted frames,
-/// straight to the target size (libswscale).
+/// straight to the target size (libswscale). Streams without timestamps (AVI, some MPEG-PS/TS)
+/// number frames in the decoder's output order; a deep clip there starts at a keyframe whose
+/// frame number the AVI index or a demux pass gives (decode_output_order_from_keyframe).
 ///
 ///     vbucket::ffmpeg::clip_request req{.start = 10, .frames = 16, .interval = 2,
 ///                                       .height = 192, .width = 336};
@@ -113,8 +115,9 @@ struct clip_request {
   /// A video that ends early: false = an error; true = the last decoded frame is repeated.
   bool pad = false;
   /// MP4/MOV: map frame indices to timestamps from the container's sample table, demuxing
-  /// from shortly before `start` (false: always demux from the file's start; same result,
-  /// slower for clips far into long videos).
+  /// from shortly before `start`; streams without timestamps: start decoding at a keyframe
+  /// found in the AVI index or by a demux pass (false: always demux, and for those decode, from
+  /// the file's start; same result, slower for clips far into long videos).
   bool use_index = true;
   resize_filter filter = resize_filter::bilinear;
   ffmpeg::limits limits{};
@@ -740,9 +743,11 @@ inline constexpr std::int64_t output_order_margin = 16;
 /// each packet is tagged with its entry number (the packet's pts, which the decoder hands to the
 /// frame); each of the last `output_order_margin` packets before K must come out once, before
 /// any frame of K on, and none before K after one (reordering across more packets is assumed
-/// not to happen, as for the packets before K0). Every packet read from K0 on must be the table's
-/// entry (same position, size and decode time). False when any of this fails or K0 does not
-/// exist: the caller then decodes from the start (slots already written are overwritten).
+/// not to happen, as for the packets before K0); unreferenced frames before those are not
+/// decoded. Every packet read from K0 on must be the table's entry (AVI: same decode time and
+/// size; else same position and size). `s`: an opened session whose decoder has had no packet
+/// (it is seeked). False when any of this fails or K0 does not exist: the caller then decodes
+/// from the start in a new session (slots already written are overwritten).
 inline bool decode_output_order_from_keyframe(decode_session& s, const clip_request& req,
                                               const std::vector<packet_entry>& table, bool avi,
                                               frame_writer& writer, clip_info& info,
@@ -921,9 +926,12 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       if (discard) continue;
       if (timestamps && p == AV_NOPTS_VALUE) {
         timestamps = false;
-        if (avi && !table_done) {
-          table = avi_index_table(s->stream);
-          table_done = true;
+        if (avi && !table_done) {  // without a complete index, the pass goes on
+          auto index = avi_index_table(s->stream);
+          if (!index.empty()) {
+            table = std::move(index);
+            table_done = true;
+          }
         }
         continue;
       }
