@@ -158,6 +158,16 @@ TEST_CASE("a rank that fails before agreeing: every rank throws its message, non
     CHECK(e.find("of " + std::to_string(world) + " failed") != std::string::npos);
     CHECK(e.find(": rank 0's trouble") != std::string::npos);
   }
+  SUBCASE("every rank fails the same way: the message once, for all") {
+    const std::string e =
+        error_of([&] { vbucket::mpi::agree_failed(comm, "missing required flag --epoch"); });
+    if (world == 1)
+      CHECK(e == "missing required flag --epoch");
+    else
+      CHECK(e == "vbucket::mpi: all " + std::to_string(world) +
+                     " ranks failed before agreeing on the plan fingerprint: missing required "
+                     "flag --epoch");
+  }
   // The communicator still works: the next collective meets every rank.
   CHECK(error_of([&] { vbucket::mpi::agree(comm, 5); }).empty());
 }

@@ -92,13 +92,23 @@ inline void exchange(const communicator& comm, std::uint64_t value, bool failed,
     check(MPI_Allgatherv(message.data(), static_cast<int>(message.size()), MPI_CHAR, text.data(),
                          counts.data(), displs.data(), MPI_CHAR, comm.get()),
           "MPI_Allgatherv");
+    auto message_of = [&](std::uint32_t r) {
+      return text.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(counts[r]));
+    };
     const std::uint32_t first = failed_ranks.front();
-    std::string line = "vbucket::mpi: " + ranks_named(failed_ranks) + " of " +
-                       std::to_string(world) + " failed before agreeing on the " +
-                       std::string(what) + "; rank " + std::to_string(first) + ": " +
-                       text.substr(static_cast<std::size_t>(displs[first]),
-                                   static_cast<std::size_t>(counts[first]));
-    throw vbucket::error(line);
+    // One process, or every rank failing the same way (the same bad flag given to all): the
+    // message alone says it.
+    if (world == 1) throw vbucket::error(message_of(first));
+    bool same = failed_ranks.size() == world;
+    for (std::uint32_t r = 1; same && r < world; ++r) same = message_of(r) == message_of(0);
+    if (same)
+      throw vbucket::error("vbucket::mpi: all " + std::to_string(world) +
+                           " ranks failed before agreeing on the " + std::string(what) + ": " +
+                           message_of(0));
+    throw vbucket::error("vbucket::mpi: " + ranks_named(failed_ranks) + " of " +
+                         std::to_string(world) + " failed before agreeing on the " +
+                         std::string(what) + "; rank " + std::to_string(first) + ": " +
+                         message_of(first));
   }
 
   // Group the ranks by value; the reference is the most common value (ties: the one of the
