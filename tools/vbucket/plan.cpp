@@ -312,9 +312,11 @@ int plan_mpi(int argc, char** argv) {
     r.out_path = rank_path(r.out_path, me);
     return with_sampler(r.plan, me, [&](auto& sampler) {
       resume(sampler, r);
+      const std::uint64_t fingerprint = sampler.fingerprint();
+      const std::uint64_t consumed = sampler.state().consumed;
       agreed = true;  // from here on every rank is in the agreement
-      mpi::agree(comm, sampler.fingerprint(), "plan fingerprint");
-      mpi::agree(comm, sampler.state().consumed, "resume position (global batches consumed)");
+      mpi::agree(comm, fingerprint, "plan fingerprint");
+      mpi::agree(comm, consumed, "resume position (global batches consumed)");
       write_batches(r, sampler);
       if (me == 0) {
         warn_pads("plan", sampler.plan(), sampler.config(), r.plan.pad_warn);
