@@ -14,6 +14,7 @@ packages=(
   g++ cmake ninja-build pkg-config git
   doctest-dev libfmt-dev nlohmann-json3-dev libeigen3-dev libbenchmark-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
+  libopenmpi-dev openmpi-bin
   clang clang-format libclang-rt-14-dev libfuzzer-14-dev
 )
 
