@@ -15,6 +15,7 @@ packages=(
   doctest-dev libfmt-dev nlohmann-json3-dev libeigen3-dev libbenchmark-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   clang clang-format libclang-rt-14-dev libfuzzer-14-dev
+  python3-matplotlib python3-av python3-tqdm
 )
 
 if command -v dpkg-query >/dev/null 2>&1; then
