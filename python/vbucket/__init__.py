@@ -15,6 +15,7 @@ from ._core import (
 )
 from ._vbucket import decode_opensora_index, encode_opensora_index
 from .media import Batch, Loader, decode_clip, scan
+from .plots import plot_stats
 
 if getattr(_vbucket, "HAS_FFMPEG", False):
     from ._vbucket import DecodeError
@@ -35,6 +36,7 @@ __all__ = [
     "decode_clip",
     "decode_opensora_index",
     "encode_opensora_index",
+    "plot_stats",
     "read_meta",
     "scan",
     "stats",
