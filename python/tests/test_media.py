@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
-import subprocess
 import sys
 import time
 
@@ -17,23 +15,13 @@ import pytest
 import vbucket
 from vbucket import _vbucket
 
-from conftest import ROOT, run_cli
+from conftest import run_cli
 
 pytestmark = pytest.mark.skipif(not getattr(_vbucket, "HAS_FFMPEG", False),
                                 reason="vbucket built without the FFmpeg adapter")
 
 # Buckets the generated media fill (every good file is large enough for 256px).
 CONFIG = {"256px": {"1": (1.0, 5), "5": (1.0, 3), "9": (0.5, 2), "17": (1.0, 2)}}
-
-
-@pytest.fixture(scope="session")
-def media(tmp_path_factory):
-    if shutil.which("ffmpeg") is None:
-        pytest.skip("the ffmpeg command is needed to generate the test media")
-    out = tmp_path_factory.mktemp("media") / "e2e"
-    subprocess.run(["bash", str(ROOT / "tests" / "e2e" / "make_dataset.sh"), str(out)], check=True,
-                   capture_output=True)
-    return out
 
 
 @pytest.fixture(scope="session")
