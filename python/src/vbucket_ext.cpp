@@ -690,6 +690,9 @@ std::string stats_table(const py_sampler& s) {
 #if VBUCKET_PY_HAS_FFMPEG
 #include "media_bindings.hpp"
 #endif
+#if VBUCKET_PY_HAS_EIGEN
+#include "memory_bindings.hpp"
+#endif
 
 NB_MODULE(_vbucket, m) {
   m.doc() = "vbucket's C++ core (glue only; see the vbucket package)";
@@ -706,6 +709,10 @@ NB_MODULE(_vbucket, m) {
   m.attr("HAS_FFMPEG") = static_cast<bool>(VBUCKET_PY_HAS_FFMPEG);
 #if VBUCKET_PY_HAS_FFMPEG
   bind_media(m);
+#endif
+  m.attr("HAS_EIGEN") = static_cast<bool>(VBUCKET_PY_HAS_EIGEN);
+#if VBUCKET_PY_HAS_EIGEN
+  bind_memory(m);
 #endif
 
   nb::class_<py_config>(m, "Config")

@@ -71,3 +71,75 @@ def test_step_costs_agree_with_the_plans_balance():
             bal["max_over_mean"], rel=1e-9)
         assert (costs.max(axis=1) / costs.mean(axis=1)).max() == pytest.approx(
             bal["worst_step_ratio"], rel=1e-9)
+
+
+# --- the memory picture (--profile): the fitted model of `vbucket fit-bs` ------------------------
+
+# tests/cli/fit_bs.sh's profile: Open-Sora v1.2's 360p (largest entry 350×662: 905 latent
+# pixels), memory = 3 + bs·(1e-4·t + 1e-10·t²) GiB; 360p:408 at bs 5 ran out of memory.
+FRAMES_TOKENS = {1: 905, 51: 11765, 102: 23530, 204: 46155, 408: 92310}
+
+
+def _memory(t, bs):
+    return 3 + bs * (1e-4 * t + 1e-10 * t * t)
+
+
+@pytest.fixture()
+def profile(tmp_path):
+    lines = ["frames,resolution,batch_size,step_seconds,peak_memory_gib"]
+    for f, t in FRAMES_TOKENS.items():
+        for b in (1, 2, 4):
+            lines.append(f"{f},360p,{b},{0.3 + b * (4e-6 * t + 2e-11 * t * t):.9f},"
+                         f"{_memory(t, b):.9f}")
+    lines.append("408,360p,5,,OOM")
+    path = tmp_path / "profile.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.skipif(not getattr(vbucket._vbucket, "HAS_EIGEN", False), reason="no Eigen adapter")
+def test_memory_prediction_is_fit_bs(cli, profile, tmp_path):
+    import json
+
+    mem = plots.memory_prediction(CONFIG_360P, profile, 80, rule="opensora-v1.2")
+    assert mem.attrs["limit_gib"] == pytest.approx(76)
+    used = mem[mem["enabled"]]
+    assert len(used) >= 3
+    for _, row in used.iterrows():
+        t = FRAMES_TOKENS[int(row["frames"])]
+        assert row["tokens"] == t
+        assert row["predicted_gib"] == pytest.approx(_memory(t, row["batch_size"]), rel=1e-6)
+        expected = int((76 - 3) // (1e-4 * t + 1e-10 * t * t))
+        largest_peak = max(_memory(u, 4) for u in FRAMES_TOKENS.values())
+        if t == FRAMES_TOKENS[408] and 76 <= largest_peak:
+            expected = min(expected, 4)  # an OOM caps only limits within the profiled peaks
+        assert row["new_batch_size"] == expected
+    # The same batch sizes as `vbucket fit-bs` writes.
+    from conftest import run_cli
+
+    run_cli(cli, "fit-bs", "--config", CONFIG_360P, "--profile", profile, "--memory-gib", 80,
+            "--out", tmp_path / "new.json")
+    new = json.loads((tmp_path / "new.json").read_text())
+    for _, row in used.iterrows():
+        assert new["360p"][str(row["frames"])][1] == row["new_batch_size"]
+
+
+@pytest.mark.skipif(not getattr(vbucket._vbucket, "HAS_EIGEN", False), reason="no Eigen adapter")
+def test_report_with_profile(profile, tmp_path):
+    out = tmp_path / "report.html"
+    r = subprocess.run([sys.executable, "-m", "vbucket", "report", "--config", str(CONFIG_360P),
+                        "--meta", str(SAMPLE_META), "--rule", "opensora-v1.2", "--world", "2",
+                        "--profile", str(profile), "--memory-gib", "24", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", out.read_text())
+    assert len(images) == 5
+    for data in images:
+        _not_blank(base64.b64decode(data))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("resolution,frames,batch_size,peak_memory_gib,step_seconds\n360p,51,2,x,1\n")
+    r = subprocess.run([sys.executable, "-m", "vbucket", "report", "--config", str(CONFIG_360P),
+                        "--meta", str(SAMPLE_META), "--rule", "opensora-v1.2", "--profile",
+                        str(bad), "--memory-gib", "24", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "bad.csv" in r.stderr and "peak_memory_gib" in r.stderr

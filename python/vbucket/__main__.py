@@ -33,6 +33,8 @@ def main(argv=None) -> int:
             else:
                 c.add_argument("--profile", help="profiled steps (as `vbucket fit-bs` reads)")
                 c.add_argument("--memory-gib", type=float)
+                c.add_argument("--margin", type=float, default=0.05,
+                               help="fraction of the memory kept free, as fit-bs (0.05)")
                 c.add_argument("--out", required=True, help="the HTML file to write")
         else:
             c.add_argument("--out", help="write the assignment as CSV")
@@ -45,8 +47,8 @@ def main(argv=None) -> int:
             from .plots import render_report
 
             r = render_report(a.meta, config, a.out, world=a.world, profile=a.profile,
-                              memory_gib=a.memory_gib, policy=a.policy, drop_last=a.drop_last,
-                              **common)
+                              memory_gib=a.memory_gib, margin=a.margin, policy=a.policy,
+                              drop_last=a.drop_last, **common)
             print(f"python -m vbucket report: {r['images']} pictures in {r['path']}")
         elif a.command == "stats":
             sys.stdout.write(_core.stats_table(a.meta, config, world=a.world, policy=a.policy,
@@ -60,7 +62,7 @@ def main(argv=None) -> int:
                       .size().rename("samples").reset_index())
             print(counts.to_string(index=False))
             print(f"\n{int((df.bucket >= 0).sum())} of {len(df)} samples in buckets")
-    except (ValueError, TypeError, OSError, NotImplementedError) as e:
+    except (ValueError, TypeError, OSError, ImportError) as e:
         print(f"python -m vbucket {a.command}: {e}", file=sys.stderr)
         return 1
     return 0

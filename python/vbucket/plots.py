@@ -167,6 +167,49 @@ def _step_panel(ax, costs: np.ndarray, balance: dict, title: str) -> None:
     ax.legend(fontsize=7)
 
 
+def memory_prediction(config, profile, memory_gib: float, *, margin: float = 0.05,
+                      rule: str = "opensora-v2"):
+    """Per (resolution, frames) bucket of ``config``: the per-rank peak memory that
+    `vbucket fit-bs`'s model, fitted to ``profile`` (its PROFILE.csv), predicts at the config's
+    batch size and at the batch size fit-bs would choose for ``memory_gib`` (``margin`` kept
+    free). A DataFrame; ``df.attrs`` has memory_gib, limit_gib, r_squared, points."""
+    import pandas as pd
+
+    from . import _core, _vbucket
+
+    if not getattr(_vbucket, "HAS_EIGEN", False):
+        raise ImportError("the memory model needs vbucket built with the Eigen adapter "
+                          "(Debian: libeigen3-dev)")
+    cfg = _core.BucketConfig(config, rule=rule) if not isinstance(
+        config, _core.BucketConfig) else config
+    d = _vbucket.memory_prediction(cfg._core(rule), os.fspath(profile), float(memory_gib),
+                                   float(margin))
+    df = pd.DataFrame(d.pop("buckets"))
+    df.attrs.update(d)
+    return df
+
+
+def _memory_panel(ax, mem) -> None:
+    used = mem[mem["enabled"]]
+    labels = [f"{r}:{f}" for r, f in zip(used["resolution"], used["frames"])]
+    x = np.arange(len(used))
+    limit = mem.attrs["limit_gib"]
+    colors = ["tab:red" if v > limit else "tab:blue" for v in used["predicted_gib"]]
+    ax.bar(x, used["predicted_gib"], 0.6, color=colors, label="at the config's batch size")
+    ax.plot(x, used["new_predicted_gib"], "k_", markersize=18, mew=2,
+            label="at fit-bs's batch size")
+    for k, (bs, nb) in enumerate(zip(used["batch_size"], used["new_batch_size"])):
+        ax.text(k, 0, f"bs {bs}→{nb}", ha="center", va="bottom", fontsize=7, rotation=90,
+                color="white")
+    ax.axhline(mem.attrs["memory_gib"], color="tab:red", lw=1, label="device memory")
+    ax.axhline(limit, color="tab:orange", lw=1, ls="--", label="limit (margin kept free)")
+    ax.set_xticks(x, labels, rotation=90 if len(labels) > 10 else 0, fontsize=7)
+    ax.set_ylabel("predicted peak memory per rank (GiB)")
+    ax.set_title(f"predicted peak memory per bucket (fitted model, R² "
+                 f"{mem.attrs['r_squared']:.4f} over {mem.attrs['points']} steps)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
@@ -175,16 +218,13 @@ def _png(fig) -> str:
 
 
 def render_report(meta, config, out, *, world: int = 1, profile=None,
-                  memory_gib: Optional[float] = None, **kw) -> Dict[str, Any]:
+                  memory_gib: Optional[float] = None, margin: float = 0.05,
+                  **kw) -> Dict[str, Any]:
     """Writes the HTML report to ``out``; returns {"images": n, "path": out}."""
     from . import _core
 
     if (profile is None) != (memory_gib is None):
         raise ValueError("report: --profile and --memory-gib go together")
-    if profile is not None:
-        raise NotImplementedError(
-            "report: the memory picture (--profile) needs the fitted memory model of "
-            "`vbucket fit-bs`, which the Python package does not bind yet; run `vbucket fit-bs`")
     plt = _pyplot()
     cfg = _core.BucketConfig(config, rule=kw.get("rule", "opensora-v2"))
     st = _core.stats(meta, cfg, world=world, **kw)
@@ -213,6 +253,15 @@ def render_report(meta, config, out, *, world: int = 1, profile=None,
     _step_panel(axes[1], *balanced, f"per-step cost over {world} ranks, with --balance")
     fig.tight_layout()
     figures.append(("Per-step cost across ranks", _png(fig)))
+
+    if profile is not None:
+        mem = memory_prediction(cfg, profile, memory_gib, margin=margin,
+                                rule=kw.get("rule", "opensora-v2"))
+        fig, ax = plt.subplots(figsize=(14, 5))
+        _memory_panel(ax, mem)
+        fig.tight_layout()
+        figures.append((f"Predicted peak memory per bucket against {memory_gib:g} GiB",
+                        _png(fig)))
 
     a = st.attrs
     totals = {k: a[k] for k in ("total", "images", "videos") if k in a}
