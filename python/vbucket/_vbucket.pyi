@@ -56,6 +56,10 @@ class Loader:
     @property
     def closed(self) -> bool: ...
 
+HAS_EIGEN: bool = True
+
+def memory_prediction(config: Config, profile: str, memory_gib: float, margin: float) -> dict: ...
+
 class Config:
     @staticmethod
     def from_text(text: str, where: str, rule: str) -> Config: ...
