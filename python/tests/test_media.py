@@ -84,6 +84,13 @@ def test_scan_progress_without_tqdm(scanned, capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
+def test_scan_progress_with_tqdm(scanned, capsys):
+    pytest.importorskip("tqdm")
+    vbucket.scan(list(scanned["path"][:6]), progress=True)
+    err = capsys.readouterr().err
+    assert "6/6" in err and "scan" in err
+
+
 def _threads():
     return len(os.listdir("/proc/self/task"))
 
@@ -318,6 +325,8 @@ def test_loader_errors(scanned):
     s = _sampler(scanned, 1, 0)
     with pytest.raises(ValueError, match="63 paths for 64 metadata rows"):
         vbucket.Loader(s, scanned["path"][:-1])
+    with pytest.raises(TypeError, match="path 2 .metadata row 2. must be a str"):
+        vbucket.Loader(s, list(scanned["path"][:2]) + [float("nan")] + list(scanned["path"][3:]))
     with pytest.raises(TypeError, match="VariableVideoBatchSampler"):
         vbucket.Loader(object(), scanned["path"])
     with pytest.raises(ValueError, match="dtype"):

@@ -224,7 +224,12 @@ class Loader:
             )
         if isinstance(paths, (str, os.PathLike)):
             raise TypeError("Loader: paths must be a sequence of paths (one per metadata row)")
-        paths = [os.fspath(p) for p in paths]
+        paths = list(paths)
+        for i, p in enumerate(paths):
+            if not isinstance(p, (str, os.PathLike)):
+                raise TypeError(f"Loader: path {i} (metadata row {i}) must be a str or "
+                                f"os.PathLike, got {type(p).__name__} {p!r}")
+            paths[i] = os.fspath(p)
         for name, v, low in (("workers", workers, 1), ("prefetch", prefetch, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ValueError(f"Loader: {name} must be an int of at least {low}, got {v!r}")
