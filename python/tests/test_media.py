@@ -307,6 +307,11 @@ def test_loader_resumes_mid_epoch_exactly(scanned):
     state = loader.state_dict()
     loader.close()
     assert state["consumed_batches"] == 2 * k
+    ref = _sampler(scanned, 2, 1)  # the sampler itself after k batches: the same state
+    batches = iter(ref)
+    for _ in range(k):
+        next(batches)
+    assert ref.state_dict() == state
     s2 = _sampler(scanned, 2, 1)
     s2.load_state_dict(state)
     rest = [_kept(b) for b in vbucket.Loader(s2, scanned["path"], workers=3, prefetch=1)]

@@ -268,20 +268,7 @@ class Loader:
     def state_dict(self) -> dict:
         """The sampler's ``state_dict()`` after the batches handed out so far: load it into
         the sampler (``sampler.load_state_dict``) and make a new Loader to continue exactly."""
-        from .sampler import _state_fields, STATE_FORMAT
-
-        state = self._core.state()
-        f = _state_fields(state)
-        return {
-            "format": STATE_FORMAT,
-            "state": state,
-            "fingerprint": self._sampler.fingerprint(),
-            "seed": self._sampler.seed,
-            "epoch": f["epoch"],
-            "consumed_batches": f["consumed"],
-            "balance_group": f["balance"],
-            "world_size": self._sampler.num_replicas,
-        }
+        return self._sampler._state_dict_of(self._core.state())
 
     def stats(self) -> dict:
         """Loader figures: batches, samples, decoded, failed, substitutions, decode/convert
