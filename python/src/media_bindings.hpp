@@ -15,6 +15,7 @@
 #include <cstddef>             // std::size_t
 #include <cstdint>             // std::int64_t, std::uint8_t
 #include <exception>           // std::exception_ptr
+#include <future>              // std::async (waiting for a batch while polling for Ctrl-C)
 #include <memory>              // std::shared_ptr, std::unique_ptr
 #include <mutex>               // std::mutex
 #include <optional>            // std::optional
@@ -295,17 +296,38 @@ class py_loader {
   /// The next batch as (tensor, samples, planned, bucket, (T, H, W), step, position, repeat,
   /// substitutions); StopIteration at the end.
   nb::tuple next() {
-    file_loader& l = live();
+    file_loader& l = running();
     if (core_->held.load() >= core_->slots)
       throw std::runtime_error(
           "Loader: all " + std::to_string(core_->slots) +
           " staging slots are held by batches still alive (their tensors, or views of them), so "
           "no further batch can be decoded; drop the old batches (or copy what you keep: "
           "tensor.clone()), or make the Loader with more slots");
+    // The wait runs on a helper thread so that this one, polling, sees Ctrl-C: it then stops
+    // the loader (the clips being decoded finish) and raises KeyboardInterrupt; the state
+    // stays that of the batches handed out, for a resume.
     std::optional<file_loader::loaded_batch> b;
+    bool interrupted = false;
     {
       nb::gil_scoped_release release;
-      b = l.next();
+      auto pending = std::async(std::launch::async, [&l] { return l.next(); });
+      while (pending.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+        nb::gil_scoped_acquire acquire;
+        if (PyErr_CheckSignals() != 0) {  // the error (KeyboardInterrupt) stays set
+          interrupted = true;
+          break;
+        }
+      }
+      if (interrupted) {
+        l.stop();
+        pending.wait();  // returns nullopt now; a batch it took goes back with it
+      } else {
+        b = pending.get();  // rethrows the loader's error
+      }
+    }
+    if (interrupted) {
+      interrupted_ = true;
+      throw nb::python_error();
     }
     if (!b) throw nb::stop_iteration();
     core_->held.fetch_add(1);
@@ -400,6 +422,14 @@ class py_loader {
     if (!core_ || !core_->loader) throw vbucket::error("Loader: closed");
     return *core_->loader;
   }
+  file_loader& running() const {
+    if (interrupted_)
+      throw vbucket::error(
+          "Loader: stopped by KeyboardInterrupt; resume from its state_dict() with a new Loader");
+    return live();
+  }
+
+  bool interrupted_ = false;
 
   std::shared_ptr<loader_core> core_;
 };

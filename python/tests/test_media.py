@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import sys
 import time
 
@@ -379,3 +380,57 @@ def test_pin_memory(scanned):
     for a, b in zip(loader, ref):
         assert a.tensor.is_cuda
         assert torch.equal(a.tensor.cpu(), b.tensor)
+
+
+LOAD_UNTIL_INTERRUPTED = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import vbucket
+meta = vbucket.scan([sys.argv[1]] * 100, progress=False)
+sampler = vbucket.VariableVideoBatchSampler(meta, {"720p": {"33": (1.0, 1)}}, seed=1,
+                                            num_replicas=1, rank=0)
+baseline = len(os.listdir("/proc/self/task"))
+loader = vbucket.Loader(sampler, meta["path"], workers=1, prefetch=1)
+print("loading", flush=True)
+t0 = time.perf_counter()
+result = ["finished"]
+try:
+    for batch in loader:
+        pass
+except KeyboardInterrupt:
+    seconds = time.perf_counter() - t0
+    state = loader.state_dict()["consumed_batches"]
+    try:
+        next(loader)
+        after = "went on"
+    except ValueError as e:
+        after = "refused" if "KeyboardInterrupt" in str(e) else str(e)
+    result = ["interrupted", seconds, state, after]
+del loader, batch  # the last references: the staging ring's thread goes with them
+print(*result, len(os.listdir("/proc/self/task")) - baseline)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_loader_stops_on_a_real_ctrl_c(tmp_path):
+    # 720p clips take a while to decode: the signal arrives while the loader waits for a batch.
+    import signal
+    import subprocess
+
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("the ffmpeg command is needed")
+    clip = tmp_path / "hd.mp4"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i",
+                    "testsrc2=size=1280x720:rate=30", "-t", "3", "-c:v", "libx264", "-preset",
+                    "ultrafast", "-g", "90", "-pix_fmt", "yuv420p", str(clip)], check=True)
+    p = subprocess.Popen([sys.executable, "-c", LOAD_UNTIL_INTERRUPTED, str(clip)],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "loading"
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    words = out.split()
+    assert words[0] == "interrupted", out
+    assert int(words[2]) < 100  # mid-epoch
+    assert words[3] == "refused"  # the loader stopped; its state_dict is for a resume
+    assert int(words[4]) == 0  # every thread joined

@@ -205,6 +205,10 @@ class Loader:
     ``next()`` raise RuntimeError (instead of waiting forever); copy what you keep
     (``tensor.clone()``) or raise ``slots``.
 
+    Ctrl-C while waiting for a batch stops the loader (the clips being decoded finish, the
+    workers are joined) and raises KeyboardInterrupt; ``state_dict()`` still resumes, and a
+    further ``next()`` raises ValueError.
+
     ``pin_memory=True`` (a CUDA torch and a GPU) yields device tensors copied from pinned
     memory; without a GPU it raises RuntimeError.
     """
