@@ -16,6 +16,7 @@ packages=(
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
   libopenmpi-dev openmpi-bin
   clang clang-format libclang-rt-14-dev libfuzzer-14-dev
+  python3-matplotlib python3-av python3-tqdm
 )
 
 if command -v dpkg-query >/dev/null 2>&1; then

@@ -16,6 +16,7 @@
 #include <set>         // std::set
 #include <span>        // std::span
 #include <sstream>     // std::istringstream
+#include <stop_token>  // std::stop_source
 #include <string>      // std::string
 #include <thread>      // std::thread
 #include <vector>      // std::vector
@@ -738,6 +739,32 @@ TEST_CASE("ffmpeg: every prefix and many mangled copies of a file, from memory")
     if (!p.ok()) CHECK(p.error().rfind("mangled", 0) == 0);
     if (!d.ok()) CHECK(d.error().rfind("mangled", 0) == 0);
   }
+}
+
+TEST_CASE("ffmpeg: a stopped scan starts no further file") {
+  const auto paths = ff::list_media(media_dir);
+  REQUIRE(paths.size() > 4);
+  // Stopped before it starts: nothing is probed, every result says why.
+  std::stop_source stopped;
+  stopped.request_stop();
+  std::size_t calls = 0;
+  const auto none = ff::probe_all(
+      paths, 2, {}, [&](std::size_t, std::size_t) { ++calls; }, stopped.get_token());
+  REQUIRE(none.size() == paths.size());
+  CHECK(calls == 0);
+  for (const auto& r : none) CHECK(r.error() == "not probed (the scan was stopped)");
+  // Stopped from the progress callback after the second file (one worker): exactly two probed.
+  std::stop_source midway;
+  const auto two = ff::probe_all(
+      paths, 1, {},
+      [&](std::size_t done, std::size_t) {
+        if (done == 2) midway.request_stop();
+      },
+      midway.get_token());
+  CHECK(two[0].error() != "not probed (the scan was stopped)");
+  CHECK(two[1].error() != "not probed (the scan was stopped)");
+  for (std::size_t i = 2; i < two.size(); ++i)
+    CHECK(two[i].error() == "not probed (the scan was stopped)");
 }
 
 TEST_CASE("ffmpeg: parallel scan of a directory") {
