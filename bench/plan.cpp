@@ -6,6 +6,12 @@
 ///    grouping + plan + deal), `extra_B_per_sample` (peak RSS during the iterations above the
 ///    RSS before them, per sample: the memory an epoch needs beyond the metadata table) and
 ///    `peak_rss_MB`.
+///  - `plan/scale/<N>`: an epoch of N samples (up to 10^9) with no metadata table: synthetic
+///    samples are generated and assigned in chunks of 2^22 (streamed, as rows come from a
+///    reader), only their bucket ids are kept; then grouping + plan + dealing to 1024 ranks.
+///    One iteration. Counters: `gen_s`, `assign_s` (generating and assigning, both per epoch),
+///    `plan_s`, `deal_s`, `peak_rss_MB`, `ids_B_per_sample` (what the streamed ids cost) and
+///    `extra_B_per_sample` (peak RSS above the RSS before, per sample).
 ///  - `plan/packed/<N>`: the packed planner (`make_packed_plan`, grouping + packing + order +
 ///    deal to 64 ranks) against the fixed plan (`make_epoch_plan` + deal) on the same samples
 ///    and config (Open-Sora 2.0), both timed in every iteration, with the packed budget the
@@ -24,6 +30,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>   // std::min
 #include <chrono>      // std::chrono::steady_clock (stage times)
 #include <cstddef>     // std::size_t
 #include <cstdint>     // std::uint64_t
@@ -151,6 +158,97 @@ void plan_epoch(benchmark::State& state) {
   }
 }
 
+/// Sample `first + i`'s draws: the whole epoch's source seen from a chunk that starts at row
+/// `first` (a chunk assigns exactly the buckets its rows get in the whole table).
+struct offset_source {
+  vbucket::fast_source inner;
+  std::uint64_t first = 0;
+  [[nodiscard]] auto stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
+    return inner.stream(first + sample, sub);
+  }
+};
+
+void plan_scale(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  constexpr std::uint32_t world = 1024;
+  constexpr std::size_t chunk = std::size_t{1} << 22;
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+  const vbucket::compiled_v2_rule rule(config, vbucket::opensora_v2_rule{});
+  const vbucket::opensora_v2_rule plain{};
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+  const long rss_before = proc_status_kb("VmRSS");
+  const bool peak_reset = reset_peak_rss();
+  double gen_s = 0.0, assign_s = 0.0, plan_s = 0.0, deal_s = 0.0;
+  std::uint64_t batches = 0, steps = 0, grouped = 0;
+  for (auto _ : state) {
+    const vbucket::fast_source source(plan_seed, 0);
+    std::vector<vbucket::bucket_id> ids(n);
+    vbucket::meta_table rows;
+    rows.reserve(chunk);
+    for (std::size_t first = 0; first < n; first += chunk) {
+      const std::size_t count = std::min(chunk, n - first);
+      auto t0 = std::chrono::steady_clock::now();
+      rows.num_frames.resize(count);
+      rows.height.resize(count);
+      rows.width.resize(count);
+      rows.fps.resize(count);
+      vbucket::detail::parallel_chunks(count, 0, [&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) {
+          const vbucket::sample_meta m = vbucket::bench::synthetic_sample(first + i);
+          rows.num_frames[i] = m.num_frames;
+          rows.height[i] = m.height;
+          rows.width[i] = m.width;
+          rows.fps[i] = m.fps;
+        }
+      });
+      gen_s += seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      const offset_source at{source, first};
+      vbucket::assign_into(std::span<vbucket::bucket_id>(ids.data() + first, count), config, rows,
+                           rule, at);
+      assign_s += seconds_since(t0);
+      // The streamed ids are the whole table's: spot-check rows against the plain rule.
+      for (std::size_t i = 0; i < count; i += 65537)
+        if (ids[first + i] != plain.assign(config, rows[i], first + i, source)) {
+          state.SkipWithError("a streamed chunk assigned other buckets than the whole table");
+          return;
+        }
+    }
+    rows = vbucket::meta_table{};
+    auto t0 = std::chrono::steady_clock::now();
+    vbucket::plan_options options;
+    options.seed = plan_seed;
+    const vbucket::epoch_plan plan =
+        vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, options);
+    plan_s += seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    const vbucket::epoch_schedule schedule = plan.deal(world);
+    deal_s += seconds_since(t0);
+    batches = plan.num_batches();
+    steps = schedule.steps();
+    grouped = vbucket::compute_plan_stats(plan, config).total.grouped;
+    benchmark::DoNotOptimize(schedule.at(0, world - 1).indices.data());
+  }
+  const long rss_peak = peak_reset ? proc_status_kb("VmHWM") : -1;
+  const double samples = static_cast<double>(n);
+  state.counters["gen_s"] = gen_s;
+  state.counters["assign_s"] = assign_s;
+  state.counters["plan_s"] = plan_s;
+  state.counters["deal_s"] = deal_s;
+  state.counters["batches"] = static_cast<double>(batches);
+  state.counters["steps"] = static_cast<double>(steps);
+  state.counters["grouped"] = static_cast<double>(grouped);
+  state.counters["ids_B_per_sample"] = static_cast<double>(sizeof(vbucket::bucket_id));
+  if (rss_before >= 0 && rss_peak >= 0) {
+    state.counters["extra_B_per_sample"] =
+        1024.0 * static_cast<double>(rss_peak - rss_before) / samples;
+    state.counters["peak_rss_MB"] = static_cast<double>(rss_peak) / 1024.0;
+  }
+}
+
 /// The packed planner against the fixed plan on the same data, world 64.
 void plan_packed(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
@@ -268,6 +366,13 @@ void plan_balance_v12(benchmark::State& state) {
       ->Arg(10'000'000)
       ->Unit(kMillisecond)
       ->UseRealTime();
+  // 10^9 needs about 10 GB; run it by name (--benchmark_filter=plan/scale/1000000000).
+  benchmark::RegisterBenchmark("plan/scale", plan_scale)
+      ->Arg(100'000'000)
+      ->Arg(1'000'000'000)
+      ->Unit(kMillisecond)
+      ->UseRealTime()
+      ->Iterations(1);
   benchmark::RegisterBenchmark("plan/packed", plan_packed)
       ->Arg(1'000'000)
       ->Unit(kMillisecond)

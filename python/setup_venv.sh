@@ -12,7 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Debian's interpreter, never a pyenv or conda python3 that lacks the Debian packages.
 python=/usr/bin/python3
 packages=(python3-venv python3-dev python3-numpy python3-pandas python3-torch
-  python3-pytest nlohmann-json3-dev libfmt-dev cmake ninja-build g++)
+  python3-pytest python3-matplotlib python3-av python3-tqdm nlohmann-json3-dev libfmt-dev cmake
+  ninja-build g++)
 
 if command -v dpkg-query >/dev/null 2>&1; then
   missing=()

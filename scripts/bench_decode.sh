@@ -12,7 +12,9 @@
 # vbucket_bench decode/whole_clip_first (decode and convert the whole clip, then crop: what
 # reading the whole video first costs). Then a 33-frame clip at frames 4000 and 8800 of a
 # 5-minute 360p video, with and without the MP4 sample table (decode/long_video). Prints
-# tables of medians and ratios.
+# tables of medians and ratios. Last, a deep clip (frames 3500 and 8900) of the 5-minute video
+# in MPEG-TS and AVI, and of an MPEG-2 version in an MPEG program stream, each against its MP4
+# (decode/deep_clip).
 #
 #   bash scripts/bench_decode.sh
 set -euo pipefail
@@ -41,6 +43,21 @@ if [[ ! -s $long ]]; then
     -c:v libx264 -preset superfast -crf 23 -g 60 -keyint_min 60 -sc_threshold 0 \
     -pix_fmt yuv420p "$long"
 fi
+
+# The same stream in MPEG-TS and AVI, and an MPEG-2 stream in MP4 and an MPEG program stream
+# (decode/deep_clip: a deep clip per container against the MP4 of the same stream).
+for ext in ts avi; do
+  [[ -s $media/h264_360p_300s.$ext ]] ||
+    ffmpeg -nostdin -v error -y -i "$long" -c copy "$media/h264_360p_300s.$ext"
+done
+mpeg2="$media/mpeg2_360p_300s.mp4"
+if [[ ! -s $mpeg2 ]]; then
+  echo "making $mpeg2"
+  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=size=640x360:rate=30:duration=300" \
+    -c:v mpeg2video -q:v 4 -g 60 -bf 2 "$mpeg2"
+fi
+[[ -s $media/mpeg2_360p_300s.mpg ]] ||
+  ffmpeg -nostdin -v error -y -i "$mpeg2" -c copy -f vob "$media/mpeg2_360p_300s.mpg"
 
 generator=()
 [[ -f build-bench/CMakeCache.txt ]] || generator=(-G Ninja)
@@ -105,4 +122,18 @@ for s in 4000 8800; do
   without=$(bench_ms "decode/long_video/start:$s/index:0")
   printf '%-28s %14s %14s %7.2fx\n' "start $s" "$with" "$without" \
     "$(awk -v a="$with" -v b="$without" 'BEGIN { print a / b }')"
+done
+
+# A deep clip (33 frames from S, interval 2) in each container against the MP4 of the same
+# stream (target: <= 3x). MPEG-TS seeks by byte position and time; AVI and the program stream
+# have no presentation times and start at a keyframe from the AVI index or a demux pass.
+printf '\n%-34s %8s %12s %12s %8s\n' "deep clip (360p, 300 s)" start "ms" "MP4 (ms)" ratio
+for s in 3500 8900; do
+  for c in 1:0:"H.264 MPEG-TS" 2:0:"H.264 AVI" 4:3:"MPEG-2 program stream"; do
+    IFS=: read -r container reference label <<<"$c"
+    ms=$(bench_ms "decode/deep_clip/container:$container/start:$s")
+    ref=$(bench_ms "decode/deep_clip/container:$reference/start:$s")
+    printf '%-34s %8s %12s %12s %7.2fx\n' "$label" "$s" "$ms" "$ref" \
+      "$(awk -v a="$ms" -v b="$ref" 'BEGIN { print a / b }')"
+  done
 done

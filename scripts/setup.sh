@@ -14,7 +14,9 @@ packages=(
   g++ cmake ninja-build pkg-config git
   doctest-dev libfmt-dev nlohmann-json3-dev libeigen3-dev libbenchmark-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
+  libopenmpi-dev openmpi-bin
   clang clang-format libclang-rt-14-dev libfuzzer-14-dev
+  python3-matplotlib python3-av python3-tqdm
 )
 
 if command -v dpkg-query >/dev/null 2>&1; then

@@ -82,7 +82,7 @@ void BM_ring_h2d(benchmark::State& state) {
 void BM_ring_overlap(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   const auto producers = static_cast<std::size_t>(state.range(1));
-  constexpr std::size_t slots = 4;
+  const auto slots = static_cast<std::size_t>(state.range(2));
   vbucket::cuda::pinned_backend backend;
   vbucket::cuda::device_buffer dst(bytes * slots);
   vbucket::staging_ring<vbucket::cuda::pinned_backend> ring(backend, {.slots = slots});
@@ -139,9 +139,14 @@ BENCHMARK(BM_ring_h2d)
     ->Args({64 << 20, 4})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+// Arguments: batch bytes, producer threads, ring slots. A slot is held from acquire (while the
+// producer writes it) until its copy completes, so slots ≤ producers leaves the copy engine idle
+// whenever every slot is being written.
 BENCHMARK(BM_ring_overlap)
-    ->Args({8 << 20, 2})
-    ->Args({8 << 20, 4})
+    ->Args({8 << 20, 2, 4})
+    ->Args({8 << 20, 4, 4})
+    ->Args({8 << 20, 4, 6})
+    ->Args({8 << 20, 4, 8})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

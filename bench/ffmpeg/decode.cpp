@@ -3,6 +3,8 @@
 /// $VBUCKET_BENCH_VIDEO_DIR:
 ///  - `decode/clip/<height>p/start:<S>`: `decode_clip`, 33 frames from S at interval 2,
 ///    192x336 (seek, decode up to the last wanted frame, convert only the wanted frames).
+///  - `decode/deep_clip/container:<C>/start:<S>`: the same clip at frame S of a 5-minute 360p
+///    video in MP4, MPEG-TS, AVI and MPEG-PS (see BM_decode_deep_clip).
 ///  - `decode/whole_clip_first/<height>p/start:<S>`: the same clip the way a loader that reads
 ///    the whole video first does (Open-Sora's read_video, then temporal crop): every frame
 ///    decoded and converted to full-size RGB, then the 33 frames resized and cropped.
@@ -162,6 +164,29 @@ void BM_decode_long_video(benchmark::State& state) {
   if (info) state.counters["indexed"] = info->indexed ? 1 : 0;
 }
 
+/// A clip deep into the same 5-minute stream in different containers (scripts/bench_decode.sh
+/// makes them): H.264 in MP4 (container:0), MPEG-TS (1) and AVI (2); MPEG-2 in MP4 (3) and
+/// an MPEG program stream (4) (ffmpeg's PS muxer writes H.264 that its demuxer cannot read).
+/// Each container's figure is compared with the MP4 of the same stream.
+void BM_decode_deep_clip(benchmark::State& state) {
+  ff::quiet_logs();
+  static const char* const files[] = {"h264_360p_300s.mp4", "h264_360p_300s.ts",
+                                      "h264_360p_300s.avi", "mpeg2_360p_300s.mp4",
+                                      "mpeg2_360p_300s.mpg"};
+  const char* name = files[state.range(0)];
+  state.SetLabel(name);
+  const std::string path = bench_file(name);
+  if (path.empty()) {
+    state.SkipWithError("no video: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
+    return;
+  }
+  const auto info = time_decode_clip(state, path, bench_request(state.range(1)));
+  if (info) {
+    state.counters["frames_decoded"] = static_cast<double>(info->frames_decoded);
+    state.counters["seeked"] = info->seeked ? 1 : 0;
+  }
+}
+
 void clip_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"height", "start"});
   for (const std::int64_t height : {720, 1080})
@@ -180,4 +205,9 @@ BENCHMARK(BM_decode_long_video)
     ->Args({8800, 1})
     ->Args({4000, 0})
     ->Args({4000, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decode_deep_clip)
+    ->Name("decode/deep_clip")
+    ->ArgNames({"container", "start"})
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {3500, 8900}})
     ->Unit(benchmark::kMillisecond);

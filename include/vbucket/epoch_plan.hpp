@@ -1,7 +1,9 @@
 #pragma once
 /// The epoch planner: a distributed batch sampler that loses nothing, is a pure function of
 /// (bucket groups, config, seed, epoch, options), and resumes exactly, also with another world
-/// size.
+/// size. Its parts, each in its own header and all included here: `plan_options.hpp` (options,
+/// policy, batch cost), `batch.hpp` (`plan_bucket`, `batch`), `plan_state.hpp` (resume state)
+/// and `opensora_strings.hpp` ("idx-T-H-W").
 ///
 /// How an epoch is planned (`make_epoch_plan`):
 ///  1. Per bucket, its samples are shuffled (Fisher–Yates keyed by (seed, epoch, bucket)).
@@ -51,240 +53,35 @@
 ///     auto plan = vbucket::make_epoch_plan(ids, cfg, {.seed = seed, .epoch = epoch});
 ///     for (const vbucket::batch& b : plan.deal(world, consumed).rank(rank)) train(b);
 
-#include <algorithm>     // std::sort, std::stable_sort, std::min, std::max
-#include <cassert>       // assert
-#include <charconv>      // std::from_chars
-#include <cmath>         // std::abs
-#include <compare>       // operator<=>
-#include <concepts>      // std::convertible_to
-#include <cstddef>       // std::size_t, std::ptrdiff_t
-#include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
-#include <iterator>      // std::random_access_iterator_tag
-#include <limits>        // std::numeric_limits
-#include <memory>        // std::shared_ptr
-#include <numeric>       // std::iota
-#include <optional>      // std::optional
-#include <ranges>        // std::ranges::view_base
-#include <span>          // std::span
-#include <string>        // std::string
-#include <string_view>   // std::string_view
-#include <system_error>  // std::errc
-#include <thread>        // std::thread::hardware_concurrency
-#include <utility>       // std::move, std::as_const
-#include <vector>        // std::vector
+#include <algorithm>  // std::sort, std::stable_sort, std::min, std::max
+#include <cassert>    // assert
+#include <cmath>      // std::abs
+#include <compare>    // operator<=>
+#include <concepts>   // std::convertible_to
+#include <cstddef>    // std::size_t, std::ptrdiff_t
+#include <cstdint>    // std::uint32_t, std::uint64_t, std::int64_t
+#include <iterator>   // std::random_access_iterator_tag
+#include <limits>     // std::numeric_limits
+#include <memory>     // std::shared_ptr
+#include <numeric>    // std::iota
+#include <ranges>     // std::ranges::view_base
+#include <span>       // std::span
+#include <string>     // std::string
+#include <thread>     // std::thread::hardware_concurrency
+#include <utility>    // std::move, std::as_const
+#include <vector>     // std::vector
 
+#include "batch.hpp"
 #include "bucket_config.hpp"
 #include "detail/keyed_shuffle.hpp"
 #include "error.hpp"
 #include "group.hpp"
 #include "numpy_random.hpp"  // u128
+#include "opensora_strings.hpp"
+#include "plan_options.hpp"
+#include "plan_state.hpp"
 
 namespace vbucket {
-
-/// What happens to a bucket's last, incomplete batch.
-enum class incomplete_policy : std::uint8_t {
-  pad,        ///< fill it by cycling through the bucket's own samples (counted as pads)
-  drop,       ///< drop the leftover samples (counted)
-  downgrade,  ///< move the leftover to the nearest smaller compatible bucket, then pad
-};
-
-/// "pad", "drop" or "downgrade".
-constexpr std::string_view policy_name(incomplete_policy p) noexcept {
-  switch (p) {
-    case incomplete_policy::pad:
-      return "pad";
-    case incomplete_policy::drop:
-      return "drop";
-    case incomplete_policy::downgrade:
-      return "downgrade";
-  }
-  return "?";
-}
-
-/// Parses "pad", "drop" or "downgrade"; nullopt otherwise.
-constexpr std::optional<incomplete_policy> parse_policy(std::string_view s) noexcept {
-  if (s == "pad") return incomplete_policy::pad;
-  if (s == "drop") return incomplete_policy::drop;
-  if (s == "downgrade") return incomplete_policy::downgrade;
-  return std::nullopt;
-}
-
-/// Latent tokens of one sample of shape (T, H, W) for a video VAE that compresses time by 4
-/// (keeping the first frame) and space by 16: (1 + (T − 1) / 4) · (H / 16) · (W / 16), with an
-/// integer division for time and exact (fractional) spatial factors.
-constexpr double latent_tokens(std::int64_t frames, std::int64_t height,
-                               std::int64_t width) noexcept {
-  const std::int64_t t = frames < 1 ? 1 : 1 + (frames - 1) / 4;
-  return static_cast<double>(t) * (static_cast<double>(height) / 16.0) *
-         (static_cast<double>(width) / 16.0);
-}
-
-/// The default cost of one batch: latent tokens of the bucket's target shape × batch size.
-struct latent_tokens_cost {
-  double operator()(const bucket_config& config, bucket_id b,
-                    std::int64_t batch_size) const noexcept {
-    const auto& r = config.ratio_of(b);
-    return latent_tokens(config.frames_of(b).frames, r.height, r.width) *
-           static_cast<double>(batch_size);
-  }
-};
-
-/// A cost of one batch: a pure function of (config, bucket, batch size) to a finite number ≥ 0.
-/// It is called once per bucket when a plan is made.
-///
-///     auto seconds = [](const vbucket::bucket_config& c, vbucket::bucket_id b, std::int64_t bs) {
-///       return 0.01 * static_cast<double>(bs * c.frames_of(b).frames); };
-template <class F>
-concept batch_cost = requires(const F& f, const bucket_config& c, bucket_id b, std::int64_t n) {
-  { f(c, b, n) } -> std::convertible_to<double>;
-};
-
-/// The step balance group `vbucket plan --balance` uses: a constant, so that the global order
-/// never depends on the world size. 960 = 2^6 · 3 · 5 is a multiple of every world size that
-/// is a multiple of 8 up to 64 with no prime factor above 5 (8, 16, 24, 32, 40, 48, 64) and of
-/// most smaller ones (1–6, 10, 12, 15, 20, …), so those worlds get fully balanced steps.
-inline constexpr std::uint32_t default_balance_group = 960;
-
-/// What a plan depends on besides the groups and the config.
-struct plan_options {
-  std::uint64_t seed = 0;   ///< the run's seed
-  std::uint64_t epoch = 0;  ///< the epoch (shuffles differ per epoch)
-  incomplete_policy policy = incomplete_policy::pad;
-  /// Step balance. 0: the global order is a plain shuffle of all batches. G > 0: batches are
-  /// sorted by cost (ties in shuffled order), cut into chunks of G consecutive batches and
-  /// the chunks put in shuffled order, the remainder (count mod G, the cheapest) last.
-  /// The order depends on G, never on the world size W it is dealt to, so a resume under
-  /// another W is exact as long as G stays (`plan_state` records G and `deal(world, state)`
-  /// refuses another). What "balanced" means then: a step is W consecutive batches, and the
-  /// batches of one chunk cost nearly the same. When W divides G (and the consumed count is a
-  /// multiple of W, as it is between resumes), every step lies inside one chunk: fully
-  /// balanced. Otherwise about (W − gcd(W, G)) / G of the steps straddle two chunks and mix
-  /// their costs; the rest stay balanced; with W > G every step mixes ⌈W / G⌉ chunks. A
-  /// larger G keeps more steps balanced but runs longer stretches of similar batches (about
-  /// G / W steps from one cost band) and, when the epoch has fewer than a few G batches,
-  /// leaves the order mostly sorted by cost. `default_balance_group` (960) suits worlds that
-  /// divide it; otherwise use a multiple of every world size the run will use (e.g. W itself
-  /// when it never changes), the same for the whole epoch.
-  std::uint32_t balance_group = 0;
-  /// Threads for the per-bucket shuffles (0: one per core); the plan does not depend on it.
-  unsigned threads = 0;
-};
-
-/// A bucket as planned: where its samples lie, its batches, and what happened to its samples.
-struct plan_bucket {
-  std::uint64_t slot_begin = 0;        ///< first slot of its region in `epoch_plan::slots()`
-  std::uint64_t batches = 0;           ///< its batches in the epoch
-  std::uint64_t batch_size = 0;        ///< per-GPU batch size (0: disabled)
-  std::int64_t frames = 0;             ///< target T
-  std::int64_t height = 0;             ///< target H
-  std::int64_t width = 0;              ///< target W
-  double cost = 0.0;                   ///< cost of one of its batches
-  bucket_id downgrade_to = no_bucket;  ///< where leftovers go under `downgrade`
-  std::uint64_t grouped = 0;           ///< samples the rule put in it
-  std::uint64_t moved_in = 0;          ///< leftovers moved in from larger buckets (downgrade)
-  std::uint64_t moved_out = 0;         ///< leftovers moved on to a smaller bucket (downgrade)
-  std::uint64_t samples = 0;           ///< distinct samples in its batches
-  std::uint64_t pads = 0;              ///< repeated slots that fill its last batch
-  std::uint64_t dropped = 0;           ///< samples in no batch (drop policy, disabled bucket)
-
-  [[nodiscard]] constexpr bool image() const noexcept { return frames == 1; }
-};
-
-/// One batch for a trainer: the bucket, its target shape and its sample indices (row numbers
-/// of the metadata table). `indices.size()` is always the bucket's batch size.
-struct batch {
-  bucket_id bucket = no_bucket;
-  std::int64_t frames = 0;  ///< target T
-  std::int64_t height = 0;  ///< target H
-  std::int64_t width = 0;   ///< target W
-  std::span<const std::uint32_t> indices;
-  std::uint64_t step = 0;      ///< step of the schedule it belongs to (0 = the first dealt step)
-  std::uint64_t position = 0;  ///< global position: consumed + step · world + rank
-  bool repeat = false;         ///< a repeat added for rank alignment (its samples are pads)
-};
-
-/// Resume state: what a trainer saves in a checkpoint. `consumed` counts global batches (all
-/// ranks together) of the epoch already trained on. `balance_group` is the plan's step balance
-/// group (`plan_options::balance_group`, 0 = none): the global order depends on it, so a state
-/// is only valid for a plan with the same group; nullopt = not recorded (a state built from
-/// (seed, epoch, consumed) alone, or a string from before the field existed), not checked.
-/// Written as "vbucket-plan seed=S epoch=E consumed=C balance=G" (without " balance=G" when
-/// not recorded).
-struct plan_state {
-  std::uint64_t seed = 0;
-  std::uint64_t epoch = 0;
-  std::uint64_t consumed = 0;
-  std::optional<std::uint32_t> balance_group;
-
-  constexpr plan_state() noexcept = default;
-  constexpr plan_state(std::uint64_t seed_, std::uint64_t epoch_, std::uint64_t consumed_,
-                       std::optional<std::uint32_t> balance_group_ = std::nullopt) noexcept
-      : seed(seed_), epoch(epoch_), consumed(consumed_), balance_group(balance_group_) {}
-
-  /// The state after `steps` more steps under world size `world`.
-  [[nodiscard]] constexpr plan_state advanced(std::uint64_t steps,
-                                              std::uint32_t world) const noexcept {
-    return {seed, epoch, consumed + steps * world, balance_group};
-  }
-
-  [[nodiscard]] std::string to_string() const {
-    std::string s = "vbucket-plan seed=" + std::to_string(seed) +
-                    " epoch=" + std::to_string(epoch) + " consumed=" + std::to_string(consumed);
-    if (balance_group) s += " balance=" + std::to_string(*balance_group);
-    return s;
-  }
-
-  /// Parses `to_string()`'s form (fields in any order, separated by spaces; balance optional).
-  /// Throws `vbucket::error` naming what is wrong.
-  static plan_state parse(std::string_view text) {
-    auto fail = [&](const std::string& why) -> plan_state {
-      throw error("plan state \"" + std::string(text) + "\": " + why);
-    };
-    constexpr std::string_view tag = "vbucket-plan";
-    std::size_t pos = text.find_first_not_of(' ');
-    if (pos == std::string_view::npos || text.substr(pos, tag.size()) != tag)
-      return fail("expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G]\"");
-    pos += tag.size();
-    plan_state s;
-    constexpr std::string_view names[] = {"seed", "epoch", "consumed", "balance"};
-    bool seen[4] = {false, false, false, false};
-    while (true) {
-      const std::size_t start = text.find_first_not_of(' ', pos);
-      if (start == std::string_view::npos) break;
-      if (start == pos) return fail("fields must be separated by spaces");
-      const std::size_t end = std::min(text.find(' ', start), text.size());
-      const std::string_view field = text.substr(start, end - start);
-      const std::size_t eq = field.find('=');
-      const std::string_view name = field.substr(0, eq);
-      int which = -1;
-      for (int k = 0; k < 4; ++k)
-        if (name == names[k]) which = k;
-      if (eq == std::string_view::npos || which < 0)
-        return fail("unknown field \"" + std::string(field) + "\"");
-      if (seen[which]) return fail("duplicate field \"" + std::string(name) + "\"");
-      seen[which] = true;
-      const std::string_view value = field.substr(eq + 1);
-      std::uint64_t v = 0;
-      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (value.empty() || ec != std::errc{} || p != value.data() + value.size())
-        return fail(std::string(name) + " must be a non-negative integer below 2^" +
-                    (which == 3 ? "32" : "64"));
-      if (which == 3) {
-        if (v > std::numeric_limits<std::uint32_t>::max())
-          return fail("balance must be a non-negative integer below 2^32");
-        s.balance_group = static_cast<std::uint32_t>(v);
-      } else {
-        (which == 0 ? s.seed : which == 1 ? s.epoch : s.consumed) = v;
-      }
-      pos = end;
-    }
-    for (int k = 0; k < 3; ++k)
-      if (!seen[k]) return fail("missing field \"" + std::string(names[k]) + "\"");
-    return s;
-  }
-
-  friend constexpr bool operator==(const plan_state&, const plan_state&) = default;
-};
 
 class epoch_schedule;
 
@@ -994,66 +791,6 @@ epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& 
           }
         });
       });
-}
-
-// ------------------------------------------------------------------------------------------
-// Open-Sora's "idx-T-H-W" sample strings.
-// ------------------------------------------------------------------------------------------
-
-/// One decoded Open-Sora sample string.
-struct indexed_sample {
-  std::uint64_t index = 0;
-  std::int64_t frames = 0;
-  std::int64_t height = 0;
-  std::int64_t width = 0;
-  friend constexpr bool operator==(const indexed_sample&, const indexed_sample&) = default;
-};
-
-/// "idx-T-H-W", as Open-Sora's batch samplers yield for its dataset's __getitem__.
-inline std::string encode_opensora_index(const indexed_sample& s) {
-  return std::to_string(s.index) + "-" + std::to_string(s.frames) + "-" + std::to_string(s.height) +
-         "-" + std::to_string(s.width);
-}
-
-/// Every sample of a batch as "idx-T-H-W".
-inline std::vector<std::string> encode_opensora_batch(const batch& b) {
-  std::vector<std::string> out;
-  out.reserve(b.indices.size());
-  for (std::uint32_t i : b.indices)
-    out.push_back(encode_opensora_index({i, b.frames, b.height, b.width}));
-  return out;
-}
-
-/// Parses "idx-T-H-W" (four non-negative decimal integers); nullopt when malformed.
-constexpr std::optional<indexed_sample> try_decode_opensora_index(std::string_view s) noexcept {
-  std::uint64_t v[4] = {0, 0, 0, 0};
-  std::size_t pos = 0;
-  for (int f = 0; f < 4; ++f) {
-    if (f > 0) {
-      if (pos >= s.size() || s[pos] != '-') return std::nullopt;
-      ++pos;
-    }
-    const std::size_t start = pos;
-    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
-      const auto digit = static_cast<std::uint64_t>(s[pos] - '0');
-      const std::uint64_t limit =
-          f == 0 ? std::numeric_limits<std::uint64_t>::max()
-                 : static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-      if (v[f] > (limit - digit) / 10) return std::nullopt;
-      v[f] = v[f] * 10 + digit;
-      ++pos;
-    }
-    if (pos == start) return std::nullopt;
-  }
-  if (pos != s.size()) return std::nullopt;
-  return indexed_sample{v[0], static_cast<std::int64_t>(v[1]), static_cast<std::int64_t>(v[2]),
-                        static_cast<std::int64_t>(v[3])};
-}
-
-/// As `try_decode_opensora_index`; throws `vbucket::error` quoting the string when malformed.
-inline indexed_sample decode_opensora_index(std::string_view s) {
-  if (auto r = try_decode_opensora_index(s)) return *r;
-  throw error("\"" + std::string(s) + "\" is not an Open-Sora sample string \"idx-T-H-W\"");
 }
 
 }  // namespace vbucket

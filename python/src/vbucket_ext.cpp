@@ -322,6 +322,8 @@ class sampler_base {
   virtual vbucket::plan_stats stats() const = 0;
   virtual vbucket::step_balance_stats balance() const = 0;
   virtual vbucket::epoch_schedule epoch_schedule_from_start() const = 0;
+  /// The schedule the state walks (this world's deal of the epoch), for the loader.
+  virtual vbucket::epoch_schedule schedule() const = 0;
   virtual std::uint32_t world() const = 0;
   virtual std::uint32_t rank() const = 0;
   virtual bool packed() const = 0;
@@ -370,6 +372,7 @@ class sampler_impl final : public sampler_base {
   vbucket::epoch_schedule epoch_schedule_from_start() const override {
     return s_.plan().deal(s_.world_size(), 0, s_.options().drop_last);
   }
+  vbucket::epoch_schedule schedule() const override { return s_.schedule(); }
   std::uint32_t world() const override { return s_.world_size(); }
   std::uint32_t rank() const override { return s_.rank(); }
   bool packed() const override { return s_.packed(); }
@@ -437,7 +440,8 @@ std::unique_ptr<sampler_base> make_sampler_for(const py_meta& meta, const py_con
 /// A sampler of one rank, and the lock that keeps its calls one at a time.
 class py_sampler {
  public:
-  py_sampler(const py_meta& meta, const py_config& cfg, const sampler_args& a) : config_(cfg) {
+  py_sampler(const py_meta& meta, const py_config& cfg, const sampler_args& a)
+      : config_(cfg), meta_(meta.table), args_(a) {
     const rule_kind rule = parse_rule(a.rule);
     if (rule != cfg.rule)
       throw vbucket::error(
@@ -459,6 +463,8 @@ class py_sampler {
   }
 
   const py_config& config() const noexcept { return config_; }
+  const std::shared_ptr<const meta_table>& meta() const noexcept { return meta_; }
+  const sampler_args& args() const noexcept { return args_; }
 
   /// One step done (a batch handed out), without releasing the GIL: cheap, once per batch.
   void advance_one() {
@@ -472,6 +478,8 @@ class py_sampler {
 
  private:
   py_config config_;
+  std::shared_ptr<const meta_table> meta_;
+  sampler_args args_;
   std::unique_ptr<sampler_base> s_;
   mutable std::mutex mutex_;
 };
@@ -789,6 +797,13 @@ std::string stats_table(const py_sampler& s) {
 
 }  // namespace
 
+#if VBUCKET_PY_HAS_FFMPEG
+#include "media_bindings.hpp"
+#endif
+#if VBUCKET_PY_HAS_EIGEN
+#include "memory_bindings.hpp"
+#endif
+
 NB_MODULE(_vbucket, m) {
   m.doc() = "vbucket's C++ core (glue only; see the vbucket package)";
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -801,6 +816,14 @@ NB_MODULE(_vbucket, m) {
 
   m.attr("DEFAULT_BALANCE_GROUP") = vbucket::default_balance_group;
   m.attr("HAS_FMT") = static_cast<bool>(VBUCKET_PY_HAS_FMT);
+  m.attr("HAS_FFMPEG") = static_cast<bool>(VBUCKET_PY_HAS_FFMPEG);
+#if VBUCKET_PY_HAS_FFMPEG
+  bind_media(m);
+#endif
+  m.attr("HAS_EIGEN") = static_cast<bool>(VBUCKET_PY_HAS_EIGEN);
+#if VBUCKET_PY_HAS_EIGEN
+  bind_memory(m);
+#endif
 
   nb::class_<py_config>(m, "Config")
       .def_static("from_text", &config_from_text, "text"_a, "where"_a, "rule"_a)

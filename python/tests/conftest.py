@@ -55,3 +55,14 @@ def sample_df():
     import pandas as pd
 
     return pd.read_csv(SAMPLE_META)
+
+
+@pytest.fixture(scope="session")
+def media(tmp_path_factory):
+    """tests/e2e/make_dataset.sh's media (videos, images, bad files), generated once."""
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("the ffmpeg command is needed to generate the test media")
+    out = tmp_path_factory.mktemp("media") / "e2e"
+    subprocess.run(["bash", str(ROOT / "tests" / "e2e" / "make_dataset.sh"), str(out)], check=True,
+                   capture_output=True)
+    return out

@@ -5,6 +5,7 @@ The planning is vbucket's C++ library (``vbucket._vbucket``); this package conve
 values and calls it, so the Python results are the CLI's and the C++ API's, number for number.
 """
 
+from . import _vbucket
 from ._core import (
     BucketConfig,
     assign,
@@ -13,16 +14,31 @@ from ._core import (
     stats_table,
 )
 from ._vbucket import decode_opensora_index, encode_opensora_index
+from .media import Batch, Loader, decode_clip, scan
+from .plots import plot_stats
+
+if getattr(_vbucket, "HAS_FFMPEG", False):
+    from ._vbucket import DecodeError
+else:  # pragma: no cover - a build without the FFmpeg adapter
+
+    class DecodeError(ValueError):
+        """A file that cannot be decoded (never raised by a build without FFmpeg)."""
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Batch",
     "BucketConfig",
+    "DecodeError",
+    "Loader",
     "VariableVideoBatchSampler",
     "assign",
+    "decode_clip",
     "decode_opensora_index",
     "encode_opensora_index",
+    "plot_stats",
     "read_meta",
+    "scan",
     "stats",
     "stats_table",
 ]

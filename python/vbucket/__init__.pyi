@@ -107,4 +107,65 @@ class VariableVideoBatchSampler:
     def load_state_dict(self, state_dict: dict) -> None: ...
     def verify_same_plan(self, group: Any = ...) -> str: ...
 
+# --- media (the FFmpeg adapter) ---------------------------------------------------------------
+
+class DecodeError(ValueError): ...
+
+def scan(
+    dir_or_list: Union[PathLike, Sequence[PathLike]],
+    threads: Optional[int] = ...,
+    progress: bool = ...,
+) -> pd.DataFrame: ...
+def decode_clip(
+    path: PathLike,
+    start: int,
+    frames: int,
+    interval: int = ...,
+    size: Tuple[int, int] = ...,
+    layout: Literal["thwc", "cthw"] = ...,
+    pad: bool = ...,
+    *,
+    filter: Literal["bilinear", "bicubic", "area", "nearest"] = ...,
+    threads: int = ...,
+) -> np.ndarray: ...
+
+class Batch:
+    tensor: Any  # torch.Tensor
+    indices: np.ndarray
+    planned: np.ndarray
+    bucket: int
+    thw: Tuple[int, int, int]
+    step: int
+    position: int
+    repeat: bool
+    substitutions: List[dict]
+
+class Loader:
+    def __init__(
+        self,
+        sampler: VariableVideoBatchSampler,
+        paths: Sequence[PathLike],
+        *,
+        workers: int = ...,
+        prefetch: int = ...,
+        dtype: Literal["uint8", "float32", "bfloat16"] = ...,
+        layout: Literal["thwc", "cthw"] = ...,
+        mean: Union[float, Sequence[float]] = ...,
+        std: Union[float, Sequence[float]] = ...,
+        pin_memory: bool = ...,
+        slots: Optional[int] = ...,
+    ) -> None: ...
+    def __iter__(self) -> Iterator[Batch]: ...
+    def __next__(self) -> Batch: ...
+    def next(self) -> Batch: ...
+    def __len__(self) -> int: ...
+    def state_dict(self) -> dict: ...
+    def stats(self) -> dict: ...
+    def stats_table(self) -> str: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Loader: ...
+    def __exit__(self, *exc: Any) -> None: ...
+
+def plot_stats(stats: pd.DataFrame, path: PathLike, *, title: Optional[str] = ...) -> str: ...
+
 __all__: Sequence[str]

@@ -1,5 +1,6 @@
 """``python -m vbucket stats --config CFG.json --meta META.csv [...]``: the bucket table of one
-epoch from Python (the same table `vbucket stats` prints), and ``assign`` with a summary.
+epoch from Python (the same table `vbucket stats` prints), ``assign`` with a summary, and
+``report ... --out report.html``: the pictures of the buckets in one self-contained HTML file.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from . import _core
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m vbucket", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    for name in ("stats", "assign"):
+    for name in ("stats", "assign", "report"):
         c = sub.add_parser(name)
         c.add_argument("--config", required=True)
         c.add_argument("--meta", required=True)
@@ -23,11 +24,18 @@ def main(argv=None) -> int:
         c.add_argument("--epoch", type=int, default=0)
         c.add_argument("--fps-max", type=float, default=16)
         c.add_argument("--frame-interval", type=int, default=1)
-        if name == "stats":
+        if name in ("stats", "report"):
             c.add_argument("--world", type=int, default=1)
             c.add_argument("--policy", default="pad")
             c.add_argument("--drop-last", action="store_true")
-            c.add_argument("--balance", action="store_true")
+            if name == "stats":
+                c.add_argument("--balance", action="store_true")
+            else:
+                c.add_argument("--profile", help="profiled steps (as `vbucket fit-bs` reads)")
+                c.add_argument("--memory-gib", type=float)
+                c.add_argument("--margin", type=float, default=0.05,
+                               help="fraction of the memory kept free, as fit-bs (0.05)")
+                c.add_argument("--out", required=True, help="the HTML file to write")
         else:
             c.add_argument("--out", help="write the assignment as CSV")
     a = p.parse_args(argv)
@@ -35,7 +43,14 @@ def main(argv=None) -> int:
                   frame_interval=a.frame_interval)
     try:
         config = _core.BucketConfig(a.config, rule=a.rule)
-        if a.command == "stats":
+        if a.command == "report":
+            from .plots import render_report
+
+            r = render_report(a.meta, config, a.out, world=a.world, profile=a.profile,
+                              memory_gib=a.memory_gib, margin=a.margin, policy=a.policy,
+                              drop_last=a.drop_last, **common)
+            print(f"python -m vbucket report: {r['images']} pictures in {r['path']}")
+        elif a.command == "stats":
             sys.stdout.write(_core.stats_table(a.meta, config, world=a.world, policy=a.policy,
                                                drop_last=a.drop_last, balance=a.balance,
                                                **common))
@@ -47,7 +62,7 @@ def main(argv=None) -> int:
                       .size().rename("samples").reset_index())
             print(counts.to_string(index=False))
             print(f"\n{int((df.bucket >= 0).sum())} of {len(df)} samples in buckets")
-    except (ValueError, TypeError, OSError) as e:
+    except (ValueError, TypeError, OSError, ImportError) as e:
         print(f"python -m vbucket {a.command}: {e}", file=sys.stderr)
         return 1
     return 0

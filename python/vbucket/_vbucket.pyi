@@ -1,5 +1,6 @@
 """vbucket's C++ core (glue only; see the vbucket package)"""
 
+from collections.abc import Sequence
 from typing import Annotated
 
 import numpy
@@ -9,6 +10,55 @@ from numpy.typing import NDArray
 DEFAULT_BALANCE_GROUP: int = 960
 
 HAS_FMT: bool = True
+
+HAS_FFMPEG: bool = True
+
+class DecodeError(ValueError):
+    pass
+
+def list_media(where: str) -> list[str]: ...
+
+class Scan:
+    def __init__(self, paths: Sequence[str], threads: int) -> None: ...
+
+    def wait(self, seconds: float) -> bool: ...
+
+    @property
+    def done(self) -> int: ...
+
+    @property
+    def total(self) -> int: ...
+
+    def stop(self) -> None: ...
+
+    def columns(self) -> dict: ...
+
+def decode_clip(path: str, start: int, frames: int, interval: int, height: int, width: int, layout: str, pad: bool, filter: str, threads: int) -> NDArray[numpy.uint8]: ...
+
+class Loader:
+    def __init__(self, sampler: Sampler, paths: Sequence[str], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float]) -> None: ...
+
+    def next(self) -> tuple: ...
+
+    def state(self) -> str: ...
+
+    def steps(self) -> int: ...
+
+    @property
+    def held(self) -> int: ...
+
+    def stats(self) -> dict: ...
+
+    def stats_table(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+HAS_EIGEN: bool = True
+
+def memory_prediction(config: Config, profile: str, memory_gib: float, margin: float) -> dict: ...
 
 class Config:
     @staticmethod

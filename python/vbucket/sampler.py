@@ -224,6 +224,10 @@ class VariableVideoBatchSampler(_SamplerBase):
             state = self._s.state()
         else:
             state = self._s.epoch_state(_check_int("num_steps", num_steps))
+        return self._state_dict_of(state)
+
+    def _state_dict_of(self, state: str) -> dict:
+        """The state_dict() of a state string of this sampler's plan (also vbucket.Loader's)."""
         fields = _state_fields(state)
         return {
             "format": STATE_FORMAT,

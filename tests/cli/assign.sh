@@ -5,26 +5,7 @@
 #   bash tests/cli/assign.sh <path to vbucket> <absolute path of tests/data>
 set -uo pipefail
 
-vbucket=${1:?usage: assign.sh <vbucket binary> <tests/data dir>}
-data=${2:?usage: assign.sh <vbucket binary> <tests/data dir>}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-assign-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-pass() { checks=$((checks + 1)); }
-
-# run ARGS...: runs vbucket, leaving the exit code in $rc, stdout in $tmp/stdout, stderr in
-# $tmp/stderr.
-run() {
-  "$vbucket" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
-  rc=$?
-}
-
+source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" assign "$@"
 # expect_error NAME CODE PATTERN ARGS...: the command fails with exit code CODE and exactly one
 # stderr line that starts with "vbucket" and contains PATTERN (a fixed string).
 expect_error() {
@@ -431,5 +412,4 @@ for cmd in assign plan stats; do
     --rng numpy --seed 1 --epoch -1 "${extra[@]}"
 done
 
-echo "assign.sh: $checks checks passed, $failures failed"
-[[ $failures -eq 0 ]]
+finish

@@ -14,24 +14,9 @@
 #   bash tests/cli/contract.sh <vbucket binary> <absolute path of tests/data>
 set -uo pipefail
 
-vbucket=${1:?usage: contract.sh <vbucket binary> <tests/data dir>}
-data=${2:?usage: contract.sh <vbucket binary> <tests/data dir>}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-contract.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+cli_timeout=20
+source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" contract "$@"
 mkdir -p "$tmp/in" "$tmp/out"
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-
-# run ARGS...: vbucket with a 20 s limit; exit code in $rc, streams in $tmp/stdout, $tmp/stderr.
-run() {
-  timeout -k 5 20 "$vbucket" "$@" </dev/null >"$tmp/stdout" 2>"$tmp/stderr"
-  rc=$?
-}
 
 # The stderr of the last run, shortened for a failure message.
 stderr_text() { head -c 600 "$tmp/stderr" | tr '\n' '|'; }

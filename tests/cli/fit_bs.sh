@@ -7,26 +7,7 @@
 #   bash tests/cli/fit_bs.sh <path to vbucket> <absolute path of tests/data>
 set -uo pipefail
 
-vbucket=${1:?usage: fit_bs.sh <vbucket binary> <tests/data dir>}
-data=${2:?usage: fit_bs.sh <vbucket binary> <tests/data dir>}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-fit-bs-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-pass() { checks=$((checks + 1)); }
-
-# run ARGS...: runs vbucket, leaving the exit code in $rc, stdout in $tmp/stdout, stderr in
-# $tmp/stderr.
-run() {
-  "$vbucket" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
-  rc=$?
-}
-
+source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" fit_bs "$@"
 # expect_error NAME CODE PATTERN ARGS...: the command fails with exit code CODE and exactly one
 # stderr line `vbucket fit-bs: error: ...` containing PATTERN (a fixed string); NEW.json
 # ($tmp/err.json, the --out of every failing run) does not appear.
@@ -264,5 +245,4 @@ expect_error "does not fit" 1 \
   "bucket 360p:408 (92310 tokens) does not fit in 10 GiB with margin 0.05 (9.5 GiB) even at batch size 1" \
   fit-bs --config "$cfg360" --profile "$profile" --memory-gib 10 --out "$tmp/err.json"
 
-echo "fit_bs.sh: $checks checks passed, $failures failed"
-[[ $failures -eq 0 ]]
+finish

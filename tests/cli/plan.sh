@@ -11,29 +11,11 @@
 #   bash tests/cli/plan.sh <path to vbucket> <absolute path of tests/data>
 set -uo pipefail
 
-vbucket=${1:?usage: plan.sh <vbucket binary> <tests/data dir>}
-data=${2:?usage: plan.sh <vbucket binary> <tests/data dir>}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-plan-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
+source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" plan "$@"
 if ! command -v python3 >/dev/null 2>&1; then
   echo "FAIL: python3 is needed to check the JSON lines" >&2
   exit 1
 fi
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-pass() { checks=$((checks + 1)); }
-
-# run ARGS...: runs vbucket; exit code in $rc, stdout in $tmp/stdout, stderr in $tmp/stderr.
-run() {
-  "$vbucket" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
-  rc=$?
-}
 
 # expect_ok NAME ARGS...: the command succeeds and prints nothing on stderr.
 expect_ok() {
@@ -570,5 +552,4 @@ expect_error "stats frame-interval with v2" 2 "--frame-interval" stats --config 
   --meta "$meta" --frame-interval 2
 [[ -e $tmp/err.jsonl ]] && fail "a failed run left its output file" || pass
 
-echo "plan.sh: $checks checks passed, $failures failed"
-((failures == 0))
+finish

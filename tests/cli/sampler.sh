@@ -9,25 +9,13 @@
 #   VBUCKET_SAMPLER_DUMP=<vbucket_sampler_dump> bash tests/cli/sampler.sh <vbucket> <tests/data>
 set -uo pipefail
 
-vbucket=${1:?usage: sampler.sh <vbucket binary> <tests/data dir>}
-data=${2:?usage: sampler.sh <vbucket binary> <tests/data dir>}
+source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" sampler "$@"
 dump=${VBUCKET_SAMPLER_DUMP:-}
 if [[ -z $dump || ! -x $dump ]]; then
   echo "FAIL: VBUCKET_SAMPLER_DUMP must name the built vbucket_sampler_dump (got '$dump';" \
     "build the target vbucket_sampler_dump)" >&2
   exit 1
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-sampler-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-pass() { checks=$((checks + 1)); }
-
 cfg="$data/config_opensora_v2.json"
 meta="$data/../../examples/data/sample_meta.csv"
 if [[ ! -f $meta ]]; then
@@ -143,5 +131,4 @@ for flag in "--consumed-batches 24" "--state"; do
   fi
 done
 
-echo "sampler.sh: $checks checks passed, $failures failed"
-[[ $failures -eq 0 ]]
+finish

@@ -9,8 +9,8 @@
 #   bash tests/cli/scan_decode.sh <path to vbucket> <absolute path of tests/data>
 set -uo pipefail
 
-vbucket=${1:?usage: scan_decode.sh <vbucket binary> <tests/data dir>}
-data=${2:?usage: scan_decode.sh <vbucket binary> <tests/data dir>}
+cli_timeout=60
+source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" scan_decode "$@"
 if ! "$vbucket" --help | grep -q '^  scan '; then
   echo "scan_decode: this vbucket has no scan/decode (built without FFmpeg); skipped"
   exit 0
@@ -19,24 +19,11 @@ if ! command -v ffmpeg >/dev/null; then
   echo "scan_decode: no ffmpeg command; skipped"
   exit 0
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-scan-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
 check() {  # check NAME CONDITION...: CONDITION (a command) must succeed
   local name=$1
   shift
   checks=$((checks + 1))
   "$@" || fail "$name"
-}
-run() {
-  timeout -k 5 60 "$vbucket" "$@" </dev/null >"$tmp/stdout" 2>"$tmp/stderr"
-  rc=$?
 }
 expect_ok() {
   local name=$1

@@ -2,6 +2,7 @@
 /// float32 and bfloat16 results over several shapes, batch sizes and statistics.
 #include <doctest/doctest.h>
 
+#include <cstddef>  // std::size_t
 #include <cstdint>  // std::uint8_t
 #include <random>   // std::mt19937
 #include <vector>   // std::vector
@@ -38,6 +39,37 @@ TEST_CASE("cuda normalize: equals the CPU reference (float32 and bfloat16)") {
       CAPTURE(shape.frames);
       CHECK(wrong == 0);
       CHECK(wrong_bf16 == 0);
+    }
+  }
+}
+
+TEST_CASE("cuda normalize: unaligned buffers and odd shapes take the general path, same values") {
+  // clip_pixels % 4 == 0 with aligned buffers is the fast path; each offset breaks one of its
+  // conditions, and an odd clip size breaks the shape condition.
+  const vbucket::batch_shape even{.batch = 2, .frames = 3, .height = 4, .width = 4};
+  const vbucket::batch_shape odd{.batch = 2, .frames = 3, .height = 5, .width = 3};
+  vbucket::normalization norm;
+  norm.mean = {0.5f, 0.25f, 0.125f};
+  norm.std = {0.5f, 0.75f, 0.3f};
+  std::mt19937 rng(5);
+  struct placement {
+    std::size_t src_offset, dst_offset;
+  };
+  for (const auto& shape : {even, odd}) {
+    std::vector<std::uint8_t> src(shape.elements());
+    for (auto& x : src) x = static_cast<std::uint8_t>(rng());
+    std::vector<float> want(src.size());
+    std::vector<std::uint16_t> want_bf16(src.size());
+    vbucket::normalize_thwc_to_cthw<float>(src, want, shape, norm);
+    vbucket::normalize_thwc_to_cthw<std::uint16_t>(src, want_bf16, shape, norm);
+    for (const auto& at : {placement{0, 0}, placement{1, 0}, placement{0, 1}, placement{3, 2}}) {
+      CAPTURE(shape.height);
+      CAPTURE(at.src_offset);
+      CAPTURE(at.dst_offset);
+      CHECK(vbucket_test::normalize_on_device_f32(src, shape, norm, at.src_offset, at.dst_offset) ==
+            want);
+      CHECK(vbucket_test::normalize_on_device_bf16(src, shape, norm, at.src_offset,
+                                                   at.dst_offset) == want_bf16);
     }
   }
 }

@@ -16,6 +16,7 @@
 #include <set>         // std::set
 #include <span>        // std::span
 #include <sstream>     // std::istringstream
+#include <stop_token>  // std::stop_source
 #include <string>      // std::string
 #include <thread>      // std::thread
 #include <vector>      // std::vector
@@ -352,6 +353,79 @@ TEST_CASE("ffmpeg: deep clips in MPEG-TS seek (earlier when a seek lands after t
   }
 }
 
+TEST_CASE(
+    "ffmpeg: deep clips in AVI and MPEG-PS start at a keyframe (streams without timestamps)") {
+  // AVI packets carry no presentation time, and in a program stream a frame that starts inside
+  // another's PES packet has none: frames are numbered in the decoder's output order from the
+  // stream's start. A deep clip decodes from a keyframe found in the AVI index (or by a demux
+  // pass and a byte seek), checked on the frames out. The bytes must be those of the decode
+  // from the start (use_index = false) and the frames ffmpeg's.
+  for (const char* name :
+       {"h264_64x48_25fps_long.avi", "mpeg4_64x48_25fps_long.avi", "mpeg2_64x48_25fps_long.mpg"}) {
+    if (!exists(name)) continue;
+    CAPTURE(name);
+    for (const std::int64_t start : {0, 5, 40, 99, 260, 433, 577}) {
+      CAPTURE(start);
+      auto req = request(start, 6, 4, 32, 48);
+      req.frames = std::min<std::int64_t>(6, (600 - start + 3) / 4);
+      std::vector<std::uint8_t> fast(ff::clip_bytes(req)), slow(ff::clip_bytes(req));
+      const auto f = ff::decode_clip(media(name), req, fast);
+      REQUIRE_MESSAGE(f.ok(), f.error());
+      auto from_start = req;
+      from_start.use_index = false;
+      const auto s = ff::decode_clip(media(name), from_start, slow);
+      REQUIRE_MESSAGE(s.ok(), s.error());
+      CHECK(!f->presentation_index);
+      CHECK(!s->seeked);
+      CHECK(fast == slow);
+      if (start >= 260) {  // past the first keyframes: not from the start
+        CHECK(f->seeked);
+        CHECK(f->frames_decoded < start - 100);
+      }
+      if (start == 0 || start == 433) check_against_reference(name, req);
+    }
+    // Past the end: the same error as from the start.
+    auto past = request(590, 6, 4, 32, 48);
+    std::vector<std::uint8_t> buf(ff::clip_bytes(past));
+    const auto d = ff::decode_clip(media(name), past, buf);
+    REQUIRE(!d.ok());
+    CHECK(d.error().find("clip too short") != std::string::npos);
+    past.pad = true;
+    const auto padded = ff::decode_clip(media(name), past, buf);
+    REQUIRE_MESSAGE(padded.ok(), padded.error());
+    CHECK(padded->frames_padded == 3);
+  }
+}
+
+TEST_CASE("ffmpeg: a deep clip in an AVI without its index starts at a keyframe from a pass") {
+  // Cut before its index: the packets up to the clip come from a demux pass; the bytes (and a
+  // clip past the cut's end, its error) are those of the decode from the start.
+  const std::string name = "h264_64x48_25fps_long_noindex.avi";
+  if (!exists(name)) return;
+  for (const std::int64_t start : {99, 260, 420, 490, 560}) {
+    CAPTURE(start);
+    const auto req = request(start, 6, 4, 32, 48);
+    auto from_start = req;
+    from_start.use_index = false;
+    std::vector<std::uint8_t> fast(ff::clip_bytes(req)), slow(ff::clip_bytes(req));
+    const auto f = ff::decode_clip(media(name), req, fast);
+    const auto s = ff::decode_clip(media(name), from_start, slow);
+    REQUIRE(f.ok() == s.ok());
+    if (start == 560) CHECK(!f.ok());  // about 450 frames are left
+    if (!f.ok()) {
+      CHECK(f.error() == s.error());
+      CHECK(f.error().find("clip too short") != std::string::npos);
+      continue;
+    }
+    CHECK(fast == slow);
+    CHECK(!s->seeked);
+    if (start >= 260) {
+      CHECK(f->seeked);
+      CHECK(f->frames_decoded < start - 100);
+    }
+  }
+}
+
 TEST_CASE("ffmpeg: anamorphic video probes and decodes at its display size") {
   // 180x120 stored with 32:27 pixels shows as round(180 * 32 / 27) = round(213.3) = 213 x 120
   // (16:9 as near as whole pixels go); 192x128 as round(227.6) = 228 x 128.
@@ -665,6 +739,32 @@ TEST_CASE("ffmpeg: every prefix and many mangled copies of a file, from memory")
     if (!p.ok()) CHECK(p.error().rfind("mangled", 0) == 0);
     if (!d.ok()) CHECK(d.error().rfind("mangled", 0) == 0);
   }
+}
+
+TEST_CASE("ffmpeg: a stopped scan starts no further file") {
+  const auto paths = ff::list_media(media_dir);
+  REQUIRE(paths.size() > 4);
+  // Stopped before it starts: nothing is probed, every result says why.
+  std::stop_source stopped;
+  stopped.request_stop();
+  std::size_t calls = 0;
+  const auto none = ff::probe_all(
+      paths, 2, {}, [&](std::size_t, std::size_t) { ++calls; }, stopped.get_token());
+  REQUIRE(none.size() == paths.size());
+  CHECK(calls == 0);
+  for (const auto& r : none) CHECK(r.error() == "not probed (the scan was stopped)");
+  // Stopped from the progress callback after the second file (one worker): exactly two probed.
+  std::stop_source midway;
+  const auto two = ff::probe_all(
+      paths, 1, {},
+      [&](std::size_t done, std::size_t) {
+        if (done == 2) midway.request_stop();
+      },
+      midway.get_token());
+  CHECK(two[0].error() != "not probed (the scan was stopped)");
+  CHECK(two[1].error() != "not probed (the scan was stopped)");
+  for (std::size_t i = 2; i < two.size(); ++i)
+    CHECK(two[i].error() == "not probed (the scan was stopped)");
 }
 
 TEST_CASE("ffmpeg: parallel scan of a directory") {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Generates the FFmpeg adapter's test media into DIR with the ffmpeg command (small: at most
-# 320x240, at most 3 s, but for three 64x48 ones of 24 s), then what ffprobe says about each
+# 320x240, at most 3 s, but for some 64x48 ones of 24 s), then what ffprobe says about each
 # good file (DIR/expected.csv), and bad files made by mangling good ones. Every frame's hue
 # differs from its neighbours' (hue=H=n), so decoding the wrong frame shows in the PSNR.
 #
@@ -38,6 +38,9 @@ if have libx264; then
   ff -i h264_64x48_25fps_long.mp4 -c copy -movflags frag_keyframe+empty_moov h264_64x48_25fps_long_frag.mp4
   # The same in MPEG-TS (seeks by byte position and decode time: it can land after a frame).
   ff -i h264_64x48_25fps_long.mp4 -c copy h264_64x48_25fps_long.ts
+  # And in AVI: no presentation times (frames are numbered in the decoder's output order); a
+  # deep clip starts at a keyframe found in the AVI index.
+  ff -i h264_64x48_25fps_long.mp4 -c copy h264_64x48_25fps_long.avi
   ff -f lavfi -i "$(src 64 48 25 24)" -c:v libx264 -preset veryfast -g 50 -bf 3 -x264-params open_gop=1 \
     -pix_fmt yuv420p h264_64x48_25fps_opengop.mp4
   # An edit list: cut with -c copy, the samples from the keyframe before 1.3 s are kept in the
@@ -59,6 +62,11 @@ fi
 # field; 192x128 stored, sample aspect ratio 32:27, display 228x128).
 ff -f lavfi -i "$(src 192 128 25 1)" -c:v mpeg2video -q:v 3 -g 12 -aspect 16:9 mpeg2_192x128_aspect16x9.mpg
 ff -f lavfi -i "$(src 128 96 30 2)" -c:v mpeg4 -q:v 3 -g 15 mpeg4_128x96_30fps.avi
+# Long (600 frames) MPEG-2 in a program stream, open GOPs: frames that start inside another's
+# PES packet have no timestamp (numbered in output order; a deep clip starts at a keyframe
+# found by a demux pass and a byte seek); MPEG-4 Part 2 with B-frames in AVI.
+ff -f lavfi -i "$(src 64 48 25 24)" -c:v mpeg2video -q:v 4 -g 12 -bf 2 -f vob mpeg2_64x48_25fps_long.mpg
+ff -f lavfi -i "$(src 64 48 25 24)" -c:v mpeg4 -q:v 4 -g 12 -bf 2 mpeg4_64x48_25fps_long.avi
 ff -f lavfi -i "$(src 96 64 60 1)" -c:v mpeg4 -q:v 3 -g 20 -bf 2 mpeg4_96x64_60fps.mp4
 if have libvpx-vp9; then
   ff -f lavfi -i "$(src 160 90 30 1.5)" -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -g 15 vp9_160x90_30fps.webm
@@ -80,6 +88,13 @@ for f in *.mp4 *.mkv *.webm *.avi *.mpg *.ts *.png *.jpg; do
   [[ $sar =~ ^[0-9]+:[0-9]+$ && $sar != 0:* ]] || sar=1:1
   echo "$f,$(get nb_read_frames),$(get width),$(get height),$(get avg_frame_rate),${rotation:-0},$sar" >>expected.csv
 done
+
+# The long H.264 AVI cut at 3/4: no index (idx1 is at the end), about 450 frames (not in
+# expected.csv: the header still announces 600).
+if [[ -e h264_64x48_25fps_long.avi ]]; then
+  size=$(stat -c %s h264_64x48_25fps_long.avi)
+  head -c $((size * 3 / 4)) h264_64x48_25fps_long.avi >h264_64x48_25fps_long_noindex.avi
+fi
 
 # Two video streams, neither the default (not in expected.csv: ffprobe's v:0 is the first).
 # av_find_best_stream takes a stream not marked for the visually impaired first; with nothing

@@ -22,23 +22,12 @@
 #define VBUCKET_ASPECT_TEST_JSON 0
 #endif
 
+#include "vbucket_test/errors.hpp"
+
 namespace {
 
-/// The message of the vbucket::error that `fn` throws, or "" (and a failed check) if none.
-template <class Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const vbucket::error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("no vbucket::error was thrown");
-  return {};
-}
-
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using vbucket_test::contains;
+using vbucket_test::error_message;
 
 /// Python's float(s) for the plain decimals used as keys.
 double py_float(const std::string& s) { return std::strtod(s.c_str(), nullptr); }

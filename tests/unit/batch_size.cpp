@@ -20,23 +20,12 @@
 #define VBUCKET_BATCH_SIZE_TEST_JSON 0
 #endif
 
+#include "vbucket_test/errors.hpp"
+
 namespace {
 
-/// The message of the vbucket::error that `fn` throws, or "" (and a failed check) if none.
-template <class Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const vbucket::error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("no vbucket::error was thrown");
-  return {};
-}
-
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using vbucket_test::contains;
+using vbucket_test::error_message;
 
 /// A deliberately odd item type: not trivially copyable, no default arithmetic.
 struct odd_clip {

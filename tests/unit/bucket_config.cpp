@@ -20,22 +20,12 @@
 #define VBUCKET_CONFIG_TEST_JSON 0
 #endif
 
+#include "vbucket_test/errors.hpp"
+
 namespace {
 
-template <class Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const vbucket::error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("no vbucket::error was thrown");
-  return {};
-}
-
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using vbucket_test::contains;
+using vbucket_test::error_message;
 
 /// Three resolutions of a user's own; "b" and "a" have the same pixel count.
 vbucket::user_tables small_tables() {

@@ -23,6 +23,8 @@
 #define VBUCKET_COST_MODEL_TEST_JSON 0
 #endif
 
+#include "vbucket_test/errors.hpp"
+
 namespace {
 
 using vbucket::eigen::cost_model;
@@ -31,20 +33,8 @@ using vbucket::eigen::probe_result;
 using vbucket::eigen::profile_point;
 using vbucket::eigen::search_mode;
 
-template <class Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const vbucket::error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("no vbucket::error was thrown");
-  return {};
-}
-
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using vbucket_test::contains;
+using vbucket_test::error_message;
 
 /// splitmix64: a tiny deterministic noise source.
 struct noise_source {

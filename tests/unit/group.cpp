@@ -13,22 +13,12 @@
 
 #include "vbucket/assign.hpp"
 
+#include "vbucket_test/errors.hpp"
+
 namespace {
 
-template <class Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const vbucket::error& e) {
-    return e.what();
-  }
-  FAIL_CHECK("no vbucket::error was thrown");
-  return {};
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using vbucket_test::contains;
+using vbucket_test::error_message;
 
 /// Random ids in [-2, nb): -1 and -2 about `special` of the time each.
 std::vector<vbucket::bucket_id> random_ids(std::size_t n, std::size_t nb, std::uint64_t seed,

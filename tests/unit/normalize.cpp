@@ -11,18 +11,11 @@
 #include <string>   // std::string
 #include <vector>   // std::vector
 
+#include "vbucket_test/errors.hpp"
+
 namespace {
 
-template <class Fn>
-std::string error_message(Fn fn) {
-  try {
-    fn();
-  } catch (const vbucket::error& e) {
-    return e.what();
-  }
-  return "(no vbucket::error)";
-}
-
+using vbucket_test::error_message;
 float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
 
 }  // namespace

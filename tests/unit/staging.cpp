@@ -16,21 +16,14 @@
 #include <thread>      // std::thread, std::jthread
 #include <vector>      // std::vector
 
+#include "vbucket_test/errors.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
 using ring_t = vbucket::staging_ring<vbucket::host_backend>;
 
-template <class Fn>
-std::string error_message(Fn fn) {
-  try {
-    fn();
-  } catch (const vbucket::error& e) {
-    return e.what();
-  }
-  return "(no vbucket::error)";
-}
-
+using vbucket_test::error_message;
 void fill(std::span<std::byte> s, std::size_t n, std::uint8_t seed) {
   for (std::size_t i = 0; i < n; ++i)
     s[i] = static_cast<std::byte>(static_cast<std::uint8_t>(seed + i * 7));

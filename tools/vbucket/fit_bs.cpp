@@ -23,6 +23,7 @@
 #include "vbucket/bucket_config.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/eigen/cost_model.hpp"
+#include "vbucket/eigen/profile_csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
 
 namespace vbucket::cli {
@@ -129,106 +130,6 @@ tables_kind infer_tables(const std::vector<bucket_spec>& specs) {
   return tables_kind::opensora_v12;
 }
 
-/// A number field of the profile: finite and positive.
-double positive_number(const detail::csv_reader& reader, std::size_t column,
-                       const detail::csv_field& f, std::string_view unit) {
-  const std::string_view s = detail::trim_blanks(f.text);
-  double v = 0.0;
-  const char* const end = s.data() + s.size();
-  const auto [p, ec] = std::from_chars(s.data(), end, v);
-  if (s.empty())
-    reader.fail(column, "is empty (expected a positive number of " + std::string(unit) + ")");
-  if (ec != std::errc{} || p != end || f.escaped || !std::isfinite(v) || !(v > 0.0))
-    reader.fail(column, detail::quote_for_message(f.escaped ? f.value() : std::string(s)) +
-                            " is not a positive number of " + std::string(unit));
-  return v;
-}
-
-bool is_oom(std::string_view s) {
-  s = detail::trim_blanks(s);
-  if (s.size() != 3) return false;
-  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-  return lower(s[0]) == 'o' && lower(s[1]) == 'o' && lower(s[2]) == 'm';
-}
-
-/// Reads PROFILE.csv. Tokens of a row come from the config's bucket when it has one, else
-/// from the resolution tables (a profile may measure buckets the config does not hold).
-template <class Tables>
-std::vector<eigen::profile_point> read_profile(const std::string& path,
-                                               std::span<const batch_bucket> buckets,
-                                               const Tables& tables, latent_compression c) {
-  const std::string text = detail::read_whole_file(path);
-  detail::csv_reader reader(text, path);
-  std::vector<detail::csv_field> fields;
-  constexpr std::string_view required[] = {"resolution", "frames", "batch_size", "peak_memory_gib",
-                                           "step_seconds"};
-  constexpr std::size_t n_required = 5;
-  if (!reader.next(fields))
-    throw error(path +
-                ": empty file: expected a header row naming resolution, frames, "
-                "batch_size, peak_memory_gib and step_seconds");
-  constexpr std::size_t npos = static_cast<std::size_t>(-1);
-  std::size_t column_of[n_required] = {npos, npos, npos, npos, npos};
-  std::vector<std::string> names;
-  for (std::size_t i = 0; i < fields.size(); ++i) {
-    names.push_back(std::string(detail::trim_blanks(fields[i].value())));
-    for (std::size_t r = 0; r < n_required; ++r) {
-      if (names.back() != required[r]) continue;
-      if (column_of[r] != npos)
-        reader.fail("duplicate column \"" + std::string(required[r]) + "\"");
-      column_of[r] = i;
-    }
-  }
-  std::string missing;
-  for (std::size_t r = 0; r < n_required; ++r)
-    if (column_of[r] == npos)
-      missing += (missing.empty() ? "\"" : ", \"") + std::string(required[r]) + "\"";
-  if (!missing.empty())
-    reader.fail("missing required column" +
-                std::string(missing.find(',') == std::string::npos ? " " : "s ") + missing +
-                " (needed: resolution,frames,batch_size,peak_memory_gib,step_seconds in any "
-                "order)");
-  reader.set_columns(names);
-
-  std::vector<eigen::profile_point> profile;
-  while (reader.next(fields)) {
-    if (fields.size() != names.size())
-      reader.fail(std::to_string(fields.size()) + (fields.size() == 1 ? " field" : " fields") +
-                  ", but the header has " + std::to_string(names.size()) + " columns");
-    const std::size_t res_col = column_of[0];
-    const std::string resolution(detail::trim_blanks(fields[res_col].value()));
-    if (resolution.empty()) reader.fail(res_col, "is empty (expected a resolution name)");
-    eigen::profile_point p;
-    const std::int64_t frames =
-        detail::csv_size(reader, column_of[1], fields[column_of[1]], bucket_config::max_frames);
-    p.batch_size =
-        detail::csv_size(reader, column_of[2], fields[column_of[2]], bucket_config::max_batch);
-    const auto known = find_batch_bucket(buckets, resolution, frames);
-    try {
-      if (known < buckets.size()) {
-        p.tokens = buckets[known].tokens;
-      } else {
-        const resolution_info info = tables.resolve(resolution);
-        const auto& largest = info.table[info.table.largest()];
-        p.tokens = token_count(frames, largest.height, largest.width, c);
-      }
-    } catch (const error& e) {
-      reader.fail(res_col, e.what());
-    }
-    const auto& memory = fields[column_of[3]];
-    const auto& step = fields[column_of[4]];
-    if (is_oom(memory.text)) {
-      p.oom = true;  // the step time of an OOM row is ignored
-    } else {
-      p.peak_memory_gib = positive_number(reader, column_of[3], memory, "GiB (or \"oom\")");
-      p.step_seconds = positive_number(reader, column_of[4], step, "seconds");
-    }
-    profile.push_back(p);
-  }
-  if (profile.empty()) throw error(path + ": no data rows (a fit needs profiled steps)");
-  return profile;
-}
-
 std::string coefficients(const eigen::cost_fit& f, std::string_view unit) {
   return fmt::format(
       "{:.4g} + bs·({:.4g}·tokens + {:.4g}·tokens²) {}; rms residual {:.3g} {} "
@@ -292,7 +193,7 @@ int run_fit_bs(const fit_bs_options& o, nlohmann::ordered_json config_json,
   } catch (const error& e) {
     throw error(o.config_path + ": " + e.what());
   }
-  const auto profile = read_profile(o.profile_path, buckets, tables, o.compression);
+  const auto profile = eigen::read_profile(o.profile_path, buckets, tables, o.compression);
   std::size_t oom_rows = 0;
   for (const auto& p : profile) oom_rows += p.oom ? 1 : 0;
 

@@ -7,13 +7,16 @@
 #include <charconv>     // std::to_chars
 #include <cstdint>      // std::uint64_t, std::uint32_t
 #include <cstdio>       // std::printf, std::fputs
+#include <exception>    // std::exception
 #include <limits>       // std::numeric_limits
 #include <optional>     // std::optional
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <utility>      // std::pair
 #include <vector>       // std::vector
 
 #include "cli.hpp"
+#include "mpi_job.hpp"
 #include "plan_common.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/packed_plan.hpp"
@@ -24,11 +27,14 @@ namespace {
 constexpr flag plan_cmd_flags[] = {
     {"config", "CFG.json", true, plan_help::config},
     {"meta", "META.csv", true, plan_help::meta},
-    {"world", "W", true, "number of data-parallel ranks"},
-    {"rank", "R", true, "the rank whose steps are written (0 to W-1), or all"},
+    {"world", "W", true, "number of data-parallel ranks; mpi: the number of MPI processes"},
+    {"rank", "R", true,
+     "the rank whose steps are written (0 to W-1), or all; mpi (with --world mpi): this "
+     "process's rank under mpirun"},
     {"seed", "S", true, plan_help::seed},
     {"epoch", "E", true, plan_help::epoch},
-    {"out", "BATCHES.jsonl", true, "output: one JSON object per step"},
+    {"out", "BATCHES.jsonl", true,
+     "output: one JSON object per step; with --rank mpi, {rank} is replaced by the rank"},
     {"drop-last", "", false, plan_help::drop_last},
     {"start-step", "K", false, "K steps of this world size are done: write steps K, K+1, ..."},
     {"consumed-batches", "N", false,
@@ -69,6 +75,11 @@ constexpr std::string_view plan_description =
     "latent tokens sum to at most B, packed over the whole epoch (first-fit decreasing), and\n"
     "each line is {\"step\":k,\"bucket\":[[res,frames,ratio],...],\"thw\":[[T,H,W],...],\n"
     "\"indices\":[...],\"cost\":C}: one bucket and one [T,H,W] per entry of indices.\n"
+    "Under mpirun, --rank mpi --world mpi --out 'batches.{rank}.jsonl': every process plans\n"
+    "alone, the processes compare their plans' fingerprints and resume positions, and each\n"
+    "writes its own steps; a process that fails or computes another plan (other metadata,\n"
+    "config or flags) makes every process exit 1 with one line naming the ranks. Rank 0\n"
+    "prints the summary.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
 /// `s` as a JSON string literal.
@@ -374,7 +385,121 @@ void print_summary(const plan_request& r, const Sampler& sampler) {
 
 }  // namespace
 
+namespace {
+
+#if VBUCKET_CLI_HAS_MPI
+/// `path` with every "{rank}" replaced by `rank`.
+std::string rank_path(std::string path, std::uint32_t rank) {
+  const std::string key = "{rank}", value = std::to_string(rank);
+  std::size_t at = 0;
+  while ((at = path.find(key, at)) != std::string::npos) {
+    path.replace(at, key.size(), value);
+    at += value.size();
+  }
+  return path;
+}
+
+/// argv with "--rank mpi" and "--world mpi" (or --x=mpi) replaced by this process's numbers.
+std::vector<std::string> with_mpi_numbers(int argc, char** argv, std::uint32_t rank,
+                                          std::uint32_t world) {
+  std::vector<std::string> out(argv, argv + argc);
+  for (std::size_t i = 1; i < out.size(); ++i) {
+    for (const auto& [name, number] :
+         {std::pair<std::string, std::uint32_t>{"--rank", rank}, {"--world", world}}) {
+      if (out[i] == name + "=mpi") out[i] = name + "=" + std::to_string(number);
+      if (out[i] == name && i + 1 < out.size() && out[i + 1] == "mpi")
+        out[i + 1] = std::to_string(number);
+    }
+  }
+  return out;
+}
+
+/// `vbucket plan --rank mpi --world mpi`: every step that can fail on one rank only (flags,
+/// config, metadata, resume) runs before the agreement, which every rank reaches, failed or
+/// not; so no rank waits for one that has given up.
+int plan_mpi(int argc, char** argv) {
+  const mpi::communicator comm;
+  const std::uint32_t me = comm.rank(), world = comm.size();
+  bool agreed = false;
+  try {
+    std::vector<std::string> words = with_mpi_numbers(argc, argv, me, world);
+    std::vector<char*> pointers;
+    for (std::string& w : words) pointers.push_back(w.data());
+    const args a = args::parse(static_cast<int>(pointers.size()), pointers.data(), plan_cmd_flags);
+    if (!flag_is_mpi(argc, argv, "rank") || !flag_is_mpi(argc, argv, "world"))
+      throw usage_error(
+          "--rank mpi and --world mpi go together (the rank and the world size "
+          "both come from MPI)");
+    plan_request r = read_request(a);
+    if (world > 1 && r.out_path.find("{rank}") == std::string::npos)
+      throw usage_error("--out " + r.out_path +
+                        ": with --rank mpi each rank writes its own file; put {rank} in the "
+                        "name (e.g. 'batches.{rank}.jsonl')");
+    r.out_path = rank_path(r.out_path, me);
+    return with_sampler(r.plan, me, [&](auto& sampler) {
+      resume(sampler, r);
+      const std::uint64_t fingerprint = sampler.fingerprint();
+      const std::uint64_t consumed = sampler.state().consumed;
+      agreed = true;  // from here on every rank is in the agreement
+      mpi::agree(comm, fingerprint, "plan fingerprint");
+      mpi::agree(comm, consumed, "resume position (global batches consumed)");
+      if (sampler.packed()) {
+        write_packed_batches(r, sampler);
+      } else {
+        write_batches(r, sampler);
+      }
+      if (me == 0) {
+        if (!sampler.packed()) warn_pads("plan", sampler.plan(), sampler.config(), r.plan.pad_warn);
+        if (!r.quiet) {
+          if (sampler.packed()) {
+            print_packed_summary(r, sampler);
+          } else {
+            print_summary(r, sampler);
+          }
+          std::printf("mpi: %u ranks agree on the plan; each wrote its own steps to %s\n", world,
+                      one_line(a.value("out")).c_str());
+        }
+      }
+      std::fflush(stdout);
+      return exit_ok;
+    });
+  } catch (const std::exception& e) {
+    if (agreed) throw;
+    // This rank failed before the agreement: join it as failed, so that every rank throws the
+    // same line; a usage error stays one here (exit 2), the other ranks exit 1.
+    const bool usage = dynamic_cast<const usage_error*>(&e) != nullptr;
+    try {
+      mpi::agree_failed(comm, e.what(), "plan fingerprint");
+    } catch (const vbucket::error& all) {
+      if (usage) throw usage_error(all.what());
+      throw;
+    }
+  }
+}
+#endif
+
+}  // namespace
+
 int cmd_plan(int argc, char** argv) {
+  const bool help = [&] {
+    for (int i = 1; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") return true;
+    return false;
+  }();
+  if (!help && (flag_is_mpi(argc, argv, "rank") || flag_is_mpi(argc, argv, "world"))) {
+#if VBUCKET_CLI_HAS_MPI
+    // MPI ends (MPI_Finalize, a barrier) only once every rank has printed its error line: the
+    // launcher may end the whole job as soon as one process exits non-zero.
+    const mpi::environment env;
+    return run_main("plan", [&] { return plan_mpi(argc, argv); });
+#else
+    return run_main("plan", [&]() -> int {
+      throw usage_error(
+          "--rank mpi / --world mpi: this vbucket was built without MPI "
+          "(VBUCKET_MPI=OFF; Debian: libopenmpi-dev)");
+    });
+#endif
+  }
   return run_main("plan", [&] {
     const args a = args::parse(argc, argv, plan_cmd_flags);
     if (a.help()) {

@@ -7,6 +7,8 @@
 #include <cmath>        // std::isfinite
 #include <cstdint>      // std::uint64_t
 #include <cstdio>       // std::fputs, std::fprintf
+#include <exception>    // std::exception
+#include <memory>       // std::unique_ptr
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector
@@ -14,8 +16,12 @@
 #include <unistd.h>  // isatty
 
 #include "../cli.hpp"
+#include "../mpi_job.hpp"
 #include "positional.hpp"
 #include "vbucket/ffmpeg/scan.hpp"
+#if VBUCKET_CLI_HAS_MPI
+#include "vbucket/mpi/scan.hpp"
+#endif
 
 namespace vbucket::cli {
 namespace {
@@ -41,6 +47,8 @@ constexpr std::string_view scan_description =
     "the frames that decode: an MP4's edit list is applied, and a file cut short or damaged\n"
     "gets a warning saying what was counted. Images have 1 frame and an empty fps. Progress\n"
     "goes to stderr on a terminal, else a count to stdout.\n"
+    "Under mpirun (or srun), the files are shared out over the processes, balanced by size,\n"
+    "and rank 0 writes the same META.csv and prints one progress line.\n"
     "Exit codes: 0 success (also when some files fail), 1 bad data, 2 bad usage.";
 
 std::string number(double v) {
@@ -52,85 +60,166 @@ std::string number(double v) {
 
 }  // namespace
 
+namespace {
+
+/// What a scan needs before probing; everything here may fail on one rank only.
+struct scan_job {
+  bool help = false;
+  std::string out_path;
+  unsigned threads = 0;
+  bool quiet = false;
+  bool skip_failed = false;
+  ffmpeg::probe_options opt;
+  std::vector<std::string> paths;
+  std::unique_ptr<output_file> out;  // not movable itself
+};
+
+/// Parses the flags, lists the files and (when `writer`) opens the output, so that an
+/// unwritable path fails before the probes.
+scan_job prepare_scan(int argc, char** argv, bool writer) {
+  scan_job job;
+  const positional_args p = split_positional(argc, argv);
+  const args a = args::parse(p.argc, p.argv, scan_flags);
+  if (a.help()) {
+    std::fputs(usage_with_positional("scan", "DIR|LIST.txt",
+                                     usage_text("scan", scan_description, scan_flags))
+                   .c_str(),
+               stdout);
+    job.help = true;
+    return job;
+  }
+  if (p.positional.empty())
+    throw usage_error("missing the input: vbucket scan DIR|LIST.txt --out META.csv");
+  const std::string where(p.positional);
+  if (a.has("threads"))
+    job.threads = static_cast<unsigned>(parse_uint_flag("threads", a.value("threads"), 0, 4096));
+  job.quiet = a.has("quiet");
+  job.skip_failed = a.has("skip-failed");
+  job.opt.always_decode_count = a.has("decode-count");
+  job.out_path = a.value("out");
+  ffmpeg::quiet_logs();
+  ffmpeg::cap_allocations(std::size_t{1} << 30);
+  job.paths = ffmpeg::list_media(where);
+  if (writer) job.out = std::make_unique<output_file>(job.out_path);
+  return job;
+}
+
+/// Writes META.csv from the probe results (results[i] for job.paths[i]) and the summary.
+void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_info>>& results) {
+  const std::vector<std::string>& paths = job.paths;
+  // New columns go at the end: pipelines read them by name, older ones by position.
+  std::string text =
+      "path,num_frames,height,width,fps,duration,codec,error,warning,stored_height,stored_width,"
+      "sar,rotation\n";
+  std::uint64_t failed = 0, warned = 0;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const auto& r = results[i];
+    if (r && !r->warning.empty()) ++warned;
+    if (!r) {
+      ++failed;
+      if (job.skip_failed) continue;
+      text += csv_field(paths[i]) + ",,,,,,," + csv_field(r.error()) + ",,,,,\n";
+      continue;
+    }
+    text += csv_field(paths[i]) + "," + std::to_string(r->num_frames) + "," +
+            std::to_string(r->height) + "," + std::to_string(r->width) + "," + number(r->fps) +
+            "," + number(r->duration) + "," + csv_field(r->codec) + ",," + csv_field(r->warning) +
+            "," + std::to_string(r->coded_height) + "," + std::to_string(r->coded_width) + "," +
+            std::to_string(r->sar_num) + ":" + std::to_string(r->sar_den) + "," +
+            std::to_string(r->rotation) + "\n";
+    if (text.size() > (1u << 20)) {
+      job.out->write(text);
+      text.clear();
+    }
+  }
+  job.out->write(text);
+  job.out->commit();
+  if (!job.quiet) {
+    std::printf("%zu files: %llu probed, %llu failed%s%s; wrote %s\n", paths.size(),
+                static_cast<unsigned long long>(paths.size() - failed),
+                static_cast<unsigned long long>(failed),
+                failed > 0 && job.skip_failed ? " (left out)" : "",
+                warned > 0 ? (", " + std::to_string(warned) + " with a warning").c_str() : "",
+                one_line(job.out_path).c_str());
+    std::fflush(stdout);
+  }
+}
+
+/// One process probes every file, with a progress bar (terminal) or count.
+int scan_alone(int argc, char** argv) {
+  scan_job job = prepare_scan(argc, argv, true);
+  if (job.help) return exit_ok;
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  const std::size_t step = job.paths.size() < 10 ? 1 : job.paths.size() / 10;
+  auto progress = [&](std::size_t done, std::size_t total) {
+    if (job.quiet) return;
+    if (terminal) {
+      constexpr int bar = 30;
+      const int filled = static_cast<int>(bar * done / total);
+      std::fprintf(stderr, "\rscanning [%.*s%*s] %zu/%zu", filled, "##############################",
+                   bar - filled, "", done, total);
+      if (done == total) std::fputs("\n", stderr);
+    } else if (done % step == 0 || done == total) {
+      std::printf("scanned %zu/%zu\n", done, total);
+    }
+  };
+  const auto results = ffmpeg::probe_all(job.paths, job.threads, job.opt, progress);
+  write_scan(job, results);
+  return exit_ok;
+}
+
+#if VBUCKET_CLI_HAS_MPI
+/// Under mpirun: every rank lists the files (the lists are compared), probes its share, and
+/// rank 0 writes META.csv and one progress line. A rank that fails before the probes (flags,
+/// listing, rank 0's output) joins the comparison as failed, so every rank stops.
+int scan_mpi(int argc, char** argv, const mpi::communicator& comm) {
+  const bool root = comm.rank() == 0;
+  scan_job job;
+  try {
+    job = prepare_scan(argc, argv, root);
+  } catch (const std::exception& e) {
+    const bool usage = dynamic_cast<const usage_error*>(&e) != nullptr;
+    try {
+      mpi::agree_failed(comm, e.what(), "list of files to scan");
+    } catch (const vbucket::error& all) {
+      if (usage) throw usage_error(all.what());
+      throw;
+    }
+  }
+  if (job.help) return exit_ok;  // every rank was given --help (else the lists differ)
+  const auto results = mpi::scan_sharded(comm, job.paths, job.threads, job.opt);
+  if (!root) return exit_ok;
+  if (!job.quiet) {
+    std::FILE* to = isatty(fileno(stderr)) != 0 ? stderr : stdout;
+    std::fprintf(to, "scanned %zu/%zu on %u ranks\n", job.paths.size(), job.paths.size(),
+                 comm.size());
+    std::fflush(to);
+  }
+  write_scan(job, results);
+  return exit_ok;
+}
+#endif
+
+}  // namespace
+
 int cmd_scan(int argc, char** argv) {
-  return run_main("scan", [&] {
-    const positional_args p = split_positional(argc, argv);
-    const args a = args::parse(p.argc, p.argv, scan_flags);
-    if (a.help()) {
-      std::fputs(usage_with_positional("scan", "DIR|LIST.txt",
-                                       usage_text("scan", scan_description, scan_flags))
-                     .c_str(),
-                 stdout);
-      return exit_ok;
-    }
-    if (p.positional.empty())
-      throw usage_error("missing the input: vbucket scan DIR|LIST.txt --out META.csv");
-    const std::string where(p.positional);
-    const unsigned threads =
-        a.has("threads")
-            ? static_cast<unsigned>(parse_uint_flag("threads", a.value("threads"), 0, 4096))
-            : 0u;
-    const bool quiet = a.has("quiet");
-    ffmpeg::quiet_logs();
-    ffmpeg::cap_allocations(std::size_t{1} << 30);
-    const std::vector<std::string> paths = ffmpeg::list_media(where);
-    output_file out(a.value("out"));  // fails early for an unwritable path
-
-    ffmpeg::probe_options opt;
-    opt.always_decode_count = a.has("decode-count");
-    const bool terminal = isatty(fileno(stderr)) != 0;
-    const std::size_t step = paths.size() < 10 ? 1 : paths.size() / 10;
-    auto progress = [&](std::size_t done, std::size_t total) {
-      if (quiet) return;
-      if (terminal) {
-        constexpr int bar = 30;
-        const int filled = static_cast<int>(bar * done / total);
-        std::fprintf(stderr, "\rscanning [%.*s%*s] %zu/%zu", filled,
-                     "##############################", bar - filled, "", done, total);
-        if (done == total) std::fputs("\n", stderr);
-      } else if (done % step == 0 || done == total) {
-        std::printf("scanned %zu/%zu\n", done, total);
-      }
-    };
-    const auto results = ffmpeg::probe_all(paths, threads, opt, progress);
-
-    // New columns go at the end: pipelines read them by name, older ones by position.
-    std::string text =
-        "path,num_frames,height,width,fps,duration,codec,error,warning,stored_height,stored_width,"
-        "sar,rotation\n";
-    std::uint64_t failed = 0, warned = 0;
-    for (std::size_t i = 0; i < paths.size(); ++i) {
-      const auto& r = results[i];
-      if (r && !r->warning.empty()) ++warned;
-      if (!r) {
-        ++failed;
-        if (a.has("skip-failed")) continue;
-        text += csv_field(paths[i]) + ",,,,,,," + csv_field(r.error()) + ",,,,,\n";
-        continue;
-      }
-      text += csv_field(paths[i]) + "," + std::to_string(r->num_frames) + "," +
-              std::to_string(r->height) + "," + std::to_string(r->width) + "," + number(r->fps) +
-              "," + number(r->duration) + "," + csv_field(r->codec) + ",," + csv_field(r->warning) +
-              "," + std::to_string(r->coded_height) + "," + std::to_string(r->coded_width) + "," +
-              std::to_string(r->sar_num) + ":" + std::to_string(r->sar_den) + "," +
-              std::to_string(r->rotation) + "\n";
-      if (text.size() > (1u << 20)) {
-        out.write(text);
-        text.clear();
-      }
-    }
-    out.write(text);
-    out.commit();
-    if (!quiet) {
-      std::printf("%zu files: %llu probed, %llu failed%s%s; wrote %s\n", paths.size(),
-                  static_cast<unsigned long long>(paths.size() - failed),
-                  static_cast<unsigned long long>(failed),
-                  failed > 0 && a.has("skip-failed") ? " (left out)" : "",
-                  warned > 0 ? (", " + std::to_string(warned) + " with a warning").c_str() : "",
-                  one_line(a.value("out")).c_str());
-      std::fflush(stdout);
-    }
-    return exit_ok;
+  const std::uint32_t launched = launcher_world_size();
+#if VBUCKET_CLI_HAS_MPI
+  if (launched > 0) {
+    // MPI ends (MPI_Finalize, a barrier) only once every rank has printed its error line: the
+    // launcher may end the whole job as soon as one process exits non-zero.
+    const mpi::environment env;
+    const mpi::communicator comm;
+    if (comm.size() > 1) return run_main("scan", [&] { return scan_mpi(argc, argv, comm); });
+    return run_main("scan", [&] { return scan_alone(argc, argv); });
+  }
+#endif
+  return run_main("scan", [&]() -> int {
+    if (launched > 1)
+      throw usage_error("started by an MPI launcher with " + std::to_string(launched) +
+                        " processes, but this vbucket was built without MPI (VBUCKET_MPI=OFF; "
+                        "Debian: libopenmpi-dev): every process would scan every file");
+    return scan_alone(argc, argv);
   });
 }
 

@@ -12,7 +12,9 @@
 /// against the packets read; any doubt falls back to the whole scan). Then the input seeks to
 /// the keyframe before the first wanted frame, decodes up to the last wanted frame only
 /// (non-reference frames that are not wanted are skipped), and converts only the wanted frames,
-/// straight to the target size (libswscale).
+/// straight to the target size (libswscale). Streams without timestamps (AVI, some MPEG-PS/TS)
+/// number frames in the decoder's output order; a deep clip there starts at a keyframe whose
+/// frame number the AVI index or a demux pass gives (decode_output_order_from_keyframe).
 ///
 ///     vbucket::ffmpeg::clip_request req{.start = 10, .frames = 16, .interval = 2,
 ///                                       .height = 192, .width = 336};
@@ -113,8 +115,9 @@ struct clip_request {
   /// A video that ends early: false = an error; true = the last decoded frame is repeated.
   bool pad = false;
   /// MP4/MOV: map frame indices to timestamps from the container's sample table, demuxing
-  /// from shortly before `start` (false: always demux from the file's start; same result,
-  /// slower for clips far into long videos).
+  /// from shortly before `start`; streams without timestamps: start decoding at a keyframe
+  /// found in the AVI index or by a demux pass (false: always demux, and for those decode, from
+  /// the file's start; same result, slower for clips far into long videos).
   bool use_index = true;
   resize_filter filter = resize_filter::bilinear;
   ffmpeg::limits limits{};
@@ -725,6 +728,147 @@ inline std::optional<indexed_timestamps> indexed_pts(decode_session& s, std::int
   return out;
 }
 
+/// Packets shortly before a keyframe whose frames the decoder may show after it: H.264
+/// reorders at most 16 frames.
+inline constexpr std::int64_t output_order_margin = 16;
+
+/// Streams without timestamps (AVI; MPEG-PS/TS where some packet has none): frames are
+/// numbered in the decoder's output order from the stream's start. With `table`, the stream's
+/// first packets in decode order (from the AVI index, or demuxed), the clip is decoded from a
+/// keyframe instead of the start. K: the last keyframe at entry e_K <= req.start. If every
+/// packet decodes to one frame and K splits the stream (every frame decoded before K comes out
+/// before every frame decoded from K on), the first frame out of packets from K on is frame
+/// e_K, and the frames after it count on from there. Decoding starts at an earlier keyframe K0
+/// (at least `output_order_margin` packets before K) and checks that split on the frames out:
+/// each packet is tagged with its entry number (the packet's pts, which the decoder hands to the
+/// frame); each of the last `output_order_margin` packets before K must come out once, before
+/// any frame of K on, and none before K after one (reordering across more packets is assumed
+/// not to happen, as for the packets before K0); unreferenced frames before those are not
+/// decoded. Every packet read from K0 on must be the table's entry (AVI: same decode time and
+/// size; else same position and size). `s`: an opened session whose decoder has had no packet
+/// (it is seeked). False when any of this fails or K0 does not exist: the caller then decodes
+/// from the start in a new session (slots already written are overwritten).
+inline bool decode_output_order_from_keyframe(decode_session& s, const clip_request& req,
+                                              const std::vector<packet_entry>& table, bool avi,
+                                              frame_writer& writer, clip_info& info,
+                                              std::int64_t& filled) {
+  const auto entries = static_cast<std::int64_t>(table.size());
+  if (req.start >= entries) return false;  // a short stream: the start decides
+  std::int64_t k = req.start;
+  while (k >= 0 && !table[static_cast<std::size_t>(k)].key) --k;
+  if (k < 0) return false;
+  std::int64_t k0 = k - output_order_margin;
+  while (k0 >= 0 && !table[static_cast<std::size_t>(k0)].key) --k0;
+  if (k0 <= 0) return false;  // near the start: decoding from there costs the same
+
+  const packet_entry& first = table[static_cast<std::size_t>(k0)];
+  // AVI seeks through its index to the entry; its packets' positions are past the chunk
+  // header the index points at, and their decode times are the index's: they are matched by
+  // decode time and size. The rest seek by byte position, to a packet before K0 whose position
+  // is known (a frame that starts inside another's PES packet has none), and are matched by
+  // position and size: after a byte seek the parser loses the first frame it sees, and the
+  // decode times it interpolates for packets without their own can differ from a read from
+  // the start.
+  // The target is the second such packet before K0, so that the first one is recognised.
+  std::int64_t b = k0 - 1, last_known = -1;
+  for (int known = 0; !avi && b >= 0; --b) {
+    const std::int64_t pos = table[static_cast<std::size_t>(b)].pos;
+    if (pos >= 0 && last_known < 0) last_known = pos;
+    if (pos >= 0 && ++known == 2) break;
+  }
+  if (!avi && b < 0) return false;
+  if (first.pos >= 0) last_known = first.pos;
+  const int rc = avi ? av_seek_frame(s.in->format(), s.index, first.dts, AVSEEK_FLAG_BACKWARD)
+                     : av_seek_frame(s.in->format(), s.index,
+                                     table[static_cast<std::size_t>(b)].pos, AVSEEK_FLAG_BYTE);
+  if (rc < 0) return false;
+  auto is_entry = [avi](const AVPacket* p, const packet_entry& e) {
+    return p->size == e.size && (avi ? p->dts == e.dts : p->pos == e.pos);
+  };
+  packet_ptr pkt = make_packet();
+  frame_ptr frame = make_frame();
+  // The landing is verified: the first packet recognised (AVI: K0; else one of entries b to
+  // K0 with a known position) must come no later than K0, and the packets from there on must
+  // be the table's, up to K0.
+  std::int64_t at = -1;  // the entry `pkt` holds
+  for (int skipped = 0; at < 0; ++skipped) {
+    if (skipped > 4096 || !next_packet(s, pkt.get())) return false;
+    if (avi) {
+      if (is_entry(pkt.get(), first))
+        at = k0;
+      else if (pkt->dts == AV_NOPTS_VALUE || pkt->dts >= first.dts)
+        return false;
+    } else if (pkt->pos >= 0) {
+      for (std::int64_t e = b; e <= k0 && at < 0; ++e)
+        if (is_entry(pkt.get(), table[static_cast<std::size_t>(e)])) at = e;
+      if (at < 0 && pkt->pos > last_known) return false;
+    }
+    if (at < 0) av_packet_unref(pkt.get());
+  }
+  for (; at < k0; ++at) {
+    av_packet_unref(pkt.get());
+    if (!next_packet(s, pkt.get()) || !is_entry(pkt.get(), table[static_cast<std::size_t>(at + 1)]))
+      return false;
+  }
+  AVCodecContext* ctx = s.codec.get();
+  const std::int64_t n = req.frames;
+  const std::int64_t checked_from = k - output_order_margin;  // must come out before K's
+  std::vector<bool> seen(static_cast<std::size_t>(k - k0), false);
+  std::int64_t checked_seen = 0, from_k = 0, sent = k0, since_frame = 0;
+  bool bad = false;
+  filled = 0;
+  info.frames_decoded = 0;
+  info.frames_converted = 0;
+  // true when done (or a check failed: `bad`)
+  auto drain = [&]() -> bool {
+    for (;;) {
+      const int r = avcodec_receive_frame(ctx, frame.get());
+      if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return false;
+      if (r < 0) return bad = true;
+      since_frame = 0;
+      ++info.frames_decoded;
+      const std::int64_t tag = frame->pts;
+      if (tag == AV_NOPTS_VALUE || tag < k0 || tag >= sent) return bad = true;
+      if (tag < k) {
+        const auto seen_at = static_cast<std::size_t>(tag - k0);
+        if (from_k > 0 || seen[seen_at]) return bad = true;
+        seen[seen_at] = true;
+        if (tag >= checked_from) ++checked_seen;
+      } else {
+        if (from_k == 0 && checked_seen != k - checked_from) return bad = true;
+        const std::int64_t index = k + from_k++;
+        if (index >= req.start && (index - req.start) % req.interval == 0) {
+          writer.write(s.in->name(), frame.get(), filled, info);
+          ++filled;
+        }
+      }
+      av_frame_unref(frame.get());
+      if (filled == n) return true;
+    }
+  };
+  for (bool held = true;; held = false) {
+    if (!held && !next_packet(s, pkt.get())) break;
+    if (sent < entries) {
+      const packet_entry& e = table[static_cast<std::size_t>(sent)];
+      if (!is_entry(pkt.get(), e)) return false;
+    }
+    // Frames decoded more than the margin before K need not come out: the ones no other
+    // frame refers to are not decoded.
+    ctx->skip_frame = sent > k0 && sent < checked_from ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+    pkt->pts = sent++;  // the tag
+    const int r = avcodec_send_packet(ctx, pkt.get());
+    av_packet_unref(pkt.get());
+    if (r < 0 && r != AVERROR(EAGAIN) && r != AVERROR_INVALIDDATA) return false;
+    if (++since_frame > req.limits.max_packets_without_frame) return false;
+    if (drain()) return !bad;
+  }
+  avcodec_send_packet(ctx, nullptr);
+  drain();
+  // The stream ended: a clip past its end is reported by the caller, as from the start; one
+  // that never reached K proves nothing.
+  return !bad && from_k > 0;
+}
+
 inline clip_info decode_input(const source& src, const clip_request& req,
                               std::span<std::uint8_t> out) {
   check_request(src.name, req, out.size());
@@ -757,24 +901,41 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       s = std::make_unique<decode_session>(src, req);
     }
   }
+  // Without timestamps, the packets up to `start` in decode order let decoding start at a
+  // keyframe (decode_output_order_from_keyframe): AVI lists them in its index; elsewhere the
+  // pass below records them, reading on up to `start` once a packet without one shows up.
+  const bool avi = is_avi(s->in->format());
+  const bool mov = is_mov(s->in->format());
+  std::vector<packet_entry> table;
+  bool table_done = !req.use_index || mov;
   if (timestamps && !info.indexed) {
     packet_ptr pkt = make_packet();
-    const bool mov = is_mov(s->in->format());
     for (;;) {
-      if (static_cast<std::int64_t>(pts.size()) > last + reorder_margin) break;
+      if (timestamps ? static_cast<std::int64_t>(pts.size()) > last + reorder_margin
+                     : table_done || static_cast<std::int64_t>(table.size()) > req.start)
+        break;
       if (!next_packet(*s, pkt.get())) break;  // the whole stream is in `pts`
       // Not frames: samples before the edit list's start, and (MP4) a sample the end of the
       // file cuts (probe counts neither).
       const bool discard =
           (pkt->flags & AV_PKT_FLAG_DISCARD) != 0 || (mov && cut_short(s->stream, pkt.get()));
       const std::int64_t p = pkt->pts;
+      if (!table_done && !discard)
+        table.push_back({pkt->pos, pkt->dts, pkt->size, (pkt->flags & AV_PKT_FLAG_KEY) != 0});
       av_packet_unref(pkt.get());
       if (discard) continue;
-      if (p == AV_NOPTS_VALUE) {
+      if (timestamps && p == AV_NOPTS_VALUE) {
         timestamps = false;
-        break;
+        if (avi && !table_done) {  // without a complete index, the pass goes on
+          auto index = avi_index_table(s->stream);
+          if (!index.empty()) {
+            table = std::move(index);
+            table_done = true;
+          }
+        }
+        continue;
       }
-      pts.push_back(p);
+      if (timestamps) pts.push_back(p);
     }
   }
 
@@ -782,17 +943,28 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   if (!timestamps) {
     // 2a. No timestamps: frames are numbered in the decoder's output order, from the start.
     info.presentation_index = false;
-    if (!image) s = std::make_unique<decode_session>(src, req);  // the pass read packets
-    std::int64_t k = 0;
-    decode_frames(*s, req, nullptr, [&](const AVFrame* f) {
-      ++info.frames_decoded;
-      const std::int64_t index = k++;
-      if (index >= req.start && (index - req.start) % req.interval == 0) {
-        writer.write(name, f, filled, info);
-        ++filled;
-      }
-      return filled == n;
-    });
+    bool done = false;
+    if (!image && !table.empty()) {
+      // The session the pass read packets from: seeked, its decoder still unused.
+      done = decode_output_order_from_keyframe(*s, req, table, avi, writer, info, filled);
+      info.seeked = done;
+    }
+    if (!done) {
+      filled = 0;
+      info.frames_decoded = 0;
+      info.frames_converted = 0;
+      if (!image) s = std::make_unique<decode_session>(src, req);  // the pass read packets
+      std::int64_t k = 0;
+      decode_frames(*s, req, nullptr, [&](const AVFrame* f) {
+        ++info.frames_decoded;
+        const std::int64_t index = k++;
+        if (index >= req.start && (index - req.start) % req.interval == 0) {
+          writer.write(name, f, filled, info);
+          ++filled;
+        }
+        return filled == n;
+      });
+    }
   } else {
     // 2b. Presentation index i is the i-th smallest timestamp.
     std::sort(pts.begin(), pts.end());

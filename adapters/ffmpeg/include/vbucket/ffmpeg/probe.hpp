@@ -319,6 +319,12 @@ inline video_info probe_input(const source& src, const probe_options& opt) {
   } else if (!decode) {
     info.num_frames = st->nb_frames;
     info.counted_by = frame_count_method::container;
+    // AVI: the header's length may count time-base units, not frames (see avi_index_table);
+    // a complete index has one chunk per frame.
+    if (is_avi(fmt)) {
+      const auto avi_index = avi_index_table(st);
+      if (!avi_index.empty()) info.num_frames = static_cast<std::int64_t>(avi_index.size());
+    }
   }
   if (decode) {
     info.num_frames = decode_count(in, index, opt);

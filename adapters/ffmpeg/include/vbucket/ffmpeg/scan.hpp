@@ -15,6 +15,7 @@
 #include <fstream>       // std::ifstream
 #include <functional>    // std::function
 #include <mutex>         // std::mutex, std::lock_guard
+#include <stop_token>    // std::stop_token
 #include <string>        // std::string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::error_code
@@ -82,10 +83,13 @@ inline std::vector<std::string> list_media(const std::string& where) {
 
 /// Probes every path with `threads` workers (0 = one per core); results[i] is paths[i]'s.
 /// `progress(done, total)` (optional) is called from the workers, serialised, after each file.
+/// When `stop` is requested no new file starts (the files being probed finish); the results of
+/// the files never started are errors "not probed (the scan was stopped)".
 inline std::vector<result<video_info>> probe_all(
     const std::vector<std::string>& paths, unsigned threads, const probe_options& opt = {},
-    const std::function<void(std::size_t, std::size_t)>& progress = {}) {
-  std::vector<result<video_info>> results(paths.size(), result<video_info>::failure("not probed"));
+    const std::function<void(std::size_t, std::size_t)>& progress = {}, std::stop_token stop = {}) {
+  std::vector<result<video_info>> results(
+      paths.size(), result<video_info>::failure("not probed (the scan was stopped)"));
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads =
       static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, paths.size())));
@@ -94,6 +98,7 @@ inline std::vector<result<video_info>> probe_all(
   std::mutex progress_mutex;
   auto work = [&] {
     for (;;) {
+      if (stop.stop_requested()) return;
       const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= paths.size()) return;
       results[i] = probe(paths[i], opt);

@@ -409,6 +409,45 @@ inline bool is_mov(const AVFormatContext* fmt) noexcept {
          std::string_view(fmt->iformat->name).substr(0, 4) == "mov,";
 }
 
+/// One packet of the video stream, in decode order: where it lies and what it holds.
+struct packet_entry {
+  std::int64_t pos = -1;
+  std::int64_t dts = AV_NOPTS_VALUE;
+  int size = 0;
+  bool key = false;
+};
+
+inline bool is_avi(const AVFormatContext* fmt) noexcept {
+  return fmt->iformat != nullptr && fmt->iformat->name != nullptr &&
+         std::string_view(fmt->iformat->name) == "avi";
+}
+
+/// AVI: the stream's packets from the file's index (idx1 or OpenDML), read with the header.
+/// Empty unless it is complete (one entry per frame the header announces, each `step` time-base
+/// units after the last) and lists no empty chunk (the demuxer skips those: they would not be
+/// packets). The header's length is in time-base units: ffmpeg writes H.264 with B-frames at
+/// a time base of half the frame duration, so its length is twice the frames.
+inline std::vector<packet_entry> avi_index_table(AVStream* st) {
+  const int entries = avformat_index_get_entries_count(st);
+  if (entries < 2) return {};
+  std::vector<packet_entry> table;
+  table.reserve(static_cast<std::size_t>(entries));
+  std::int64_t step = 0;
+  for (int e = 0; e < entries; ++e) {
+    const AVIndexEntry* ie = avformat_index_get_entry(st, e);
+    if (ie == nullptr || ie->size <= 0) return {};
+    if (e == 1) step = ie->timestamp;
+    // A video chunk's time is its count of chunks before it (in steps of the time base).
+    if (e > 0 && (step <= 0 || ie->timestamp != e * step)) return {};
+    if (e == 0 && ie->timestamp != 0) return {};
+    table.push_back({ie->pos, ie->timestamp, ie->size, (ie->flags & AVINDEX_KEYFRAME) != 0});
+  }
+  // The header's length (frames, or time-base steps) must agree: chunks missing from the index
+  // would shift the frame numbers.
+  if (st->nb_frames != entries && st->nb_frames != entries * step) return {};
+  return table;
+}
+
 /// MP4/MOV: true when `pkt` holds less than its sample table entry (the file ends inside the
 /// sample: the demuxer returns what is there, unflagged). Such a packet is not a frame.
 inline bool cut_short(AVStream* st, const AVPacket* pkt) noexcept {

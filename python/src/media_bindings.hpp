@@ -1,0 +1,468 @@
+#pragma once
+/// The media part of `vbucket._vbucket` (built when the FFmpeg adapter is): the scan
+/// (`ff::list_media`, `ff::probe_all` on a thread the Python caller polls, so progress is
+/// shown and Ctrl-C stops it), one clip (`ff::decode_clip` into a buffer the numpy array owns)
+/// and the loader (`vbucket::loader` over `ff::file_decoder` and a host staging ring, its
+/// batches handed to PyTorch through DLPack without a copy). Included by vbucket_ext.cpp after
+/// the sampler glue (it uses `py_sampler`). Glue only: every rule is the library's.
+
+#include <nanobind/stl/array.h>
+
+#include <array>               // std::array
+#include <atomic>              // std::atomic
+#include <chrono>              // std::chrono::duration
+#include <condition_variable>  // std::condition_variable
+#include <cstddef>             // std::size_t
+#include <cstdint>             // std::int64_t, std::uint8_t
+#include <exception>           // std::exception_ptr
+#include <future>              // std::async (waiting for a batch while polling for Ctrl-C)
+#include <memory>              // std::shared_ptr, std::unique_ptr
+#include <mutex>               // std::mutex
+#include <optional>            // std::optional
+#include <stdexcept>           // std::runtime_error
+#include <string>              // std::string
+#include <thread>              // std::jthread
+#include <utility>             // std::move
+#include <vector>              // std::vector
+
+#include "vbucket/ffmpeg/ffmpeg.hpp"
+#include "vbucket/ffmpeg/file_decoder.hpp"
+#include "vbucket/loader.hpp"
+#include "vbucket/staging.hpp"
+
+namespace {
+
+namespace ff = vbucket::ffmpeg;
+
+/// A file that cannot be decoded: Python's vbucket.DecodeError (a ValueError), with the
+/// adapter's one-line message.
+struct decode_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Scan
+// ---------------------------------------------------------------------------------------------
+
+/// A scan running on its own threads. Python polls `wait` (the GIL released meanwhile) and
+/// reads `done` for its progress; `stop` (or the destructor) lets the files being probed
+/// finish, starts no other and joins every thread.
+class py_scan {
+ public:
+  py_scan(std::vector<std::string> paths, unsigned threads) : paths_(std::move(paths)) {
+    ff::quiet_logs();
+    runner_ = std::jthread([this, threads](std::stop_token stop) {
+      std::vector<ff::result<ff::video_info>> results;
+      std::exception_ptr failure;
+      try {
+        results = ff::probe_all(
+            paths_, threads, {}, [this](std::size_t d, std::size_t) { done_.store(d); }, stop);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        results_ = std::move(results);
+        failure_ = failure;
+        stopped_ = stop.stop_requested();
+        finished_ = true;
+      }
+      cv_.notify_all();
+    });
+  }
+  py_scan(const py_scan&) = delete;
+  py_scan& operator=(const py_scan&) = delete;
+  ~py_scan() { stop(); }
+
+  /// Whether the scan has finished, after waiting up to `seconds` for it.
+  bool wait(double seconds) {
+    nb::gil_scoped_release release;
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return finished_; });
+  }
+  [[nodiscard]] std::size_t done() const noexcept { return done_.load(); }
+  [[nodiscard]] std::size_t total() const noexcept { return paths_.size(); }
+
+  void stop() {
+    runner_.request_stop();
+    nb::gil_scoped_release release;
+    if (runner_.joinable()) runner_.join();
+  }
+
+  /// The columns: path, num_frames, height, width, fps, duration, codec, error, warning
+  /// (numbers of failed files: -1 and NaN; Python turns them into missing values).
+  nb::dict columns() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!finished_) throw vbucket::error("scan: not finished");
+      if (failure_) std::rethrow_exception(failure_);
+      if (stopped_) throw vbucket::error("scan: stopped before the end");
+    }
+    const std::size_t n = results_.size();
+    std::vector<std::int64_t> frames(n, -1), height(n, -1), width(n, -1);
+    std::vector<double> fps(n, std::numeric_limits<double>::quiet_NaN()), duration = fps;
+    nb::list codec, error, warning, path;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& r = results_[i];
+      path.append(nb::str(paths_[i].c_str(), paths_[i].size()));
+      if (r) {
+        frames[i] = r->num_frames;
+        height[i] = r->height;
+        width[i] = r->width;
+        fps[i] = r->fps;
+        duration[i] = r->duration;
+        codec.append(r->codec);
+        error.append("");
+        warning.append(r->warning);
+      } else {
+        codec.append("");
+        error.append(r.error());
+        warning.append("");
+      }
+    }
+    nb::dict d;
+    d["path"] = path;
+    d["num_frames"] = to_numpy(std::move(frames));
+    d["height"] = to_numpy(std::move(height));
+    d["width"] = to_numpy(std::move(width));
+    d["fps"] = to_numpy(std::move(fps));
+    d["duration"] = to_numpy(std::move(duration));
+    d["codec"] = codec;
+    d["error"] = error;
+    d["warning"] = warning;
+    return d;
+  }
+
+ private:
+  std::vector<std::string> paths_;
+  std::atomic<std::size_t> done_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+  bool stopped_ = false;
+  std::exception_ptr failure_;
+  std::vector<ff::result<ff::video_info>> results_;
+  std::jthread runner_;  // last: joined before the members above go
+};
+
+std::vector<std::string> list_media(const std::string& where) {
+  nb::gil_scoped_release release;
+  return ff::list_media(where);
+}
+
+// ---------------------------------------------------------------------------------------------
+// One clip
+// ---------------------------------------------------------------------------------------------
+
+ff::layout parse_clip_layout(const std::string& s) {
+  if (s == "thwc") return ff::layout::thwc;
+  if (s == "cthw") return ff::layout::cthw;
+  throw vbucket::error("layout: expected \"thwc\" or \"cthw\", got \"" + s + "\"");
+}
+
+ff::resize_filter parse_filter(const std::string& s) {
+  if (s == "bilinear") return ff::resize_filter::bilinear;
+  if (s == "bicubic") return ff::resize_filter::bicubic;
+  if (s == "area") return ff::resize_filter::area;
+  if (s == "nearest") return ff::resize_filter::nearest;
+  throw vbucket::error("filter: expected bilinear, bicubic, area or nearest, got \"" + s + "\"");
+}
+
+/// Frames start, start + interval, ... of `path` at height x width as a uint8 numpy array
+/// (T, H, W, 3) or (3, T, H, W) that owns the buffer the decoder wrote.
+nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, std::int64_t start,
+                                                       std::int64_t frames, std::int64_t interval,
+                                                       std::int64_t height, std::int64_t width,
+                                                       const std::string& layout, bool pad,
+                                                       const std::string& filter, int threads) {
+  ff::clip_request req;
+  req.start = start;
+  req.frames = frames;
+  req.interval = interval;
+  req.height = height;
+  req.width = width;
+  req.layout = parse_clip_layout(layout);
+  req.pad = pad;
+  req.filter = parse_filter(filter);
+  req.threads = threads;
+  // 0 for an invalid request: the adapter's check then names what is wrong.
+  const std::size_t bytes = ff::clip_bytes(req);
+  auto buffer = std::make_unique<std::uint8_t[]>(bytes == 0 ? 1 : bytes);
+  std::optional<std::string> failed;
+  {
+    nb::gil_scoped_release release;
+    ff::quiet_logs();
+    auto r = ff::decode_clip(path, req, std::span<std::uint8_t>(buffer.get(), bytes));
+    if (!r) failed = r.error();
+  }
+  if (failed) throw decode_failure(*failed);
+  std::uint8_t* data = buffer.release();
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+  const std::size_t t = static_cast<std::size_t>(frames), h = static_cast<std::size_t>(height),
+                    w = static_cast<std::size_t>(width);
+  if (req.layout == ff::layout::thwc) {
+    const std::size_t shape[4] = {t, h, w, 3};
+    return nb::ndarray<nb::numpy, std::uint8_t>(data, 4, shape, owner);
+  }
+  const std::size_t shape[4] = {3, t, h, w};
+  return nb::ndarray<nb::numpy, std::uint8_t>(data, 4, shape, owner);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loader
+// ---------------------------------------------------------------------------------------------
+
+using host_ring = vbucket::staging_ring<vbucket::host_backend>;
+using file_loader = vbucket::loader<ff::file_decoder, vbucket::host_backend>;
+
+/// A sampler's position as the loader's `schedule_source`.
+struct sampler_position {
+  vbucket::epoch_schedule sched;
+  std::uint32_t r = 0;
+  plan_state st;
+  [[nodiscard]] const vbucket::epoch_schedule& schedule() const noexcept { return sched; }
+  [[nodiscard]] std::uint32_t rank() const noexcept { return r; }
+  [[nodiscard]] plan_state state() const { return st; }
+};
+
+/// What a loader's batches need alive: the ring their slots come from (and its backend). The
+/// loader and every batch hold it, so a batch's memory stays valid after the loader is gone.
+/// Members go in reverse order: the loader (joining its threads), the decoder, the ring.
+struct loader_core {
+  vbucket::host_backend backend;
+  std::unique_ptr<host_ring> ring;
+  std::unique_ptr<ff::file_decoder> decoder;
+  std::unique_ptr<file_loader> loader;
+  std::size_t slots = 0;
+  std::atomic<std::size_t> held{0};  // batches handed to Python and not yet freed
+};
+
+/// One batch handed to Python: its slot, and the core that keeps the ring alive.
+struct batch_holder {
+  std::shared_ptr<loader_core> core;
+  file_loader::loaded_batch batch;
+  ~batch_holder() {
+    batch.slot = {};  // back to the ring first, then the count
+    core->held.fetch_sub(1);
+  }
+};
+
+vbucket::element_type parse_dtype(const std::string& s) {
+  if (s == "uint8") return vbucket::element_type::u8;
+  if (s == "float32") return vbucket::element_type::f32;
+  if (s == "bfloat16") return vbucket::element_type::bf16;
+  throw vbucket::error("dtype: expected \"uint8\", \"float32\" or \"bfloat16\", got \"" + s + "\"");
+}
+
+class py_loader {
+ public:
+  py_loader(const py_sampler& sampler, std::vector<std::string> paths, unsigned workers,
+            std::size_t prefetch, std::size_t slots, const std::string& dtype,
+            const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev) {
+    vbucket::loader_options o;
+    o.workers = workers;
+    o.prefetch = prefetch;
+    o.layout = parse_clip_layout(layout) == ff::layout::thwc ? vbucket::clip_layout::thwc
+                                                             : vbucket::clip_layout::cthw;
+    o.element = parse_dtype(dtype);
+    for (std::size_t c = 0; c < 3; ++c) {
+      o.normalize.mean[c] = static_cast<float>(mean[c]);
+      o.normalize.std[c] = static_cast<float>(stdev[c]);
+    }
+    ff::file_decoder::options d;
+    const sampler_args& a = sampler.args();
+    if (parse_rule(a.rule) == rule_kind::opensora_v2) {
+      d.fps_max = a.fps_max;
+    } else {
+      d.frame_interval = a.frame_interval;
+    }
+    const sampler_position pos = sampler.locked([](sampler_base& b) {
+      return sampler_position{b.schedule(), b.rank(), b.state()};
+    });
+    if (slots < prefetch + 1)
+      throw vbucket::error("Loader: slots (" + std::to_string(slots) + ") must be at least " +
+                           "prefetch + 1 (" + std::to_string(prefetch + 1) + ")");
+    ff::quiet_logs();
+    core_ = std::make_shared<loader_core>();
+    core_->slots = slots;
+    vbucket::staging_options so;
+    so.slots = slots;
+    core_->ring = std::make_unique<host_ring>(core_->backend, so);
+    core_->decoder =
+        std::make_unique<ff::file_decoder>(std::move(paths), *sampler.meta(), d);  // checks sizes
+    core_->loader = std::make_unique<file_loader>(pos, *core_->decoder, *core_->ring, o);
+  }
+
+  /// The next batch as (tensor, samples, planned, bucket, (T, H, W), step, position, repeat,
+  /// substitutions); StopIteration at the end.
+  nb::tuple next() {
+    file_loader& l = running();
+    if (core_->held.load() >= core_->slots)
+      throw std::runtime_error(
+          "Loader: all " + std::to_string(core_->slots) +
+          " staging slots are held by batches still alive (their tensors, or views of them), so "
+          "no further batch can be decoded; drop the old batches (or copy what you keep: "
+          "tensor.clone()), or make the Loader with more slots");
+    // The wait runs on a helper thread so that this one, polling, sees Ctrl-C: it then stops
+    // the loader (the clips being decoded finish) and raises KeyboardInterrupt; the state
+    // stays that of the batches handed out, for a resume.
+    std::optional<file_loader::loaded_batch> b;
+    bool interrupted = false;
+    {
+      nb::gil_scoped_release release;
+      auto pending = std::async(std::launch::async, [&l] { return l.next(); });
+      while (pending.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+        nb::gil_scoped_acquire acquire;
+        if (PyErr_CheckSignals() != 0) {  // the error (KeyboardInterrupt) stays set
+          interrupted = true;
+          break;
+        }
+      }
+      if (interrupted) {
+        l.stop();
+        pending.wait();  // returns nullopt now; a batch it took goes back with it
+      } else {
+        b = pending.get();  // rethrows the loader's error
+      }
+    }
+    if (interrupted) {
+      interrupted_ = true;
+      throw nb::python_error();
+    }
+    if (!b) throw nb::stop_iteration();
+    core_->held.fetch_add(1);
+    auto* holder = new batch_holder{core_, std::move(*b)};
+    nb::capsule owner(holder, [](void* p) noexcept { delete static_cast<batch_holder*>(p); });
+    const vbucket::tensor_view& v = holder->batch.tensor.view;
+    std::size_t shape[5];
+    for (std::size_t i = 0; i < 5; ++i) shape[i] = static_cast<std::size_t>(v.shape[i]);
+    nb::dlpack::dtype dt;
+    dt.lanes = 1;
+    switch (v.type) {
+      case vbucket::element_type::u8:
+        dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt);
+        dt.bits = 8;
+        break;
+      case vbucket::element_type::f32:
+        dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float);
+        dt.bits = 32;
+        break;
+      case vbucket::element_type::bf16:
+        dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat);
+        dt.bits = 16;
+        break;
+    }
+    nb::ndarray<nb::pytorch> tensor(v.data, 5, shape, owner, nullptr, dt);
+    const auto& info = holder->batch.info;
+    nb::list subs;
+    for (const auto& s : holder->batch.substitutions) {
+      nb::dict d;
+      d["position"] = s.position;
+      d["clip"] = s.clip;
+      d["failed"] = s.failed;
+      d["replacement"] = s.replacement;
+      d["error"] = s.error;
+      subs.append(d);
+    }
+    std::vector<std::uint32_t> samples(holder->batch.samples);
+    std::vector<std::uint32_t> planned(info.indices.begin(), info.indices.end());
+    return nb::make_tuple(nb::cast(tensor), to_numpy(std::move(samples)),
+                          to_numpy(std::move(planned)), info.bucket,
+                          nb::make_tuple(info.frames, info.height, info.width), info.step,
+                          info.position, info.repeat, subs);
+  }
+
+  /// The resume state after the batches handed out so far.
+  [[nodiscard]] std::string state() const { return live().state().to_string(); }
+  [[nodiscard]] std::uint64_t steps() const { return live().steps(); }
+  [[nodiscard]] std::size_t held() const { return core_ ? core_->held.load() : 0; }
+
+  [[nodiscard]] nb::dict stats() const {
+    const vbucket::loader_stats s = live().stats();
+    nb::dict d;
+    d["batches"] = s.batches;
+    d["samples"] = s.samples;
+    d["repeat_batches"] = s.repeat_batches;
+    d["decoded"] = s.decoded;
+    d["failed"] = s.failed;
+    d["substitutions"] = s.substitutions;
+    d["decode_seconds"] = s.decode_seconds;
+    d["convert_seconds"] = s.convert_seconds;
+    d["slot_wait_seconds"] = s.slot_wait_seconds;
+    d["trainer_wait_seconds"] = s.trainer_wait_seconds;
+    d["elapsed_seconds"] = s.elapsed_seconds;
+    d["max_ready"] = s.max_ready;
+    d["mean_ready"] = s.mean_ready;
+    d["samples_per_second"] = s.samples_per_second();
+    return d;
+  }
+  [[nodiscard]] std::string stats_table() const {
+    return vbucket::format_loader_stats(live().stats());
+  }
+
+  /// Stops the workers (the batches handed out stay valid; the ring goes with the last).
+  void close() {
+    if (!core_) return;
+    std::shared_ptr<loader_core> core = std::move(core_);
+    nb::gil_scoped_release release;
+    core->loader->stop();
+    core->loader.reset();
+  }
+  [[nodiscard]] bool closed() const noexcept { return !core_; }
+
+  ~py_loader() {
+    if (core_) {
+      core_->loader->stop();
+      core_->loader.reset();
+    }
+  }
+
+ private:
+  file_loader& live() const {
+    if (!core_ || !core_->loader) throw vbucket::error("Loader: closed");
+    return *core_->loader;
+  }
+  file_loader& running() const {
+    if (interrupted_)
+      throw vbucket::error(
+          "Loader: stopped by KeyboardInterrupt; resume from its state_dict() with a new Loader");
+    return live();
+  }
+
+  bool interrupted_ = false;
+
+  std::shared_ptr<loader_core> core_;
+};
+
+void bind_media(nb::module_& m) {
+  nb::exception<decode_failure>(m, "DecodeError", PyExc_ValueError);
+
+  m.def("list_media", &list_media, "where"_a);
+  nb::class_<py_scan>(m, "Scan")
+      .def(nb::init<std::vector<std::string>, unsigned>(), "paths"_a, "threads"_a)
+      .def("wait", &py_scan::wait, "seconds"_a)
+      .def_prop_ro("done", &py_scan::done)
+      .def_prop_ro("total", &py_scan::total)
+      .def("stop", &py_scan::stop)
+      .def("columns", &py_scan::columns);
+
+  m.def("decode_clip", &decode_clip_array, "path"_a, "start"_a, "frames"_a, "interval"_a,
+        "height"_a, "width"_a, "layout"_a, "pad"_a, "filter"_a, "threads"_a);
+
+  nb::class_<py_loader>(m, "Loader")
+      .def(nb::init<const py_sampler&, std::vector<std::string>, unsigned, std::size_t, std::size_t,
+                    const std::string&, const std::string&, std::array<double, 3>,
+                    std::array<double, 3>>(),
+           "sampler"_a, "paths"_a, "workers"_a, "prefetch"_a, "slots"_a, "dtype"_a, "layout"_a,
+           "mean"_a, "std"_a)
+      .def("next", &py_loader::next)
+      .def("state", &py_loader::state)
+      .def("steps", &py_loader::steps)
+      .def_prop_ro("held", &py_loader::held)
+      .def("stats", &py_loader::stats)
+      .def("stats_table", &py_loader::stats_table)
+      .def("close", &py_loader::close)
+      .def_prop_ro("closed", &py_loader::closed);
+}
+
+}  // namespace

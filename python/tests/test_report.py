@@ -1,0 +1,145 @@
+"""The pictures: plot_stats and `python -m vbucket report`, rendered headless (Agg); every
+embedded image must decode and show something (not a blank canvas)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import vbucket
+from vbucket import plots
+
+from conftest import CONFIG_360P, SAMPLE_META
+
+mpimg = pytest.importorskip("matplotlib.image", reason="matplotlib (python3-matplotlib) needed")
+
+
+def _not_blank(png: bytes) -> None:
+    img = mpimg.imread(io.BytesIO(png), format="png")
+    assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+    rgb = img[..., :3]
+    background = np.median(rgb.reshape(-1, 3), axis=0)
+    differs = np.abs(rgb - background).max(axis=2) > 0.1
+    assert differs.mean() > 0.02  # drawn content, not an empty canvas
+    assert len(np.unique(rgb.reshape(-1, 3), axis=0)) > 20  # colours: heatmaps, bars, lines
+
+
+def test_plot_stats_png_and_svg(tmp_path):
+    st = vbucket.stats(SAMPLE_META, CONFIG_360P, world=2)
+    png = vbucket.plot_stats(st, tmp_path / "stats.png", title="sample")
+    _not_blank(open(png, "rb").read())
+    svg = vbucket.plot_stats(st, tmp_path / "stats.svg")
+    text = open(svg).read()
+    assert text.lstrip().startswith("<?xml") and "<svg" in text and text.count("<path") > 50
+    with pytest.raises(TypeError, match="missing columns"):
+        vbucket.plot_stats(st.drop(columns="pads"), tmp_path / "x.png")
+
+
+def test_report_renders_headless(tmp_path):
+    out = tmp_path / "report.html"
+    r = subprocess.run([sys.executable, "-m", "vbucket", "report", "--config", str(CONFIG_360P),
+                        "--meta", str(SAMPLE_META), "--world", "4", "--out", str(out)],
+                       capture_output=True, text=True, env={"MPLBACKEND": "", "PATH": "/usr/bin"})
+    assert r.returncode == 0, r.stderr
+    html = out.read_text()
+    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
+    assert len(images) == 4
+    assert "http" not in html.replace("http-equiv", "")  # self-contained: nothing fetched
+    for data in images:
+        _not_blank(base64.b64decode(data))
+
+
+def test_report_usage_errors(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "vbucket", "report", "--config", str(CONFIG_360P),
+                        "--meta", str(SAMPLE_META), "--profile", "p.csv", "--out",
+                        str(tmp_path / "r.html")], capture_output=True, text=True)
+    assert r.returncode == 1 and "--memory-gib" in r.stderr
+
+
+def test_step_costs_agree_with_the_plans_balance():
+    # Costs per rank and step from the sampler's batches, against the library's step balance.
+    for balance in (False, True):
+        costs, bal = plots.step_costs(SAMPLE_META, CONFIG_360P, world=4, balance=balance)
+        assert costs.shape == (bal["steps"], 4)
+        assert costs.max(axis=1).sum() / costs.mean(axis=1).sum() == pytest.approx(
+            bal["max_over_mean"], rel=1e-9)
+        assert (costs.max(axis=1) / costs.mean(axis=1)).max() == pytest.approx(
+            bal["worst_step_ratio"], rel=1e-9)
+
+
+# --- the memory picture (--profile): the fitted model of `vbucket fit-bs` ------------------------
+
+# tests/cli/fit_bs.sh's profile: Open-Sora v1.2's 360p (largest entry 350×662: 905 latent
+# pixels), memory = 3 + bs·(1e-4·t + 1e-10·t²) GiB; 360p:408 at bs 5 ran out of memory.
+FRAMES_TOKENS = {1: 905, 51: 11765, 102: 23530, 204: 46155, 408: 92310}
+
+
+def _memory(t, bs):
+    return 3 + bs * (1e-4 * t + 1e-10 * t * t)
+
+
+@pytest.fixture()
+def profile(tmp_path):
+    lines = ["frames,resolution,batch_size,step_seconds,peak_memory_gib"]
+    for f, t in FRAMES_TOKENS.items():
+        for b in (1, 2, 4):
+            lines.append(f"{f},360p,{b},{0.3 + b * (4e-6 * t + 2e-11 * t * t):.9f},"
+                         f"{_memory(t, b):.9f}")
+    lines.append("408,360p,5,,OOM")
+    path = tmp_path / "profile.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.skipif(not getattr(vbucket._vbucket, "HAS_EIGEN", False), reason="no Eigen adapter")
+def test_memory_prediction_is_fit_bs(cli, profile, tmp_path):
+    import json
+
+    mem = plots.memory_prediction(CONFIG_360P, profile, 80, rule="opensora-v1.2")
+    assert mem.attrs["limit_gib"] == pytest.approx(76)
+    used = mem[mem["enabled"]]
+    assert len(used) >= 3
+    for _, row in used.iterrows():
+        t = FRAMES_TOKENS[int(row["frames"])]
+        assert row["tokens"] == t
+        assert row["predicted_gib"] == pytest.approx(_memory(t, row["batch_size"]), rel=1e-6)
+        expected = int((76 - 3) // (1e-4 * t + 1e-10 * t * t))
+        largest_peak = max(_memory(u, 4) for u in FRAMES_TOKENS.values())
+        if t == FRAMES_TOKENS[408] and 76 <= largest_peak:
+            expected = min(expected, 4)  # an OOM caps only limits within the profiled peaks
+        assert row["new_batch_size"] == expected
+    # The same batch sizes as `vbucket fit-bs` writes.
+    from conftest import run_cli
+
+    run_cli(cli, "fit-bs", "--config", CONFIG_360P, "--profile", profile, "--memory-gib", 80,
+            "--out", tmp_path / "new.json")
+    new = json.loads((tmp_path / "new.json").read_text())
+    for _, row in used.iterrows():
+        assert new["360p"][str(row["frames"])][1] == row["new_batch_size"]
+
+
+@pytest.mark.skipif(not getattr(vbucket._vbucket, "HAS_EIGEN", False), reason="no Eigen adapter")
+def test_report_with_profile(profile, tmp_path):
+    out = tmp_path / "report.html"
+    r = subprocess.run([sys.executable, "-m", "vbucket", "report", "--config", str(CONFIG_360P),
+                        "--meta", str(SAMPLE_META), "--rule", "opensora-v1.2", "--world", "2",
+                        "--profile", str(profile), "--memory-gib", "24", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", out.read_text())
+    assert len(images) == 5
+    for data in images:
+        _not_blank(base64.b64decode(data))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("resolution,frames,batch_size,peak_memory_gib,step_seconds\n360p,51,2,x,1\n")
+    r = subprocess.run([sys.executable, "-m", "vbucket", "report", "--config", str(CONFIG_360P),
+                        "--meta", str(SAMPLE_META), "--rule", "opensora-v1.2", "--profile",
+                        str(bad), "--memory-gib", "24", "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "bad.csv" in r.stderr and "peak_memory_gib" in r.stderr

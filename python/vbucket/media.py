@@ -1,0 +1,293 @@
+"""Media from Python: ``scan`` (probe a folder of videos into sampler metadata), ``decode_clip``
+(one clip as a numpy array) and ``Loader`` (an epoch of a ``VariableVideoBatchSampler`` as
+torch tensors, decoded and normalised on C++ worker threads).
+
+The work is vbucket's FFmpeg adapter and loader (``vbucket._vbucket``); this module converts
+arguments and results.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _vbucket
+
+PathLike = Union[str, os.PathLike]
+
+SCAN_COLUMNS = ("path", "num_frames", "height", "width", "fps", "duration", "codec", "error",
+                "warning")
+
+
+def _need_ffmpeg(what: str) -> None:
+    if not getattr(_vbucket, "HAS_FFMPEG", False):
+        raise ImportError(
+            f"vbucket.{what} needs the FFmpeg adapter, which this build of vbucket lacks: "
+            "install FFmpeg's development files (Debian: libavformat-dev libavcodec-dev "
+            "libswscale-dev libavutil-dev) and reinstall the package"
+        )
+
+
+def _scan_paths(dir_or_list) -> List[str]:
+    if isinstance(dir_or_list, (str, os.PathLike)):
+        return list(_vbucket.list_media(os.fspath(dir_or_list)))
+    paths = []
+    for i, p in enumerate(dir_or_list):
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError(f"scan: path {i} must be a str or os.PathLike, got {type(p).__name__}")
+        paths.append(os.fspath(p))
+    return paths
+
+
+class _Progress:
+    """tqdm when it is installed, else a plain count on stderr (at most every 2 %)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.shown, self.bar = total, 0, None
+        self.enabled = enabled and total > 0
+        if not self.enabled:
+            return
+        try:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit="file", desc="scan")
+        except ImportError:
+            self.bar = None
+
+    def update(self, done: int) -> None:
+        if not self.enabled or done <= self.shown:
+            return
+        if self.bar is not None:
+            self.bar.update(done - self.shown)
+            self.shown = done
+        elif done == self.total or (done - self.shown) * 50 >= self.total:
+            self.shown = done
+            print(f"\rscan: {done}/{self.total} files", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.close()
+        elif self.shown:
+            print(file=sys.stderr, flush=True)
+
+
+def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
+    """Probes media files into a pandas DataFrame with columns path, num_frames, height,
+    width, fps, duration, codec, error, warning (one row per file, in path order for a
+    directory). ``dir_or_list``: a directory (scanned recursively for media extensions), a text
+    file listing paths (one a line), or a sequence of paths. A file that cannot be used keeps
+    its row with the reason in ``error`` (empty for good files) and missing numbers; the
+    DataFrame is sampler metadata as it is (rows with an error are never sampled).
+
+    ``threads``: probing threads (None: one per core). The probe runs without the GIL;
+    Ctrl-C stops it (the files being probed finish, no thread is left) and raises
+    KeyboardInterrupt.
+    """
+    _need_ffmpeg("scan")
+    import pandas as pd
+
+    if threads is None:
+        threads = 0
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"scan: threads must be a non-negative int or None, got {threads!r}")
+    paths = _scan_paths(dir_or_list)
+    job = _vbucket.Scan(paths, threads)
+    bar = _Progress(len(paths), progress)
+    try:
+        while not job.wait(0.1):
+            bar.update(job.done)
+        bar.update(job.done)
+    except BaseException:
+        job.stop()  # the files being probed finish; every thread is joined
+        raise
+    finally:
+        bar.close()
+    cols = job.columns()
+    df = pd.DataFrame({c: cols[c] for c in SCAN_COLUMNS})
+    bad = (df["error"] != "").to_numpy()
+    for c in ("num_frames", "height", "width"):  # missing for files that failed
+        values = pd.array(df[c].to_numpy(), dtype="Int64")
+        values[bad] = pd.NA
+        df[c] = values
+    return df
+
+
+def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
+                size: Tuple[int, int] = (256, 256), layout: str = "thwc", pad: bool = False, *,
+                filter: str = "bilinear", threads: int = 1) -> np.ndarray:
+    """Frames ``start, start + interval, ...`` (``frames`` of them, 0-based, presentation
+    order) of ``path``, each resized to cover ``size = (H, W)`` keeping the display aspect
+    ratio and center-cropped (Open-Sora's resize-crop), as RGB uint8: shape (T, H, W, 3) for
+    ``layout="thwc"``, (3, T, H, W) for ``"cthw"``. The array owns the buffer the decoder
+    wrote (no copy). ``pad=True`` repeats the last frame of a video that ends early.
+
+    Raises ``vbucket.DecodeError`` (a ValueError) with the adapter's one-line message naming
+    the file when it cannot be decoded, ValueError on a bad argument. The same bytes as
+    ``vbucket decode FILE --start S --frames N --interval I --size HxW``.
+    """
+    _need_ffmpeg("decode_clip")
+    try:
+        h, w = size
+    except (TypeError, ValueError):
+        raise TypeError(f"decode_clip: size must be (H, W), got {size!r}") from None
+    args = {"start": start, "frames": frames, "interval": interval, "H": h, "W": w,
+            "threads": threads}
+    for name, v in args.items():
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(f"decode_clip: {name} must be an int, got {type(v).__name__}")
+    return _vbucket.decode_clip(os.fspath(path), int(start), int(frames), int(interval), int(h),
+                                int(w), layout, bool(pad), filter, int(threads))
+
+
+class Batch:
+    """One batch of a ``Loader``.
+
+    ``tensor``: a ``torch.Tensor`` over the loader's staging memory (no copy), shape
+    (B, T, H, W, 3) for layout "thwc", (B, 3, T, H, W) for "cthw". ``indices``: the samples in
+    it, clip by clip (after substitutions); ``planned``: the sampler's indices;
+    ``bucket``: the bucket id; ``thw``: (T, H, W); ``step``, ``position``, ``repeat`` as the
+    sampler's plan; ``substitutions``: one dict per clip that failed to decode (position, clip,
+    failed, replacement, error).
+    """
+
+    __slots__ = ("tensor", "indices", "planned", "bucket", "thw", "step", "position", "repeat",
+                 "substitutions")
+
+    def __init__(self, tensor, indices, planned, bucket, thw, step, position, repeat,
+                 substitutions):
+        self.tensor = tensor
+        self.indices = indices
+        self.planned = planned
+        self.bucket = bucket
+        self.thw = thw
+        self.step = step
+        self.position = position
+        self.repeat = repeat
+        self.substitutions = substitutions
+
+    def __repr__(self) -> str:
+        return (f"Batch(bucket={self.bucket}, thw={self.thw}, size={len(self.indices)}, "
+                f"step={self.step}, substitutions={len(self.substitutions)})")
+
+
+def _triple(name: str, v) -> Tuple[float, float, float]:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (float(v),) * 3
+    try:
+        t = tuple(float(x) for x in v)
+    except TypeError:
+        raise TypeError(f"Loader: {name} must be a number or three numbers, got {v!r}") from None
+    if len(t) != 3:
+        raise ValueError(f"Loader: {name} must have three values (R, G, B), got {len(t)}")
+    return t
+
+
+class Loader:
+    """The batches of a ``VariableVideoBatchSampler`` (from its current state, this rank's) as
+    torch tensors, decoded by ``workers`` C++ threads straight into staging memory.
+
+    ``paths``: the file of each metadata row, in metadata order (``scan(...)["path"]``).
+    ``dtype``: "uint8" (RGB as decoded), "float32" or "bfloat16", normalised on the workers as
+    ``(x / 255 - mean) / std`` per channel. ``layout``: "thwc" or "cthw". ``prefetch``:
+    batches decoded ahead. A clip that fails to decode is replaced by another sample of its
+    bucket (counted in ``stats()`` and listed in ``batch.substitutions``); a batch is never
+    short.
+
+    Tensor lifetime: a batch's tensor (and any view of it) stays valid for as long as it is
+    referenced, also after the loader is closed or garbage collected; its staging memory goes
+    back to the loader when the last reference goes. The loader has ``slots`` staging buffers
+    (default ``prefetch + 2``): holding that many batches alive at once makes the next
+    ``next()`` raise RuntimeError (instead of waiting forever); copy what you keep
+    (``tensor.clone()``) or raise ``slots``.
+
+    Ctrl-C while waiting for a batch stops the loader (the clips being decoded finish, the
+    workers are joined) and raises KeyboardInterrupt; ``state_dict()`` still resumes, and a
+    further ``next()`` raises ValueError.
+
+    ``pin_memory=True`` (a CUDA torch and a GPU) yields device tensors copied from pinned
+    memory; without a GPU it raises RuntimeError.
+    """
+
+    def __init__(self, sampler, paths: Sequence[PathLike], *, workers: int = 4,
+                 prefetch: int = 2, dtype: str = "uint8", layout: str = "thwc",
+                 mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pin_memory: bool = False,
+                 slots: Optional[int] = None):
+        _need_ffmpeg("Loader")
+        import torch
+
+        core = getattr(sampler, "_s", None)
+        if not isinstance(core, _vbucket.Sampler):
+            raise TypeError(
+                f"Loader: sampler must be a vbucket.VariableVideoBatchSampler, got "
+                f"{type(sampler).__name__}"
+            )
+        if isinstance(paths, (str, os.PathLike)):
+            raise TypeError("Loader: paths must be a sequence of paths (one per metadata row)")
+        paths = list(paths)
+        for i, p in enumerate(paths):
+            if not isinstance(p, (str, os.PathLike)):
+                raise TypeError(f"Loader: path {i} (metadata row {i}) must be a str or "
+                                f"os.PathLike, got {type(p).__name__} {p!r}")
+            paths[i] = os.fspath(p)
+        for name, v, low in (("workers", workers, 1), ("prefetch", prefetch, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"Loader: {name} must be an int of at least {low}, got {v!r}")
+        if slots is None:
+            slots = prefetch + 2
+        if isinstance(slots, bool) or not isinstance(slots, int):
+            raise ValueError(f"Loader: slots must be an int, got {slots!r}")
+        self._device = None
+        if pin_memory:
+            if not torch.cuda.is_available():
+                raise RuntimeError(
+                    "Loader: pin_memory=True needs a CUDA-enabled torch and a GPU "
+                    f"(torch {torch.__version__}, cuda available: False)"
+                )
+            self._device = torch.device("cuda", torch.cuda.current_device())
+        self._torch = torch
+        self._sampler = sampler
+        self._core = _vbucket.Loader(core, paths, workers, prefetch, slots, dtype, layout,
+                                     _triple("mean", mean), _triple("std", std))
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def __next__(self) -> Batch:
+        t, indices, planned, bucket, thw, step, position, repeat, subs = self._core.next()
+        if self._device is not None:
+            t = t.pin_memory().to(self._device, non_blocking=True)
+        return Batch(t, indices, planned, bucket, thw, step, position, repeat, subs)
+
+    next = __next__
+
+    def __len__(self) -> int:
+        """Batches this loader hands out in all (from the sampler's state to the epoch's end)."""
+        return self._core.steps()
+
+    def state_dict(self) -> dict:
+        """The sampler's ``state_dict()`` after the batches handed out so far: load it into
+        the sampler (``sampler.load_state_dict``) and make a new Loader to continue exactly."""
+        return self._sampler._state_dict_of(self._core.state())
+
+    def stats(self) -> dict:
+        """Loader figures: batches, samples, decoded, failed, substitutions, decode/convert
+        seconds (summed over workers), waits, elapsed seconds, samples_per_second."""
+        return self._core.stats()
+
+    def stats_table(self) -> str:
+        return self._core.stats_table()
+
+    def close(self) -> None:
+        """Stops the workers; batches already handed out stay valid. Idempotent."""
+        self._core.close()
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Compile cost of vbucket's headers, as a user's translation unit pays it: configures a tree
+# (build-compile-times/, -O2, the examples and the CLI on, compile_commands.json exported), then
+# compiles each example's and each CLI source's TU alone, three times, with the exact command
+# CMake would use (output to /dev/null), and prints the median user CPU seconds and peak memory
+# of each, slowest first. Needs nothing built. The peak needs GNU time (Debian's `time`).
+#
+#   bash scripts/compile_times.sh            # all example and CLI TUs
+#   bash scripts/compile_times.sh quickstart # only the TUs whose path contains "quickstart"
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+filter=${1:-}
+tree=build-compile-times
+generator=()
+[[ -f $tree/CMakeCache.txt ]] || generator=(-G Ninja)
+cmake -S . -B "$tree" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+  -DVBUCKET_BUILD_EXAMPLES=ON -DVBUCKET_BUILD_TOOLS=ON -DVBUCKET_BUILD_TESTS=OFF \
+  -DVBUCKET_BUILD_BENCH=OFF -DVBUCKET_INSTALL=OFF -DVBUCKET_WERROR=OFF >/dev/null
+
+python3 - "$tree/compile_commands.json" "$filter" "$PWD" <<'PY'
+import json, os, resource, shlex, statistics, subprocess, sys, time
+
+commands, wanted, root = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+gnu_time = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+report = os.path.abspath(os.path.join(os.path.dirname(sys.argv[1]), "compile_times.out"))
+rows = []
+for entry in commands:
+    path = os.path.relpath(entry["file"], root)
+    if not (path.startswith("examples/") or path.startswith("tools/")) or wanted not in path:
+        continue
+    if not path.endswith(".cpp"):
+        continue
+    args = shlex.split(entry["command"])
+    if "-o" in args:  # compile only, write nothing
+        args[args.index("-o") + 1] = "/dev/null"
+    users, peaks = [], []
+    for _ in range(3):
+        if gnu_time:  # per-process user time and peak RSS
+            done = subprocess.run([gnu_time, "-f", "%U %M", "-o", report] + args,
+                                  cwd=entry["directory"], capture_output=True, text=True)
+            user, peak_kib = open(report).read().split()[-2:]
+            users.append(float(user))
+            peaks.append(int(peak_kib) / 1024)
+        else:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            done = subprocess.run(args, cwd=entry["directory"], capture_output=True, text=True)
+            users.append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before.ru_utime)
+        if done.returncode != 0:
+            sys.exit(f"compile_times: {path} failed to compile:\n{done.stderr[-2000:]}")
+    rows.append((statistics.median(users), max(peaks) if peaks else float("nan"), path))
+if not rows:
+    sys.exit(f"compile_times: no example or CLI source matches '{wanted}'")
+rows.sort(reverse=True)
+print(f"{'user s (median of 3)':>20}  {'peak MiB':>8}  translation unit")
+for user, peak, path in rows:
+    print(f"{user:20.2f}  {peak:8.0f}  {path}")
+print(f"{sum(r[0] for r in rows):20.2f}  {'':8}  total of {len(rows)} TUs")
+PY
