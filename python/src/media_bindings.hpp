@@ -308,25 +308,35 @@ class py_loader {
     // stays that of the batches handed out, for a resume.
     std::optional<file_loader::loaded_batch> b;
     bool interrupted = false;
+    // A Ctrl-C that arrives as the batch becomes ready must not lose it: the signal is checked
+    // after every wait, the last one included, and an interrupted call resumes from the state
+    // before it, whether or not the loader had handed the batch out.
+    std::string before = l.state().to_string();
     {
       nb::gil_scoped_release release;
       auto pending = std::async(std::launch::async, [&l] { return l.next(); });
-      while (pending.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      while (true) {
+        const bool ready =
+            pending.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready;
         nb::gil_scoped_acquire acquire;
         if (PyErr_CheckSignals() != 0) {  // the error (KeyboardInterrupt) stays set
           interrupted = true;
           break;
         }
+        if (ready) break;
       }
       if (interrupted) {
         l.stop();
-        pending.wait();  // returns nullopt now; a batch it took goes back with it
+        try {
+          (void)pending.get();  // nullopt, or a batch it took: dropped, its slot goes back
+        } catch (...) {         // a loader error: the interrupt is what the caller sees
+        }
       } else {
         b = pending.get();  // rethrows the loader's error
       }
     }
     if (interrupted) {
-      interrupted_ = true;
+      interrupted_state_ = std::move(before);
       throw nb::python_error();
     }
     if (!b) throw nb::stop_iteration();
@@ -373,7 +383,10 @@ class py_loader {
   }
 
   /// The resume state after the batches handed out so far.
-  [[nodiscard]] std::string state() const { return live().state().to_string(); }
+  [[nodiscard]] std::string state() const {
+    if (interrupted_state_) return *interrupted_state_;
+    return live().state().to_string();
+  }
   [[nodiscard]] std::uint64_t steps() const { return live().steps(); }
   [[nodiscard]] std::size_t held() const { return core_ ? core_->held.load() : 0; }
 
@@ -423,13 +436,14 @@ class py_loader {
     return *core_->loader;
   }
   file_loader& running() const {
-    if (interrupted_)
+    if (interrupted_state_)
       throw vbucket::error(
           "Loader: stopped by KeyboardInterrupt; resume from its state_dict() with a new Loader");
     return live();
   }
 
-  bool interrupted_ = false;
+  /// Set by an interrupted `next()`: the state before it (the loader is stopped).
+  std::optional<std::string> interrupted_state_;
 
   std::shared_ptr<loader_core> core_;
 };

@@ -6,43 +6,6 @@
 set -uo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" assign "$@"
-# expect_error NAME CODE PATTERN ARGS...: the command fails with exit code CODE and exactly one
-# stderr line that starts with "vbucket" and contains PATTERN (a fixed string).
-expect_error() {
-  local name=$1 code=$2 pattern=$3
-  shift 3
-  run "$@"
-  local lines
-  lines=$(wc -l <"$tmp/stderr")
-  if [[ $rc -eq 0 ]]; then
-    fail "$name: exit code 0, expected $code"
-  elif [[ $rc -ne $code ]]; then
-    fail "$name: exit code $rc, expected $code (stderr: $(cat "$tmp/stderr"))"
-  elif [[ $lines -ne 1 ]]; then
-    fail "$name: $lines lines on stderr, expected 1:"$'\n'"$(cat "$tmp/stderr")"
-  elif ! grep -q '^vbucket\( [a-z-]*\)\?: error: ' "$tmp/stderr"; then
-    fail "$name: stderr line has no 'vbucket <cmd>: error: ' prefix: $(cat "$tmp/stderr")"
-  elif ! grep -qF -- "$pattern" "$tmp/stderr"; then
-    fail "$name: stderr does not mention '$pattern': $(cat "$tmp/stderr")"
-  else
-    pass
-  fi
-}
-
-# expect_ok NAME ARGS...: the command succeeds and prints nothing on stderr.
-expect_ok() {
-  local name=$1
-  shift
-  run "$@"
-  if [[ $rc -ne 0 ]]; then
-    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
-    return 1
-  elif [[ -s $tmp/stderr ]]; then
-    fail "$name: unexpected stderr: $(cat "$tmp/stderr")"
-    return 1
-  fi
-  pass
-}
 
 # ---------------------------------------------------------------------------------------------
 # Inputs.

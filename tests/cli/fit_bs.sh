@@ -35,21 +35,6 @@ expect_error() {
   fi
 }
 
-# expect_ok NAME ARGS...: the command succeeds and prints nothing on stderr.
-expect_ok() {
-  local name=$1
-  shift
-  run "$@"
-  if [[ $rc -ne 0 ]]; then
-    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
-    return 1
-  elif [[ -s $tmp/stderr ]]; then
-    fail "$name: unexpected stderr: $(cat "$tmp/stderr")"
-    return 1
-  fi
-  pass
-}
-
 # expect_file NAME FILE: FILE's content equals stdin.
 expect_file() {
   local name=$1 file=$2

@@ -17,44 +17,6 @@ if ! command -v python3 >/dev/null 2>&1; then
   exit 1
 fi
 
-# expect_ok NAME ARGS...: the command succeeds and prints nothing on stderr.
-expect_ok() {
-  local name=$1
-  shift
-  run "$@"
-  if [[ $rc -ne 0 ]]; then
-    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
-    return 1
-  elif [[ -s $tmp/stderr ]]; then
-    fail "$name: unexpected stderr: $(cat "$tmp/stderr")"
-    return 1
-  fi
-  pass
-}
-
-# expect_error NAME CODE PATTERN ARGS...: exit code CODE and exactly one stderr line, starting
-# "vbucket <cmd>: error: " and containing PATTERN (a fixed string).
-expect_error() {
-  local name=$1 code=$2 pattern=$3
-  shift 3
-  run "$@"
-  local lines
-  lines=$(wc -l <"$tmp/stderr")
-  if [[ $rc -eq 0 ]]; then
-    fail "$name: exit code 0, expected $code"
-  elif [[ $rc -ne $code ]]; then
-    fail "$name: exit code $rc, expected $code (stderr: $(cat "$tmp/stderr"))"
-  elif [[ $lines -ne 1 ]]; then
-    fail "$name: $lines lines on stderr, expected 1:"$'\n'"$(cat "$tmp/stderr")"
-  elif ! grep -q '^vbucket\( [a-z-]*\)\?: error: ' "$tmp/stderr"; then
-    fail "$name: stderr line has no 'vbucket <cmd>: error: ' prefix: $(cat "$tmp/stderr")"
-  elif ! grep -qF -- "$pattern" "$tmp/stderr"; then
-    fail "$name: stderr does not mention '$pattern': $(cat "$tmp/stderr")"
-  else
-    pass
-  fi
-}
-
 # check NAME PYTHON-ARGS...: runs the checker below; a non-zero exit is a failure.
 check() {
   local name=$1
@@ -97,11 +59,9 @@ import re
 import sys
 from collections import Counter
 
-
 def load(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
-
 
 def summary(path):
     """Numbers from plan's stdout summary."""
@@ -117,7 +77,6 @@ def summary(path):
                 consumed=int(a[4]), repeats=int(a[5]), repeat_samples=int(a[6]),
                 dropped_batches=int(a[7]), dropped_samples=int(a[8]))
 
-
 def assigned(path):
     """index -> (resolution, frames, ratio) from `vbucket assign`'s OUT.csv."""
     out = {}
@@ -128,7 +87,6 @@ def assigned(path):
             if fields[1]:
                 out[int(fields[0])] = (fields[1], int(fields[2]), fields[3])
     return out
-
 
 def check_lines(lines, config, with_rank):
     """Every line: the contract's fields, a full batch of its bucket's size and shape."""
@@ -143,7 +101,6 @@ def check_lines(lines, config, with_rank):
             sys.exit(f"batch of {len(x['indices'])} in bucket {x['bucket']} of batch size {bs}")
         if x["thw"][0] != frames:
             sys.exit(f"thw {x['thw']} does not match bucket {x['bucket']}")
-
 
 def coverage(batches, buckets, pads, exact_bucket=True):
     """Every assigned sample appears; repeats are exactly `pads`; nothing else appears."""
@@ -161,7 +118,6 @@ def coverage(batches, buckets, pads, exact_bucket=True):
     repeats = sum(seen.values()) - len(seen)
     if repeats != pads:
         sys.exit(f"{repeats} repeated slots but {pads} counted pads")
-
 
 mode = sys.argv[1]
 config = json.load(open(sys.argv[2]))

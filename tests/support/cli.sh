@@ -9,6 +9,11 @@
 #   run ARGS...       runs vbucket with stdin closed, under `timeout` ($cli_timeout seconds,
 #                     default 120: a hang fails the check instead of the whole test run);
 #                     exit code in $rc, output in $tmp/stdout and $tmp/stderr
+#   expect_ok NAME ARGS...
+#                     the command succeeds and prints nothing on stderr
+#   expect_error NAME CODE PATTERN ARGS...
+#                     the command exits with CODE and exactly one stderr line, starting
+#                     "vbucket <cmd>: error: " and containing PATTERN (a fixed string)
 #   finish            prints "NAME.sh: N checks passed, M failed"; its status is the script's
 cli_name=${1:?usage: source tests/support/cli.sh NAME <vbucket binary> <tests/data dir>}
 shift
@@ -29,6 +34,41 @@ pass() { checks=$((checks + 1)); }
 run() {
   timeout -k 5 "$cli_timeout" "$vbucket" "$@" </dev/null >"$tmp/stdout" 2>"$tmp/stderr"
   rc=$?
+}
+
+expect_ok() {
+  local name=$1
+  shift
+  run "$@"
+  if [[ $rc -ne 0 ]]; then
+    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
+    return 1
+  elif [[ -s $tmp/stderr ]]; then
+    fail "$name: unexpected stderr: $(cat "$tmp/stderr")"
+    return 1
+  fi
+  pass
+}
+
+expect_error() {
+  local name=$1 code=$2 pattern=$3
+  shift 3
+  run "$@"
+  local lines
+  lines=$(wc -l <"$tmp/stderr")
+  if [[ $rc -eq 0 ]]; then
+    fail "$name: exit code 0, expected $code"
+  elif [[ $rc -ne $code ]]; then
+    fail "$name: exit code $rc, expected $code (stderr: $(cat "$tmp/stderr"))"
+  elif [[ $lines -ne 1 ]]; then
+    fail "$name: $lines lines on stderr, expected 1:"$'\n'"$(cat "$tmp/stderr")"
+  elif ! grep -q '^vbucket\( [a-z-]*\)\?: error: ' "$tmp/stderr"; then
+    fail "$name: stderr line has no 'vbucket <cmd>: error: ' prefix: $(cat "$tmp/stderr")"
+  elif ! grep -qF -- "$pattern" "$tmp/stderr"; then
+    fail "$name: stderr does not mention '$pattern': $(cat "$tmp/stderr")"
+  else
+    pass
+  fi
 }
 
 finish() {
