@@ -9,57 +9,13 @@
 #
 #   bash tests/cli/packed.sh <path to vbucket> <absolute path of tests/data>
 set -uo pipefail
-
-vbucket=${1:?usage: packed.sh <vbucket binary> <tests/data dir>}
-data=${2:?usage: packed.sh <vbucket binary> <tests/data dir>}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vbucket-packed-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" packed "$@"
 
 if ! command -v python3 >/dev/null 2>&1; then
   echo "FAIL: python3 is needed to check the JSON lines" >&2
   exit 1
 fi
 
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-pass() { checks=$((checks + 1)); }
-run() {
-  "$vbucket" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
-  rc=$?
-}
-expect_ok() {
-  local name=$1
-  shift
-  run "$@"
-  if [[ $rc -ne 0 ]]; then
-    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
-    return 1
-  elif [[ -s $tmp/stderr ]]; then
-    fail "$name: unexpected stderr: $(cat "$tmp/stderr")"
-    return 1
-  fi
-  pass
-}
-expect_error() {
-  local name=$1 code=$2 pattern=$3
-  shift 3
-  run "$@"
-  local lines
-  lines=$(wc -l <"$tmp/stderr")
-  if [[ $rc -ne $code ]]; then
-    fail "$name: exit code $rc, expected $code (stderr: $(cat "$tmp/stderr"))"
-  elif [[ $lines -ne 1 ]]; then
-    fail "$name: $lines lines on stderr, expected 1:"$'\n'"$(cat "$tmp/stderr")"
-  elif ! grep -qF -- "$pattern" "$tmp/stderr"; then
-    fail "$name: stderr does not mention '$pattern': $(cat "$tmp/stderr")"
-  else
-    pass
-  fi
-}
 check() {
   local name=$1
   shift
@@ -264,8 +220,4 @@ expect_error "bad budget" 2 "--token-budget" plan "${common[@]}" --token-budget 
 expect_error "bad batching" 2 "unknown batching \"pack\"" plan --config "$cfg" --meta "$meta" \
   --seed 1 --epoch 0 --world 1 --rank 0 --batching pack --out "$tmp/x.jsonl"
 
-if [[ $failures -ne 0 ]]; then
-  echo "$failures of $((checks + failures)) checks failed" >&2
-  exit 1
-fi
-echo "packed: $checks checks passed"
+finish
