@@ -67,7 +67,7 @@ inline bool compilable(const opensora_v2_rule& rule) noexcept {
 }  // namespace detail
 
 template <class Rule, random_source Source>
-requires bucket_rule<Rule, Source>
+  requires bucket_rule<Rule, Source>
 void assign_into(std::span<bucket_id> out, const bucket_config& config, const meta_table& table,
                  const Rule& rule, const Source& source, unsigned threads = 0) {
   if constexpr (detail::compiles_v2<Rule, Source>) {
@@ -93,37 +93,37 @@ void assign_into(std::span<bucket_id> out, const bucket_config& config, const me
 
 /// The bucket of every sample of `table`, in row order.
 template <class Rule, random_source Source>
-requires bucket_rule<Rule, Source> std::vector<bucket_id> assign_all(const bucket_config& config,
-                                                                     const meta_table& table,
-                                                                     const Rule& rule,
-                                                                     const Source& source,
-                                                                     unsigned threads = 0) {
-  std::vector<bucket_id> out(table.size());
-  assign_into(std::span<bucket_id>(out), config, table, rule, source, threads);
-  return out;
-}
+  requires bucket_rule<Rule, Source> std::vector<bucket_id> assign_all(const bucket_config& config,
+                                                                       const meta_table& table,
+                                                                       const Rule& rule,
+                                                                       const Source& source,
+                                                                       unsigned threads = 0) {
+    std::vector<bucket_id> out(table.size());
+    assign_into(std::span<bucket_id>(out), config, table, rule, source, threads);
+    return out;
+  }
 
 /// The bucket of every element of a random-access range of a user's own `video_meta` type;
 /// element i is sample index i.
 template <class Rule, random_source Source, class Range>
-requires bucket_rule<Rule, Source> &&
-    video_meta<std::remove_cvref_t<decltype(*std::declval<const Range&>().begin())>>
-        std::vector<bucket_id> assign_range(const bucket_config& config, const Range& samples,
-                                            const Rule& rule, const Source& source,
-                                            unsigned threads = 0) {
-  const auto first = samples.begin();
-  const auto n = static_cast<std::size_t>(samples.end() - first);
-  if constexpr (detail::compiles_v2<Rule, Source>) {
-    if (n >= detail::compile_v2_from && detail::compilable(rule))
-      return assign_range(config, samples, compiled_v2_rule(config, rule), source, threads);
+  requires bucket_rule<Rule, Source> &&
+      video_meta<std::remove_cvref_t<decltype(*std::declval<const Range&>().begin())>>
+          std::vector<bucket_id> assign_range(const bucket_config& config, const Range& samples,
+                                              const Rule& rule, const Source& source,
+                                              unsigned threads = 0) {
+    const auto first = samples.begin();
+    const auto n = static_cast<std::size_t>(samples.end() - first);
+    if constexpr (detail::compiles_v2<Rule, Source>) {
+      if (n >= detail::compile_v2_from && detail::compilable(rule))
+        return assign_range(config, samples, compiled_v2_rule(config, rule), source, threads);
+    }
+    std::vector<bucket_id> out(n);
+    detail::parallel_chunks(n, threads, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i)
+        out[i] = rule.assign(config, to_sample_meta(first[static_cast<std::ptrdiff_t>(i)]),
+                             static_cast<std::uint64_t>(i), source);
+    });
+    return out;
   }
-  std::vector<bucket_id> out(n);
-  detail::parallel_chunks(n, threads, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i)
-      out[i] = rule.assign(config, to_sample_meta(first[static_cast<std::ptrdiff_t>(i)]),
-                           static_cast<std::uint64_t>(i), source);
-  });
-  return out;
-}
 
 }  // namespace vbucket

@@ -247,7 +247,7 @@ inline std::uint64_t plan_fingerprint(const packed_plan& plan, unsigned threads 
 /// `load_state(s)` under any world size yields exactly the global batches not yet consumed
 /// (see `epoch_plan::deal`).
 template <sample_collection Samples, class Rule = opensora_v2_rule, class Sources = builtin_sources>
-requires sampler_rule<Rule, Sources>
+  requires sampler_rule<Rule, Sources>
 class batch_sampler {
   static constexpr bool stores_copy = std::ranges::view<Samples>;
   using stored_samples = std::conditional_t<stores_copy, Samples, const Samples*>;

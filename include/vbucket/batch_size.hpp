@@ -417,7 +417,7 @@ namespace vbucket {
 ///     std::vector<clip> batch = ...;
 ///     for (std::span<clip> part : vbucket::micro_batches(batch, 4)) encode(part);
 template <std::ranges::contiguous_range R>
-requires std::ranges::sized_range<R> && std::ranges::borrowed_range<R>
+  requires std::ranges::sized_range<R> && std::ranges::borrowed_range<R>
 [[nodiscard]] auto micro_batches(R&& range, std::size_t size, std::size_t item_extent = 1) {
   using T = std::remove_reference_t<std::ranges::range_reference_t<R>>;
   return micro_batch_view<T>(std::span<T>(std::ranges::data(range), std::ranges::size(range)), size,
@@ -438,8 +438,8 @@ struct micro_batch_plan {
 /// no more of them (9 items under a limit of 8 run as 5 + 4, not 8 + 1). Throws
 /// `vbucket::error` when not even one item fits or a prediction is NaN.
 template <class PredictMemory>
-requires std::invocable<PredictMemory&, std::int64_t> &&
-    std::convertible_to < std::invoke_result_t<PredictMemory&, std::int64_t>,
+  requires std::invocable<PredictMemory&, std::int64_t> &&
+      std::convertible_to < std::invoke_result_t<PredictMemory&, std::int64_t>,
 double > micro_batch_plan choose_micro_batch(std::int64_t batch, double budget,
                                              PredictMemory&& predict_memory, bool balance = true) {
   detail::check_positive(batch, "batch size");

@@ -373,7 +373,7 @@ inline std::string format_loader_stats(const loader_stats& s) {
 }
 
 template <class Decoder, staging_backend Backend, tensor_adapter Tensor = plain_tensor>
-requires clip_decoder<Decoder>
+  requires clip_decoder<Decoder>
 class loader {
  public:
   using slot_type = typename staging_ring<Backend>::slot;

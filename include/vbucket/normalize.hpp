@@ -84,12 +84,9 @@ constexpr float normalize_value(std::uint8_t x, float mean, float std) noexcept 
 /// `vbucket::error` when a span does not hold exactly the shape's elements or `norm` is
 /// invalid.
 template <class Out>
-requires(std::is_same_v<Out, float> ||
-         std::is_same_v<
-             Out, std::uint16_t>) void normalize_thwc_to_cthw(std::span<const std::uint8_t> src,
-                                                              std::span<Out> dst,
-                                                              const batch_shape& shape,
-                                                              const normalization& norm = {}) {
+  requires(std::is_same_v<Out, float> || std::is_same_v<Out, std::uint16_t>)
+void normalize_thwc_to_cthw(std::span<const std::uint8_t> src, std::span<Out> dst,
+                            const batch_shape& shape, const normalization& norm = {}) {
   norm.validate();
   const std::size_t n = shape.elements();
   if (src.size() != n || dst.size() != n)

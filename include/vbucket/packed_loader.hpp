@@ -113,7 +113,7 @@ inline std::vector<tensor_view> packed_clip_views(const packed_batch& b,
 /// the sample, the batch's position and the decoder's message (packed batches have no
 /// same-shape stand-in to substitute; drop such samples from the metadata).
 template <class Decoder>
-requires clip_decoder<Decoder>
+  requires clip_decoder<Decoder>
 void load_packed_batch(const packed_batch& b, Decoder& decoder, std::uint64_t seed,
                        std::uint64_t epoch, const packed_layout& layout,
                        std::span<std::uint8_t> buffer, unsigned threads = 1) {

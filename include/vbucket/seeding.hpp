@@ -121,7 +121,7 @@ struct numpy_seed_family {
 /// draw per sample form, which gives the same buckets as the rule itself with `fast_source`.
 /// Throws `vbucket::error` for a fast-mode seed of 2^64 or more.
 template <class Rule>
-requires bucket_rule<Rule, fast_source> && bucket_rule<Rule, numpy_source>
+  requires bucket_rule<Rule, fast_source> && bucket_rule<Rule, numpy_source>
 [[nodiscard]] std::vector<bucket_id> assign_epoch(const bucket_config& config,
                                                   const meta_table& table, const Rule& rule,
                                                   rng_mode mode, const big_seed& seed,

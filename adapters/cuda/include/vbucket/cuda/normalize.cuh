@@ -102,13 +102,9 @@ __global__ void normalize_thwc_to_cthw_quad_kernel(const std::uint8_t* __restric
 /// the launch are reported here, errors of the execution by the next synchronising call.
 /// Throws `vbucket::error` on an invalid `norm` or shape.
 template <class Out>
-requires(
-    std::is_same_v<Out, float> ||
-    std::is_same_v<Out, __nv_bfloat16>) void normalize_thwc_to_cthw(const std::uint8_t* src,
-                                                                    Out* dst,
-                                                                    const batch_shape& shape,
-                                                                    const normalization& norm = {},
-                                                                    cudaStream_t stream = nullptr) {
+  requires(std::is_same_v<Out, float> || std::is_same_v<Out, __nv_bfloat16>)
+void normalize_thwc_to_cthw(const std::uint8_t* src, Out* dst, const batch_shape& shape,
+                            const normalization& norm = {}, cudaStream_t stream = nullptr) {
   norm.validate();
   (void)shape.elements();  // throws on overflow
   const std::size_t total = shape.batch * shape.clip_pixels();

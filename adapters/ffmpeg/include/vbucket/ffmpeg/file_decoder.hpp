@@ -48,12 +48,11 @@ concept traits_path = requires(const T& r) {
 
 /// A record's file: `meta_traits<T>::path(r)` when the traits have one, else `r.path`.
 template <class T>
-requires traits_path<T>
+  requires traits_path<T>
 decltype(auto) record_path(const T& r) { return vbucket::meta_traits<T>::path(r); }
 template <class T>
-requires(!traits_path<T> && requires(const T& r) { r.path; }) const auto& record_path(const T& r) {
-  return r.path;
-}
+  requires(!traits_path<T> && requires(const T& r) { r.path; })
+const auto& record_path(const T& r) { return r.path; }
 }  // namespace detail
 
 /// A sample type `file_decoder` reads directly: `video_meta` plus a path (see `record_path`).
@@ -93,94 +92,96 @@ class file_decoder {
 
   /// Sample i of `meta` is the file `path_of(i)` (called from the loader's workers at once).
   template <class PathOf>
-  requires std::invocable<const PathOf&, std::size_t> &&
-      std::convertible_to<std::invoke_result_t<const PathOf&, std::size_t>, std::string_view>
-      file_decoder(PathOf path_of, const meta_table& meta, options o = {})
-      : frames_(meta.num_frames), fps_(meta.fps), options_(o) {
-    path_of_ = [f = std::move(path_of)](std::size_t i) {
-      return std::string(std::string_view(f(i)));
-    };
-    validate();
-  }
-
-  /// Over the trainer's own records: sample i is `records[i]`, its frames and fps read through
-  /// `meta_traits`, its file through `record_path`. The records are referenced, not copied,
-  /// and must outlive the decoder (as the samples outlive a sampler).
-  template <std::ranges::random_access_range Records>
-  requires std::ranges::sized_range<Records> && media_record<std::ranges::range_value_t<Records>>
-  explicit file_decoder(const Records& records, options o = {}) : options_(o) {
-    frames_.reserve(std::ranges::size(records));
-    fps_.reserve(std::ranges::size(records));
-    for (const auto& r : records) {
-      const vbucket::sample_meta m = vbucket::to_sample_meta(r);
-      frames_.push_back(m.num_frames);
-      fps_.push_back(m.fps);
+    requires std::invocable<const PathOf&, std::size_t> &&
+        std::convertible_to<std::invoke_result_t<const PathOf&, std::size_t>, std::string_view>
+        file_decoder(PathOf path_of, const meta_table& meta, options o = {})
+        : frames_(meta.num_frames), fps_(meta.fps), options_(o) {
+      path_of_ = [f = std::move(path_of)](std::size_t i) {
+        return std::string(std::string_view(f(i)));
+      };
+      validate();
     }
-    path_of_ = [&records](std::size_t i) {
-      return std::string(std::string_view(
-          detail::record_path(std::ranges::begin(records)[static_cast<std::ptrdiff_t>(i)])));
-    };
-    validate();
-  }
-  /// A temporary range of records would dangle.
-  template <std::ranges::random_access_range Records>
-  requires std::ranges::sized_range<Records> && media_record<std::ranges::range_value_t<Records>>
-  explicit file_decoder(const Records&& records, options o = {}) = delete;
 
-  /// The frame interval of sample `i`.
-  [[nodiscard]] std::int64_t interval(std::size_t i) const noexcept {
-    if (options_.frame_interval > 0) return options_.frame_interval;
-    return vbucket::frame_interval(fps_[i], options_.fps_max);  // the rule's, saturating
-  }
+    /// Over the trainer's own records: sample i is `records[i]`, its frames and fps read through
+    /// `meta_traits`, its file through `record_path`. The records are referenced, not copied,
+    /// and must outlive the decoder (as the samples outlive a sampler).
+    template <std::ranges::random_access_range Records>
+      requires std::ranges::sized_range<Records> &&
+          media_record<std::ranges::range_value_t<Records>>
+    explicit file_decoder(const Records& records, options o = {}) : options_(o) {
+      frames_.reserve(std::ranges::size(records));
+      fps_.reserve(std::ranges::size(records));
+      for (const auto& r : records) {
+        const vbucket::sample_meta m = vbucket::to_sample_meta(r);
+        frames_.push_back(m.num_frames);
+        fps_.push_back(m.fps);
+      }
+      path_of_ = [&records](std::size_t i) {
+        return std::string(std::string_view(
+            detail::record_path(std::ranges::begin(records)[static_cast<std::ptrdiff_t>(i)])));
+      };
+      validate();
+    }
+    /// A temporary range of records would dangle.
+    template <std::ranges::random_access_range Records>
+      requires std::ranges::sized_range<Records> &&
+          media_record<std::ranges::range_value_t<Records>>
+    explicit file_decoder(const Records&& records, options o = {}) = delete;
 
-  /// The file of sample `i` (i < size()).
-  [[nodiscard]] std::string path(std::size_t i) const { return path_of_(i); }
-  [[nodiscard]] std::size_t size() const noexcept { return frames_.size(); }
+    /// The frame interval of sample `i`.
+    [[nodiscard]] std::int64_t interval(std::size_t i) const noexcept {
+      if (options_.frame_interval > 0) return options_.frame_interval;
+      return vbucket::frame_interval(fps_[i], options_.fps_max);  // the rule's, saturating
+    }
 
-  /// Decodes the task's clip into `out`; nullopt on success, else a one-line message naming the
-  /// file. Thread-safe (nothing shared is written).
-  std::optional<std::string> decode(const vbucket::clip_task& t,
-                                    std::span<std::uint8_t> out) const {
-    if (t.sample >= size())
-      return "file_decoder: sample " + std::to_string(t.sample) + " has no path";
-    const std::string file = path_of_(t.sample);
-    const std::int64_t step = t.frames == 1 ? 1 : interval(t.sample);
-    const auto start = temporal_random_crop(frames_[t.sample], t.frames, step, t.seed);
-    if (!start)
-      return file + ": " + std::to_string(frames_[t.sample]) + " frames are too few for " +
-             std::to_string(t.frames) + " frames at interval " + std::to_string(step);
-    clip_request req;
-    req.start = *start;
-    req.frames = t.frames;
-    req.interval = step;
-    req.height = t.height;
-    req.width = t.width;
-    req.layout = t.layout == vbucket::clip_layout::thwc ? layout::thwc : layout::cthw;
-    req.threads = options_.threads;
-    req.filter = options_.filter;
-    req.limits = options_.limits;
-    if (clip_bytes(req) != out.size())
-      return file + ": the slot holds " + std::to_string(out.size()) + " bytes, the clip needs " +
-             std::to_string(clip_bytes(req));
-    auto r = decode_clip(file, req, out);
-    if (!r) return r.error();
-    return std::nullopt;
-  }
+    /// The file of sample `i` (i < size()).
+    [[nodiscard]] std::string path(std::size_t i) const { return path_of_(i); }
+    [[nodiscard]] std::size_t size() const noexcept { return frames_.size(); }
 
- private:
-  void validate() const {
-    if (options_.frame_interval < 0)
-      throw error("file_decoder: frame_interval must be ≥ 0, got " +
-                  std::to_string(options_.frame_interval));
-    if (options_.frame_interval == 0 &&
-        !(options_.fps_max > 0.0 && options_.fps_max < std::numeric_limits<double>::infinity()))
-      throw error("file_decoder: fps_max must be a positive number");
-  }
+    /// Decodes the task's clip into `out`; nullopt on success, else a one-line message naming the
+    /// file. Thread-safe (nothing shared is written).
+    std::optional<std::string> decode(const vbucket::clip_task& t,
+                                      std::span<std::uint8_t> out) const {
+      if (t.sample >= size())
+        return "file_decoder: sample " + std::to_string(t.sample) + " has no path";
+      const std::string file = path_of_(t.sample);
+      const std::int64_t step = t.frames == 1 ? 1 : interval(t.sample);
+      const auto start = temporal_random_crop(frames_[t.sample], t.frames, step, t.seed);
+      if (!start)
+        return file + ": " + std::to_string(frames_[t.sample]) + " frames are too few for " +
+               std::to_string(t.frames) + " frames at interval " + std::to_string(step);
+      clip_request req;
+      req.start = *start;
+      req.frames = t.frames;
+      req.interval = step;
+      req.height = t.height;
+      req.width = t.width;
+      req.layout = t.layout == vbucket::clip_layout::thwc ? layout::thwc : layout::cthw;
+      req.threads = options_.threads;
+      req.filter = options_.filter;
+      req.limits = options_.limits;
+      if (clip_bytes(req) != out.size())
+        return file + ": the slot holds " + std::to_string(out.size()) + " bytes, the clip needs " +
+               std::to_string(clip_bytes(req));
+      auto r = decode_clip(file, req, out);
+      if (!r) return r.error();
+      return std::nullopt;
+    }
 
-  std::function<std::string(std::size_t)> path_of_;
-  std::vector<std::int64_t> frames_;
-  std::vector<double> fps_;
-  options options_;
+   private:
+    void validate() const {
+      if (options_.frame_interval < 0)
+        throw error("file_decoder: frame_interval must be ≥ 0, got " +
+                    std::to_string(options_.frame_interval));
+      if (options_.frame_interval == 0 &&
+          !(options_.fps_max > 0.0 && options_.fps_max < std::numeric_limits<double>::infinity()))
+        throw error("file_decoder: fps_max must be a positive number");
+    }
+
+    std::function<std::string(std::size_t)> path_of_;
+    std::vector<std::int64_t> frames_;
+    std::vector<double> fps_;
+    options options_;
 };
 
 static_assert(vbucket::clip_decoder<file_decoder>);
