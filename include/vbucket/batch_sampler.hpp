@@ -313,7 +313,8 @@ class batch_sampler {
   /// The resume state now: (seed, epoch, global batches consumed, balance group). Save
   /// `state().to_string()` (and `fingerprint()` for the strictest check) in a checkpoint.
   [[nodiscard]] plan_state state() const noexcept {
-    return {options_.seed, epoch_, consumed_, options_.balance_group};
+    return {options_.seed, epoch_, consumed_, options_.balance_group,
+            packed() ? std::optional<double>(options_.token_budget) : std::nullopt};
   }
   /// The resume state after `steps` more steps of this rank.
   [[nodiscard]] plan_state state_after(std::uint64_t steps) const noexcept {

@@ -435,16 +435,7 @@ inline epoch_schedule epoch_plan::deal(std::uint32_t world, std::uint64_t consum
 
 inline epoch_schedule epoch_plan::deal(std::uint32_t world, const plan_state& state,
                                        bool drop_last) const {
-  if (state.seed != seed() || state.epoch != epoch())
-    throw error("plan state " + state.to_string() + " is not for this plan (seed " +
-                std::to_string(seed()) + ", epoch " + std::to_string(epoch()) + ")");
-  const std::uint32_t group = options().balance_group;
-  if (state.balance_group && *state.balance_group != group)
-    throw error("plan state " + state.to_string() + " was saved from a plan with step balance " +
-                "group " + std::to_string(*state.balance_group) + " but this plan has " +
-                std::to_string(group) + " (0 = none): the global orders differ, so resuming " +
-                "would replay some batches and skip others; plan with balance group " +
-                std::to_string(*state.balance_group));
+  state.check_for(seed(), epoch(), options().balance_group, std::nullopt);
   return deal(world, state.consumed, drop_last);
 }
 

@@ -455,7 +455,7 @@ class packed_schedule {
   /// The resume state after `steps_done` steps of this schedule.
   [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
     return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
-            plan().options().balance_group};
+            plan().options().balance_group, plan().token_budget()};
   }
 
  private:
@@ -469,16 +469,7 @@ inline packed_schedule packed_plan::deal(std::uint32_t world, std::uint64_t cons
 
 inline packed_schedule packed_plan::deal(std::uint32_t world, const plan_state& state,
                                          bool drop_last) const {
-  if (state.seed != seed() || state.epoch != epoch())
-    throw error("plan state " + state.to_string() + " is not for this plan (seed " +
-                std::to_string(seed()) + ", epoch " + std::to_string(epoch()) + ")");
-  const std::uint32_t group = options().balance_group;
-  if (state.balance_group && *state.balance_group != group)
-    throw error("plan state " + state.to_string() + " was saved from a plan with step balance " +
-                "group " + std::to_string(*state.balance_group) + " but this plan has " +
-                std::to_string(group) + " (0 = none): the global orders differ, so resuming " +
-                "would replay some batches and skip others; plan with balance group " +
-                std::to_string(*state.balance_group));
+  state.check_for(seed(), epoch(), options().balance_group, token_budget());
   return deal(world, state.consumed, drop_last);
 }
 

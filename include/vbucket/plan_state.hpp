@@ -20,33 +20,79 @@ namespace vbucket {
 /// group (`plan_options::balance_group`, 0 = none): the global order depends on it, so a state
 /// is only valid for a plan with the same group; nullopt = not recorded (a state built from
 /// (seed, epoch, consumed) alone, or a string from before the field existed), not checked.
-/// Written as "vbucket-plan seed=S epoch=E consumed=C balance=G" (without " balance=G" when
-/// not recorded).
+/// `token_budget` is recorded by packed plans (`packed_options::token_budget`): their batches
+/// depend on it, so a packed plan refuses a state of another budget and a fixed plan any state
+/// with a budget.
+/// Written as "vbucket-plan seed=S epoch=E consumed=C balance=G budget=B" (without
+/// " balance=G" / " budget=B" when not recorded; B in the shortest form that reads back exactly).
 struct plan_state {
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
   std::uint64_t consumed = 0;
   std::optional<std::uint32_t> balance_group;
+  std::optional<double> token_budget;
 
   constexpr plan_state() noexcept = default;
   constexpr plan_state(std::uint64_t seed_, std::uint64_t epoch_, std::uint64_t consumed_,
-                       std::optional<std::uint32_t> balance_group_ = std::nullopt) noexcept
-      : seed(seed_), epoch(epoch_), consumed(consumed_), balance_group(balance_group_) {}
+                       std::optional<std::uint32_t> balance_group_ = std::nullopt,
+                       std::optional<double> token_budget_ = std::nullopt) noexcept
+      : seed(seed_),
+        epoch(epoch_),
+        consumed(consumed_),
+        balance_group(balance_group_),
+        token_budget(token_budget_) {}
 
   /// The state after `steps` more steps under world size `world`.
   [[nodiscard]] constexpr plan_state advanced(std::uint64_t steps,
                                               std::uint32_t world) const noexcept {
-    return {seed, epoch, consumed + steps * world, balance_group};
+    plan_state s = *this;
+    s.consumed += steps * world;
+    return s;
   }
 
   [[nodiscard]] std::string to_string() const {
     std::string s = "vbucket-plan seed=" + std::to_string(seed) +
                     " epoch=" + std::to_string(epoch) + " consumed=" + std::to_string(consumed);
     if (balance_group) s += " balance=" + std::to_string(*balance_group);
+    if (token_budget) s += " budget=" + budget_text(*token_budget);
     return s;
   }
 
-  /// Parses `to_string()`'s form (fields in any order, separated by spaces; balance optional).
+  /// A budget in the shortest form that reads back exactly.
+  static std::string budget_text(double b) {
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, b);
+    return std::string(buf, r.ptr);
+  }
+
+  /// Throws `vbucket::error` unless this state can resume the plan of (seed, epoch, step balance
+  /// group, token budget: nullopt for fixed batches): seed and epoch must be equal, and a
+  /// recorded group or budget too (a state of fixed batches resumes no packed plan, and the
+  /// other way round). The one check of every plan's `deal(world, state)`.
+  void check_for(std::uint64_t plan_seed, std::uint64_t plan_epoch, std::uint32_t plan_group,
+                 std::optional<double> plan_budget) const {
+    if (seed != plan_seed || epoch != plan_epoch)
+      throw error("plan state " + to_string() + " is not for this plan (seed " +
+                  std::to_string(plan_seed) + ", epoch " + std::to_string(plan_epoch) + ")");
+    if (balance_group && *balance_group != plan_group)
+      throw error("plan state " + to_string() + " was saved from a plan with step balance " +
+                  "group " + std::to_string(*balance_group) + " but this plan has " +
+                  std::to_string(plan_group) + " (0 = none): the global orders differ, so " +
+                  "resuming would replay some batches and skip others; plan with balance group " +
+                  std::to_string(*balance_group));
+    if (token_budget && !plan_budget)
+      throw error("plan state " + to_string() + " was saved from a packed plan (token budget " +
+                  budget_text(*token_budget) + ") but this plan has fixed batches");
+    if (token_budget && *token_budget != *plan_budget)
+      throw error("plan state " + to_string() + " was saved from a packed plan with token " +
+                  "budget " + budget_text(*token_budget) + " but this plan's budget is " +
+                  budget_text(*plan_budget) + ": the batches differ, so resuming would " +
+                  "replay some samples and skip others; plan with token budget " +
+                  budget_text(*token_budget));
+  }
+
+  /// Parses `to_string()`'s form (fields in any order, separated by spaces; balance and budget
+  /// optional).
   /// Throws `vbucket::error` naming what is wrong.
   static plan_state parse(std::string_view text) {
     auto fail = [&](const std::string& why) -> plan_state {
@@ -55,11 +101,11 @@ struct plan_state {
     constexpr std::string_view tag = "vbucket-plan";
     std::size_t pos = text.find_first_not_of(' ');
     if (pos == std::string_view::npos || text.substr(pos, tag.size()) != tag)
-      return fail("expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G]\"");
+      return fail("expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G] [budget=B]\"");
     pos += tag.size();
     plan_state s;
-    constexpr std::string_view names[] = {"seed", "epoch", "consumed", "balance"};
-    bool seen[4] = {false, false, false, false};
+    constexpr std::string_view names[] = {"seed", "epoch", "consumed", "balance", "budget"};
+    bool seen[5] = {false, false, false, false, false};
     while (true) {
       const std::size_t start = text.find_first_not_of(' ', pos);
       if (start == std::string_view::npos) break;
@@ -69,13 +115,23 @@ struct plan_state {
       const std::size_t eq = field.find('=');
       const std::string_view name = field.substr(0, eq);
       int which = -1;
-      for (int k = 0; k < 4; ++k)
+      for (int k = 0; k < 5; ++k)
         if (name == names[k]) which = k;
       if (eq == std::string_view::npos || which < 0)
         return fail("unknown field \"" + std::string(field) + "\"");
       if (seen[which]) return fail("duplicate field \"" + std::string(name) + "\"");
       seen[which] = true;
       const std::string_view value = field.substr(eq + 1);
+      if (which == 4) {
+        double b = 0;
+        const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), b);
+        if (value.empty() || ec != std::errc{} || p != value.data() + value.size() || !(b > 0.0) ||
+            !(b < std::numeric_limits<double>::infinity()))
+          return fail("budget must be a positive finite number");
+        s.token_budget = b;
+        pos = end;
+        continue;
+      }
       std::uint64_t v = 0;
       const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
       if (value.empty() || ec != std::errc{} || p != value.data() + value.size())

@@ -516,10 +516,9 @@ nb::tuple parse_state(const std::string& text) {
 /// `state_dict(num_steps)`).
 std::string epoch_state_text(const py_sampler& s, std::uint64_t steps) {
   return s.locked([steps](sampler_base& b) {
-    const plan_state now = b.state();
-    return plan_state(now.seed, now.epoch, 0, now.balance_group)
-        .advanced(steps, b.world())
-        .to_string();
+    plan_state start = b.state();  // the epoch's start: the same plan fields, nothing consumed
+    start.consumed = 0;
+    return start.advanced(steps, b.world()).to_string();
   });
 }
 

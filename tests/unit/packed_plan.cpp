@@ -450,3 +450,44 @@ TEST_CASE("packed_plan: the parallel grouping is group_by_bucket's, whatever the
     REQUIRE(std::equal(a.indices.begin(), a.indices.end(), d.indices.begin(), d.indices.end()));
   }
 }
+
+TEST_CASE("packed_plan: the resume state records the token budget; another budget is refused") {
+  const bucket_config c = packed_small_config();
+  const std::vector<bucket_id> ids = square(c, {0, 0, 0, 0, 0, 0, 0, 0});
+  const packed_plan p =
+      vbucket::make_packed_plan(std::span<const bucket_id>(ids), c, {.token_budget = 1000.0});
+  const vbucket::plan_state saved = p.deal(2).state_after(1);
+  REQUIRE(saved.token_budget.has_value());
+  CHECK(*saved.token_budget == 1000.0);
+  CHECK(saved.to_string() == "vbucket-plan seed=0 epoch=0 consumed=2 balance=0 budget=1000");
+  CHECK(vbucket::plan_state::parse(saved.to_string()) == saved);
+  // A fractional budget reads back exactly.
+  const vbucket::plan_state odd(1, 2, 3, std::nullopt, 1234.5678901234567);
+  CHECK(vbucket::plan_state::parse(odd.to_string()) == odd);
+  // The same budget resumes; a bare state (no budget recorded) too.
+  CHECK(p.deal(2, saved).steps() == p.deal(2, saved.consumed).steps());
+  CHECK(p.deal(2, vbucket::plan_state(0, 0, 2)).steps() == p.deal(2, 2).steps());
+  // Another budget, even by a little, is refused with both budgets named.
+  const packed_plan other =
+      vbucket::make_packed_plan(std::span<const bucket_id>(ids), c, {.token_budget = 1000.5});
+  std::string message;
+  try {
+    (void)other.deal(2, saved);
+  } catch (const vbucket::error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("token budget 1000 but this plan's budget is 1000.5") != std::string::npos);
+  // A fixed plan refuses a packed state, whatever its numbers.
+  const vbucket::epoch_plan fixed = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c);
+  CHECK_THROWS_WITH_AS((void)fixed.deal(2, saved), doctest::Contains("saved from a packed plan"),
+                       vbucket::error);
+  // Malformed budgets in a state string.
+  for (const char* bad : {"budget=0", "budget=-1", "budget=inf", "budget=nan",
+                          "budget=", "budget=1e400", "budget=12x"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS((void)vbucket::plan_state::parse(
+                             std::string("vbucket-plan seed=0 epoch=0 consumed=0 ") + bad),
+                         doctest::Contains("budget must be a positive finite number"),
+                         vbucket::error);
+  }
+}
