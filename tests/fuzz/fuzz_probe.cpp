@@ -5,7 +5,7 @@
 
 #include <cmath>    // std::isnan, std::isfinite
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::uint8_t
+#include <cstdint>  // std::uint8_t, std::int64_t
 #include <span>     // std::span
 #include <string>   // std::string::npos
 
@@ -29,8 +29,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   VBUCKET_FUZZ_CHECK(i.coded_height * i.coded_width <= opt.limits.max_pixels);
   VBUCKET_FUZZ_CHECK(i.rotation == 0 || i.rotation == 90 || i.rotation == 180 || i.rotation == 270);
   // Display size: the stored width stretched by a sample aspect ratio from 1:8 to 8:1, rotated.
-  VBUCKET_FUZZ_CHECK(i.sar_num >= 1 && i.sar_den >= 1 && i.sar_num <= 8 * i.sar_den &&
-                     i.sar_den <= 8 * i.sar_num);
+  // (In 64 bits: a reduced ratio's terms reach 2^30.)
+  const std::int64_t sar_num = i.sar_num, sar_den = i.sar_den;
+  VBUCKET_FUZZ_CHECK(sar_num >= 1 && sar_den >= 1 && sar_num <= 8 * sar_den &&
+                     sar_den <= 8 * sar_num);
   const std::int64_t shown_width =
       vbucket::ffmpeg::detail::display_width(i.coded_width, AVRational{i.sar_num, i.sar_den});
   const bool swap = i.rotation == 90 || i.rotation == 270;
