@@ -68,7 +68,7 @@
 #include <span>       // std::span
 #include <string>     // std::string
 #include <thread>     // std::thread::hardware_concurrency
-#include <utility>    // std::move, std::as_const
+#include <utility>    // std::move, std::as_const, std::declval
 #include <vector>     // std::vector
 
 #include "batch.hpp"
@@ -265,26 +265,30 @@ struct schedule_data {
 
 }  // namespace detail
 
-/// The steps of one rank, as a C++20 random-access view of `batch` values (a `view_base`
-/// rather than a `view_interface`, which clang before 16 cannot instantiate with libstdc++
-/// for a class being defined). It shares the schedule's data, so it stays valid after the schedule
-/// it came from is gone: `for (auto b : plan.deal(w).rank(r))` is safe.
-class rank_steps : public std::ranges::view_base {
+/// The steps of one rank of a schedule, as a C++20 random-access view of the values
+/// `Data::at(step, rank)` makes: `rank_steps` (`batch`) for epoch plans, `packed_rank_steps`
+/// (`packed_batch`) for packed ones. A `view_base` rather than a `view_interface`, which clang
+/// before 16 cannot instantiate with libstdc++ for a class being defined. It shares the
+/// schedule's data, so it stays valid after the schedule it came from is gone:
+/// `for (auto b : plan.deal(w).rank(r))` is safe.
+template <class Data>
+class schedule_steps : public std::ranges::view_base {
  public:
+  using value_type = decltype(std::declval<const Data&>().at(std::uint64_t{}, std::uint32_t{}));
+
   class iterator {
    public:
     using iterator_concept = std::random_access_iterator_tag;
     using iterator_category = std::input_iterator_tag;  // yields values, not references
-    using value_type = batch;
+    using value_type = typename schedule_steps::value_type;
     using difference_type = std::ptrdiff_t;
 
     iterator() = default;
-    iterator(std::shared_ptr<const detail::schedule_data> s, std::uint32_t rank,
-             std::uint64_t step) noexcept
+    iterator(std::shared_ptr<const Data> s, std::uint32_t rank, std::uint64_t step) noexcept
         : schedule_(std::move(s)), rank_(rank), step_(step) {}
 
-    batch operator*() const noexcept { return schedule_->at(step_, rank_); }
-    batch operator[](difference_type n) const noexcept { return *(*this + n); }
+    value_type operator*() const noexcept { return schedule_->at(step_, rank_); }
+    value_type operator[](difference_type n) const noexcept { return *(*this + n); }
 
     iterator& operator++() noexcept {
       ++step_;
@@ -324,14 +328,14 @@ class rank_steps : public std::ranges::view_base {
 
    private:
     // Shared, so an iterator stays valid after the view (or sampler) it came from moves on.
-    std::shared_ptr<const detail::schedule_data> schedule_;
+    std::shared_ptr<const Data> schedule_;
     std::uint32_t rank_ = 0;
     std::uint64_t step_ = 0;
   };
 
-  rank_steps() = default;
-  rank_steps(std::shared_ptr<const detail::schedule_data> s, std::uint32_t rank,
-             std::uint64_t first, std::uint64_t last) noexcept
+  schedule_steps() = default;
+  schedule_steps(std::shared_ptr<const Data> s, std::uint32_t rank, std::uint64_t first,
+                 std::uint64_t last) noexcept
       : schedule_(std::move(s)), rank_(rank), first_(first), last_(last) {}
 
   [[nodiscard]] iterator begin() const noexcept { return {schedule_, rank_, first_}; }
@@ -340,18 +344,21 @@ class rank_steps : public std::ranges::view_base {
     return static_cast<std::size_t>(last_ - first_);
   }
   [[nodiscard]] bool empty() const noexcept { return first_ == last_; }
-  [[nodiscard]] batch operator[](std::size_t i) const noexcept {
+  [[nodiscard]] value_type operator[](std::size_t i) const noexcept {
     return begin()[static_cast<std::ptrdiff_t>(i)];
   }
-  [[nodiscard]] batch front() const noexcept { return *begin(); }
-  [[nodiscard]] batch back() const noexcept { return *(end() - 1); }
+  [[nodiscard]] value_type front() const noexcept { return *begin(); }
+  [[nodiscard]] value_type back() const noexcept { return *(end() - 1); }
 
  private:
-  std::shared_ptr<const detail::schedule_data> schedule_;
+  std::shared_ptr<const Data> schedule_;
   std::uint32_t rank_ = 0;
   std::uint64_t first_ = 0;
   std::uint64_t last_ = 0;
 };
+
+/// This rank's steps of an `epoch_schedule`.
+using rank_steps = schedule_steps<detail::schedule_data>;
 
 /// An epoch plan dealt to a world size from a resume point. Every rank builds the same
 /// schedule alone. A cheap, shared, immutable handle, like the plan.

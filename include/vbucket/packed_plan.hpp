@@ -306,88 +306,9 @@ struct packed_schedule_data {
 
 }  // namespace detail
 
-/// The steps of one rank of a packed schedule, as a C++20 random-access view of `packed_batch`
-/// values (a `view_base`, as `rank_steps`, so clang before 16 instantiates it with libstdc++).
-/// It shares the schedule's data, so it stays valid after the schedule it came from is gone.
-class packed_rank_steps : public std::ranges::view_base {
- public:
-  class iterator {
-   public:
-    using iterator_concept = std::random_access_iterator_tag;
-    using iterator_category = std::input_iterator_tag;  // yields values, not references
-    using value_type = packed_batch;
-    using difference_type = std::ptrdiff_t;
-
-    iterator() = default;
-    iterator(std::shared_ptr<const detail::packed_schedule_data> s, std::uint32_t rank,
-             std::uint64_t step) noexcept
-        : schedule_(std::move(s)), rank_(rank), step_(step) {}
-
-    packed_batch operator*() const noexcept { return schedule_->at(step_, rank_); }
-    packed_batch operator[](difference_type n) const noexcept { return *(*this + n); }
-    iterator& operator++() noexcept {
-      ++step_;
-      return *this;
-    }
-    iterator operator++(int) noexcept {
-      auto t = *this;
-      ++step_;
-      return t;
-    }
-    iterator& operator--() noexcept {
-      --step_;
-      return *this;
-    }
-    iterator operator--(int) noexcept {
-      auto t = *this;
-      --step_;
-      return t;
-    }
-    iterator& operator+=(difference_type n) noexcept {
-      step_ = static_cast<std::uint64_t>(static_cast<difference_type>(step_) + n);
-      return *this;
-    }
-    iterator& operator-=(difference_type n) noexcept { return *this += -n; }
-    friend iterator operator+(iterator i, difference_type n) noexcept { return i += n; }
-    friend iterator operator+(difference_type n, iterator i) noexcept { return i += n; }
-    friend iterator operator-(iterator i, difference_type n) noexcept { return i -= n; }
-    friend difference_type operator-(const iterator& a, const iterator& b) noexcept {
-      return static_cast<difference_type>(a.step_) - static_cast<difference_type>(b.step_);
-    }
-    friend bool operator==(const iterator& a, const iterator& b) noexcept {
-      return a.step_ == b.step_;
-    }
-    friend auto operator<=>(const iterator& a, const iterator& b) noexcept {
-      return a.step_ <=> b.step_;
-    }
-
-   private:
-    std::shared_ptr<const detail::packed_schedule_data> schedule_;
-    std::uint32_t rank_ = 0;
-    std::uint64_t step_ = 0;
-  };
-
-  packed_rank_steps() = default;
-  packed_rank_steps(std::shared_ptr<const detail::packed_schedule_data> s, std::uint32_t rank,
-                    std::uint64_t first, std::uint64_t last) noexcept
-      : schedule_(std::move(s)), rank_(rank), first_(first), last_(last) {}
-
-  [[nodiscard]] iterator begin() const noexcept { return {schedule_, rank_, first_}; }
-  [[nodiscard]] iterator end() const noexcept { return {schedule_, rank_, last_}; }
-  [[nodiscard]] std::size_t size() const noexcept {
-    return static_cast<std::size_t>(last_ - first_);
-  }
-  [[nodiscard]] bool empty() const noexcept { return first_ == last_; }
-  [[nodiscard]] packed_batch operator[](std::size_t i) const noexcept {
-    return begin()[static_cast<std::ptrdiff_t>(i)];
-  }
-
- private:
-  std::shared_ptr<const detail::packed_schedule_data> schedule_;
-  std::uint32_t rank_ = 0;
-  std::uint64_t first_ = 0;
-  std::uint64_t last_ = 0;
-};
+/// The steps of one rank of a packed schedule (`schedule_steps`: a random-access view of
+/// `packed_batch` values sharing the schedule's data).
+using packed_rank_steps = schedule_steps<detail::packed_schedule_data>;
 
 /// A packed plan dealt to a world size from a resume point; every rank builds the same one.
 class packed_schedule {
