@@ -11,20 +11,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" packed "$@"
 
-if ! command -v python3 >/dev/null 2>&1; then
-  echo "FAIL: python3 is needed to check the JSON lines" >&2
-  exit 1
-fi
-
-check() {
-  local name=$1
-  shift
-  if python3 "$tmp/check.py" "$@" >"$tmp/check.out" 2>&1; then
-    pass
-  else
-    fail "$name: $(cat "$tmp/check.out")"
-  fi
-}
+require_python3
 
 cfg="$data/config_opensora_v2.json"
 meta="$tmp/meta.csv"
@@ -54,16 +41,13 @@ import re
 import sys
 from collections import Counter
 
-
 def load(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
-
 def tokens(t, h, w):
     """Latent tokens, written out from the documented formula."""
     return (1 + (t - 1) // 4) * (h / 16) * (w / 16)
-
 
 def assigned(path):
     """index -> ((resolution, frames, ratio), [T, H, W]) from `vbucket assign`'s OUT.csv."""
@@ -76,7 +60,6 @@ def assigned(path):
                 out[int(x[0])] = ((x[1], int(x[2]), x[3]), [int(x[4]), int(x[5]), int(x[6])])
     return out
 
-
 def summary(path):
     text = open(path).read()
     a = re.search(r"world (\d+), .*?: (\d+) steps from step (\d+) \((\d+) global batches consumed "
@@ -86,7 +69,6 @@ def summary(path):
         sys.exit(f"cannot parse the summary: {text!r}")
     return dict(world=int(a[1]), steps=int(a[2]), consumed=int(a[4]), repeats=int(a[5]),
                 repeat_samples=int(a[6]), disabled=int(d[1]), oversized=int(d[2]))
-
 
 def check_lines(lines, buckets, budget, with_rank):
     for x in lines:
@@ -107,7 +89,6 @@ def check_lines(lines, buckets, budget, with_rank):
             sys.exit(f"cost {x['cost']} but the shapes sum to {total}")
         if total > budget * (1 + 1e-12):
             sys.exit(f"batch of {total} latent tokens above the budget {budget}")
-
 
 mode = sys.argv[1]
 if mode == "all":
@@ -166,7 +147,7 @@ common=(--config "$cfg" --meta "$meta" --seed "$seed" --epoch 0 --batching packe
 # Budget 80000: larger than every bucket's sample of this config.
 expect_ok "plan all" plan "${common[@]}" --token-budget 80000 --world 3 --rank all \
   --out "$tmp/all.jsonl" && cp "$tmp/stdout" "$tmp/all.txt" &&
-  check "plan all" all "$tmp/all.jsonl" "$tmp/assign.csv" 80000 "$tmp/all.txt"
+  json_check "plan all" all "$tmp/all.jsonl" "$tmp/assign.csv" 80000 "$tmp/all.txt"
 
 # One rank's file is its lines of --rank all.
 expect_ok "plan rank 1" plan "${common[@]}" --token-budget 80000 --world 3 --rank 1 \
@@ -191,13 +172,13 @@ EOF
 st2=$(python3 -c "import re,sys; print(re.sub(r'consumed=\d+', 'consumed=6', sys.argv[1]))" "$state")
 expect_ok "plan resume" plan "${common[@]}" --token-budget 80000 --world 2 --rank all \
   --state "$st2" --out "$tmp/rest.jsonl" &&
-  check "resume" resume "$tmp/all.jsonl" "$tmp/all.txt" 6 "$tmp/rest.jsonl"
+  json_check "resume" resume "$tmp/all.jsonl" "$tmp/all.txt" 6 "$tmp/rest.jsonl"
 
 # stats' fill ratio is the plan's (drop-last: no repeats).
 expect_ok "plan drop-last" plan "${common[@]}" --token-budget 80000 --world 4 --rank all \
   --drop-last --out "$tmp/dl.jsonl"
 expect_ok "stats" stats "${common[@]}" --token-budget 80000 --world 4 --drop-last &&
-  cp "$tmp/stdout" "$tmp/stats.txt" && check "fill" fill "$tmp/dl.jsonl" 80000 "$tmp/stats.txt"
+  cp "$tmp/stdout" "$tmp/stats.txt" && json_check "fill" fill "$tmp/dl.jsonl" 80000 "$tmp/stats.txt"
 
 # Oversized samples: an error naming one, or counted drops.
 expect_error "oversized" 1 "more than the token budget 5000" plan "${common[@]}" \
@@ -205,7 +186,7 @@ expect_error "oversized" 1 "more than the token budget 5000" plan "${common[@]}"
 if grep -qE "sample [0-9]+ \(bucket [0-9]+, [0-9]+x[0-9]+x[0-9]+\) costs" "$tmp/stderr"; then pass; else fail "oversized: no sample named: $(cat "$tmp/stderr")"; fi
 expect_ok "drop oversized" plan "${common[@]}" --token-budget 5000 --drop-oversized --world 2 \
   --rank all --out "$tmp/o.jsonl" && cp "$tmp/stdout" "$tmp/o.txt" &&
-  check "drop oversized" all "$tmp/o.jsonl" "$tmp/assign.csv" 5000 "$tmp/o.txt" dropped
+  json_check "drop oversized" all "$tmp/o.jsonl" "$tmp/assign.csv" 5000 "$tmp/o.txt" dropped
 
 # Flag misuse.
 expect_error "no budget" 2 "--token-budget" plan "${common[@]}" --world 1 --rank 0 \

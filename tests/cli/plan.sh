@@ -12,21 +12,7 @@
 set -uo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" plan "$@"
-if ! command -v python3 >/dev/null 2>&1; then
-  echo "FAIL: python3 is needed to check the JSON lines" >&2
-  exit 1
-fi
-
-# check NAME PYTHON-ARGS...: runs the checker below; a non-zero exit is a failure.
-check() {
-  local name=$1
-  shift
-  if python3 "$tmp/check.py" "$@" >"$tmp/check.out" 2>&1; then
-    pass
-  else
-    fail "$name: $(cat "$tmp/check.out")"
-  fi
-}
+require_python3
 
 # ---------------------------------------------------------------------------------------------
 # Inputs: 600 web-video-like rows (images, videos of many sizes, a few too small for any bucket).
@@ -216,7 +202,7 @@ common=(--config "$cfg" --meta "$meta" --seed "$seed" --epoch 0 --pad-warn 1)
 world=4
 if expect_ok "plan --rank all" plan "${common[@]}" --world $world --rank all --out "$tmp/all.jsonl"; then
   cp "$tmp/stdout" "$tmp/all.summary"
-  check "--rank all covers every assigned sample" all "$cfg" "$tmp/all.jsonl" "$tmp/all.summary" \
+  json_check "--rank all covers every assigned sample" all "$cfg" "$tmp/all.jsonl" "$tmp/all.summary" \
     "$tmp/assign.csv" $world
 fi
 rank_files=()
@@ -226,13 +212,13 @@ for ((r = 0; r < world; r++)); do
   rank_files+=("$tmp/rank$r.jsonl")
   [[ -s $tmp/stdout ]] && fail "plan --quiet printed on stdout"
 done
-check "each rank's output is its part of --rank all" ranks "$cfg" "$tmp/all.jsonl" $world \
+json_check "each rank's output is its part of --rank all" ranks "$cfg" "$tmp/all.jsonl" $world \
   "${rank_files[@]}"
 
 # A world that does not divide the batch count: repeats are counted and cover the last step.
 if expect_ok "plan --world 7" plan "${common[@]}" --world 7 --rank all --out "$tmp/all7.jsonl"; then
   cp "$tmp/stdout" "$tmp/all7.summary"
-  check "--world 7 covers every assigned sample" all "$cfg" "$tmp/all7.jsonl" "$tmp/all7.summary" \
+  json_check "--world 7 covers every assigned sample" all "$cfg" "$tmp/all7.jsonl" "$tmp/all7.summary" \
     "$tmp/assign.csv" 7
 fi
 
@@ -258,7 +244,7 @@ fi
 # ---------------------------------------------------------------------------------------------
 expect_ok "plan --start-step 5" plan "${common[@]}" --world $world --rank 2 --start-step 5 \
   --out "$tmp/rank2-from5.jsonl" --quiet
-check "--start-step 5 is the rest of rank 2's steps" suffix "$cfg" "$tmp/rank2.jsonl" \
+json_check "--start-step 5 is the rest of rank 2's steps" suffix "$cfg" "$tmp/rank2.jsonl" \
   "$tmp/rank2-from5.jsonl" 5
 expect_ok "plan --consumed-batches 20" plan "${common[@]}" --world $world --rank 2 \
   --consumed-batches 20 --out "$tmp/rank2-consumed20.jsonl" --quiet
@@ -279,7 +265,7 @@ for w2 in 3 1 6; do
     if expect_ok "resume world $world step $k -> world $w2" plan "${common[@]}" --world $w2 \
       --rank all --consumed-batches $((k * world)) --out "$tmp/rest.jsonl"; then
       cp "$tmp/stdout" "$tmp/rest.summary"
-      check "resume world $world after $k steps with world $w2" resume "$cfg" "$tmp/all.jsonl" \
+      json_check "resume world $world after $k steps with world $w2" resume "$cfg" "$tmp/all.jsonl" \
         $k $world "$tmp/rest.jsonl" "$tmp/rest.summary" "$tmp/assign.csv"
     fi
   done
@@ -297,7 +283,7 @@ for bal in "--balance" "--balance-group 6"; do
   if expect_ok "plan $bal world $world" plan "${common[@]}" --world $world --rank all \
     "${balance[@]}" --out "$tmp/bal.jsonl"; then
     cp "$tmp/stdout" "$tmp/bal.summary"
-    check "$bal covers every assigned sample" all "$cfg" "$tmp/bal.jsonl" "$tmp/bal.summary" \
+    json_check "$bal covers every assigned sample" all "$cfg" "$tmp/bal.jsonl" "$tmp/bal.summary" \
       "$tmp/assign.csv" $world
   fi
   for w2 in 2 3 8; do
@@ -306,7 +292,7 @@ for bal in "--balance" "--balance-group 6"; do
         "${balance[@]}" --world $w2 --rank all --consumed-batches $((k * world)) \
         --out "$tmp/rest.jsonl"; then
         cp "$tmp/stdout" "$tmp/rest.summary"
-        check "$bal: resume world $world after $k steps with world $w2" resume "$cfg" \
+        json_check "$bal: resume world $world after $k steps with world $w2" resume "$cfg" \
           "$tmp/bal.jsonl" $k $world "$tmp/rest.jsonl" "$tmp/rest.summary" "$tmp/assign.csv"
       fi
     done
@@ -350,7 +336,7 @@ printf '{"256px": {"1": [1.0, 2], "33": [1.0, 4]}}\n' >"$tmp/kinds.json"
 if expect_ok "plan --policy downgrade, videos and images" plan --config "$tmp/kinds.json" \
   --meta "$tmp/kinds.csv" --seed 1 --epoch 0 --world 1 --rank all --policy downgrade \
   --pad-warn 1 --out "$tmp/kinds.jsonl"; then
-  check "downgrade keeps videos out of the image bucket" kinds "$tmp/kinds.json" \
+  json_check "downgrade keeps videos out of the image bucket" kinds "$tmp/kinds.json" \
     "$tmp/kinds.jsonl" "$tmp/kinds.csv"
 fi
 
@@ -360,18 +346,18 @@ fi
 if expect_ok "plan --drop-last" plan "${common[@]}" --world 5 --rank all --drop-last \
   --out "$tmp/drop.jsonl"; then
   cp "$tmp/stdout" "$tmp/drop.summary"
-  check "--drop-last repeats no sample" no-repeat "$cfg" "$tmp/drop.jsonl" "$tmp/drop.summary"
+  json_check "--drop-last repeats no sample" no-repeat "$cfg" "$tmp/drop.jsonl" "$tmp/drop.summary"
 fi
 if expect_ok "plan --policy downgrade" plan "${common[@]}" --world 5 --rank all \
   --policy downgrade --out "$tmp/down.jsonl"; then
   cp "$tmp/stdout" "$tmp/down.summary"
-  check "--policy downgrade covers every assigned sample" downgrade "$cfg" "$tmp/down.jsonl" \
+  json_check "--policy downgrade covers every assigned sample" downgrade "$cfg" "$tmp/down.jsonl" \
     "$tmp/down.summary" "$tmp/assign.csv"
 fi
 if expect_ok "plan --balance" plan "${common[@]}" --world $world --rank all --balance \
   --out "$tmp/balance.jsonl"; then
   cp "$tmp/stdout" "$tmp/balance.summary"
-  check "--balance covers every assigned sample" all "$cfg" "$tmp/balance.jsonl" \
+  json_check "--balance covers every assigned sample" all "$cfg" "$tmp/balance.jsonl" \
     "$tmp/balance.summary" "$tmp/assign.csv" $world
 fi
 

@@ -14,6 +14,10 @@
 #   expect_error NAME CODE PATTERN ARGS...
 #                     the command exits with CODE and exactly one stderr line, starting
 #                     "vbucket <cmd>: error: " and containing PATTERN (a fixed string)
+#   require_python3   exits (failing) unless python3 is there, for scripts that check output
+#   json_check NAME ARGS...
+#                     runs the script's own checker, python3 $tmp/check.py ARGS: a pass, or a
+#                     failure with the checker's output
 #   finish            prints "NAME.sh: N checks passed, M failed"; its status is the script's
 cli_name=${1:?usage: source tests/support/cli.sh NAME <vbucket binary> <tests/data dir>}
 shift
@@ -68,6 +72,23 @@ expect_error() {
     fail "$name: stderr does not mention '$pattern': $(cat "$tmp/stderr")"
   else
     pass
+  fi
+}
+
+require_python3() {
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "FAIL: python3 is needed to check the JSON lines" >&2
+    exit 1
+  fi
+}
+
+json_check() {
+  local name=$1
+  shift
+  if python3 "$tmp/check.py" "$@" >"$tmp/check.out" 2>&1; then
+    pass
+  else
+    fail "$name: $(cat "$tmp/check.out")"
   fi
 }
 
