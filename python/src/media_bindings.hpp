@@ -2,9 +2,11 @@
 /// The media part of `vbucket._vbucket` (built when the FFmpeg adapter is): the scan
 /// (`ff::list_media`, `ff::probe_all` on a thread the Python caller polls, so progress is
 /// shown and Ctrl-C stops it), one clip (`ff::decode_clip` into a buffer the numpy array owns)
-/// and the loader (`vbucket::loader` over `ff::file_decoder` and a host staging ring, its
-/// batches handed to PyTorch through DLPack without a copy). Included by vbucket_ext.cpp after
-/// the sampler glue (it uses `py_sampler`). Glue only: every rule is the library's.
+/// and the loader (`vbucket::loader` over `ff::file_decoder` and a staging ring — host memory,
+/// its batches handed to PyTorch through DLPack without a copy, or with `pin_memory` the CUDA
+/// adapter's pinned memory, each batch copied into a tensor PyTorch allocated on the GPU). Included
+/// by vbucket_ext.cpp after the sampler glue (it uses `py_sampler`). Glue only: every rule is the
+/// library's.
 
 #include <nanobind/stl/array.h>
 
@@ -29,6 +31,8 @@
 #include "vbucket/ffmpeg/file_decoder.hpp"
 #include "vbucket/loader.hpp"
 #include "vbucket/staging.hpp"
+
+#include "staging_backend.hpp"  // py_backend
 
 namespace {
 
@@ -212,8 +216,8 @@ nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, 
 // The loader
 // ---------------------------------------------------------------------------------------------
 
-using host_ring = vbucket::staging_ring<vbucket::host_backend>;
-using file_loader = vbucket::loader<ff::file_decoder, vbucket::host_backend>;
+using py_ring = vbucket::staging_ring<py_backend>;
+using file_loader = vbucket::loader<ff::file_decoder, py_backend>;
 
 /// A sampler's position as the loader's `schedule_source`.
 struct sampler_position {
@@ -229,8 +233,8 @@ struct sampler_position {
 /// loader and every batch hold it, so a batch's memory stays valid after the loader is gone.
 /// Members go in reverse order: the loader (joining its threads), the decoder, the ring.
 struct loader_core {
-  vbucket::host_backend backend;
-  std::unique_ptr<host_ring> ring;
+  std::unique_ptr<py_backend> backend;
+  std::unique_ptr<py_ring> ring;
   std::unique_ptr<ff::file_decoder> decoder;
   std::unique_ptr<file_loader> loader;
   std::size_t slots = 0;
@@ -254,11 +258,92 @@ vbucket::element_type parse_dtype(const std::string& s) {
   throw vbucket::error("dtype: expected \"uint8\", \"float32\" or \"bfloat16\", got \"" + s + "\"");
 }
 
+/// The dtype argument's spelling of an element type (parse_dtype's inverse).
+std::string dtype_name(vbucket::element_type t) {
+  switch (t) {
+    case vbucket::element_type::u8:
+      return "uint8";
+    case vbucket::element_type::f32:
+      return "float32";
+    case vbucket::element_type::bf16:
+      return "bfloat16";
+  }
+  return "uint8";
+}
+
+/// The DLPack dtype of a loader element type.
+nb::dlpack::dtype dlpack_dtype(vbucket::element_type t) {
+  nb::dlpack::dtype dt;
+  dt.lanes = 1;
+  switch (t) {
+    case vbucket::element_type::u8:
+      dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt);
+      dt.bits = 8;
+      break;
+    case vbucket::element_type::f32:
+      dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float);
+      dt.bits = 32;
+      break;
+    case vbucket::element_type::bf16:
+      dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat);
+      dt.bits = 16;
+      break;
+  }
+  return dt;
+}
+
+/// A host batch as a torch tensor over its slot, no copy: the tensor owns the holder.
+nb::object torch_tensor(std::unique_ptr<batch_holder> holder) {
+  const vbucket::tensor_view& v = holder->batch.tensor.view;
+  nb::capsule owner(holder.release(),
+                    [](void* p) noexcept { delete static_cast<batch_holder*>(p); });
+  std::size_t shape[5];
+  for (std::size_t i = 0; i < 5; ++i) shape[i] = static_cast<std::size_t>(v.shape[i]);
+  return nb::cast(nb::ndarray<nb::pytorch>(v.data, 5, shape, owner, nullptr, dlpack_dtype(v.type)));
+}
+
+/// A batch decoded into pinned memory, waiting to be copied to the GPU: Python allocates the
+/// device tensor (PyTorch's allocator, its shape and dtype) and calls `submit`, which queues
+/// the copy on the backend's stream; the slot goes back to the ring when the copy completes.
+/// Dropped without a submit, the slot goes back at once.
+class staged_batch {
+ public:
+  explicit staged_batch(std::unique_ptr<batch_holder> h) : holder_(std::move(h)) {}
+
+  [[nodiscard]] nb::tuple shape() const {
+    const auto& s = view().shape;
+    return nb::make_tuple(s[0], s[1], s[2], s[3], s[4]);
+  }
+  [[nodiscard]] std::string dtype() const { return dtype_name(view().type); }
+  [[nodiscard]] std::size_t nbytes() const { return view().bytes(); }
+
+  /// Queues the copy into `nbytes` bytes of device memory at `dst` (a CUDA pointer, e.g.
+  /// `tensor.data_ptr()`), ordered on the loader's stream (`Loader.cuda_stream`). Once.
+  void submit(std::uintptr_t dst, std::size_t nbytes) {
+    if (!holder_) throw vbucket::error("StagedBatch: already submitted");
+    if (dst == 0) throw vbucket::error("StagedBatch: submit to a null pointer");
+    const std::size_t n = view().bytes();
+    if (nbytes != n)
+      throw vbucket::error("StagedBatch: the destination holds " + std::to_string(nbytes) +
+                           " bytes, the batch " + std::to_string(n));
+    std::unique_ptr<batch_holder> h = std::move(holder_);
+    h->core->ring->submit(std::move(h->batch.slot), reinterpret_cast<void*>(dst), n);
+  }
+
+ private:
+  [[nodiscard]] const vbucket::tensor_view& view() const {
+    if (!holder_) throw vbucket::error("StagedBatch: already submitted");
+    return holder_->batch.tensor.view;
+  }
+  std::unique_ptr<batch_holder> holder_;
+};
+
 class py_loader {
  public:
   py_loader(const py_sampler& sampler, std::vector<std::string> paths, unsigned workers,
             std::size_t prefetch, std::size_t slots, const std::string& dtype,
-            const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev) {
+            const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev,
+            int pin_device) {
     vbucket::loader_options o;
     o.workers = workers;
     o.prefetch = prefetch;
@@ -285,16 +370,19 @@ class py_loader {
     ff::quiet_logs();
     core_ = std::make_shared<loader_core>();
     core_->slots = slots;
+    core_->backend =
+        pin_device < 0 ? std::make_unique<py_backend>() : py_backend::pinned(pin_device);
     vbucket::staging_options so;
     so.slots = slots;
-    core_->ring = std::make_unique<host_ring>(core_->backend, so);
+    core_->ring = std::make_unique<py_ring>(*core_->backend, so);
     core_->decoder =
         std::make_unique<ff::file_decoder>(std::move(paths), *sampler.meta(), d);  // checks sizes
     core_->loader = std::make_unique<file_loader>(pos, *core_->decoder, *core_->ring, o);
   }
 
   /// The next batch as (tensor, samples, planned, bucket, (T, H, W), step, position, repeat,
-  /// substitutions); StopIteration at the end.
+  /// substitutions); StopIteration at the end. With pinned staging the first item is a
+  /// `StagedBatch` instead: the batch in pinned memory, to `submit` into a GPU tensor.
   nb::tuple next() {
     file_loader& l = running();
     if (core_->held.load() >= core_->slots)
@@ -341,28 +429,7 @@ class py_loader {
     }
     if (!b) throw nb::stop_iteration();
     core_->held.fetch_add(1);
-    auto* holder = new batch_holder{core_, std::move(*b)};
-    nb::capsule owner(holder, [](void* p) noexcept { delete static_cast<batch_holder*>(p); });
-    const vbucket::tensor_view& v = holder->batch.tensor.view;
-    std::size_t shape[5];
-    for (std::size_t i = 0; i < 5; ++i) shape[i] = static_cast<std::size_t>(v.shape[i]);
-    nb::dlpack::dtype dt;
-    dt.lanes = 1;
-    switch (v.type) {
-      case vbucket::element_type::u8:
-        dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt);
-        dt.bits = 8;
-        break;
-      case vbucket::element_type::f32:
-        dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float);
-        dt.bits = 32;
-        break;
-      case vbucket::element_type::bf16:
-        dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat);
-        dt.bits = 16;
-        break;
-    }
-    nb::ndarray<nb::pytorch> tensor(v.data, 5, shape, owner, nullptr, dt);
+    std::unique_ptr<batch_holder> holder(new batch_holder{core_, std::move(*b)});
     const auto& info = holder->batch.info;
     nb::list subs;
     for (const auto& s : holder->batch.substitutions) {
@@ -376,10 +443,12 @@ class py_loader {
     }
     std::vector<std::uint32_t> samples(holder->batch.samples);
     std::vector<std::uint32_t> planned(info.indices.begin(), info.indices.end());
-    return nb::make_tuple(nb::cast(tensor), to_numpy(std::move(samples)),
-                          to_numpy(std::move(planned)), info.bucket,
-                          nb::make_tuple(info.frames, info.height, info.width), info.step,
-                          info.position, info.repeat, subs);
+    // The tensor last: `holder` (and `info`) belong to it from here on.
+    nb::object tensor = core_->backend->is_pinned() ? nb::cast(staged_batch(std::move(holder)))
+                                                    : torch_tensor(std::move(holder));
+    return nb::make_tuple(tensor, to_numpy(std::move(samples)), to_numpy(std::move(planned)),
+                          info.bucket, nb::make_tuple(info.frames, info.height, info.width),
+                          info.step, info.position, info.repeat, subs);
   }
 
   /// The resume state after the batches handed out so far.
@@ -389,6 +458,8 @@ class py_loader {
   }
   [[nodiscard]] std::uint64_t steps() const { return live().steps(); }
   [[nodiscard]] std::size_t held() const { return core_ ? core_->held.load() : 0; }
+  /// The CUDA stream of pinned staging's copies (0 for host memory).
+  [[nodiscard]] std::uintptr_t cuda_stream() const { return core_ ? core_->backend->stream() : 0; }
 
   [[nodiscard]] nb::dict stats() const {
     const vbucket::loader_stats s = live().stats();
@@ -463,16 +534,23 @@ void bind_media(nb::module_& m) {
   m.def("decode_clip", &decode_clip_array, "path"_a, "start"_a, "frames"_a, "interval"_a,
         "height"_a, "width"_a, "layout"_a, "pad"_a, "filter"_a, "threads"_a);
 
+  nb::class_<staged_batch>(m, "StagedBatch")
+      .def_prop_ro("shape", &staged_batch::shape)
+      .def_prop_ro("dtype", &staged_batch::dtype)
+      .def_prop_ro("nbytes", &staged_batch::nbytes)
+      .def("submit", &staged_batch::submit, "dst"_a, "nbytes"_a);
+
   nb::class_<py_loader>(m, "Loader")
       .def(nb::init<const py_sampler&, std::vector<std::string>, unsigned, std::size_t, std::size_t,
                     const std::string&, const std::string&, std::array<double, 3>,
-                    std::array<double, 3>>(),
+                    std::array<double, 3>, int>(),
            "sampler"_a, "paths"_a, "workers"_a, "prefetch"_a, "slots"_a, "dtype"_a, "layout"_a,
-           "mean"_a, "std"_a)
+           "mean"_a, "std"_a, "pin_device"_a)
       .def("next", &py_loader::next)
       .def("state", &py_loader::state)
       .def("steps", &py_loader::steps)
       .def_prop_ro("held", &py_loader::held)
+      .def_prop_ro("cuda_stream", &py_loader::cuda_stream)
       .def("stats", &py_loader::stats)
       .def("stats_table", &py_loader::stats_table)
       .def("close", &py_loader::close)

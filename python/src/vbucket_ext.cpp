@@ -816,6 +816,7 @@ NB_MODULE(_vbucket, m) {
   m.attr("DEFAULT_BALANCE_GROUP") = vbucket::default_balance_group;
   m.attr("HAS_FMT") = static_cast<bool>(VBUCKET_PY_HAS_FMT);
   m.attr("HAS_FFMPEG") = static_cast<bool>(VBUCKET_PY_HAS_FFMPEG);
+  m.attr("HAS_CUDA") = static_cast<bool>(VBUCKET_PY_HAS_CUDA);
 #if VBUCKET_PY_HAS_FFMPEG
   bind_media(m);
 #endif

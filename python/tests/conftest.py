@@ -59,7 +59,12 @@ def sample_df():
 
 @pytest.fixture(scope="session")
 def media(tmp_path_factory):
-    """tests/e2e/make_dataset.sh's media (videos, images, bad files), generated once."""
+    """tests/e2e/make_dataset.sh's media (videos, images, bad files), generated once; or, on a
+    machine without the ffmpeg command (a GPU machine), the directory VBUCKET_TEST_MEDIA names,
+    where that script already wrote them."""
+    given = os.environ.get("VBUCKET_TEST_MEDIA")
+    if given:
+        return pathlib.Path(given)
     if shutil.which("ffmpeg") is None:
         pytest.skip("the ffmpeg command is needed to generate the test media")
     out = tmp_path_factory.mktemp("media") / "e2e"

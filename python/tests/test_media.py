@@ -369,17 +369,74 @@ def test_loader_errors(scanned):
         vbucket.Loader(s, scanned["path"], dtype="float32", std=(1, 0, 1))
 
 
-def test_pin_memory(scanned):
+def test_pin_memory_without_gpu(scanned):
+    """Where torch or the machine has no CUDA: pin_memory=True is refused with the reason, and
+    the extension's pinned staging (built whenever the CUDA toolkit was found) refuses to start
+    without a device instead of failing later."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: test_pin_memory runs the real path")
     s = _sampler(scanned, 1, 0)
+    with pytest.raises(RuntimeError, match="pin_memory=True needs a CUDA-enabled torch"):
+        vbucket.Loader(s, scanned["path"], pin_memory=True)
+    core = s._s
+    args = (core, list(scanned["path"]), 1, 1, 3, "uint8", "thwc", (0.5,) * 3, (0.5,) * 3, 0)
+    if vbucket.HAS_CUDA:
+        with pytest.raises(ValueError, match="pin_memory=True: no CUDA device can be used"):
+            _vbucket.Loader(*args)
+    else:
+        with pytest.raises(ValueError, match="no CUDA adapter"):
+            _vbucket.Loader(*args)
+
+
+@pytest.mark.parametrize("dtype,layout", [("uint8", "thwc"), ("float32", "cthw"),
+                                          ("bfloat16", "thwc")])
+def test_pin_memory(scanned, dtype, layout):
+    """pin_memory=True on a GPU: device tensors equal to the host loader's, bit for bit, staged
+    through vbucket's pinned ring when the CUDA adapter is built in; device batches do not hold
+    staging slots, so keeping more of them alive than there are slots is fine."""
     if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match="pin_memory=True needs a CUDA-enabled torch"):
-            vbucket.Loader(s, scanned["path"], pin_memory=True)
-        pytest.skip("pin_memory=True: no CUDA torch or GPU here (the error path was checked)")
-    loader = vbucket.Loader(s, scanned["path"], pin_memory=True)
-    ref = vbucket.Loader(_sampler(scanned, 1, 0), scanned["path"])
+        pytest.skip("pin_memory=True: no CUDA torch or GPU here (test_pin_memory_without_gpu "
+                    "checks the error paths)")
+    loader = vbucket.Loader(_sampler(scanned, 2, 1), scanned["path"], pin_memory=True,
+                            dtype=dtype, layout=layout, prefetch=1, slots=2, workers=2)
+    assert (loader._stream is not None) == vbucket.HAS_CUDA
+    ref = vbucket.Loader(_sampler(scanned, 2, 1), scanned["path"], dtype=dtype, layout=layout)
+    kept = []
+    n = 0
     for a, b in zip(loader, ref):
-        assert a.tensor.is_cuda
+        assert a.tensor.is_cuda and a.tensor.device.index == torch.cuda.current_device()
+        assert a.tensor.dtype == b.tensor.dtype and a.tensor.shape == b.tensor.shape
         assert torch.equal(a.tensor.cpu(), b.tensor)
+        assert list(a.indices) == list(b.indices)
+        kept.append(a)  # more than `slots` device batches alive at once
+        n += 1
+    assert n == len(ref) and n > 2
+    assert loader._core.held == 0
+    # Still intact after the loader is gone (PyTorch owns device tensors).
+    copies = [k.tensor.clone() for k in kept]
+    loader.close()
+    del loader
+    for k, c in zip(kept, copies):
+        assert torch.equal(k.tensor, c)
+
+
+def test_pin_memory_stream_order(scanned):
+    """Work queued on PyTorch's current stream after next() sees the copied batch, also when
+    the current stream is busy when the batch arrives (the copy runs on the loader's stream)."""
+    if not torch.cuda.is_available() or not vbucket.HAS_CUDA:
+        pytest.skip("needs a GPU and the CUDA adapter")
+    loader = vbucket.Loader(_sampler(scanned, 1, 0), scanned["path"], pin_memory=True,
+                            dtype="float32")
+    ref = vbucket.Loader(_sampler(scanned, 1, 0), scanned["path"], dtype="float32")
+    side = torch.cuda.Stream()
+    big = torch.randn(4096, 4096, device="cuda")
+    for a, b in zip(loader, ref):
+        for _ in range(4):  # keep the current stream busy while the copy is queued
+            big = big @ big / 64
+        with torch.cuda.stream(side):
+            side.wait_stream(torch.cuda.current_stream())
+            total = a.tensor.double().sum()
+        assert total.item() == b.tensor.double().sum().item()
 
 
 LOAD_UNTIL_INTERRUPTED = """

@@ -26,7 +26,12 @@ else:  # pragma: no cover - a build without the FFmpeg adapter
 
 __version__ = "0.1.0"
 
+#: Whether this build has the CUDA adapter: Loader(pin_memory=True) then stages batches in
+#: vbucket's pinned ring and copies them on its own stream (else through tensor.pin_memory()).
+HAS_CUDA: bool = bool(getattr(_vbucket, "HAS_CUDA", False))
+
 __all__ = [
+    "HAS_CUDA",
     "Batch",
     "BucketConfig",
     "DecodeError",

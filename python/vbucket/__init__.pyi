@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 __version__: str
+HAS_CUDA: bool
 
 PathLike = Union[str, os.PathLike[str]]
 Rule = Literal["opensora-v2", "opensora-v1.2"]

@@ -13,6 +13,8 @@ HAS_FMT: bool = True
 
 HAS_FFMPEG: bool = True
 
+HAS_CUDA: bool = True
+
 class DecodeError(ValueError):
     pass
 
@@ -35,8 +37,20 @@ class Scan:
 
 def decode_clip(path: str, start: int, frames: int, interval: int, height: int, width: int, layout: str, pad: bool, filter: str, threads: int) -> NDArray[numpy.uint8]: ...
 
+class StagedBatch:
+    @property
+    def shape(self) -> tuple: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    def submit(self, dst: int, nbytes: int) -> None: ...
+
 class Loader:
-    def __init__(self, sampler: Sampler, paths: Sequence[str], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float]) -> None: ...
+    def __init__(self, sampler: Sampler, paths: Sequence[str], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], pin_device: int) -> None: ...
 
     def next(self) -> tuple: ...
 
@@ -46,6 +60,9 @@ class Loader:
 
     @property
     def held(self) -> int: ...
+
+    @property
+    def cuda_stream(self) -> int: ...
 
     def stats(self) -> dict: ...
 

@@ -209,8 +209,14 @@ class Loader:
     workers are joined) and raises KeyboardInterrupt; ``state_dict()`` still resumes, and a
     further ``next()`` raises ValueError.
 
-    ``pin_memory=True`` (a CUDA torch and a GPU) yields device tensors copied from pinned
-    memory; without a GPU it raises RuntimeError.
+    ``pin_memory=True`` (a CUDA torch and a GPU) yields tensors on the current CUDA device.
+    With the CUDA adapter built in (``vbucket.HAS_CUDA``: the CUDA toolkit was found when the
+    package was built) the workers decode straight into vbucket's page-locked staging ring and
+    each batch is copied into a tensor PyTorch allocates on the device, on the loader's own CUDA
+    stream, which PyTorch's current stream then waits for (so the tensor is ready for any work
+    queued after ``next()``); the pinned slot goes back to the ring once its copy completes, so
+    the ``slots`` limit does not apply to device batches. Without the adapter, batches are
+    copied through ``tensor.pin_memory()``. Without a GPU it raises RuntimeError.
     """
 
     def __init__(self, sampler, paths: Sequence[PathLike], *, workers: int = 4,
@@ -242,6 +248,8 @@ class Loader:
         if isinstance(slots, bool) or not isinstance(slots, int):
             raise ValueError(f"Loader: slots must be an int, got {slots!r}")
         self._device = None
+        self._stream = None
+        pin_device = -1
         if pin_memory:
             if not torch.cuda.is_available():
                 raise RuntimeError(
@@ -249,21 +257,40 @@ class Loader:
                     f"(torch {torch.__version__}, cuda available: False)"
                 )
             self._device = torch.device("cuda", torch.cuda.current_device())
+            if getattr(_vbucket, "HAS_CUDA", False):
+                pin_device = self._device.index
         self._torch = torch
         self._sampler = sampler
         self._core = _vbucket.Loader(core, paths, workers, prefetch, slots, dtype, layout,
-                                     _triple("mean", mean), _triple("std", std))
+                                     _triple("mean", mean), _triple("std", std), pin_device)
+        if pin_device >= 0:
+            self._stream = torch.cuda.ExternalStream(self._core.cuda_stream, device=self._device)
 
     def __iter__(self) -> Iterator[Batch]:
         return self
 
     def __next__(self) -> Batch:
         t, indices, planned, bucket, thw, step, position, repeat, subs = self._core.next()
-        if self._device is not None:
+        if self._stream is not None:
+            t = self._to_device(t)
+        elif self._device is not None:
             t = t.pin_memory().to(self._device, non_blocking=True)
         return Batch(t, indices, planned, bucket, thw, step, position, repeat, subs)
 
     next = __next__
+
+    def _to_device(self, staged) -> Any:
+        """Copies a batch staged in pinned memory into a new tensor on the device, on the
+        loader's stream, ordered after the work already queued on PyTorch's current stream
+        (the allocator may hand out memory that work still uses) and before whatever is queued
+        on it next."""
+        torch = self._torch
+        out = torch.empty(staged.shape, dtype=getattr(torch, staged.dtype), device=self._device)
+        current = torch.cuda.current_stream(self._device)
+        self._stream.wait_stream(current)
+        staged.submit(out.data_ptr(), out.numel() * out.element_size())
+        current.wait_stream(self._stream)
+        return out
 
     def __len__(self) -> int:
         """Batches this loader hands out in all (from the sampler's state to the epoch's end)."""
