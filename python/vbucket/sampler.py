@@ -93,8 +93,8 @@ class VariableVideoBatchSampler(_SamplerBase):
         num_bucket_build_workers: int = 1,
         num_groups: int = 1,
     ) -> None:
-        if _HAVE_TORCH:
-            super().__init__(None)
+        # torch's Sampler.__init__ is not called: it does nothing, and no one call fits every
+        # torch (1.x requires a `data_source` argument; 2.11 accepts none).
         if not shuffle:
             raise ValueError(
                 "shuffle=False is not supported: vbucket's plan always shuffles within buckets "
