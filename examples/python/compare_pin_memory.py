@@ -86,6 +86,7 @@ def main() -> int:
     p.add_argument("--dtype", default="float32", choices=["uint8", "float32", "bfloat16"])
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--frames", default="17", help="the bucket's frame count")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -100,7 +101,11 @@ def main() -> int:
     meta = vbucket.scan(paths, progress=False)
     height = int(args.size.split("x")[1])
     res = {360: "360p", 480: "480p", 720: "720p"}.get(height, "360p")
-    config = {res: {"33": (1.0, args.batch)}}
+    config = {res: {args.frames: (1.0, args.batch)}}
+    if len(vbucket.VariableVideoBatchSampler(meta, config, num_replicas=1, rank=0, seed=3)) == 0:
+        print(f"compare_pin_memory: no batch: the clips have fewer than {args.frames} frames at "
+              f"the rule's frame interval (try --frames or longer --seconds)", file=sys.stderr)
+        return 2
     figures = {True: [], False: []}
     reference = None
     for r in range(args.repeats):
