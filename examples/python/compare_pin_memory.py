@@ -8,8 +8,11 @@
     torch's DataLoader(pin_memory=True) does (one more host copy, on the trainer's thread).
 
 Same clips, same sampler batches, same dtype; the script checks the device tensors agree bit
-for bit and prints samples/s of each (median of ``--repeats`` alternating runs), their ratio,
-and the seconds the trainer's thread spends in ``next()`` per batch.
+for bit. The trainer is simulated by ``--step-ms`` of work per batch (a sleep, as a GPU step
+leaves the CPU free), so that with enough workers batches are ready when asked for; it prints,
+for each path (median of ``--repeats`` alternating runs): the milliseconds the trainer's thread
+spends in ``next()`` per batch (the median over the epoch's batches after the first two: what
+the hand-over costs the training loop), samples/s over the same batches, and the ratios.
 
     python3 examples/python/compare_pin_memory.py --dir /tmp/pinclips --clips 16 \\
         --size 640x360 --dtype float32 --workers 8 --repeats 3
@@ -47,7 +50,8 @@ def make_clips(folder: str, count: int, seconds: float, size: str, fps: int) -> 
 
 
 def run(meta, config, args, adapter: bool):
-    """One epoch; returns (samples/s, trainer seconds in next() per batch, checksums)."""
+    """One epoch; returns (samples/s, median trainer seconds in next() per batch, checksums),
+    both over the batches after the first two (pinned buffers are allocated at the start)."""
     saved = getattr(_vbucket, "HAS_CUDA", False)
     _vbucket.HAS_CUDA = saved and adapter  # (b): the Loader then takes torch's path
     try:
@@ -58,7 +62,7 @@ def run(meta, config, args, adapter: bool):
         _vbucket.HAS_CUDA = saved
     assert (loader._stream is not None) == adapter
     torch.cuda.synchronize()
-    samples, in_next, sums = 0, 0.0, []
+    samples, in_next, sums = 0, [], []
     t0 = time.perf_counter()
     while True:
         t1 = time.perf_counter()
@@ -66,13 +70,20 @@ def run(meta, config, args, adapter: bool):
             batch = next(loader)
         except StopIteration:
             break
-        in_next += time.perf_counter() - t1
+        if len(sums) == 2:
+            torch.cuda.synchronize()
+            samples, t0 = 0, time.perf_counter()
+        elif len(sums) > 2:
+            in_next.append(time.perf_counter() - t1)
         samples += batch.tensor.shape[0]
         sums.append(batch.tensor.float().sum())  # queued work that reads the batch
+        time.sleep(args.step_ms / 1e3)
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
     loader.close()
-    return samples / elapsed, in_next / max(1, len(sums)), [float(s) for s in sums]
+    if len(sums) < 4:
+        raise SystemExit("compare_pin_memory: too few batches to time (raise --copies)")
+    return samples / elapsed, statistics.median(in_next), [float(s) for s in sums]
 
 
 def main() -> int:
@@ -87,6 +98,8 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--frames", default="17", help="the bucket's frame count")
+    p.add_argument("--step-ms", type=float, default=60.0,
+                   help="simulated training step per batch (ms)")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -124,12 +137,14 @@ def main() -> int:
     med = {k: (statistics.median(x for x, _ in v), statistics.median(y for _, y in v))
            for k, v in figures.items()}
     print(f"device {torch.cuda.get_device_name()}, {len(paths)} samples of {args.size}, "
-          f"dtype {args.dtype}, {args.workers} workers, batch {args.batch}")
+          f"dtype {args.dtype}, {args.workers} workers, batch {args.batch}, "
+          f"step {args.step_ms:g} ms")
     print(f"vbucket pinned ring: {med[True][0]:.1f} samples/s, {med[True][1] * 1e3:.2f} ms/batch "
           f"in next()")
     print(f"torch pin_memory():  {med[False][0]:.1f} samples/s, {med[False][1] * 1e3:.2f} "
           f"ms/batch in next()")
-    print(f"ratio (vbucket / torch): {med[True][0] / med[False][0]:.2f}x samples/s")
+    print(f"ratio (vbucket / torch): {med[True][0] / med[False][0]:.2f}x samples/s, "
+          f"{med[True][1] / med[False][1]:.3f}x trainer time in next()")
     return 0
 
 

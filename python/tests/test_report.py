@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import re
 import subprocess
 import sys
@@ -41,11 +42,19 @@ def test_plot_stats_png_and_svg(tmp_path):
         vbucket.plot_stats(st.drop(columns="pads"), tmp_path / "x.png")
 
 
+def _headless_env():
+    """No display, no backend chosen; PYTHONPATH kept (a package installed with --target)."""
+    env = {"MPLBACKEND": "", "PATH": "/usr/bin"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 def test_report_renders_headless(tmp_path):
     out = tmp_path / "report.html"
     r = subprocess.run([sys.executable, "-m", "vbucket", "report", "--config", str(CONFIG_360P),
                         "--meta", str(SAMPLE_META), "--world", "4", "--out", str(out)],
-                       capture_output=True, text=True, env={"MPLBACKEND": "", "PATH": "/usr/bin"})
+                       capture_output=True, text=True, env=_headless_env())
     assert r.returncode == 0, r.stderr
     html = out.read_text()
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)

@@ -226,7 +226,11 @@ def test_sampler_outlives_its_dataframe():
     s = _sampler(df, output="indices")
     expected = list(_sampler(output="indices"))
     df["height"] = 1  # the sampler read its own table at construction
-    df["num_frames"].to_numpy()[:] = 1
+    frames = df["num_frames"].to_numpy()
+    if frames.flags.writeable:
+        frames[:] = 1  # the column's own buffer (pandas 3's copy-on-write hands out no such view)
+    else:
+        df.loc[:, "num_frames"] = 1
     assert list(s) == expected
     s.dataset = None  # the only Python reference besides `df` (Open-Sora keeps it too)
     del df
