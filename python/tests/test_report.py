@@ -43,10 +43,12 @@ def test_plot_stats_png_and_svg(tmp_path):
 
 
 def _headless_env():
-    """No display, no backend chosen; PYTHONPATH kept (a package installed with --target)."""
+    """No display, no backend chosen; where the package and its libraries were found kept (a
+    package installed with --target, FFmpeg libraries from LD_LIBRARY_PATH)."""
     env = {"MPLBACKEND": "", "PATH": "/usr/bin"}
-    if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    for name in ("PYTHONPATH", "LD_LIBRARY_PATH"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     return env
 
 
