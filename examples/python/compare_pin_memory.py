@@ -26,27 +26,15 @@ import argparse
 import glob
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
 import vbucket
+
+from clips import make_clips  # this folder's clip generator
 from vbucket import _vbucket
-
-
-def make_clips(folder: str, count: int, seconds: float, size: str, fps: int) -> None:
-    os.makedirs(folder, exist_ok=True)
-    for i in range(count):
-        path = os.path.join(folder, f"clip_{i:03d}_{size}_{seconds:g}s.mp4")
-        if os.path.exists(path):
-            continue
-        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i",
-                        f"testsrc2=size={size}:rate={fps}", "-t", str(seconds), "-c:v", "libx264",
-                        "-preset", "veryfast", "-g", str(fps), "-pix_fmt", "yuv420p",
-                        path + ".part.mp4"], check=True)
-        os.replace(path + ".part.mp4", path)
 
 
 def run(meta, config, args, adapter: bool):
