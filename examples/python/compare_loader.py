@@ -19,7 +19,6 @@ The clips are generated once with the ffmpeg command (testsrc2, H.264) into ``--
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
