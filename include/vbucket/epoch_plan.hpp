@@ -183,25 +183,68 @@ class epoch_plan {
 
 namespace detail {
 
-/// A plan dealt to a world size from a resume point (shared by a schedule and its views).
-struct schedule_data {
-  epoch_plan plan;
+/// How `num_batches` global batches are dealt to `world` ranks from a resume point — what a
+/// fixed and a packed schedule compute alike: the batches left from `begin` go round-robin,
+/// global position `begin + step · world + rank`; an incomplete last step is dropped
+/// (`drop_last`) or completed by `repeats_needed` repeats, which the schedule chooses.
+struct deal_shape {
   std::uint32_t world = 1;
   bool drop_last = false;
   std::uint64_t consumed = 0;
   std::uint64_t begin = 0;  // min(consumed, num_batches)
   std::uint64_t steps = 0;
   std::uint64_t dropped = 0;
+  std::uint64_t repeats_needed = 0;
+
+  /// Throws `vbucket::error` when world is 0.
+  static deal_shape of(std::uint64_t num_batches, std::uint32_t world, std::uint64_t consumed,
+                       bool drop_last) {
+    if (world == 0) throw error("world size must be at least 1");
+    deal_shape d;
+    d.world = world;
+    d.drop_last = drop_last;
+    d.consumed = consumed;
+    d.begin = std::min(consumed, num_batches);
+    const std::uint64_t rem = num_batches - d.begin;
+    const std::uint64_t partial = rem % world;
+    if (drop_last) {
+      d.steps = rem / world;
+      d.dropped = partial;
+    } else {
+      d.steps = rem / world + (partial != 0 ? 1 : 0);
+      d.repeats_needed = partial != 0 ? world - partial : 0;
+    }
+    return d;
+  }
+
+  /// The global position (in the plan, repeats after its end) of a rank's batch at a step.
+  [[nodiscard]] std::uint64_t plan_position(std::uint64_t step, std::uint32_t rank) const noexcept {
+    assert(step < steps && rank < world);
+    return begin + step * world + rank;
+  }
+  /// The position counted from the epoch's start, resume included.
+  [[nodiscard]] std::uint64_t position(std::uint64_t step, std::uint32_t rank) const noexcept {
+    return consumed + step * world + rank;
+  }
+};
+
+/// A plan dealt to a world size from a resume point (shared by a schedule and its views).
+struct schedule_data : deal_shape {
+  epoch_plan plan;
   std::vector<std::uint64_t> repeats;
 
+  /// `p` dealt as `shape` says (`deal_shape::of(p.num_batches(), ...)`).
+  schedule_data(epoch_plan p, const deal_shape& shape) : deal_shape(shape), plan(std::move(p)) {
+    if (repeats_needed != 0) choose_repeats(repeats_needed);
+  }
+
   [[nodiscard]] batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
-    assert(step < steps && rank < world);
-    const std::uint64_t p = begin + step * world + rank;
+    const std::uint64_t p = plan_position(step, rank);
     const std::uint64_t n = plan.num_batches();
     batch out = p < n ? plan.make_batch(plan.ref_at(p))
                       : plan.make_batch(repeats[static_cast<std::size_t>(p - n)]);
     out.step = step;
-    out.position = consumed + step * world + rank;
+    out.position = position(step, rank);
     out.repeat = p >= n;
     return out;
   }
@@ -366,24 +409,8 @@ class epoch_schedule {
  public:
   /// Throws `vbucket::error` when world is 0.
   epoch_schedule(epoch_plan plan, std::uint32_t world, std::uint64_t consumed, bool drop_last) {
-    if (world == 0) throw error("world size must be at least 1");
-    auto d = std::make_shared<detail::schedule_data>();
-    d->plan = std::move(plan);
-    d->world = world;
-    d->drop_last = drop_last;
-    const std::uint64_t n = d->plan.num_batches();
-    d->consumed = consumed;
-    d->begin = std::min(consumed, n);
-    const std::uint64_t rem = n - d->begin;
-    const std::uint64_t partial = rem % world;
-    if (drop_last) {
-      d->steps = rem / world;
-      d->dropped = partial;
-    } else {
-      d->steps = rem / world + (partial != 0 ? 1 : 0);
-      if (partial != 0) d->choose_repeats(world - partial);
-    }
-    d_ = std::move(d);
+    const auto shape = detail::deal_shape::of(plan.num_batches(), world, consumed, drop_last);
+    d_ = std::make_shared<const detail::schedule_data>(std::move(plan), shape);
   }
 
   [[nodiscard]] const epoch_plan& plan() const noexcept { return d_->plan; }

@@ -251,24 +251,23 @@ class packed_plan {
 
 namespace detail {
 
-struct packed_schedule_data {
+struct packed_schedule_data : deal_shape {
   packed_plan plan;
-  std::uint32_t world = 1;
-  bool drop_last = false;
-  std::uint64_t consumed = 0;
-  std::uint64_t begin = 0;  // min(consumed, num_batches)
-  std::uint64_t steps = 0;
-  std::uint64_t dropped = 0;
   std::vector<std::uint64_t> repeats;  // batch ids
 
+  /// `p` dealt as `shape` says (`deal_shape::of(p.num_batches(), ...)`).
+  packed_schedule_data(packed_plan p, const deal_shape& shape)
+      : deal_shape(shape), plan(std::move(p)) {
+    if (repeats_needed != 0) choose_repeats(repeats_needed);
+  }
+
   [[nodiscard]] packed_batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
-    assert(step < steps && rank < world);
-    const std::uint64_t p = begin + step * world + rank;
+    const std::uint64_t p = plan_position(step, rank);
     const std::uint64_t n = plan.num_batches();
     packed_batch out =
         plan.make_batch(p < n ? plan.id_at(p) : repeats[static_cast<std::size_t>(p - n)]);
     out.step = step;
-    out.position = consumed + step * world + rank;
+    out.position = position(step, rank);
     out.repeat = p >= n;
     return out;
   }
@@ -315,24 +314,8 @@ class packed_schedule {
  public:
   /// Throws `vbucket::error` when world is 0.
   packed_schedule(packed_plan plan, std::uint32_t world, std::uint64_t consumed, bool drop_last) {
-    if (world == 0) throw error("world size must be at least 1");
-    auto d = std::make_shared<detail::packed_schedule_data>();
-    d->plan = std::move(plan);
-    d->world = world;
-    d->drop_last = drop_last;
-    const std::uint64_t n = d->plan.num_batches();
-    d->consumed = consumed;
-    d->begin = std::min(consumed, n);
-    const std::uint64_t rem = n - d->begin;
-    const std::uint64_t partial = rem % world;
-    if (drop_last) {
-      d->steps = rem / world;
-      d->dropped = partial;
-    } else {
-      d->steps = rem / world + (partial != 0 ? 1 : 0);
-      if (partial != 0) d->choose_repeats(world - partial);
-    }
-    d_ = std::move(d);
+    const auto shape = detail::deal_shape::of(plan.num_batches(), world, consumed, drop_last);
+    d_ = std::make_shared<const detail::packed_schedule_data>(std::move(plan), shape);
   }
 
   [[nodiscard]] const packed_plan& plan() const noexcept { return d_->plan; }
@@ -689,29 +672,8 @@ packed_plan make_packed_plan(std::span<const bucket_id> ids, const bucket_config
 
 /// The step balance of a packed schedule (max / mean batch cost over the ranks of a step).
 inline step_balance_stats step_balance(const packed_schedule& schedule) {
-  step_balance_stats s;
-  s.steps = schedule.steps();
-  const std::uint32_t world = schedule.world_size();
-  double sum_max = 0.0, sum_mean = 0.0, sum_ratio = 0.0;
-  for (std::uint64_t k = 0; k < s.steps; ++k) {
-    double mx = 0.0, sum = 0.0;
-    for (std::uint32_t r = 0; r < world; ++r) {
-      const double c = schedule.at(k, r).cost;
-      mx = std::max(mx, c);
-      sum += c;
-    }
-    const double mean = sum / static_cast<double>(world);
-    const double ratio = mean > 0.0 ? mx / mean : 1.0;
-    sum_max += mx;
-    sum_mean += mean;
-    sum_ratio += ratio;
-    s.worst_step_ratio = std::max(s.worst_step_ratio, ratio);
-  }
-  if (s.steps > 0) {
-    s.max_over_mean = sum_mean > 0.0 ? sum_max / sum_mean : 1.0;
-    s.mean_step_ratio = sum_ratio / static_cast<double>(s.steps);
-  }
-  return s;
+  return step_balance_of(schedule.steps(), schedule.world_size(),
+                         [&](std::uint64_t k, std::uint32_t r) { return schedule.at(k, r).cost; });
 }
 
 /// How full a schedule's steps are: Σ cost of the real batches dealt / (steps · world ·

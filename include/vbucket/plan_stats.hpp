@@ -255,17 +255,17 @@ struct step_balance_stats {
   double worst_step_ratio = 1.0;  ///< the largest max / mean of a step
 };
 
-/// The step balance of a schedule with the plan's batch costs (those of `make_epoch_plan`).
-inline step_balance_stats step_balance(const epoch_schedule& schedule) {
+/// The step balance of `steps` steps over `world` ranks, where `cost(step, rank)` is the cost
+/// of the batch a rank runs at a step: one definition for every kind of schedule.
+template <class Cost>
+step_balance_stats step_balance_of(std::uint64_t steps, std::uint32_t world, Cost&& cost) {
   step_balance_stats s;
-  s.steps = schedule.steps();
-  const epoch_plan& plan = schedule.plan();
-  const std::uint32_t world = schedule.world_size();
+  s.steps = steps;
   double sum_max = 0.0, sum_mean = 0.0, sum_ratio = 0.0;
-  for (std::uint64_t k = 0; k < s.steps; ++k) {
+  for (std::uint64_t k = 0; k < steps; ++k) {
     double mx = 0.0, sum = 0.0;
     for (std::uint32_t r = 0; r < world; ++r) {
-      const double c = plan.bucket(schedule.at(k, r).bucket).cost;
+      const double c = cost(k, r);
       mx = std::max(mx, c);
       sum += c;
     }
@@ -276,11 +276,19 @@ inline step_balance_stats step_balance(const epoch_schedule& schedule) {
     sum_ratio += ratio;
     s.worst_step_ratio = std::max(s.worst_step_ratio, ratio);
   }
-  if (s.steps > 0) {
+  if (steps > 0) {
     s.max_over_mean = sum_mean > 0.0 ? sum_max / sum_mean : 1.0;
-    s.mean_step_ratio = sum_ratio / static_cast<double>(s.steps);
+    s.mean_step_ratio = sum_ratio / static_cast<double>(steps);
   }
   return s;
+}
+
+/// The step balance of a schedule with the plan's batch costs (those of `make_epoch_plan`).
+inline step_balance_stats step_balance(const epoch_schedule& schedule) {
+  const epoch_plan& plan = schedule.plan();
+  return step_balance_of(
+      schedule.steps(), schedule.world_size(),
+      [&](std::uint64_t k, std::uint32_t r) { return plan.bucket(schedule.at(k, r).bucket).cost; });
 }
 
 }  // namespace vbucket
