@@ -403,17 +403,23 @@ class schedule_steps : public std::ranges::view_base {
 /// This rank's steps of an `epoch_schedule`.
 using rank_steps = schedule_steps<detail::schedule_data>;
 
-/// An epoch plan dealt to a world size from a resume point. Every rank builds the same
-/// schedule alone. A cheap, shared, immutable handle, like the plan.
-class epoch_schedule {
+namespace detail {
+
+/// What every dealt schedule offers, over its shared data `Data` (a `deal_shape` with the
+/// `plan`, its `repeats` and `at(step, rank)`): a cheap, shared, immutable handle.
+template <class Data>
+class basic_schedule {
  public:
+  using plan_type = decltype(Data::plan);
+  using batch_type = decltype(std::declval<const Data&>().at(0, 0));
+
   /// Throws `vbucket::error` when world is 0.
-  epoch_schedule(epoch_plan plan, std::uint32_t world, std::uint64_t consumed, bool drop_last) {
-    const auto shape = detail::deal_shape::of(plan.num_batches(), world, consumed, drop_last);
-    d_ = std::make_shared<const detail::schedule_data>(std::move(plan), shape);
+  basic_schedule(plan_type plan, std::uint32_t world, std::uint64_t consumed, bool drop_last) {
+    const auto shape = deal_shape::of(plan.num_batches(), world, consumed, drop_last);
+    d_ = std::make_shared<const Data>(std::move(plan), shape);
   }
 
-  [[nodiscard]] const epoch_plan& plan() const noexcept { return d_->plan; }
+  [[nodiscard]] const plan_type& plan() const noexcept { return d_->plan; }
   [[nodiscard]] std::uint32_t world_size() const noexcept { return d_->world; }
   [[nodiscard]] bool drop_last() const noexcept { return d_->drop_last; }
   /// Global batches consumed before the first step of this schedule.
@@ -422,15 +428,44 @@ class epoch_schedule {
   [[nodiscard]] std::uint64_t steps() const noexcept { return d_->steps; }
   /// Repeats added to complete the last step (0 with drop_last).
   [[nodiscard]] std::uint64_t repeat_batches() const noexcept { return d_->repeats.size(); }
-  /// Slots of those repeats (their samples are pads).
+  /// Real batches left out of the incomplete last step with drop_last.
+  [[nodiscard]] std::uint64_t dropped_batches() const noexcept { return d_->dropped; }
+  /// What is repeated at the tail (the plan's batch refs or ids), in the order it is dealt.
+  [[nodiscard]] std::span<const std::uint64_t> repeats() const noexcept { return d_->repeats; }
+
+  /// The batch of `rank` at `step` (step < steps(), rank < world_size()).
+  [[nodiscard]] batch_type at(std::uint64_t step, std::uint32_t rank) const noexcept {
+    return d_->at(step, rank);
+  }
+
+  /// The steps of `rank` from `first_step` on, as a random-access view of batches; it shares
+  /// the schedule's data, so it outlives the schedule.
+  [[nodiscard]] schedule_steps<Data> rank(std::uint32_t r,
+                                          std::uint64_t first_step = 0) const noexcept {
+    assert(r < d_->world);
+    return {d_, r, std::min(first_step, d_->steps), d_->steps};
+  }
+
+ protected:
+  std::shared_ptr<const Data> d_;
+};
+
+}  // namespace detail
+
+/// An epoch plan dealt to a world size from a resume point. Every rank builds the same
+/// schedule alone. A cheap, shared, immutable handle, like the plan.
+class epoch_schedule : public detail::basic_schedule<detail::schedule_data> {
+ public:
+  using basic_schedule::basic_schedule;
+
+  /// Slots of the repeats that complete the last step (their samples are pads).
   [[nodiscard]] std::uint64_t repeat_samples() const noexcept {
     std::uint64_t s = 0;
     for (auto ref : d_->repeats)
       s += plan().bucket(static_cast<bucket_id>(detail::ref_bucket(ref))).batch_size;
     return s;
   }
-  /// Real batches left out of the incomplete last step with drop_last.
-  [[nodiscard]] std::uint64_t dropped_batches() const noexcept { return d_->dropped; }
+  /// Samples of the batches dropped with drop_last.
   [[nodiscard]] std::uint64_t dropped_samples() const noexcept {
     std::uint64_t s = 0;
     const std::uint64_t n = plan().num_batches();
@@ -438,28 +473,12 @@ class epoch_schedule {
       s += plan().bucket(plan().bucket_at(p)).batch_size;
     return s;
   }
-  /// The refs repeated at the tail, in the order they are dealt.
-  [[nodiscard]] std::span<const std::uint64_t> repeats() const noexcept { return d_->repeats; }
-
-  /// The batch of `rank` at `step` (step < steps(), rank < world_size()).
-  [[nodiscard]] batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
-    return d_->at(step, rank);
-  }
-
-  /// The steps of `rank` from `first_step` on, as a random-access range.
-  [[nodiscard]] rank_steps rank(std::uint32_t r, std::uint64_t first_step = 0) const noexcept {
-    assert(r < d_->world);
-    return {d_, r, std::min(first_step, d_->steps), d_->steps};
-  }
 
   /// The resume state after `steps_done` steps of this schedule.
   [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
     return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
             plan().options().balance_group};
   }
-
- private:
-  std::shared_ptr<const detail::schedule_data> d_;
 };
 
 inline epoch_schedule epoch_plan::deal(std::uint32_t world, std::uint64_t consumed,

@@ -310,29 +310,17 @@ struct packed_schedule_data : deal_shape {
 using packed_rank_steps = schedule_steps<detail::packed_schedule_data>;
 
 /// A packed plan dealt to a world size from a resume point; every rank builds the same one.
-class packed_schedule {
+class packed_schedule : public detail::basic_schedule<detail::packed_schedule_data> {
  public:
-  /// Throws `vbucket::error` when world is 0.
-  packed_schedule(packed_plan plan, std::uint32_t world, std::uint64_t consumed, bool drop_last) {
-    const auto shape = detail::deal_shape::of(plan.num_batches(), world, consumed, drop_last);
-    d_ = std::make_shared<const detail::packed_schedule_data>(std::move(plan), shape);
-  }
+  using basic_schedule::basic_schedule;
 
-  [[nodiscard]] const packed_plan& plan() const noexcept { return d_->plan; }
-  [[nodiscard]] std::uint32_t world_size() const noexcept { return d_->world; }
-  [[nodiscard]] bool drop_last() const noexcept { return d_->drop_last; }
-  [[nodiscard]] std::uint64_t consumed() const noexcept { return d_->consumed; }
-  /// Steps every rank runs.
-  [[nodiscard]] std::uint64_t steps() const noexcept { return d_->steps; }
-  /// Repeats added to complete the last step (0 with drop_last), and their samples.
-  [[nodiscard]] std::uint64_t repeat_batches() const noexcept { return d_->repeats.size(); }
+  /// Samples of the repeats that complete the last step.
   [[nodiscard]] std::uint64_t repeat_samples() const noexcept {
     std::uint64_t s = 0;
     for (std::uint64_t id : d_->repeats) s += plan().make_batch(id).size();
     return s;
   }
-  /// Real batches left out of the incomplete last step with drop_last, and their samples.
-  [[nodiscard]] std::uint64_t dropped_batches() const noexcept { return d_->dropped; }
+  /// Samples of the batches dropped with drop_last.
   [[nodiscard]] std::uint64_t dropped_samples() const noexcept {
     std::uint64_t s = 0;
     const std::uint64_t n = plan().num_batches();
@@ -340,30 +328,12 @@ class packed_schedule {
       s += plan().make_batch(plan().id_at(p)).size();
     return s;
   }
-  /// The batch ids repeated at the tail, in the order they are dealt.
-  [[nodiscard]] std::span<const std::uint64_t> repeats() const noexcept { return d_->repeats; }
-
-  /// The batch of `rank` at `step` (step < steps(), rank < world_size()).
-  [[nodiscard]] packed_batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
-    return d_->at(step, rank);
-  }
-
-  /// The steps of `rank` from `first_step` on, as a random-access view of `packed_batch`
-  /// values; it shares the schedule's data, so it outlives the schedule.
-  [[nodiscard]] packed_rank_steps rank(std::uint32_t r,
-                                       std::uint64_t first_step = 0) const noexcept {
-    assert(r < d_->world);
-    return {d_, r, std::min(first_step, d_->steps), d_->steps};
-  }
 
   /// The resume state after `steps_done` steps of this schedule.
   [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
     return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
             plan().options().balance_group, plan().token_budget()};
   }
-
- private:
-  std::shared_ptr<const detail::packed_schedule_data> d_;
 };
 
 inline packed_schedule packed_plan::deal(std::uint32_t world, std::uint64_t consumed,
