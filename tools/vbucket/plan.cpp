@@ -24,7 +24,7 @@
 namespace vbucket::cli {
 namespace {
 
-constexpr flag plan_cmd_flags[] = {
+constexpr flag plan_own_flags[] = {
     {"config", "CFG.json", true, plan_help::config},
     {"meta", "META.csv", true, plan_help::meta},
     {"world", "W", true, "number of data-parallel ranks; mpi: the number of MPI processes"},
@@ -42,20 +42,9 @@ constexpr flag plan_cmd_flags[] = {
     {"state", "STATE", false,
      "resume from a state a run printed (\"vbucket-plan seed=S epoch=E consumed=N balance=G\"): "
      "as --consumed-batches N, refused when seed, epoch or balance group differ"},
-    {"policy", "POLICY", false, plan_help::policy},
-    {"rule", "RULE", false, plan_help::rule},
-    {"rng", "RNG", false, plan_help::rng},
-    {"fps-max", "F", false, plan_help::fps_max},
-    {"frame-interval", "N", false, plan_help::frame_interval},
-    {"balance", "", false, plan_help::balance},
-    {"balance-group", "G", false, plan_help::balance_group},
-    {"threads", "N", false, plan_help::threads},
-    {"pad-warn", "F", false, plan_help::pad_warn},
-    {"batching", "MODE", false, plan_help::batching},
-    {"token-budget", "B", false, plan_help::token_budget},
-    {"drop-oversized", "", false, plan_help::drop_oversized},
-    {"quiet", "", false, "do not print the summary"},
 };
+constexpr flag plan_quiet_flag[] = {{"quiet", "", false, "do not print the summary"}};
+constexpr auto plan_cmd_flags = join_flags(plan_own_flags, sampler_flags, plan_quiet_flag);
 
 constexpr std::string_view plan_description =
     "Plans one epoch: assigns every row of META.csv to a bucket, shuffles within buckets, cuts\n"
@@ -320,21 +309,10 @@ void write_packed_batches(const plan_request& r, const Sampler& sampler) {
   out.commit();
 }
 
-/// As `print_summary`, for a packing sampler.
-template <class Sampler>
-void print_packed_summary(const plan_request& r, const Sampler& sampler) {
-  const packed_schedule& s = sampler.packing_schedule();
-  const packed_stats st = compute_packed_stats(s);
-  char fill[32];
-  std::snprintf(fill, sizeof fill, "%.4f", st.fill);
-  std::printf(
-      "epoch %llu: %llu samples, %llu packed into %llu batches of at most %s latent tokens "
-      "(%llu dropped in disabled buckets, %llu oversized dropped; fill %s)\n",
-      static_cast<unsigned long long>(sampler.epoch()),
-      static_cast<unsigned long long>(sampler.num_samples()),
-      static_cast<unsigned long long>(st.samples), static_cast<unsigned long long>(st.batches),
-      detail::format_cost(st.budget).c_str(), static_cast<unsigned long long>(st.dropped_disabled),
-      static_cast<unsigned long long>(st.dropped_oversized), fill);
+/// The summary lines every plan shares, fixed or packed: fingerprint, the deal, the resume
+/// state after it.
+template <class Sampler, class Schedule>
+void print_deal_summary(const plan_request& r, const Sampler& sampler, const Schedule& s) {
   std::printf("fingerprint %s (the epoch's global batch sequence: the same on every rank)\n",
               fingerprint_text(sampler.fingerprint()).c_str());
   const std::string who = r.rank ? "rank " + std::to_string(*r.rank) : std::string("all ranks");
@@ -352,6 +330,24 @@ void print_packed_summary(const plan_request& r, const Sampler& sampler) {
               sampler.state_after(s.steps()).to_string().c_str());
 }
 
+/// As `print_summary`, for a packing sampler.
+template <class Sampler>
+void print_packed_summary(const plan_request& r, const Sampler& sampler) {
+  const packed_schedule& s = sampler.packing_schedule();
+  const packed_stats st = compute_packed_stats(s);
+  char fill[32];
+  std::snprintf(fill, sizeof fill, "%.4f", st.fill);
+  std::printf(
+      "epoch %llu: %llu samples, %llu packed into %llu batches of at most %s latent tokens "
+      "(%llu dropped in disabled buckets, %llu oversized dropped; fill %s)\n",
+      static_cast<unsigned long long>(sampler.epoch()),
+      static_cast<unsigned long long>(sampler.num_samples()),
+      static_cast<unsigned long long>(st.samples), static_cast<unsigned long long>(st.batches),
+      detail::format_cost(st.budget).c_str(), static_cast<unsigned long long>(st.dropped_disabled),
+      static_cast<unsigned long long>(st.dropped_oversized), fill);
+  print_deal_summary(r, sampler, s);
+}
+
 template <class Sampler>
 void print_summary(const plan_request& r, const Sampler& sampler) {
   const epoch_schedule& s = sampler.schedule();
@@ -366,21 +362,7 @@ void print_summary(const plan_request& r, const Sampler& sampler) {
       std::string(policy_name(sampler.options().policy)).c_str(),
       static_cast<unsigned long long>(total.pads), static_cast<unsigned long long>(total.dropped),
       static_cast<unsigned long long>(total.moved_out));
-  std::printf("fingerprint %s (the epoch's global batch sequence: the same on every rank)\n",
-              fingerprint_text(sampler.fingerprint()).c_str());
-  const std::string who = r.rank ? "rank " + std::to_string(*r.rank) : std::string("all ranks");
-  std::printf(
-      "world %u, %s: %llu steps from step %llu (%llu global batches consumed before); "
-      "rank alignment: %llu repeated batches (%llu samples), %llu dropped batches (%llu "
-      "samples)\n",
-      s.world_size(), who.c_str(), static_cast<unsigned long long>(s.steps()),
-      static_cast<unsigned long long>(r.first_label), static_cast<unsigned long long>(s.consumed()),
-      static_cast<unsigned long long>(s.repeat_batches()),
-      static_cast<unsigned long long>(s.repeat_samples()),
-      static_cast<unsigned long long>(s.dropped_batches()),
-      static_cast<unsigned long long>(s.dropped_samples()));
-  std::printf("resume state after these steps: %s\n",
-              sampler.state_after(s.steps()).to_string().c_str());
+  print_deal_summary(r, sampler, s);
 }
 
 }  // namespace

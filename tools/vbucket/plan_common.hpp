@@ -3,6 +3,8 @@
 /// metadata, rule, random source, seed, epoch, policy, world, balance, batching), the one
 /// `batch_sampler` they define (the library does the rest), and the pad warning (--pad-warn).
 
+#include <algorithm>     // std::copy
+#include <array>         // std::array
 #include <charconv>      // std::from_chars (--pad-warn)
 #include <cstddef>       // std::size_t
 #include <cstdint>       // std::uint64_t, std::uint32_t
@@ -71,6 +73,32 @@ inline constexpr std::string_view token_budget =
 inline constexpr std::string_view drop_oversized =
     "packed: drop (and count) samples costing more than --token-budget instead of failing";
 }  // namespace plan_help
+
+/// The flags that define the sampler beyond config, metadata, world, seed and epoch: the same
+/// for `plan` and `stats`, which place them after their own (`join_flags`).
+inline constexpr flag sampler_flags[] = {
+    {"policy", "POLICY", false, plan_help::policy},
+    {"rule", "RULE", false, plan_help::rule},
+    {"rng", "RNG", false, plan_help::rng},
+    {"fps-max", "F", false, plan_help::fps_max},
+    {"frame-interval", "N", false, plan_help::frame_interval},
+    {"balance", "", false, plan_help::balance},
+    {"balance-group", "G", false, plan_help::balance_group},
+    {"threads", "N", false, plan_help::threads},
+    {"pad-warn", "F", false, plan_help::pad_warn},
+    {"batching", "MODE", false, plan_help::batching},
+    {"token-budget", "B", false, plan_help::token_budget},
+    {"drop-oversized", "", false, plan_help::drop_oversized},
+};
+
+/// Flag tables one after another, as one table (at compile time).
+template <std::size_t... N>
+constexpr std::array<flag, (N + ...)> join_flags(const flag (&... tables)[N]) {
+  std::array<flag, (N + ...)> out{};
+  std::size_t i = 0;
+  ((std::copy(tables, tables + N, out.begin() + static_cast<std::ptrdiff_t>(i)), i += N), ...);
+  return out;
+}
 
 enum class plan_rule { opensora_v2, opensora_v12 };
 

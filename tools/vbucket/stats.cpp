@@ -16,26 +16,15 @@
 namespace vbucket::cli {
 namespace {
 
-constexpr flag stats_cmd_flags[] = {
+constexpr flag stats_own_flags[] = {
     {"config", "CFG.json", true, plan_help::config},
     {"meta", "META.csv", true, plan_help::meta},
     {"world", "W", false, "number of data-parallel ranks (1)"},
     {"seed", "S", false, "the run's seed (0)"},
     {"epoch", "E", false, "the epoch (0)"},
     {"drop-last", "", false, plan_help::drop_last},
-    {"policy", "POLICY", false, plan_help::policy},
-    {"rule", "RULE", false, plan_help::rule},
-    {"rng", "RNG", false, plan_help::rng},
-    {"fps-max", "F", false, plan_help::fps_max},
-    {"frame-interval", "N", false, plan_help::frame_interval},
-    {"balance", "", false, plan_help::balance},
-    {"balance-group", "G", false, plan_help::balance_group},
-    {"threads", "N", false, plan_help::threads},
-    {"pad-warn", "F", false, plan_help::pad_warn},
-    {"batching", "MODE", false, plan_help::batching},
-    {"token-budget", "B", false, plan_help::token_budget},
-    {"drop-oversized", "", false, plan_help::drop_oversized},
 };
+constexpr auto stats_cmd_flags = join_flags(stats_own_flags, sampler_flags);
 
 constexpr std::string_view stats_description =
     "Plans one epoch as `vbucket plan` does and prints its statistics: samples, batches, pads,\n"
