@@ -59,13 +59,11 @@ TEST_CASE("ffmpeg: the frame index gives the same clips as decoding without it, 
     const char* name;
     bool output_order;  // no pts on some packet: every packet recorded
   };
-  const file_case files[] = {{"h264_64x48_25fps_long.mkv", false},
-                             {"vp9_64x48_25fps_long.webm", false},
-                             {"h264_64x48_25fps_long_frag.mp4", false},
-                             {"h264_64x48_25fps_long.ts", false},
-                             {"h264_64x48_25fps_long.avi", true},
-                             {"mpeg2_64x48_25fps_long.mpg", true},
-                             {"mpeg4_64x48_25fps_long.avi", true}};
+  const file_case files[] = {
+      {"h264_64x48_25fps_long.mkv", false},      {"vp9_64x48_25fps_long.webm", false},
+      {"h264_64x48_25fps_long_frag.mp4", false}, {"h264_64x48_25fps_long.ts", false},
+      {"h264_64x48_25fps_long.avi", true},       {"mpeg2_64x48_25fps_long.mpg", true},
+      {"mpeg4_64x48_25fps_long.avi", true}};
   ff::frame_index index;
   int tested = 0;
   for (const auto& fc : files) {
@@ -98,7 +96,8 @@ TEST_CASE("ffmpeg: the frame index gives the same clips as decoding without it, 
     const std::int64_t total = e.frames;
     // Starts: 0, around keyframes (the index's own, and a GOP-aligned guess for output-order
     // entries), the middle, near the end, and past it (padding and the error).
-    std::vector<std::int64_t> starts = {0, 1, total / 2, total - 6, total - 3, total - 1, total + 2};
+    std::vector<std::int64_t> starts = {0,         1,         total / 2, total - 6,
+                                        total - 3, total - 1, total + 2};
     if (!e.output_order) {
       for (std::size_t k : {std::size_t{2}, e.keys.size() - 1}) {
         starts.push_back(e.keys[k].frame);
@@ -166,9 +165,7 @@ TEST_CASE("ffmpeg: a stale frame index entry is ignored, reported and counted") 
   REQUIRE_MESSAGE(a.ok(), a.error());
   CHECK(a->index_used);
   CHECK(!a->index_stale);
-  SUBCASE("the size changed") {
-    std::ofstream(copy, std::ios::app | std::ios::binary) << "x";
-  }
+  SUBCASE("the size changed") { std::ofstream(copy, std::ios::app | std::ios::binary) << "x"; }
   SUBCASE("the mtime changed") {
     fs::last_write_time(copy, fs::last_write_time(copy) + std::chrono::seconds(5));
   }

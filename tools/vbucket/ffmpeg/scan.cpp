@@ -157,7 +157,8 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
         index.add(*e);
       } else {
         ++failed_index;
-        if (!job.quiet) std::fprintf(stderr, "warning: not indexed: %s\n", one_line(e.error()).c_str());
+        if (!job.quiet)
+          std::fprintf(stderr, "warning: not indexed: %s\n", one_line(e.error()).c_str());
       }
     }
     job.index_out->write(index.serialize());

@@ -158,7 +158,7 @@ struct clip_info {
   int rotation = 0;                ///< clockwise display rotation that was applied
   bool seeked = false;             ///< decoding started at a keyframe found by seeking
   bool presentation_index = true;  ///< false: the stream has no timestamps; output order used
-  bool indexed = false;  ///< frame timestamps demuxed from a keyframe found in the sample table
+  bool indexed = false;      ///< frame timestamps demuxed from a keyframe found in the sample table
   bool index_used = false;   ///< the frame index's entry for the file was used
   bool index_stale = false;  ///< the frame index had a stale entry for the file (ignored)
 };
@@ -991,9 +991,9 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   const file_index* fi = nullptr;
   if (req.index != nullptr && req.use_index && !src.in_memory && !image) {
     fi = req.index->find(src.name);
-    if (fi != nullptr && (!is_fresh(*fi) || fi->stream != static_cast<std::uint32_t>(s->index) ||
-                          fi->time_num != s->stream->time_base.num ||
-                          fi->time_den != s->stream->time_base.den)) {
+    if (fi != nullptr &&
+        (!is_fresh(*fi) || fi->stream != static_cast<std::uint32_t>(s->index) ||
+         fi->time_num != s->stream->time_base.num || fi->time_den != s->stream->time_base.den)) {
       info.index_stale = true;
       fi = nullptr;
     }
@@ -1153,23 +1153,26 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       bool overshot = false, first = true;
       filled = 0;
       info.frames_decoded = 0;
-      decode_frames(*s, req, &sorted_wanted, [&](const AVFrame* f) {
-        ++info.frames_decoded;
-        const std::int64_t p = frame_pts(f);
-        if (first && p > wanted.front()) {
-          overshot = true;  // the seek landed after the first wanted frame
-          return true;
-        }
-        first = false;
-        if (filled < available && p > wanted[static_cast<std::size_t>(filled)])
-          fail(name, "frame " + std::to_string(req.start + filled * req.interval) +
-                         " is missing from the decoded stream (corrupt data?)");
-        if (filled < available && p == wanted[static_cast<std::size_t>(filled)]) {
-          writer.write(name, f, filled, info);
-          ++filled;
-        }
-        return filled == available;
-      }, landed.get());
+      decode_frames(
+          *s, req, &sorted_wanted,
+          [&](const AVFrame* f) {
+            ++info.frames_decoded;
+            const std::int64_t p = frame_pts(f);
+            if (first && p > wanted.front()) {
+              overshot = true;  // the seek landed after the first wanted frame
+              return true;
+            }
+            first = false;
+            if (filled < available && p > wanted[static_cast<std::size_t>(filled)])
+              fail(name, "frame " + std::to_string(req.start + filled * req.interval) +
+                             " is missing from the decoded stream (corrupt data?)");
+            if (filled < available && p == wanted[static_cast<std::size_t>(filled)]) {
+              writer.write(name, f, filled, info);
+              ++filled;
+            }
+            return filled == available;
+          },
+          landed.get());
       if (!overshot && (filled > 0 || !seek)) break;
       // Landed after the first wanted frame, or nothing at all came out (some demuxers seek
       // badly, e.g. MPEG-TS near its end): earlier, then from the start.
@@ -1235,7 +1238,8 @@ inline result<file_index> index_video(const std::string& path, const limits& lim
                            (mov && detail::cut_short(s.stream, pkt.get()));
       if (!discard) {
         if (pkt->pts == AV_NOPTS_VALUE) timestamps = false;
-        all.push_back({pkt->pos, pkt->pts, pkt->dts, pkt->size, (pkt->flags & AV_PKT_FLAG_KEY) != 0});
+        all.push_back(
+            {pkt->pos, pkt->pts, pkt->dts, pkt->size, (pkt->flags & AV_PKT_FLAG_KEY) != 0});
       }
       av_packet_unref(pkt.get());
     }
@@ -1255,7 +1259,8 @@ inline result<file_index> index_video(const std::string& path, const limits& lim
     } else {
       // K splits the stream when the largest pts before it is below the smallest from it on.
       std::vector<std::int64_t> min_from(all.size() + 1, std::numeric_limits<std::int64_t>::max());
-      for (std::size_t i = all.size(); i-- > 0;) min_from[i] = std::min(min_from[i + 1], all[i].pts);
+      for (std::size_t i = all.size(); i-- > 0;)
+        min_from[i] = std::min(min_from[i + 1], all[i].pts);
       std::int64_t before = index_no_value;
       for (std::size_t i = 0; i < all.size(); ++i) {
         const packet& p = all[i];
@@ -1274,8 +1279,7 @@ inline result<file_index> index_video(const std::string& path, const limits& lim
 /// paths[i]'s.
 inline std::vector<result<file_index>> index_all(const std::vector<std::string>& paths,
                                                  unsigned threads, const limits& lim = {}) {
-  std::vector<result<file_index>> results(paths.size(),
-                                          result<file_index>::failure("not indexed"));
+  std::vector<result<file_index>> results(paths.size(), result<file_index>::failure("not indexed"));
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads =
       static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, paths.size())));

@@ -194,7 +194,8 @@ class file_decoder {
     std::vector<std::int64_t> frames_;
     std::vector<double> fps_;
     options options_;
-    std::shared_ptr<std::atomic<std::int64_t>> stale_ = std::make_shared<std::atomic<std::int64_t>>(0);
+    std::shared_ptr<std::atomic<std::int64_t>> stale_ =
+        std::make_shared<std::atomic<std::int64_t>>(0);
 };
 
 static_assert(vbucket::clip_decoder<file_decoder>);

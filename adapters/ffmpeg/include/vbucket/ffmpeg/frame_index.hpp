@@ -215,11 +215,12 @@ class frame_index {
       f.output_order = mode == 1;
       const std::size_t entry_bytes = f.output_order ? 24 : 44;
       if (entries > r.left() / entry_bytes)
-        r.bad(file + ": truncated (" + std::to_string(entries) + " entries do not fit in the bytes left)");
+        r.bad(file + ": truncated (" + std::to_string(entries) +
+              " entries do not fit in the bytes left)");
       if (f.output_order) {
         if (entries != f.frames)
-          r.bad(file + ": " + std::to_string(entries) + " packets for " +
-                std::to_string(f.frames) + " frames");
+          r.bad(file + ": " + std::to_string(entries) + " packets for " + std::to_string(f.frames) +
+                " frames");
         f.packets.resize(entries);
         for (index_packet& p : f.packets) {
           p.pos = r.i64(file);
