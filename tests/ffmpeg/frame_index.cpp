@@ -74,6 +74,7 @@ TEST_CASE("ffmpeg: the frame index gives the same clips as decoding without it, 
     const auto entry = ff::index_video(file);
     REQUIRE_MESSAGE(entry.ok(), entry.error());
     CHECK(entry->output_order == fc.output_order);
+    CHECK((entry->no_pts_from < entry->frames) == fc.output_order);
     const auto info = ff::probe(file);
     REQUIRE(info.ok());
     const std::int64_t total = info->num_frames;
@@ -197,12 +198,14 @@ TEST_CASE("ffmpeg: a damaged, truncated or foreign frame index is an error namin
   f.path = "a.mkv";
   f.size = 1000;
   f.frames = 100;
+  f.no_pts_from = 100;
   f.keys = {{0, 0, 0, 10, 50, ff::index_no_value}, {50, 2000, 1960, 500, 40, 1960}};
   index.add(f);
   ff::file_index g;
   g.path = "b.avi";
   g.output_order = true;
   g.frames = 2;
+  g.no_pts_from = 0;
   g.packets = {{10, 0, 30, true}, {40, 1, 20, false}};
   index.add(g);
   const std::string good = index.serialize();

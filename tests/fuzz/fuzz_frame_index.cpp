@@ -23,11 +23,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       VBUCKET_FUZZ_CHECK(!f.path.empty() && f.time_num > 0 && f.time_den > 0 && f.frames >= 0);
       VBUCKET_FUZZ_CHECK(idx.find(f.path) == &f);
       if (f.output_order) {
-        VBUCKET_FUZZ_CHECK(f.keys.empty());
+        VBUCKET_FUZZ_CHECK(f.keys.empty() && f.no_pts_from < f.frames);
         VBUCKET_FUZZ_CHECK(static_cast<std::int64_t>(f.packets.size()) == f.frames);
         for (const ff::index_packet& p : f.packets) VBUCKET_FUZZ_CHECK(p.size > 0);
       } else {
-        VBUCKET_FUZZ_CHECK(f.packets.empty());
+        VBUCKET_FUZZ_CHECK(f.packets.empty() && f.no_pts_from == f.frames);
         std::int64_t last = -1;
         for (const ff::index_key& k : f.keys) {
           VBUCKET_FUZZ_CHECK(k.frame > last && k.frame < f.frames && k.size > 0);

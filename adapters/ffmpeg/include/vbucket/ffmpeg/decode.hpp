@@ -1035,7 +1035,9 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   const bool mov = is_mov(s->in->format());
   std::vector<packet_entry> table;
   bool table_done = !req.use_index || mov;
-  if (timestamps && fi != nullptr && fi->output_order) {
+  // Without the index the pass below turns to output order when it meets a packet without pts
+  // within a margin past the clip; with it, the same rule from the recorded first such packet.
+  if (timestamps && fi != nullptr && fi->output_order && fi->no_pts_from <= last + reorder_margin) {
     // The index lists every packet in decode order: no pass.
     timestamps = false;
     table.reserve(fi->packets.size());
@@ -1232,12 +1234,16 @@ inline result<file_index> index_video(const std::string& path, const limits& lim
     };
     std::vector<packet> all;
     bool timestamps = true;
+    std::int64_t no_pts_from = 0;
     detail::packet_ptr pkt = detail::make_packet();
     while (detail::next_packet(s, pkt.get())) {
       const bool discard = (pkt->flags & AV_PKT_FLAG_DISCARD) != 0 ||
                            (mov && detail::cut_short(s.stream, pkt.get()));
       if (!discard) {
-        if (pkt->pts == AV_NOPTS_VALUE) timestamps = false;
+        if (pkt->pts == AV_NOPTS_VALUE && timestamps) {
+          timestamps = false;
+          no_pts_from = static_cast<std::int64_t>(all.size());
+        }
         all.push_back(
             {pkt->pos, pkt->pts, pkt->dts, pkt->size, (pkt->flags & AV_PKT_FLAG_KEY) != 0});
       }
@@ -1253,6 +1259,7 @@ inline result<file_index> index_video(const std::string& path, const limits& lim
     fi.frames = static_cast<std::int64_t>(all.size());
     if (fi.time_num <= 0 || fi.time_den <= 0) detail::fail(path, "the stream has no time base");
     fi.output_order = !timestamps;
+    fi.no_pts_from = timestamps ? fi.frames : no_pts_from;
     if (fi.output_order) {
       fi.packets.reserve(all.size());
       for (const packet& p : all) fi.packets.push_back({p.pos, p.dts, p.size, p.key});

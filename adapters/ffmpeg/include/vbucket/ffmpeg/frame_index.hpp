@@ -18,6 +18,7 @@
 ///       time     i32 num, i32 den: the stream's time base (both > 0)
 ///       mode     u32 0 = presentation times (keyframes follow), 1 = output order (packets)
 ///       frames   i64 the stream's packets (frames) in decode order, edit-list discards left out
+///       no_pts   i64 the first of them without a pts (= frames in mode 0; < frames in mode 1)
 ///       count    u32 entries
 ///       mode 0, per keyframe that splits the stream (every packet decoded before it is shown
 ///       before every packet decoded from it on), by frame:
@@ -87,6 +88,10 @@ struct file_index {
   std::int32_t time_den = 1;
   bool output_order = false;  ///< mode 1: `packets`; else `keys`
   std::int64_t frames = 0;
+  /// The first packet (in decode order) without a pts; `frames` when every one has one. A clip
+  /// whose packets up to a margin past its end all have one is numbered by pts (mode 1 is used
+  /// only for clips that reach it, as without the index).
+  std::int64_t no_pts_from = 0;
   std::vector<index_key> keys;
   std::vector<index_packet> packets;
 };
@@ -153,6 +158,7 @@ class frame_index {
       put32(out, static_cast<std::uint32_t>(f.time_den));
       put32(out, f.output_order ? 1u : 0u);
       put64(out, f.frames);
+      put64(out, f.no_pts_from);
       if (f.output_order) {
         put32(out, static_cast<std::uint32_t>(f.packets.size()));
         for (const index_packet& p : f.packets) {
@@ -206,6 +212,7 @@ class frame_index {
       f.time_den = static_cast<std::int32_t>(r.u32(file + ": the time base"));
       const std::uint32_t mode = r.u32(file + ": the mode");
       f.frames = r.i64(file + ": the frame count");
+      f.no_pts_from = r.i64(file + ": the first packet without pts");
       const std::uint32_t entries = r.u32(file + ": the entry count");
       if (f.size < 0) r.bad(file + ": negative size");
       if (f.time_num <= 0 || f.time_den <= 0) r.bad(file + ": time base must be positive");
@@ -213,6 +220,10 @@ class frame_index {
       if (f.frames < 0 || f.frames > (std::int64_t{1} << 40))
         r.bad(file + ": frame count " + std::to_string(f.frames));
       f.output_order = mode == 1;
+      if (f.output_order ? f.no_pts_from < 0 || f.no_pts_from >= f.frames
+                         : f.no_pts_from != f.frames)
+        r.bad(file + ": the first packet without pts (" + std::to_string(f.no_pts_from) +
+              ") does not fit the mode and " + std::to_string(f.frames) + " frames");
       const std::size_t entry_bytes = f.output_order ? 24 : 44;
       if (entries > r.left() / entry_bytes)
         r.bad(file + ": truncated (" + std::to_string(entries) +
