@@ -45,6 +45,8 @@ if have libx264; then
   ff -i h264_64x48_25fps_long.mp4 -c copy h264_64x48_25fps_long.mkv
   ff -f lavfi -i "$(src 64 48 25 24)" -c:v libx264 -preset veryfast -g 50 -bf 3 -x264-params open_gop=1 \
     -pix_fmt yuv420p h264_64x48_25fps_opengop.mp4
+  # The open-GOP stream in Matroska (frame index: leading frames decoded after a keyframe).
+  ff -i h264_64x48_25fps_opengop.mp4 -c copy h264_64x48_25fps_opengop.mkv
   # An edit list: cut with -c copy, the samples from the keyframe before 1.3 s are kept in the
   # file but discarded by the edit list (47 samples, 39 frames shown).
   ff -f lavfi -i "$(src 160 120 25 4.8)" -c:v libx264 -preset veryfast -g 25 -bf 3 -pix_fmt yuv420p \
