@@ -14,7 +14,9 @@
 # 5-minute 360p video, with and without the MP4 sample table (decode/long_video). Prints
 # tables of medians and ratios. Last, a deep clip (frames 3500 and 8900) of the 5-minute video
 # in MPEG-TS and AVI, and of an MPEG-2 version in an MPEG program stream, each against its MP4
-# (decode/deep_clip).
+# (decode/deep_clip). Then the same clip at frame 8900 in nine containers (H.264 in MP4,
+# Matroska, fragmented MP4, TS, AVI; MPEG-2 in MP4 and PS; VP9 in MP4 and WebM) without and
+# with the frame index of `vbucket scan --index` (decode/long_video_index).
 #
 #   bash scripts/bench_decode.sh
 set -euo pipefail
@@ -57,7 +59,22 @@ if [[ ! -s $mpeg2 ]]; then
     -c:v mpeg2video -q:v 4 -g 60 -bf 2 "$mpeg2"
 fi
 [[ -s $media/mpeg2_360p_300s.mpg ]] ||
-  ffmpeg -nostdin -v error -y -i "$mpeg2" -c copy -f vob "$media/mpeg2_360p_300s.mpg"
+  ffmpeg -nostdin -v quiet -y -i "$mpeg2" -c copy -f vob "$media/mpeg2_360p_300s.mpg"
+# For the frame index (decode/long_video_index): the H.264 stream in Matroska and fragmented
+# MP4, and a VP9 encoding of the same pattern in WebM and MP4.
+[[ -s $media/h264_360p_300s.mkv ]] ||
+  ffmpeg -nostdin -v error -y -i "$long" -c copy "$media/h264_360p_300s.mkv"
+[[ -s $media/h264_360p_300s_frag.mp4 ]] ||
+  ffmpeg -nostdin -v error -y -i "$long" -c copy -movflags frag_keyframe+empty_moov \
+    "$media/h264_360p_300s_frag.mp4"
+vp9="$media/vp9_360p_300s.webm"
+if [[ ! -s $vp9 ]]; then
+  echo "making $vp9"
+  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=size=640x360:rate=30:duration=300" \
+    -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -row-mt 1 -g 60 -b:v 1M "$vp9"
+fi
+[[ -s $media/vp9_360p_300s.mp4 ]] ||
+  ffmpeg -nostdin -v error -y -i "$vp9" -c copy "$media/vp9_360p_300s.mp4"
 
 generator=()
 [[ -f build-bench/CMakeCache.txt ]] || generator=(-G Ninja)
@@ -136,4 +153,18 @@ for s in 3500 8900; do
     printf '%-34s %8s %12s %12s %7.2fx\n' "$label" "$s" "$ms" "$ref" \
       "$(awk -v a="$ms" -v b="$ref" 'BEGIN { print a / b }')"
   done
+done
+
+# The frame index (scan --index): the same clip at frame 8900 in each container, without and
+# with the index, and the indexed time against the MP4 of the same stream (target: <= 3x).
+printf '\n%-30s %12s %12s %12s %10s\n' "frame index (360p, 300 s, 8900)" "no index" "index" \
+  "MP4 (ms)" "index/MP4"
+for c in 0:0:"H.264 MP4" 1:0:"H.264 Matroska" 2:0:"H.264 fragmented MP4" 3:0:"H.264 MPEG-TS" \
+  4:0:"H.264 AVI" 5:5:"MPEG-2 MP4" 6:5:"MPEG-2 program stream" 7:7:"VP9 MP4" 8:7:"VP9 WebM"; do
+  IFS=: read -r container reference label <<<"$c"
+  without=$(bench_ms "decode/long_video_index/container:$container/index:0")
+  with=$(bench_ms "decode/long_video_index/container:$container/index:1")
+  ref=$(bench_ms "decode/long_video_index/container:$reference/index:0")
+  printf '%-30s %12s %12s %12s %9.2fx\n' "$label" "$without" "$with" "$ref" \
+    "$(awk -v a="$with" -v b="$ref" 'BEGIN { print a / b }')"
 done

@@ -5,6 +5,8 @@
 ///    192x336 (seek, decode up to the last wanted frame, convert only the wanted frames).
 ///  - `decode/deep_clip/container:<C>/start:<S>`: the same clip at frame S of a 5-minute 360p
 ///    video in MP4, MPEG-TS, AVI and MPEG-PS (see BM_decode_deep_clip).
+///  - `decode/long_video_index/container:<C>/index:<0|1>`: a clip at frame 8900 of the
+///    5-minute video in nine containers, without and with the frame index (scan --index).
 ///  - `decode/whole_clip_first/<height>p/start:<S>`: the same clip the way a loader that reads
 ///    the whole video first does (Open-Sora's read_video, then temporal crop): every frame
 ///    decoded and converted to full-size RGB, then the 33 frames resized and cropped.
@@ -19,6 +21,7 @@
 #include <filesystem>  // std::filesystem::exists
 #include <optional>    // std::optional
 #include <string>      // std::string
+#include <utility>     // std::move
 #include <vector>      // std::vector
 
 #include "vbucket/ffmpeg/decode.hpp"
@@ -187,6 +190,42 @@ void BM_decode_deep_clip(benchmark::State& state) {
   }
 }
 
+/// The same deep clip (33 frames from frame 8900 of the 5-minute 360p stream) in each
+/// container, with the frame index (`index_video`, built once before timing: what
+/// `vbucket scan --index` records) and without: H.264 in MP4 (container:0), Matroska (1),
+/// fragmented MP4 (2), MPEG-TS (3), AVI (4); MPEG-2 in MP4 (5) and an MPEG program stream (6);
+/// VP9 in MP4 (7) and WebM (8). Each is compared with the MP4 of the same stream.
+void BM_decode_long_video_index(benchmark::State& state) {
+  ff::quiet_logs();
+  static const char* const files[] = {
+      "h264_360p_300s.mp4",  "h264_360p_300s.mkv", "h264_360p_300s_frag.mp4",
+      "h264_360p_300s.ts",   "h264_360p_300s.avi", "mpeg2_360p_300s.mp4",
+      "mpeg2_360p_300s.mpg", "vp9_360p_300s.mp4",  "vp9_360p_300s.webm"};
+  const char* name = files[state.range(0)];
+  state.SetLabel(name);
+  const std::string path = bench_file(name);
+  if (path.empty()) {
+    state.SkipWithError("no video: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
+    return;
+  }
+  ff::frame_index index;
+  ff::clip_request req = bench_request(8900);
+  if (state.range(1) != 0) {
+    auto entry = ff::index_video(path);
+    if (!entry.ok()) {
+      state.SkipWithError(entry.error().c_str());
+      return;
+    }
+    index.add(std::move(*entry));
+    req.index = &index;
+  }
+  const auto info = time_decode_clip(state, path, req);
+  if (info) {
+    state.counters["index_used"] = info->index_used ? 1 : 0;
+    state.counters["frames_decoded"] = static_cast<double>(info->frames_decoded);
+  }
+}
+
 void clip_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"height", "start"});
   for (const std::int64_t height : {720, 1080})
@@ -205,6 +244,11 @@ BENCHMARK(BM_decode_long_video)
     ->Args({8800, 1})
     ->Args({4000, 0})
     ->Args({4000, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decode_long_video_index)
+    ->Name("decode/long_video_index")
+    ->ArgNames({"container", "index"})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_deep_clip)
     ->Name("decode/deep_clip")

@@ -172,6 +172,42 @@ expect_error "decode: bad size" 2 "--size" decode "$clip" --start 0 --frames 1 -
 expect_error "decode: no input" 2 "missing the input" decode --start 0 --frames 1 --interval 1 \
   --size 8x8 --out "$tmp/b.rgb"
 
+# The frame index: scan --index writes META.vbidx next to the CSV; decode --index gives the
+# same bytes as without it (a deep clip in Matroska and MPEG-TS: 300 frames, GOP 12), warns
+# when the file changed since the scan, and refuses a damaged sidecar naming it.
+mkdir -p "$tmp/long"
+ffmpeg -nostdin -v error -y -f lavfi -i "testsrc=size=64x48:rate=25:duration=12,hue=H=n*0.9" \
+  -c:v libx264 -preset veryfast -g 12 -bf 2 -pix_fmt yuv420p "$tmp/long/a.mkv" 2>/dev/null ||
+  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc=size=64x48:rate=25:duration=12,hue=H=n*0.9" \
+    -c:v mpeg4 -g 12 "$tmp/long/a.mkv"
+ffmpeg -nostdin -v error -y -i "$tmp/long/a.mkv" -c copy "$tmp/long/a.ts"
+expect_ok "scan --index" scan "$tmp/long" --out "$tmp/long.csv" --index
+check "scan --index: the sidecar" test -s "$tmp/long.vbidx"
+check "scan --index: the summary" grep -q 'indexed 2 videos' "$tmp/stdout"
+for f in a.mkv a.ts; do
+  for s in 0 11 12 150 290; do
+    expect_ok "decode $f $s --index" decode "$tmp/long/$f" --start $s --frames 4 --interval 2 \
+      --size 24x32 --pad --index "$tmp/long.vbidx" --out "$tmp/with.rgb"
+    expect_ok "decode $f $s" decode "$tmp/long/$f" --start $s --frames 4 --interval 2 \
+      --size 24x32 --pad --out "$tmp/without.rgb"
+    check "decode $f $s: the same bytes with and without the index" cmp -s "$tmp/with.rgb" \
+      "$tmp/without.rgb"
+  done
+  expect_ok "decode $f deep --index" decode "$tmp/long/$f" --start 200 --frames 4 --interval 2 \
+    --size 24x32 --index "$tmp/long.vbidx" --out "$tmp/with.rgb"
+  check "decode $f deep: the index is used" grep -q 'frame index used' "$tmp/stdout"
+done
+touch -d '2001-01-01' "$tmp/long/a.ts"
+expect_ok "decode stale --index" decode "$tmp/long/a.ts" --start 200 --frames 4 --interval 2 \
+  --size 24x32 --index "$tmp/long.vbidx" --out "$tmp/stale.rgb"
+check "decode stale: a warning" grep -q 'stale' "$tmp/stderr"
+check "decode stale: the index is not used" bash -c "! grep -q 'frame index used' '$tmp/stdout'"
+head -c 30 "$tmp/long.vbidx" >"$tmp/cut.vbidx"
+expect_error "decode: a truncated index" 1 "$tmp/cut.vbidx" decode "$tmp/long/a.mkv" --start 0 \
+  --frames 1 --interval 1 --size 8x8 --index "$tmp/cut.vbidx" --out "$tmp/b.rgb"
+expect_error "decode: a CSV as the index" 1 "not a vbucket frame index" decode "$tmp/long/a.mkv" \
+  --start 0 --frames 1 --interval 1 --size 8x8 --index "$tmp/long.csv" --out "$tmp/b.rgb"
+
 if ((failures > 0)); then
   echo "scan_decode: $failures of $checks checks FAILED" >&2
   exit 1

@@ -41,8 +41,12 @@ if have libx264; then
   # And in AVI: no presentation times (frames are numbered in the decoder's output order); a
   # deep clip starts at a keyframe found in the AVI index.
   ff -i h264_64x48_25fps_long.mp4 -c copy h264_64x48_25fps_long.avi
+  # The same in Matroska (a deep clip through the frame index, `scan --index`).
+  ff -i h264_64x48_25fps_long.mp4 -c copy h264_64x48_25fps_long.mkv
   ff -f lavfi -i "$(src 64 48 25 24)" -c:v libx264 -preset veryfast -g 50 -bf 3 -x264-params open_gop=1 \
     -pix_fmt yuv420p h264_64x48_25fps_opengop.mp4
+  # The open-GOP stream in Matroska (frame index: leading frames decoded after a keyframe).
+  ff -i h264_64x48_25fps_opengop.mp4 -c copy h264_64x48_25fps_opengop.mkv
   # An edit list: cut with -c copy, the samples from the keyframe before 1.3 s are kept in the
   # file but discarded by the edit list (47 samples, 39 frames shown).
   ff -f lavfi -i "$(src 160 120 25 4.8)" -c:v libx264 -preset veryfast -g 25 -bf 3 -pix_fmt yuv420p \
@@ -70,6 +74,8 @@ ff -f lavfi -i "$(src 64 48 25 24)" -c:v mpeg4 -q:v 4 -g 12 -bf 2 mpeg4_64x48_25
 ff -f lavfi -i "$(src 96 64 60 1)" -c:v mpeg4 -q:v 3 -g 20 -bf 2 mpeg4_96x64_60fps.mp4
 if have libvpx-vp9; then
   ff -f lavfi -i "$(src 160 90 30 1.5)" -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -g 15 vp9_160x90_30fps.webm
+  # Long (480 frames, GOP 12) WebM for the frame index.
+  ff -f lavfi -i "$(src 64 48 25 19.2)" -c:v libvpx-vp9 -deadline realtime -cpu-used 8 -g 12 vp9_64x48_25fps_long.webm
 fi
 ff -f lavfi -i "$(src 100 60 1 1)" -frames:v 1 image_100x60.png
 ff -f lavfi -i "$(src 120 80 1 1)" -frames:v 1 -q:v 3 image_120x80.jpg

@@ -25,6 +25,8 @@ constexpr flag decode_flags[] = {
     {"layout", "L", false, "thwc (frame, row, column, RGB) or cthw (R, G, B planes) (thwc)"},
     {"filter", "F", false, "resampling: bilinear, bicubic, area or nearest (bilinear)"},
     {"pad", "", false, "a video that ends early: repeat its last frame instead of failing"},
+    {"index", "META.vbidx", false,
+     "frame index from scan --index: start at a keyframe without demuxing from the start"},
 };
 
 constexpr std::string_view decode_description =
@@ -103,18 +105,29 @@ int cmd_decode(int argc, char** argv) {
                         " bytes (more than 16 GiB)");
     ffmpeg::quiet_logs();
     ffmpeg::cap_allocations(std::size_t{1} << 30);
+    ffmpeg::frame_index index;
+    if (a.has("index")) {
+      index = ffmpeg::frame_index::load(a.value("index"));  // throws naming the file
+      req.index = &index;
+    }
     output_file out(a.value("out"));  // fails early for an unwritable path
     std::vector<std::uint8_t> buffer(bytes);
     const std::string path(p.positional);
     const auto info = ffmpeg::decode_clip(path, req, buffer).value();  // throws on error
     out.write(std::string_view(reinterpret_cast<const char*>(buffer.data()), buffer.size()));
     out.commit();
+    if (info.index_stale)
+      std::fprintf(stderr,
+                   "warning: %s: its entry in %s is stale (size or mtime changed since the "
+                   "scan); decoded without it\n",
+                   one_line(path).c_str(), one_line(a.value("index")).c_str());
     std::printf(
-        "%lld frames %lldx%lld (%s) from %s: %lld decoded, %lld padded%s%s%s%s\n",
+        "%lld frames %lldx%lld (%s) from %s: %lld decoded, %lld padded%s%s%s%s%s\n",
         static_cast<long long>(req.frames), static_cast<long long>(req.height),
         static_cast<long long>(req.width), layout.c_str(), one_line(path).c_str(),
         static_cast<long long>(info.frames_decoded), static_cast<long long>(info.frames_padded),
-        info.indexed ? ", timestamps from the sample table" : "", info.seeked ? ", seeked" : "",
+        info.indexed ? ", timestamps from the sample table" : "",
+        info.index_used ? ", frame index used" : "", info.seeked ? ", seeked" : "",
         info.rotation != 0 ? (", rotated " + std::to_string(info.rotation)).c_str() : "",
         info.sar_num != info.sar_den ? (", sample aspect ratio " + std::to_string(info.sar_num) +
                                         ":" + std::to_string(info.sar_den))

@@ -18,6 +18,7 @@
 #include "../cli.hpp"
 #include "../mpi_job.hpp"
 #include "positional.hpp"
+#include "vbucket/ffmpeg/decode.hpp"  // index_video
 #include "vbucket/ffmpeg/scan.hpp"
 #if VBUCKET_CLI_HAS_MPI
 #include "vbucket/mpi/scan.hpp"
@@ -33,6 +34,8 @@ constexpr flag scan_flags[] = {
     {"threads", "N", false, "files probed at once; 0 = one per core (0)"},
     {"decode-count", "", false, "count frames by decoding even when the container records them"},
     {"skip-failed", "", false, "leave files that fail out of META.csv (they are still counted)"},
+    {"index", "", false,
+     "also write a frame index next to META.csv (META.vbidx) for decode --index and loaders"},
     {"quiet", "", false, "no progress and no summary"},
 };
 
@@ -69,9 +72,11 @@ struct scan_job {
   unsigned threads = 0;
   bool quiet = false;
   bool skip_failed = false;
+  bool index = false;
   ffmpeg::probe_options opt;
   std::vector<std::string> paths;
   std::unique_ptr<output_file> out;  // not movable itself
+  std::unique_ptr<output_file> index_out;
 };
 
 /// Parses the flags, lists the files and (when `writer`) opens the output, so that an
@@ -95,12 +100,17 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
     job.threads = static_cast<unsigned>(parse_uint_flag("threads", a.value("threads"), 0, 4096));
   job.quiet = a.has("quiet");
   job.skip_failed = a.has("skip-failed");
+  job.index = a.has("index");
   job.opt.always_decode_count = a.has("decode-count");
   job.out_path = a.value("out");
   ffmpeg::quiet_logs();
   ffmpeg::cap_allocations(std::size_t{1} << 30);
   job.paths = ffmpeg::list_media(where);
-  if (writer) job.out = std::make_unique<output_file>(job.out_path);
+  if (writer) {
+    job.out = std::make_unique<output_file>(job.out_path);
+    if (job.index)
+      job.index_out = std::make_unique<output_file>(ffmpeg::index_path_for(job.out_path));
+  }
   return job;
 }
 
@@ -134,13 +144,36 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
   }
   job.out->write(text);
   job.out->commit();
+  std::string indexed;
+  if (job.index_out) {
+    std::vector<std::string> videos;  // the files that probed, images left out
+    for (std::size_t i = 0; i < paths.size(); ++i)
+      if (results[i] && std::isfinite(results[i]->fps)) videos.push_back(paths[i]);
+    const auto entries = ffmpeg::index_all(videos, job.threads);
+    ffmpeg::frame_index index;
+    std::size_t failed_index = 0;
+    for (const auto& e : entries) {
+      if (e) {
+        index.add(*e);
+      } else {
+        ++failed_index;
+        if (!job.quiet)
+          std::fprintf(stderr, "warning: not indexed: %s\n", one_line(e.error()).c_str());
+      }
+    }
+    job.index_out->write(index.serialize());
+    job.index_out->commit();
+    indexed = "; indexed " + std::to_string(index.size()) + " videos" +
+              (failed_index > 0 ? " (" + std::to_string(failed_index) + " could not be)" : "") +
+              " into " + one_line(ffmpeg::index_path_for(job.out_path));
+  }
   if (!job.quiet) {
-    std::printf("%zu files: %llu probed, %llu failed%s%s; wrote %s\n", paths.size(),
+    std::printf("%zu files: %llu probed, %llu failed%s%s; wrote %s%s\n", paths.size(),
                 static_cast<unsigned long long>(paths.size() - failed),
                 static_cast<unsigned long long>(failed),
                 failed > 0 && job.skip_failed ? " (left out)" : "",
                 warned > 0 ? (", " + std::to_string(warned) + " with a warning").c_str() : "",
-                one_line(job.out_path).c_str());
+                one_line(job.out_path).c_str(), indexed.c_str());
     std::fflush(stdout);
   }
 }

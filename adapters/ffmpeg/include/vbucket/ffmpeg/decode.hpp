@@ -22,6 +22,7 @@
 ///     auto info = vbucket::ffmpeg::decode_clip("clip.mp4", req, buf);  // info.error() if bad
 
 #include <algorithm>    // std::sort, std::binary_search, std::unique, std::max
+#include <atomic>       // std::atomic
 #include <bit>          // std::endian
 #include <cmath>        // std::nearbyint
 #include <cstddef>      // std::size_t
@@ -33,10 +34,12 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <thread>       // std::thread
 #include <type_traits>  // std::is_enum_v
 #include <vector>       // std::vector
 
 #include "vbucket/ffmpeg/detail/libav.hpp"
+#include "vbucket/ffmpeg/frame_index.hpp"
 #include "vbucket/ffmpeg/probe.hpp"  // detail::guarded
 #include "vbucket/ffmpeg/result.hpp"
 #include "vbucket/random.hpp"  // vbucket::detail::mix64, vbucket::detail::golden_gamma
@@ -119,6 +122,13 @@ struct clip_request {
   /// found in the AVI index or by a demux pass (false: always demux, and for those decode, from
   /// the file's start; same result, slower for clips far into long videos).
   bool use_index = true;
+  /// The frame index from `vbucket scan --index` (frame_index.hpp; not owned, may be null): the
+  /// file's entry, looked up by the path as given, lets Matroska/WebM, fragmented MP4,
+  /// MPEG-TS/PS and AVI start at a keyframe without demuxing from the start (each landing
+  /// checked; any doubt takes the path without it, so the bytes are the same). A stale entry
+  /// (the file's size or mtime changed) is ignored and reported in `clip_info::index_stale`.
+  /// Unused when `use_index` is false and for files in memory.
+  const frame_index* index = nullptr;
   resize_filter filter = resize_filter::bilinear;
   ffmpeg::limits limits{};
 };
@@ -148,7 +158,9 @@ struct clip_info {
   int rotation = 0;                ///< clockwise display rotation that was applied
   bool seeked = false;             ///< decoding started at a keyframe found by seeking
   bool presentation_index = true;  ///< false: the stream has no timestamps; output order used
-  bool indexed = false;  ///< frame timestamps demuxed from a keyframe found in the sample table
+  bool indexed = false;      ///< frame timestamps demuxed from a keyframe found in the sample table
+  bool index_used = false;   ///< the frame index's entry for the file was used
+  bool index_stale = false;  ///< the frame index had a stale entry for the file (ignored)
 };
 
 /// Open-Sora's `temporal_random_crop` start: uniform in [0, max(0, total - frames · interval -
@@ -581,10 +593,14 @@ inline void check_request(const std::string& name, const clip_request& req, std:
 }
 
 /// Frames come out of the decoder; `take` sees each one and returns true when it is done.
+/// `first` (optional): a packet already read, sent before the ones read after it.
 template <class Take>
 void decode_frames(decode_session& s, const clip_request& req,
-                   const std::vector<std::int64_t>* wanted_pts, Take&& take) {
+                   const std::vector<std::int64_t>* wanted_pts, Take&& take,
+                   AVPacket* first = nullptr) {
   packet_ptr pkt = make_packet();
+  bool held = first != nullptr;
+  if (held) av_packet_move_ref(pkt.get(), first);
   frame_ptr frame = make_frame();
   AVCodecContext* ctx = s.codec.get();
   std::int64_t since_frame = 0;
@@ -600,7 +616,7 @@ void decode_frames(decode_session& s, const clip_request& req,
       if (done) return true;
     }
   };
-  while (next_packet(s, pkt.get())) {
+  for (; held || next_packet(s, pkt.get()); held = false) {
     if (wanted_pts != nullptr) {
       // Non-reference frames that are not wanted need not be decoded at all.
       const bool wanted = pkt->pts == AV_NOPTS_VALUE ||
@@ -725,6 +741,93 @@ inline std::optional<indexed_timestamps> indexed_pts(decode_session& s, std::int
   // from it on (an open GOP's leading frames, decoded after K but shown before it, are fine:
   // they are counted among the packets from K on).
   if (out.pts.empty() || max_before_k >= min_from_k) return std::nullopt;
+  return out;
+}
+
+/// MPEG-TS and PS: seeks through the frame index go by byte position (their timestamp seeks
+/// can land after the target).
+inline bool seeks_by_byte(const AVFormatContext* fmt) noexcept {
+  if (fmt->iformat == nullptr || fmt->iformat->name == nullptr) return false;
+  const std::string_view name = fmt->iformat->name;
+  return name == "mpegts" || name == "mpeg";
+}
+
+/// Seeks `s` to keyframe `ki` (≥ 1) of the frame index entry `fi` and reads up to it: true
+/// with its packet in `pkt` when a packet of the same position, size and pts comes before any
+/// packet past it. MPEG-TS/PS seek by byte to the keyframe before it (after a byte seek the
+/// parser loses the first frame it meets); the rest by its decode time (else pts), backward.
+inline bool seek_to_key(decode_session& s, const file_index& fi, std::size_t ki, AVPacket* pkt) {
+  if (ki == 0 || ki >= fi.keys.size()) return false;
+  const index_key& k = fi.keys[ki];
+  AVFormatContext* fmt = s.in->format();
+  const bool by_byte = seeks_by_byte(fmt);
+  const bool mov = is_mov(fmt);
+  int rc = -1;
+  if (by_byte) {
+    const std::int64_t from = fi.keys[ki - 1].pos;
+    if (from < 0 || k.pos < 0) return false;
+    rc = av_seek_frame(fmt, s.index, from, AVSEEK_FLAG_BYTE);
+  } else {
+    const std::int64_t target = k.dts != index_no_value ? k.dts : k.pts;
+    rc = av_seek_frame(fmt, s.index, target, AVSEEK_FLAG_BACKWARD);
+  }
+  if (rc < 0) return false;
+  // Past K: a later position (positions grow in decode order, except in MP4/MOV) or decode
+  // time. Demuxing is cheap, but a landing far before K is bounded all the same.
+  constexpr int max_skipped = 1 << 16;
+  for (int skipped = 0; skipped < max_skipped; ++skipped) {
+    if (!next_packet(s, pkt)) return false;
+    if (pkt->pos == k.pos && pkt->size == k.size && pkt->pts == k.pts) return true;
+    const bool past = (!mov && k.pos >= 0 && pkt->pos > k.pos) ||
+                      (k.dts != index_no_value && pkt->dts != AV_NOPTS_VALUE && pkt->dts > k.dts);
+    av_packet_unref(pkt);
+    if (past) return false;
+  }
+  return false;
+}
+
+/// The frame index's counterpart of `indexed_pts` (mode 0: a stream with presentation times):
+/// K is the last keyframe of the entry at frame ≤ `start`; the input is seeked to K (checked:
+/// `seek_to_key`), and the timestamps of K and the packets after it are read until presentation
+/// indices below `until` are covered. Index K.frame + r is the r-th smallest of those, as the
+/// scan checked that K splits the stream; here the packets read must agree: each one shown
+/// after every packet before K (K.before), and a stream that ends must end at the entry's
+/// frame count. std::nullopt on any doubt; the session must then be reopened if `touched`.
+inline std::optional<indexed_timestamps> index_pts(decode_session& s, const file_index& fi,
+                                                   std::int64_t start, std::int64_t until,
+                                                   bool& touched) {
+  touched = false;
+  if (fi.output_order || fi.keys.empty()) return std::nullopt;
+  std::size_t ki = fi.keys.size();
+  while (ki > 0 && fi.keys[ki - 1].frame > start) --ki;
+  if (ki <= 1) return std::nullopt;  // near the start: the plain scan costs the same
+  --ki;
+  const index_key& k = fi.keys[ki];
+  touched = true;
+  packet_ptr pkt = make_packet();
+  if (!seek_to_key(s, fi, ki, pkt.get())) return std::nullopt;
+  const bool mov = is_mov(s.in->format());
+  indexed_timestamps out;
+  out.base = k.frame;
+  const std::int64_t count = until - k.frame;  // > 0: start < until
+  out.pts.reserve(static_cast<std::size_t>(std::min<std::int64_t>(count, fi.frames)));
+  bool ended = false;
+  for (bool held = true; static_cast<std::int64_t>(out.pts.size()) < count; held = false) {
+    if (!held && !next_packet(s, pkt.get())) {
+      ended = true;
+      break;
+    }
+    const bool discard =
+        (pkt->flags & AV_PKT_FLAG_DISCARD) != 0 || (mov && cut_short(s.stream, pkt.get()));
+    const std::int64_t p = pkt->pts;
+    av_packet_unref(pkt.get());
+    if (discard) continue;
+    if (p == AV_NOPTS_VALUE || (k.before != index_no_value && p <= k.before)) return std::nullopt;
+    out.pts.push_back(p);
+  }
+  if (ended && k.frame + static_cast<std::int64_t>(out.pts.size()) != fi.frames)
+    return std::nullopt;
+  if (out.pts.empty()) return std::nullopt;
   return out;
 }
 
@@ -881,6 +984,20 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   // A copy: `s` is replaced when decoding restarts from the start (a reference into it would
   // dangle; fuzz_decode found that).
   const std::string name = src.name;
+  const bool image = is_image_format(s->in->format());
+
+  // The frame index's entry for the file, when it is the file indexed (same size, mtime,
+  // stream and time base; else it is stale and ignored).
+  const file_index* fi = nullptr;
+  if (req.index != nullptr && req.use_index && !src.in_memory && !image) {
+    fi = req.index->find(src.name);
+    if (fi != nullptr &&
+        (!is_fresh(*fi) || fi->stream != static_cast<std::uint32_t>(s->index) ||
+         fi->time_num != s->stream->time_base.num || fi->time_den != s->stream->time_base.den)) {
+      info.index_stale = true;
+      fi = nullptr;
+    }
+  }
 
   // 1. Timestamps of the frames up to the last wanted one, by demuxing (no decoding). The
   // margin covers decoders' reordering (H.264 reorders at most 16 frames).
@@ -888,7 +1005,6 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   std::vector<std::int64_t> pts;
   std::int64_t base = 0;  // pts[r] (once sorted) is presentation index base + r
   // Images and streams without timestamps are decoded in order from the start.
-  const bool image = is_image_format(s->in->format());
   bool timestamps = !image;
   if (timestamps && req.use_index) {
     bool touched = false;
@@ -901,6 +1017,17 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       s = std::make_unique<decode_session>(src, req);
     }
   }
+  if (timestamps && !info.indexed && fi != nullptr && !fi->output_order) {
+    bool touched = false;
+    auto fast = index_pts(*s, *fi, req.start, last + reorder_margin + 1, touched);
+    if (fast) {
+      base = fast->base;
+      pts = std::move(fast->pts);
+      info.index_used = true;
+    } else if (touched) {
+      s = std::make_unique<decode_session>(src, req);
+    }
+  }
   // Without timestamps, the packets up to `start` in decode order let decoding start at a
   // keyframe (decode_output_order_from_keyframe): AVI lists them in its index; elsewhere the
   // pass below records them, reading on up to `start` once a packet without one shows up.
@@ -908,7 +1035,17 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   const bool mov = is_mov(s->in->format());
   std::vector<packet_entry> table;
   bool table_done = !req.use_index || mov;
-  if (timestamps && !info.indexed) {
+  // Without the index the pass below turns to output order when it meets a packet without pts
+  // within a margin past the clip; with it, the same rule from the recorded first such packet.
+  if (timestamps && fi != nullptr && fi->output_order && fi->no_pts_from <= last + reorder_margin) {
+    // The index lists every packet in decode order: no pass.
+    timestamps = false;
+    table.reserve(fi->packets.size());
+    for (const index_packet& p : fi->packets) table.push_back({p.pos, p.dts, p.size, p.key});
+    table_done = true;
+    info.index_used = true;
+  }
+  if (timestamps && !info.indexed && !info.index_used) {
     packet_ptr pkt = make_packet();
     for (;;) {
       if (timestamps ? static_cast<std::int64_t>(pts.size()) > last + reorder_margin
@@ -993,36 +1130,51 @@ inline clip_info decode_input(const source& src, const clip_request& req,
     const std::int64_t targets[] = {wanted.front(), wanted.front() - second,
                                     wanted.front() - 3 * second, wanted.front() - 7 * second};
     constexpr int seek_attempts = static_cast<int>(sizeof targets / sizeof targets[0]);
-    for (int attempt = 0; attempt <= seek_attempts; ++attempt) {
+    // With the frame index, first the keyframe D at or before the first wanted frame (the last
+    // one shown no later), reached by `seek_to_key` (MPEG-TS/PS: by byte position).
+    std::size_t d = 0;
+    if (fi != nullptr && !fi->output_order)
+      while (d < fi->keys.size() && fi->keys[d].pts <= wanted.front()) ++d;
+    const bool key_seek = d >= 2;  // D = keys[d - 1], not the first
+    bool decoded = false;          // the decoder has had packets
+    for (int attempt = key_seek ? -1 : 0; attempt <= seek_attempts; ++attempt) {
       bool seek = attempt < seek_attempts;
-      if (seek) {
-        if (attempt > 0) avcodec_flush_buffers(s->codec.get());
+      packet_ptr landed;
+      if (attempt < 0) {
+        landed = make_packet();
+        if (!seek_to_key(*s, *fi, d - 1, landed.get())) continue;
+      } else if (seek) {
+        if (decoded) avcodec_flush_buffers(s->codec.get());
         const int rc =
             av_seek_frame(s->in->format(), s->index, targets[attempt], AVSEEK_FLAG_BACKWARD);
         seek = rc >= 0;
       }
       if (!seek) s = std::make_unique<decode_session>(src, req);  // from the start
       info.seeked = seek;
+      decoded = true;
       bool overshot = false, first = true;
       filled = 0;
       info.frames_decoded = 0;
-      decode_frames(*s, req, &sorted_wanted, [&](const AVFrame* f) {
-        ++info.frames_decoded;
-        const std::int64_t p = frame_pts(f);
-        if (first && p > wanted.front()) {
-          overshot = true;  // the seek landed after the first wanted frame
-          return true;
-        }
-        first = false;
-        if (filled < available && p > wanted[static_cast<std::size_t>(filled)])
-          fail(name, "frame " + std::to_string(req.start + filled * req.interval) +
-                         " is missing from the decoded stream (corrupt data?)");
-        if (filled < available && p == wanted[static_cast<std::size_t>(filled)]) {
-          writer.write(name, f, filled, info);
-          ++filled;
-        }
-        return filled == available;
-      });
+      decode_frames(
+          *s, req, &sorted_wanted,
+          [&](const AVFrame* f) {
+            ++info.frames_decoded;
+            const std::int64_t p = frame_pts(f);
+            if (first && p > wanted.front()) {
+              overshot = true;  // the seek landed after the first wanted frame
+              return true;
+            }
+            first = false;
+            if (filled < available && p > wanted[static_cast<std::size_t>(filled)])
+              fail(name, "frame " + std::to_string(req.start + filled * req.interval) +
+                             " is missing from the decoded stream (corrupt data?)");
+            if (filled < available && p == wanted[static_cast<std::size_t>(filled)]) {
+              writer.write(name, f, filled, info);
+              ++filled;
+            }
+            return filled == available;
+          },
+          landed.get());
       if (!overshot && (filled > 0 || !seek)) break;
       // Landed after the first wanted frame, or nothing at all came out (some demuxers seek
       // badly, e.g. MPEG-TS near its end): earlier, then from the start.
@@ -1059,6 +1211,96 @@ inline result<clip_info> decode_clip_memory(std::span<const std::uint8_t> data,
   return detail::guarded<clip_info>(name, [&] {
     return detail::decode_input(detail::source{name, data, true}, req, out);
   });
+}
+
+/// The frame index entry of the video at `path` (frame_index.hpp): its packets demuxed once
+/// (no decoding), with the file's size and mtime read before and checked after. A stream where
+/// every packet has a pts records the keyframes that split it; else every packet (frames then
+/// count in the decoder's output order). Images and unreadable files come back as errors.
+inline result<file_index> index_video(const std::string& path, const limits& lim = {}) noexcept {
+  return detail::guarded<file_index>(path, [&] {
+    const auto stamp = file_stamp(path);
+    if (!stamp) detail::fail(path, "cannot read the file's size and modification time");
+    clip_request req;
+    req.limits = lim;
+    detail::decode_session s(detail::source{path, {}, false}, req);
+    AVFormatContext* fmt = s.in->format();
+    if (detail::is_image_format(fmt)) detail::fail(path, "an image: nothing to index");
+    const bool mov = detail::is_mov(fmt);
+    struct packet {
+      std::int64_t pos, pts, dts;
+      int size;
+      bool key;
+    };
+    std::vector<packet> all;
+    bool timestamps = true;
+    std::int64_t no_pts_from = 0;
+    detail::packet_ptr pkt = detail::make_packet();
+    while (detail::next_packet(s, pkt.get())) {
+      const bool discard = (pkt->flags & AV_PKT_FLAG_DISCARD) != 0 ||
+                           (mov && detail::cut_short(s.stream, pkt.get()));
+      if (!discard) {
+        if (pkt->pts == AV_NOPTS_VALUE && timestamps) {
+          timestamps = false;
+          no_pts_from = static_cast<std::int64_t>(all.size());
+        }
+        all.push_back(
+            {pkt->pos, pkt->pts, pkt->dts, pkt->size, (pkt->flags & AV_PKT_FLAG_KEY) != 0});
+      }
+      av_packet_unref(pkt.get());
+    }
+    file_index fi;
+    fi.path = path;
+    fi.size = stamp->first;
+    fi.mtime = stamp->second;
+    fi.stream = static_cast<std::uint32_t>(s.index);
+    fi.time_num = s.stream->time_base.num;
+    fi.time_den = s.stream->time_base.den;
+    fi.frames = static_cast<std::int64_t>(all.size());
+    if (fi.time_num <= 0 || fi.time_den <= 0) detail::fail(path, "the stream has no time base");
+    fi.output_order = !timestamps;
+    fi.no_pts_from = timestamps ? fi.frames : no_pts_from;
+    if (fi.output_order) {
+      fi.packets.reserve(all.size());
+      for (const packet& p : all) fi.packets.push_back({p.pos, p.dts, p.size, p.key});
+    } else {
+      // K splits the stream when the largest pts before it is below the smallest from it on.
+      std::vector<std::int64_t> min_from(all.size() + 1, std::numeric_limits<std::int64_t>::max());
+      for (std::size_t i = all.size(); i-- > 0;)
+        min_from[i] = std::min(min_from[i + 1], all[i].pts);
+      std::int64_t before = index_no_value;
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        const packet& p = all[i];
+        if (p.key && p.size > 0 && (i == 0 || before < min_from[i]))
+          fi.keys.push_back({static_cast<std::int64_t>(i), p.pts, p.dts, p.pos, p.size, before});
+        before = std::max(before, p.pts);
+      }
+    }
+    const auto after = file_stamp(path);
+    if (!after || *after != *stamp) detail::fail(path, "the file changed while it was indexed");
+    return fi;
+  });
+}
+
+/// `index_video` for every path with `threads` workers (0 = one per core); results[i] is
+/// paths[i]'s.
+inline std::vector<result<file_index>> index_all(const std::vector<std::string>& paths,
+                                                 unsigned threads, const limits& lim = {}) {
+  std::vector<result<file_index>> results(paths.size(), result<file_index>::failure("not indexed"));
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads =
+      static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, paths.size())));
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < paths.size();)
+      results[i] = index_video(paths[i], lim);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return results;
 }
 
 }  // namespace vbucket::ffmpeg

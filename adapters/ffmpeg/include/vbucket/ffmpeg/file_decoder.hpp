@@ -18,11 +18,12 @@
 ///     const vbucket::ffmpeg::file_decoder decoder(records, {.fps_max = 16});
 ///     vbucket::loader loader(sampler, decoder, ring);
 
+#include <atomic>       // std::atomic
 #include <concepts>     // std::convertible_to, std::invocable
 #include <cstdint>      // std::int64_t, std::uint8_t
 #include <functional>   // std::function
 #include <limits>       // std::numeric_limits
-#include <memory>       // std::make_shared
+#include <memory>       // std::make_shared, std::shared_ptr
 #include <optional>     // std::optional
 #include <ranges>       // std::ranges::random_access_range
 #include <span>         // std::span
@@ -74,6 +75,9 @@ class file_decoder {
     int threads = 1;  ///< decoder threads per clip
     resize_filter filter = resize_filter::bilinear;
     ffmpeg::limits limits{};
+    /// The frame index from `vbucket scan --index` (`frame_index::load`), shared by the
+    /// decoder's copies; a stale entry is ignored and counted (`stale_index_entries`).
+    std::shared_ptr<const frame_index> index{};
   };
 
   /// `paths[i]` is sample i of `meta`. Throws `vbucket::error` when the sizes differ or an
@@ -160,12 +164,20 @@ class file_decoder {
       req.threads = options_.threads;
       req.filter = options_.filter;
       req.limits = options_.limits;
+      req.index = options_.index.get();
       if (clip_bytes(req) != out.size())
         return file + ": the slot holds " + std::to_string(out.size()) + " bytes, the clip needs " +
                std::to_string(clip_bytes(req));
       auto r = decode_clip(file, req, out);
       if (!r) return r.error();
+      if (r->index_stale) stale_->fetch_add(1, std::memory_order_relaxed);
       return std::nullopt;
+    }
+
+    /// Clips decoded without the frame index because the file's entry was stale (its size or
+    /// mtime changed since the scan), over this decoder and its copies.
+    [[nodiscard]] std::int64_t stale_index_entries() const noexcept {
+      return stale_->load(std::memory_order_relaxed);
     }
 
    private:
@@ -182,6 +194,8 @@ class file_decoder {
     std::vector<std::int64_t> frames_;
     std::vector<double> fps_;
     options options_;
+    std::shared_ptr<std::atomic<std::int64_t>> stale_ =
+        std::make_shared<std::atomic<std::int64_t>>(0);
 };
 
 static_assert(vbucket::clip_decoder<file_decoder>);
