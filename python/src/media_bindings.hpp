@@ -215,14 +215,18 @@ nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, 
 using host_ring = vbucket::staging_ring<vbucket::host_backend>;
 using file_loader = vbucket::loader<ff::file_decoder, vbucket::host_backend>;
 
-/// A sampler's position as the loader's `schedule_source`.
+/// A sampler's position as the loader's `schedule_source` (or `packed_schedule_source` when
+/// the sampler packs: then `packed_sched` is set and `sched` is not).
 struct sampler_position {
-  vbucket::epoch_schedule sched;
+  std::optional<vbucket::epoch_schedule> sched;
   std::uint32_t r = 0;
   plan_state st;
-  [[nodiscard]] const vbucket::epoch_schedule& schedule() const noexcept { return sched; }
+  std::optional<vbucket::packed_schedule> packed_sched;
+  [[nodiscard]] const vbucket::epoch_schedule& schedule() const { return *sched; }
   [[nodiscard]] std::uint32_t rank() const noexcept { return r; }
   [[nodiscard]] plan_state state() const { return st; }
+  [[nodiscard]] bool packed() const noexcept { return packed_sched.has_value(); }
+  [[nodiscard]] const vbucket::packed_schedule& packing_schedule() const { return *packed_sched; }
 };
 
 /// What a loader's batches need alive: the ring their slots come from (and its backend). The
@@ -277,7 +281,9 @@ class py_loader {
       d.frame_interval = a.frame_interval;
     }
     const sampler_position pos = sampler.locked([](sampler_base& b) {
-      return sampler_position{b.schedule(), b.rank(), b.state()};
+      if (b.packed())
+        return sampler_position{std::nullopt, b.rank(), b.state(), b.packing_schedule()};
+      return sampler_position{b.schedule(), b.rank(), b.state(), std::nullopt};
     });
     if (slots < prefetch + 1)
       throw vbucket::error("Loader: slots (" + std::to_string(slots) + ") must be at least " +
@@ -294,7 +300,10 @@ class py_loader {
   }
 
   /// The next batch as (tensor, samples, planned, bucket, (T, H, W), step, position, repeat,
-  /// substitutions); StopIteration at the end.
+  /// substitutions, packed); StopIteration at the end. `packed` is None for a fixed batch; for
+  /// a packed one `tensor` is the flat buffer (1-D) and `packed` a dict: cu_seqlens (int32
+  /// tensor), max_seqlen, tensors (per-clip views of the buffer), thw and buckets (per clip),
+  /// offsets (element offsets of the clips, n + 1).
   nb::tuple next() {
     file_loader& l = running();
     if (core_->held.load() >= core_->slots)
@@ -363,6 +372,37 @@ class py_loader {
         break;
     }
     nb::ndarray<nb::pytorch> tensor(v.data, 5, shape, owner, nullptr, dt);
+    nb::object packed = nb::none();
+    if (holder->batch.packed) {
+      const auto& p = *holder->batch.packed;
+      const std::size_t es = vbucket::element_size(v.type);
+      const std::size_t flat[1] = {p.offsets.back() / es};
+      tensor = nb::ndarray<nb::pytorch>(v.data, 1, flat, owner, nullptr, dt);
+      nb::list clips, thw, buckets, offsets;
+      for (std::size_t c = 0; c < p.clips.size(); ++c) {
+        const vbucket::tensor_view& cv = p.clips[c].view;
+        const std::size_t cs[4] = {
+            static_cast<std::size_t>(cv.shape[1]), static_cast<std::size_t>(cv.shape[2]),
+            static_cast<std::size_t>(cv.shape[3]), static_cast<std::size_t>(cv.shape[4])};
+        clips.append(nb::cast(nb::ndarray<nb::pytorch>(cv.data, 4, cs, owner, nullptr, dt)));
+        thw.append(nb::make_tuple(p.shapes[c].frames, p.shapes[c].height, p.shapes[c].width));
+        buckets.append(p.buckets[c]);
+      }
+      for (const std::size_t o : p.offsets) offsets.append(o / es);
+      auto* cu = new std::vector<std::int32_t>(p.cu_seqlens);
+      nb::capsule cu_owner(
+          cu, [](void* q) noexcept { delete static_cast<std::vector<std::int32_t>*>(q); });
+      const std::size_t cu_shape[1] = {cu->size()};
+      nb::dict d;
+      d["cu_seqlens"] =
+          nb::cast(nb::ndarray<nb::pytorch, std::int32_t>(cu->data(), 1, cu_shape, cu_owner));
+      d["max_seqlen"] = p.max_seqlen;
+      d["tensors"] = clips;
+      d["thw"] = thw;
+      d["buckets"] = buckets;
+      d["offsets"] = offsets;
+      packed = d;
+    }
     const auto& info = holder->batch.info;
     nb::list subs;
     for (const auto& s : holder->batch.substitutions) {
@@ -379,7 +419,7 @@ class py_loader {
     return nb::make_tuple(nb::cast(tensor), to_numpy(std::move(samples)),
                           to_numpy(std::move(planned)), info.bucket,
                           nb::make_tuple(info.frames, info.height, info.width), info.step,
-                          info.position, info.repeat, subs);
+                          info.position, info.repeat, subs, packed);
   }
 
   /// The resume state after the batches handed out so far.
