@@ -12,6 +12,10 @@
 ///
 /// The decoder is the loader's (`clip_decoder`), with the loader's crop seeds (`crop_seed`), so a
 /// sample decodes to the same frames packed or not.
+///
+/// For training, `vbucket::loader` over a `packed_schedule` (or a packed `batch_sampler`) does
+/// this ahead of the trainer on its worker threads, into staging slots, with substitution of
+/// failed clips, float32/bfloat16 conversion and resume (`loader.hpp`).
 
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::int32_t, std::int64_t, std::uint8_t, std::uint64_t
@@ -50,8 +54,9 @@ inline std::vector<tensor_view> packed_clip_views(const packed_batch& b,
 /// Decodes every clip of `b` into its part of `buffer` (uint8 THWC, `layout.bytes()` bytes at
 /// least) on up to `threads` threads (0: one per core), with the loader's task for each
 /// sample (crop seed `crop_seed(seed, epoch, sample)`). A clip that fails is an error naming
-/// the sample, the batch's position and the decoder's message (packed batches have no
-/// same-shape stand-in to substitute; drop such samples from the metadata).
+/// the sample, the batch's position and the decoder's message (no substitution here: the
+/// prefetching `vbucket::loader` over a packed schedule replaces a failed clip by a sample of
+/// its own bucket, and this function is its reference for the bytes of a batch).
 template <class Decoder>
   requires clip_decoder<Decoder>
 void load_packed_batch(const packed_batch& b, Decoder& decoder, std::uint64_t seed,
