@@ -336,6 +336,10 @@ concept packed_schedule_source = requires(const S& s) {
   { s.state() } -> std::convertible_to<plan_state>;
 };
 
+/// What the loader's source constructor takes: a fixed or a packed schedule source.
+template <class S>
+concept loader_source = schedule_source<S> || packed_schedule_source<S>;
+
 /// A failed clip and what replaced it.
 struct substitution {
   std::uint64_t position = 0;  ///< global position of the batch
@@ -501,481 +505,475 @@ class loader {
   /// when the source is a packed one), its rank, and the step its state points at. Throws
   /// `vbucket::error` when the state is not of the schedule's plan or not at a step boundary of
   /// it, and as the other constructor.
-  template <class Source>
-    requires schedule_source<Source> || packed_schedule_source<Source> loader(
-        const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
-        loader_options options = {})
-        : loader(fixed_of(source), packed_of(source), static_cast<std::uint32_t>(source.rank()),
-                 decoder, ring, std::move(options), first_step_of(source)) {}
+  template <loader_source Source>
+  loader(const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
+         loader_options options = {})
+      : loader(fixed_of(source), packed_of(source), static_cast<std::uint32_t>(source.rank()),
+               decoder, ring, std::move(options), first_step_of(source)) {}
 
-    loader(const loader&) = delete;
-    loader& operator=(const loader&) = delete;
-    ~loader() { stop(); }
+  loader(const loader&) = delete;
+  loader& operator=(const loader&) = delete;
+  ~loader() { stop(); }
 
-    /// The input iterator of `for (auto& b : loader)`: `*it` is the current batch, which the
-    /// loop body may move from (the slot with it); `++it` drops what is left of it and waits for
-    /// the next. Equal to `end()` (`std::default_sentinel`) after the last batch or `stop()`.
-    class iterator {
-     public:
-      using value_type = loaded_batch;
-      using difference_type = std::ptrdiff_t;
+  /// The input iterator of `for (auto& b : loader)`: `*it` is the current batch, which the
+  /// loop body may move from (the slot with it); `++it` drops what is left of it and waits for
+  /// the next. Equal to `end()` (`std::default_sentinel`) after the last batch or `stop()`.
+  class iterator {
+   public:
+    using value_type = loaded_batch;
+    using difference_type = std::ptrdiff_t;
 
-      iterator() = default;
-      explicit iterator(loader* owner) noexcept : owner_(owner) {}
+    iterator() = default;
+    explicit iterator(loader* owner) noexcept : owner_(owner) {}
 
-      loaded_batch& operator*() const noexcept { return *owner_->current_; }
-      loaded_batch* operator->() const noexcept { return &*owner_->current_; }
-      iterator& operator++() {
-        owner_->advance();
-        return *this;
-      }
-      void operator++(int) { ++*this; }
-      friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept {
-        return it.done();
-      }
-
-     private:
-      [[nodiscard]] bool done() const noexcept { return owner_ == nullptr || !owner_->current_; }
-
-      loader* owner_ = nullptr;
-    };
-
-    /// Waits for the next batch (unless one is current) and points at it. Throws as `next()`.
-    /// One pass: a loop over the loader continues where `next()` or an earlier loop stopped.
-    [[nodiscard]] iterator begin() {
-      if (!current_) advance();
-      return iterator(this);
+    loaded_batch& operator*() const noexcept { return *owner_->current_; }
+    loaded_batch* operator->() const noexcept { return &*owner_->current_; }
+    iterator& operator++() {
+      owner_->advance();
+      return *this;
     }
-    [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
-
-    /// Batches this loader hands out in all, from its first step to the end of the schedule.
-    [[nodiscard]] std::uint64_t steps() const noexcept { return total_steps() - first_step_; }
-    /// Whether it follows a packed schedule.
-    [[nodiscard]] bool packed() const noexcept { return packed_.has_value(); }
-    /// The fixed schedule it follows; throws `vbucket::error` for a packed loader.
-    [[nodiscard]] const epoch_schedule& schedule() const {
-      if (!fixed_)
-        throw error("loader: a packed loader has no fixed schedule (packing_schedule())");
-      return *fixed_;
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept {
+      return it.done();
     }
-    /// The packed schedule it follows; throws `vbucket::error` for a fixed loader.
-    [[nodiscard]] const packed_schedule& packing_schedule() const {
-      if (!packed_) throw error("loader: a fixed loader has no packed schedule (schedule())");
-      return *packed_;
+
+   private:
+    [[nodiscard]] bool done() const noexcept { return owner_ == nullptr || !owner_->current_; }
+
+    loader* owner_ = nullptr;
+  };
+
+  /// Waits for the next batch (unless one is current) and points at it. Throws as `next()`.
+  /// One pass: a loop over the loader continues where `next()` or an earlier loop stopped.
+  [[nodiscard]] iterator begin() {
+    if (!current_) advance();
+    return iterator(this);
+  }
+  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+
+  /// Batches this loader hands out in all, from its first step to the end of the schedule.
+  [[nodiscard]] std::uint64_t steps() const noexcept { return total_steps() - first_step_; }
+  /// Whether it follows a packed schedule.
+  [[nodiscard]] bool packed() const noexcept { return packed_.has_value(); }
+  /// The fixed schedule it follows; throws `vbucket::error` for a packed loader.
+  [[nodiscard]] const epoch_schedule& schedule() const {
+    if (!fixed_) throw error("loader: a packed loader has no fixed schedule (packing_schedule())");
+    return *fixed_;
+  }
+  /// The packed schedule it follows; throws `vbucket::error` for a fixed loader.
+  [[nodiscard]] const packed_schedule& packing_schedule() const {
+    if (!packed_) throw error("loader: a fixed loader has no packed schedule (schedule())");
+    return *packed_;
+  }
+  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+
+  /// The next batch of this rank, or nullopt at the end of the epoch (or after `stop()`).
+  /// Throws `vbucket::error` when a batch cannot be filled (every replacement failed) or the
+  /// staging ring fails.
+  std::optional<loaded_batch> next() {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock lock(mutex_);
+    if (next_step_ >= total_steps()) return std::nullopt;
+    std::size_t ready = 0;
+    for (const auto& j : jobs_) {
+      if (j->remaining != 0) break;
+      ++ready;
     }
-    [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+    ready_sum_ += ready;
+    ++ready_samples_;
+    stats_.max_ready = std::max(stats_.max_ready, ready);
+    cv_.wait(lock, [&] {
+      return stopped_ || failure_ || (!jobs_.empty() && jobs_.front()->remaining == 0);
+    });
+    stats_.trainer_wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (failure_) std::rethrow_exception(failure_);
+    if (stopped_ && (jobs_.empty() || jobs_.front()->remaining != 0)) return std::nullopt;
+    std::unique_ptr<job> j = std::move(jobs_.front());
+    jobs_.pop_front();
+    ++next_step_;
+    ++stats_.batches;
+    stats_.samples += j->samples.size();
+    stats_.repeat_batches += j->info.repeat ? 1u : 0u;
+    lock.unlock();
+    cv_.notify_all();  // the feeder may open another batch
 
-    /// The next batch of this rank, or nullopt at the end of the epoch (or after `stop()`).
-    /// Throws `vbucket::error` when a batch cannot be filled (every replacement failed) or the
-    /// staging ring fails.
-    std::optional<loaded_batch> next() {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::unique_lock lock(mutex_);
-      if (next_step_ >= total_steps()) return std::nullopt;
-      std::size_t ready = 0;
-      for (const auto& j : jobs_) {
-        if (j->remaining != 0) break;
-        ++ready;
-      }
-      ready_sum_ += ready;
-      ++ready_samples_;
-      stats_.max_ready = std::max(stats_.max_ready, ready);
-      cv_.wait(lock, [&] {
-        return stopped_ || failure_ || (!jobs_.empty() && jobs_.front()->remaining == 0);
-      });
-      stats_.trainer_wait_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (failure_) std::rethrow_exception(failure_);
-      if (stopped_ && (jobs_.empty() || jobs_.front()->remaining != 0)) return std::nullopt;
-      std::unique_ptr<job> j = std::move(jobs_.front());
-      jobs_.pop_front();
-      ++next_step_;
-      ++stats_.batches;
-      stats_.samples += j->samples.size();
-      stats_.repeat_batches += j->info.repeat ? 1u : 0u;
-      lock.unlock();
-      cv_.notify_all();  // the feeder may open another batch
-
-      tensor_view view;
-      view.data = j->slot.data().data();
-      view.type = options_.element;
-      view.layout = options_.layout;
-      if (!packed_) {
-        const auto b = static_cast<std::int64_t>(j->samples.size());
-        view.shape = clip_shape(b, j->info.frames, j->info.height, j->info.width);
-        return loaded_batch{tensor_traits<Tensor>::wrap(view),
-                            j->info,
-                            std::move(j->samples),
-                            std::move(j->substitutions),
-                            std::move(j->slot),
-                            std::nullopt};
-      }
-      packed_clips p;
-      const std::size_t es = element_size(options_.element);
-      view.shape = {static_cast<std::int64_t>(j->offsets.back() / es), 1, 1, 1, 1};
-      p.flat = view;
-      p.clips.reserve(j->shapes.size());
-      for (std::size_t c = 0; c < j->shapes.size(); ++c) {
-        tensor_view clip = view;
-        clip.data = static_cast<std::uint8_t*>(view.data) + j->offsets[c];
-        const sample_shape& s = j->shapes[c];
-        clip.shape = clip_shape(1, s.frames, s.height, s.width);
-        p.clips.push_back(tensor_traits<Tensor>::wrap(clip));
-      }
-      p.offsets = std::move(j->offsets);
-      p.cu_seqlens = std::move(j->layout.cu_seqlens);
-      p.max_seqlen = j->layout.max_seqlen;
-      p.shapes = std::move(j->shapes);
-      p.buckets = std::move(j->buckets);
+    tensor_view view;
+    view.data = j->slot.data().data();
+    view.type = options_.element;
+    view.layout = options_.layout;
+    if (!packed_) {
+      const auto b = static_cast<std::int64_t>(j->samples.size());
+      view.shape = clip_shape(b, j->info.frames, j->info.height, j->info.width);
       return loaded_batch{tensor_traits<Tensor>::wrap(view),
                           j->info,
                           std::move(j->samples),
                           std::move(j->substitutions),
                           std::move(j->slot),
-                          std::move(p)};
+                          std::nullopt};
     }
+    packed_clips p;
+    const std::size_t es = element_size(options_.element);
+    view.shape = {static_cast<std::int64_t>(j->offsets.back() / es), 1, 1, 1, 1};
+    p.flat = view;
+    p.clips.reserve(j->shapes.size());
+    for (std::size_t c = 0; c < j->shapes.size(); ++c) {
+      tensor_view clip = view;
+      clip.data = static_cast<std::uint8_t*>(view.data) + j->offsets[c];
+      const sample_shape& s = j->shapes[c];
+      clip.shape = clip_shape(1, s.frames, s.height, s.width);
+      p.clips.push_back(tensor_traits<Tensor>::wrap(clip));
+    }
+    p.offsets = std::move(j->offsets);
+    p.cu_seqlens = std::move(j->layout.cu_seqlens);
+    p.max_seqlen = j->layout.max_seqlen;
+    p.shapes = std::move(j->shapes);
+    p.buckets = std::move(j->buckets);
+    return loaded_batch{tensor_traits<Tensor>::wrap(view),
+                        j->info,
+                        std::move(j->samples),
+                        std::move(j->substitutions),
+                        std::move(j->slot),
+                        std::move(p)};
+  }
 
-    /// The resume state after the batches handed out so far (steps × world global batches on
-    /// top of the schedule's starting point).
-    [[nodiscard]] plan_state state() const {
+  /// The resume state after the batches handed out so far (steps × world global batches on
+  /// top of the schedule's starting point).
+  [[nodiscard]] plan_state state() const {
+    std::lock_guard lock(mutex_);
+    return packed_ ? packed_->state_after(next_step_) : fixed_->state_after(next_step_);
+  }
+
+  [[nodiscard]] loader_stats stats() const {
+    std::lock_guard lock(mutex_);
+    loader_stats s = stats_;
+    s.decode_seconds = static_cast<double>(decode_ns_.load()) * 1e-9;
+    s.convert_seconds = static_cast<double>(convert_ns_.load()) * 1e-9;
+    s.elapsed_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    s.mean_ready =
+        ready_samples_ ? static_cast<double>(ready_sum_) / static_cast<double>(ready_samples_) : 0;
+    return s;
+  }
+
+  /// Cancels: no new clip starts, waiting calls return, threads are joined. Batches already
+  /// handed out stay valid. Idempotent.
+  void stop() {
+    {
       std::lock_guard lock(mutex_);
-      return packed_ ? packed_->state_after(next_step_) : fixed_->state_after(next_step_);
+      stopped_ = true;
     }
+    stop_source_.request_stop();
+    cv_.notify_all();
+    if (feeder_.joinable()) feeder_.join();
+    for (auto& w : workers_)
+      if (w.joinable()) w.join();
+    std::lock_guard lock(mutex_);
+    jobs_.clear();  // unfinished batches give their slots back
+    tasks_.clear();
+  }
 
-    [[nodiscard]] loader_stats stats() const {
-      std::lock_guard lock(mutex_);
-      loader_stats s = stats_;
-      s.decode_seconds = static_cast<double>(decode_ns_.load()) * 1e-9;
-      s.convert_seconds = static_cast<double>(convert_ns_.load()) * 1e-9;
-      s.elapsed_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-      s.mean_ready = ready_samples_
-                         ? static_cast<double>(ready_sum_) / static_cast<double>(ready_samples_)
-                         : 0;
-      return s;
-    }
+ private:
+  struct job {
+    batch info;
+    slot_type slot;
+    std::vector<std::uint32_t> samples;
+    std::vector<substitution> substitutions;
+    std::vector<sample_shape> shapes;  // per clip (all one shape in a fixed batch)
+    std::vector<bucket_id> buckets;    // per clip
+    std::vector<std::size_t> offsets;  // n + 1 byte offsets in the slot (output element type)
+    packed_layout layout;              // a packed batch's cu_seqlens and max_seqlen
+    std::size_t remaining = 0;         // clips not yet decoded (guarded by mutex_)
+  };
+  struct task {
+    job* j = nullptr;
+    std::size_t clip = 0;
+  };
 
-    /// Cancels: no new clip starts, waiting calls return, threads are joined. Batches already
-    /// handed out stay valid. Idempotent.
-    void stop() {
-      {
-        std::lock_guard lock(mutex_);
-        stopped_ = true;
+  template <class Schedule>
+  static std::uint64_t first_step_of(const Schedule& schedule, const plan_state& state) {
+    const auto& p = schedule.plan();
+    if (state.seed != p.seed() || state.epoch != p.epoch())
+      throw error("loader: the source's state " + state.to_string() +
+                  " is not of its schedule's plan (seed " + std::to_string(p.seed()) + ", epoch " +
+                  std::to_string(p.epoch()) + ")");
+    const std::uint64_t world = schedule.world_size();
+    if (state.consumed < schedule.consumed() || (state.consumed - schedule.consumed()) % world != 0)
+      throw error("loader: the source's state " + state.to_string() +
+                  " is not at a step of its schedule (from " + std::to_string(schedule.consumed()) +
+                  " consumed, world size " + std::to_string(world) + ")");
+    return (state.consumed - schedule.consumed()) / world;
+  }
+
+  [[nodiscard]] std::uint64_t total_steps() const noexcept {
+    return packed_ ? packed_->steps() : fixed_->steps();
+  }
+  [[nodiscard]] std::uint32_t world_size() const noexcept {
+    return packed_ ? packed_->world_size() : fixed_->world_size();
+  }
+  [[nodiscard]] std::uint64_t seed() const noexcept {
+    return packed_ ? packed_->plan().seed() : fixed_->plan().seed();
+  }
+  [[nodiscard]] std::uint64_t epoch() const noexcept {
+    return packed_ ? packed_->plan().epoch() : fixed_->plan().epoch();
+  }
+  [[nodiscard]] std::array<std::int64_t, 5> clip_shape(std::int64_t n, std::int64_t t,
+                                                       std::int64_t h,
+                                                       std::int64_t w) const noexcept {
+    if (options_.layout == clip_layout::thwc) return {n, t, h, w, 3};
+    return {n, 3, t, h, w};
+  }
+
+  /// The job of `step`: its batch, and every clip's shape, bucket and place in the slot.
+  std::unique_ptr<job> make_job(std::uint64_t step) const {
+    auto j = std::make_unique<job>();
+    if (packed_) {
+      const packed_batch pb = packed_->at(step, rank_);
+      j->info.indices = pb.indices;
+      j->info.step = pb.step;
+      j->info.position = pb.position;
+      j->info.repeat = pb.repeat;
+      j->layout = make_packed_layout(pb);
+      for (std::size_t c = 0; c < pb.size(); ++c) {
+        j->shapes.push_back(pb.shape(c));
+        j->buckets.push_back(pb.buckets[c]);
       }
-      stop_source_.request_stop();
-      cv_.notify_all();
-      if (feeder_.joinable()) feeder_.join();
-      for (auto& w : workers_)
-        if (w.joinable()) w.join();
+    } else {
+      j->info = fixed_->at(step, rank_);
+      j->shapes.assign(j->info.indices.size(),
+                       sample_shape{j->info.frames, j->info.height, j->info.width});
+      j->buckets.assign(j->info.indices.size(), j->info.bucket);
+    }
+    const std::size_t es = element_size(options_.element);
+    j->offsets.reserve(j->shapes.size() + 1);
+    j->offsets.push_back(0);
+    for (const sample_shape& s : j->shapes)
+      j->offsets.push_back(j->offsets.back() +
+                           static_cast<std::size_t>(s.frames * s.height * s.width * 3) * es);
+    j->samples.assign(j->info.indices.begin(), j->info.indices.end());
+    j->remaining = j->samples.size();
+    return j;
+  }
+
+  /// The samples a failed clip of bucket `b` may be replaced by: the bucket's planned slots
+  /// (fixed), or its samples in the packed plan's packing order (packed).
+  std::span<const std::uint32_t> candidates(bucket_id b) {
+    if (!packed_) {
+      const plan_bucket& pb = fixed_->plan().bucket(b);
+      return fixed_->plan().slots().subspan(static_cast<std::size_t>(pb.slot_begin),
+                                            static_cast<std::size_t>(pb.batches * pb.batch_size));
+    }
+    std::call_once(bucket_samples_once_, [&] {
+      const packed_plan& plan = packed_->plan();
+      bucket_samples_.resize(plan.num_buckets());
+      for (std::uint64_t id = 0; id < plan.num_batches(); ++id) {
+        const packed_batch pb = plan.make_batch(id);
+        for (std::size_t c = 0; c < pb.size(); ++c)
+          bucket_samples_[static_cast<std::size_t>(pb.buckets[c])].push_back(pb.indices[c]);
+      }
+    });
+    return bucket_samples_[static_cast<std::size_t>(b)];
+  }
+
+  /// Drops the current batch (its slot goes back first, so the feeder can use it) and waits
+  /// for the next.
+  void advance() {
+    current_.reset();
+    current_ = next();
+  }
+
+  /// Whether the workers convert each decoded clip (else the decoder writes the output).
+  [[nodiscard]] bool converts() const noexcept {
+    return options_.element != element_type::u8 || static_cast<bool>(options_.convert);
+  }
+
+  void fail(std::exception_ptr e) {
+    {
       std::lock_guard lock(mutex_);
-      jobs_.clear();  // unfinished batches give their slots back
-      tasks_.clear();
+      if (!failure_) failure_ = e;
     }
+    cv_.notify_all();
+  }
 
-   private:
-    struct job {
-      batch info;
-      slot_type slot;
-      std::vector<std::uint32_t> samples;
-      std::vector<substitution> substitutions;
-      std::vector<sample_shape> shapes;  // per clip (all one shape in a fixed batch)
-      std::vector<bucket_id> buckets;    // per clip
-      std::vector<std::size_t> offsets;  // n + 1 byte offsets in the slot (output element type)
-      packed_layout layout;              // a packed batch's cu_seqlens and max_seqlen
-      std::size_t remaining = 0;         // clips not yet decoded (guarded by mutex_)
-    };
-    struct task {
-      job* j = nullptr;
-      std::size_t clip = 0;
-    };
-
-    template <class Schedule>
-    static std::uint64_t first_step_of(const Schedule& schedule, const plan_state& state) {
-      const auto& p = schedule.plan();
-      if (state.seed != p.seed() || state.epoch != p.epoch())
-        throw error("loader: the source's state " + state.to_string() +
-                    " is not of its schedule's plan (seed " + std::to_string(p.seed()) +
-                    ", epoch " + std::to_string(p.epoch()) + ")");
-      const std::uint64_t world = schedule.world_size();
-      if (state.consumed < schedule.consumed() ||
-          (state.consumed - schedule.consumed()) % world != 0)
-        throw error("loader: the source's state " + state.to_string() +
-                    " is not at a step of its schedule (from " +
-                    std::to_string(schedule.consumed()) + " consumed, world size " +
-                    std::to_string(world) + ")");
-      return (state.consumed - schedule.consumed()) / world;
-    }
-
-    [[nodiscard]] std::uint64_t total_steps() const noexcept {
-      return packed_ ? packed_->steps() : fixed_->steps();
-    }
-    [[nodiscard]] std::uint32_t world_size() const noexcept {
-      return packed_ ? packed_->world_size() : fixed_->world_size();
-    }
-    [[nodiscard]] std::uint64_t seed() const noexcept {
-      return packed_ ? packed_->plan().seed() : fixed_->plan().seed();
-    }
-    [[nodiscard]] std::uint64_t epoch() const noexcept {
-      return packed_ ? packed_->plan().epoch() : fixed_->plan().epoch();
-    }
-    [[nodiscard]] std::array<std::int64_t, 5> clip_shape(std::int64_t n, std::int64_t t,
-                                                         std::int64_t h,
-                                                         std::int64_t w) const noexcept {
-      if (options_.layout == clip_layout::thwc) return {n, t, h, w, 3};
-      return {n, 3, t, h, w};
-    }
-
-    /// The job of `step`: its batch, and every clip's shape, bucket and place in the slot.
-    std::unique_ptr<job> make_job(std::uint64_t step) const {
-      auto j = std::make_unique<job>();
-      if (packed_) {
-        const packed_batch pb = packed_->at(step, rank_);
-        j->info.indices = pb.indices;
-        j->info.step = pb.step;
-        j->info.position = pb.position;
-        j->info.repeat = pb.repeat;
-        j->layout = make_packed_layout(pb);
-        for (std::size_t c = 0; c < pb.size(); ++c) {
-          j->shapes.push_back(pb.shape(c));
-          j->buckets.push_back(pb.buckets[c]);
+  /// Opens batches in step order, at most `prefetch` ahead of the trainer.
+  void feed() {
+    try {
+      while (true) {
+        std::uint64_t step = 0;
+        {
+          std::unique_lock lock(mutex_);
+          cv_.wait(lock, [&] { return stopped_ || open_step_ < next_step_ + options_.prefetch; });
+          if (stopped_ || failure_ || open_step_ >= total_steps()) return;
+          step = open_step_;
         }
-      } else {
-        j->info = fixed_->at(step, rank_);
-        j->shapes.assign(j->info.indices.size(),
-                         sample_shape{j->info.frames, j->info.height, j->info.width});
-        j->buckets.assign(j->info.indices.size(), j->info.bucket);
-      }
-      const std::size_t es = element_size(options_.element);
-      j->offsets.reserve(j->shapes.size() + 1);
-      j->offsets.push_back(0);
-      for (const sample_shape& s : j->shapes)
-        j->offsets.push_back(j->offsets.back() +
-                             static_cast<std::size_t>(s.frames * s.height * s.width * 3) * es);
-      j->samples.assign(j->info.indices.begin(), j->info.indices.end());
-      j->remaining = j->samples.size();
-      return j;
-    }
-
-    /// The samples a failed clip of bucket `b` may be replaced by: the bucket's planned slots
-    /// (fixed), or its samples in the packed plan's packing order (packed).
-    std::span<const std::uint32_t> candidates(bucket_id b) {
-      if (!packed_) {
-        const plan_bucket& pb = fixed_->plan().bucket(b);
-        return fixed_->plan().slots().subspan(static_cast<std::size_t>(pb.slot_begin),
-                                              static_cast<std::size_t>(pb.batches * pb.batch_size));
-      }
-      std::call_once(bucket_samples_once_, [&] {
-        const packed_plan& plan = packed_->plan();
-        bucket_samples_.resize(plan.num_buckets());
-        for (std::uint64_t id = 0; id < plan.num_batches(); ++id) {
-          const packed_batch pb = plan.make_batch(id);
-          for (std::size_t c = 0; c < pb.size(); ++c)
-            bucket_samples_[static_cast<std::size_t>(pb.buckets[c])].push_back(pb.indices[c]);
+        std::unique_ptr<job> j = make_job(step);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto [status, s] = ring_.try_acquire_for(std::max<std::size_t>(1, j->offsets.back()),
+                                                 std::chrono::hours(24), stop_source_.get_token());
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (status != acquire_status::ok) {
+          if (status == acquire_status::closed)
+            throw error("loader: the staging ring was closed under the loader");
+          return;  // cancelled (or a day without a free slot: the trainer is gone)
         }
-      });
-      return bucket_samples_[static_cast<std::size_t>(b)];
-    }
-
-    /// Drops the current batch (its slot goes back first, so the feeder can use it) and waits
-    /// for the next.
-    void advance() {
-      current_.reset();
-      current_ = next();
-    }
-
-    /// Whether the workers convert each decoded clip (else the decoder writes the output).
-    [[nodiscard]] bool converts() const noexcept {
-      return options_.element != element_type::u8 || static_cast<bool>(options_.convert);
-    }
-
-    void fail(std::exception_ptr e) {
-      {
+        j->slot = std::move(s);
         std::lock_guard lock(mutex_);
-        if (!failure_) failure_ = e;
+        stats_.slot_wait_seconds += waited;
+        if (stopped_) return;
+        for (std::size_t c = 0; c < j->samples.size(); ++c) tasks_.push_back({j.get(), c});
+        if (j->samples.empty()) j->remaining = 0;
+        jobs_.push_back(std::move(j));
+        ++open_step_;
+        cv_.notify_all();
       }
-      cv_.notify_all();
+    } catch (...) {
+      fail(std::current_exception());
     }
+  }
 
-    /// Opens batches in step order, at most `prefetch` ahead of the trainer.
-    void feed() {
-      try {
-        while (true) {
-          std::uint64_t step = 0;
-          {
-            std::unique_lock lock(mutex_);
-            cv_.wait(lock, [&] { return stopped_ || open_step_ < next_step_ + options_.prefetch; });
-            if (stopped_ || failure_ || open_step_ >= total_steps()) return;
-            step = open_step_;
+  clip_task task_of(const sample_shape& s, std::uint32_t sample) const {
+    clip_task t;
+    t.sample = sample;
+    t.frames = s.frames;
+    t.height = s.height;
+    t.width = s.width;
+    t.layout = converts() ? clip_layout::thwc : options_.layout;
+    t.seed = crop_seed(seed(), epoch(), sample);
+    return t;
+  }
+
+  /// Decodes one clip; nullopt on success, else the error message.
+  std::optional<std::string> try_decode(const clip_task& t, std::span<std::uint8_t> out) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::optional<std::string> err;
+    try {
+      err = decoder_.decode(t, out);
+    } catch (const std::exception& e) {
+      err = std::string(e.what());
+    } catch (...) {
+      err = std::string("unknown exception from the decoder");
+    }
+    decode_ns_ +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    return err;
+  }
+
+  /// Writes a decoded clip into its part of the slot, in the output type and layout.
+  void convert(const clip_task& t, std::span<const std::uint8_t> decoded, std::uint8_t* out) {
+    tensor_view clip;
+    clip.data = out;
+    clip.type = options_.element;
+    clip.layout = options_.layout;
+    if (options_.layout == clip_layout::thwc)
+      clip.shape = {1, t.frames, t.height, t.width, 3};
+    else
+      clip.shape = {1, 3, t.frames, t.height, t.width};
+    const auto t0 = std::chrono::steady_clock::now();
+    if (options_.convert)
+      options_.convert(t, decoded, clip);
+    else
+      normalizer_(decoded, clip);
+    convert_ns_ +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+  }
+
+  void work() {
+    std::vector<std::uint8_t> scratch;  // a decoded clip waiting for conversion
+    try {
+      while (true) {
+        task tk;
+        {
+          std::unique_lock lock(mutex_);
+          cv_.wait(lock, [&] { return stopped_ || failure_ || !tasks_.empty(); });
+          if (stopped_ || failure_) return;
+          tk = tasks_.front();
+          tasks_.pop_front();
+        }
+        job& j = *tk.j;
+        auto* base = reinterpret_cast<std::uint8_t*>(j.slot.data().data());
+        std::uint8_t* const clip_out = base + j.offsets[tk.clip];
+        const sample_shape& shape = j.shapes[tk.clip];
+        const bucket_id bucket = j.buckets[tk.clip];
+        const auto decoded_bytes =
+            static_cast<std::size_t>(shape.frames * shape.height * shape.width * 3);
+        if (converts() && scratch.size() < decoded_bytes) scratch.resize(decoded_bytes);
+        const std::span<std::uint8_t> out(converts() ? scratch.data() : clip_out, decoded_bytes);
+        const std::uint32_t planned = j.samples[tk.clip];
+        std::uint32_t sample = planned;
+        std::optional<std::string> err = try_decode(task_of(shape, sample), out);
+        std::uint64_t decoded = 1, failed = err ? 1 : 0;
+        std::optional<substitution> sub;
+        if (err) {
+          sub = substitution{j.info.position, tk.clip, planned, planned, *err};
+          // Replacement candidates: deterministic draws over the bucket's planned slots.
+          const std::span<const std::uint32_t> slots = candidates(bucket);
+          auto draws = substitution_stream(seed(), epoch(), j.info.position, tk.clip);
+          for (unsigned a = 0; a < options_.max_attempts && err && !slots.empty(); ++a) {
+            const std::uint32_t candidate = slots[draws.next_u64() % slots.size()];
+            if (candidate == planned) continue;
+            sample = candidate;
+            err = try_decode(task_of(shape, sample), out);
+            ++decoded;
+            failed += err ? 1u : 0u;
           }
-          std::unique_ptr<job> j = make_job(step);
-          const auto t0 = std::chrono::steady_clock::now();
-          auto [status, s] =
-              ring_.try_acquire_for(std::max<std::size_t>(1, j->offsets.back()),
-                                    std::chrono::hours(24), stop_source_.get_token());
-          const double waited =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (status != acquire_status::ok) {
-            if (status == acquire_status::closed)
-              throw error("loader: the staging ring was closed under the loader");
-            return;  // cancelled (or a day without a free slot: the trainer is gone)
-          }
-          j->slot = std::move(s);
+          if (err)
+            throw error("loader: batch at position " + std::to_string(j.info.position) +
+                        " (bucket " + std::to_string(bucket) + "): sample " +
+                        std::to_string(planned) + " failed (" + sub->error + ") and " +
+                        std::to_string(options_.max_attempts) +
+                        " replacements of its bucket failed too; last: " + *err);
+          sub->replacement = sample;
+        }
+        if (converts()) convert(task_of(shape, sample), out, clip_out);
+        {
           std::lock_guard lock(mutex_);
-          stats_.slot_wait_seconds += waited;
-          if (stopped_) return;
-          for (std::size_t c = 0; c < j->samples.size(); ++c) tasks_.push_back({j.get(), c});
-          if (j->samples.empty()) j->remaining = 0;
-          jobs_.push_back(std::move(j));
-          ++open_step_;
-          cv_.notify_all();
+          stats_.decoded += decoded;
+          stats_.failed += failed;
+          if (sub) {
+            ++stats_.substitutions;
+            j.samples[tk.clip] = sample;
+            j.substitutions.push_back(std::move(*sub));
+          }
+          --j.remaining;
         }
-      } catch (...) {
-        fail(std::current_exception());
+        cv_.notify_all();
       }
+    } catch (...) {
+      fail(std::current_exception());
     }
+  }
 
-    clip_task task_of(const sample_shape& s, std::uint32_t sample) const {
-      clip_task t;
-      t.sample = sample;
-      t.frames = s.frames;
-      t.height = s.height;
-      t.width = s.width;
-      t.layout = converts() ? clip_layout::thwc : options_.layout;
-      t.seed = crop_seed(seed(), epoch(), sample);
-      return t;
-    }
+  std::optional<epoch_schedule> fixed_;  // one of the two is set
+  std::optional<packed_schedule> packed_;
+  std::once_flag bucket_samples_once_;  // candidates() of a packed loader
+  std::vector<std::vector<std::uint32_t>> bucket_samples_;
+  std::uint32_t rank_;
+  Decoder& decoder_;
+  staging_ring<Backend>& ring_;
+  loader_options options_;
+  clip_normalizer normalizer_;
+  std::uint64_t first_step_;
 
-    /// Decodes one clip; nullopt on success, else the error message.
-    std::optional<std::string> try_decode(const clip_task& t, std::span<std::uint8_t> out) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::optional<std::string> err;
-      try {
-        err = decoder_.decode(t, out);
-      } catch (const std::exception& e) {
-        err = std::string(e.what());
-      } catch (...) {
-        err = std::string("unknown exception from the decoder");
-      }
-      decode_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now() - t0)
-                        .count();
-      return err;
-    }
-
-    /// Writes a decoded clip into its part of the slot, in the output type and layout.
-    void convert(const clip_task& t, std::span<const std::uint8_t> decoded, std::uint8_t* out) {
-      tensor_view clip;
-      clip.data = out;
-      clip.type = options_.element;
-      clip.layout = options_.layout;
-      if (options_.layout == clip_layout::thwc)
-        clip.shape = {1, t.frames, t.height, t.width, 3};
-      else
-        clip.shape = {1, 3, t.frames, t.height, t.width};
-      const auto t0 = std::chrono::steady_clock::now();
-      if (options_.convert)
-        options_.convert(t, decoded, clip);
-      else
-        normalizer_(decoded, clip);
-      convert_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::steady_clock::now() - t0)
-                         .count();
-    }
-
-    void work() {
-      std::vector<std::uint8_t> scratch;  // a decoded clip waiting for conversion
-      try {
-        while (true) {
-          task tk;
-          {
-            std::unique_lock lock(mutex_);
-            cv_.wait(lock, [&] { return stopped_ || failure_ || !tasks_.empty(); });
-            if (stopped_ || failure_) return;
-            tk = tasks_.front();
-            tasks_.pop_front();
-          }
-          job& j = *tk.j;
-          auto* base = reinterpret_cast<std::uint8_t*>(j.slot.data().data());
-          std::uint8_t* const clip_out = base + j.offsets[tk.clip];
-          const sample_shape& shape = j.shapes[tk.clip];
-          const bucket_id bucket = j.buckets[tk.clip];
-          const auto decoded_bytes =
-              static_cast<std::size_t>(shape.frames * shape.height * shape.width * 3);
-          if (converts() && scratch.size() < decoded_bytes) scratch.resize(decoded_bytes);
-          const std::span<std::uint8_t> out(converts() ? scratch.data() : clip_out, decoded_bytes);
-          const std::uint32_t planned = j.samples[tk.clip];
-          std::uint32_t sample = planned;
-          std::optional<std::string> err = try_decode(task_of(shape, sample), out);
-          std::uint64_t decoded = 1, failed = err ? 1 : 0;
-          std::optional<substitution> sub;
-          if (err) {
-            sub = substitution{j.info.position, tk.clip, planned, planned, *err};
-            // Replacement candidates: deterministic draws over the bucket's planned slots.
-            const std::span<const std::uint32_t> slots = candidates(bucket);
-            auto draws = substitution_stream(seed(), epoch(), j.info.position, tk.clip);
-            for (unsigned a = 0; a < options_.max_attempts && err && !slots.empty(); ++a) {
-              const std::uint32_t candidate = slots[draws.next_u64() % slots.size()];
-              if (candidate == planned) continue;
-              sample = candidate;
-              err = try_decode(task_of(shape, sample), out);
-              ++decoded;
-              failed += err ? 1u : 0u;
-            }
-            if (err)
-              throw error("loader: batch at position " + std::to_string(j.info.position) +
-                          " (bucket " + std::to_string(bucket) + "): sample " +
-                          std::to_string(planned) + " failed (" + sub->error + ") and " +
-                          std::to_string(options_.max_attempts) +
-                          " replacements of its bucket failed too; last: " + *err);
-            sub->replacement = sample;
-          }
-          if (converts()) convert(task_of(shape, sample), out, clip_out);
-          {
-            std::lock_guard lock(mutex_);
-            stats_.decoded += decoded;
-            stats_.failed += failed;
-            if (sub) {
-              ++stats_.substitutions;
-              j.samples[tk.clip] = sample;
-              j.substitutions.push_back(std::move(*sub));
-            }
-            --j.remaining;
-          }
-          cv_.notify_all();
-        }
-      } catch (...) {
-        fail(std::current_exception());
-      }
-    }
-
-    std::optional<epoch_schedule> fixed_;  // one of the two is set
-    std::optional<packed_schedule> packed_;
-    std::once_flag bucket_samples_once_;  // candidates() of a packed loader
-    std::vector<std::vector<std::uint32_t>> bucket_samples_;
-    std::uint32_t rank_;
-    Decoder& decoder_;
-    staging_ring<Backend>& ring_;
-    loader_options options_;
-    clip_normalizer normalizer_;
-    std::uint64_t first_step_;
-
-    mutable std::mutex mutex_;
-    std::condition_variable cv_;
-    std::deque<std::unique_ptr<job>> jobs_;  // open batches, in step order
-    std::deque<task> tasks_;                 // clips not yet started
-    std::uint64_t next_step_;                // the step `next()` hands out next
-    std::uint64_t open_step_;                // the step the feeder opens next
-    bool stopped_ = false;
-    std::exception_ptr failure_;
-    loader_stats stats_;
-    std::uint64_t ready_sum_ = 0, ready_samples_ = 0;
-    std::atomic<std::int64_t> decode_ns_{0};
-    std::atomic<std::int64_t> convert_ns_{0};
-    std::optional<loaded_batch> current_;  // the range's current batch (trainer's thread only)
-    std::chrono::steady_clock::time_point start_;
-    std::stop_source stop_source_;
-    std::jthread feeder_;
-    std::vector<std::jthread> workers_;  // last: joined by stop() before the members above go
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<job>> jobs_;  // open batches, in step order
+  std::deque<task> tasks_;                 // clips not yet started
+  std::uint64_t next_step_;                // the step `next()` hands out next
+  std::uint64_t open_step_;                // the step the feeder opens next
+  bool stopped_ = false;
+  std::exception_ptr failure_;
+  loader_stats stats_;
+  std::uint64_t ready_sum_ = 0, ready_samples_ = 0;
+  std::atomic<std::int64_t> decode_ns_{0};
+  std::atomic<std::int64_t> convert_ns_{0};
+  std::optional<loaded_batch> current_;  // the range's current batch (trainer's thread only)
+  std::chrono::steady_clock::time_point start_;
+  std::stop_source stop_source_;
+  std::jthread feeder_;
+  std::vector<std::jthread> workers_;  // last: joined by stop() before the members above go
 };
 
 /// `vbucket::loader l(schedule, rank, decoder, ring)` and `vbucket::loader l(sampler, decoder,
@@ -986,10 +984,8 @@ loader(epoch_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_o
 template <class Decoder, class Backend>
 loader(packed_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_options = {},
        std::uint64_t = 0) -> loader<Decoder, Backend>;
-template <class Source, class Decoder, class Backend>
-  requires schedule_source<Source> || packed_schedule_source<Source> loader(const Source&, Decoder&,
-                                                                            staging_ring<Backend>&,
-                                                                            loader_options = {})
-->loader<Decoder, Backend>;
+template <loader_source Source, class Decoder, class Backend>
+loader(const Source&, Decoder&, staging_ring<Backend>&, loader_options = {})
+    -> loader<Decoder, Backend>;
 
 }  // namespace vbucket
