@@ -7,6 +7,11 @@
 ///   loader/epoch/bf16_cthw/S      bfloat16 CTHW, the same
 ///   loader/epoch/f32_cthw_on_trainer/S   uint8 from the loader, normalize_thwc_to_cthw on the
 ///                                 trainer's thread (what a trainer did before)
+///   loader/epoch/packed_u8/S      the same samples as a packed schedule (`make_packed_plan`,
+///                                 budget = 4 samples' cost: the same 12 batches of 4), one
+///                                 flat slot a batch with per-clip offsets and cu_seqlens; its
+///                                 ratio to u8 is the packed path's overhead
+///   loader/epoch/packed_f32_cthw/S   the same, float32 CTHW (against f32_cthw)
 ///
 /// The decoder stands in for FFmpeg's last stage, the YUV 4:2:0 → RGB conversion and an S×S
 /// box downscale to the bucket's H×W (S = 2: a 512×512 source for a 256×256 bucket), with
@@ -31,6 +36,8 @@
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/loader.hpp"
 #include "vbucket/normalize.hpp"
+#include "vbucket/packed_layout.hpp"
+#include "vbucket/packed_plan.hpp"
 #include "vbucket/staging.hpp"
 
 namespace {
@@ -111,19 +118,63 @@ class synthetic_decoder {
 };
 static_assert(vbucket::clip_decoder<const synthetic_decoder>);
 
-/// One bucket (256×256, 16 frames, batch 4) and an epoch of `samples` samples in it.
-vbucket::epoch_plan make_plan() {
+/// One bucket (256×256, 16 frames, batch 4).
+vbucket::bucket_config make_config() {
   vbucket::user_tables tables;
   tables.add("256", side * side,
              vbucket::aspect_table({{"1:1", 1.0, static_cast<int>(side), static_cast<int>(side)}}));
-  const vbucket::bucket_config config(
+  return vbucket::bucket_config(
       std::vector<vbucket::bucket_spec>{{"256", frames, 1.0, {}, batch_size}}, tables);
+}
+
+/// An epoch of `samples` samples in the bucket.
+vbucket::epoch_plan make_plan() {
   const std::vector<vbucket::bucket_id> ids(samples, 0);
-  return vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config,
+  return vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), make_config(),
                                   {.seed = 1, .epoch = 0});
 }
 
+/// The same samples packed to a budget of `batch_size` samples' cost (the same batches).
+vbucket::packed_plan make_packed() {
+  const vbucket::bucket_config config = make_config();
+  const std::vector<vbucket::bucket_id> ids(samples, 0);
+  const double one = vbucket::latent_tokens_cost{}(config, 0, 1);
+  return vbucket::make_packed_plan(std::span<const vbucket::bucket_id>(ids), config,
+                                   {.seed = 1, .epoch = 0, .token_budget = one * batch_size});
+}
+
 enum class mode { u8, f32_cthw, bf16_cthw, f32_cthw_on_trainer };
+
+/// One epoch per iteration over the packed plan, as `run_epochs` over the fixed one.
+void run_packed_epochs(benchmark::State& state, vbucket::element_type element) {
+  const synthetic_decoder decoder(static_cast<int>(state.range(0)));
+  const auto plan = make_packed();
+  const auto schedule = plan.deal(1);
+  const vbucket::clip_layout layout = element == vbucket::element_type::u8
+                                          ? vbucket::clip_layout::thwc
+                                          : vbucket::clip_layout::cthw;
+  vbucket::host_backend backend;
+  vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 4});
+  ring.reserve(vbucket::max_packed_batch_bytes(plan, vbucket::element_size(element)), 4);
+  std::uint64_t clips = 0, batches = 0;
+  const auto epoch = [&] {
+    vbucket::loader loader(
+        schedule, 0, decoder, ring,
+        {.workers = workers, .prefetch = 2, .layout = layout, .element = element});
+    for (auto& b : loader) {
+      benchmark::DoNotOptimize(b.tensor.view.data);
+      benchmark::DoNotOptimize(b.packed->cu_seqlens.data());
+      clips += b.samples.size();
+      ++batches;
+    }
+  };
+  epoch();
+  state.counters["batches"] = static_cast<double>(batches);  // per epoch: 12, as the fixed plan
+  clips = 0;
+  for (auto _ : state) epoch();
+  state.counters["clips/s"] =
+      benchmark::Counter(static_cast<double>(clips), benchmark::Counter::kIsRate);
+}
 
 void run_epochs(benchmark::State& state, mode m) {
   const synthetic_decoder decoder(static_cast<int>(state.range(0)));
@@ -168,6 +219,10 @@ void BM_loader_bf16_cthw(benchmark::State& s) { run_epochs(s, mode::bf16_cthw); 
 void BM_loader_f32_cthw_on_trainer(benchmark::State& s) {
   run_epochs(s, mode::f32_cthw_on_trainer);
 }
+void BM_loader_packed_u8(benchmark::State& s) { run_packed_epochs(s, vbucket::element_type::u8); }
+void BM_loader_packed_f32_cthw(benchmark::State& s) {
+  run_packed_epochs(s, vbucket::element_type::f32);
+}
 
 BENCHMARK(BM_loader_u8)
     ->Name("loader/epoch/u8")
@@ -189,6 +244,19 @@ BENCHMARK(BM_loader_bf16_cthw)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_loader_f32_cthw_on_trainer)
     ->Name("loader/epoch/f32_cthw_on_trainer")
+    ->Arg(2)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_loader_packed_u8)
+    ->Name("loader/epoch/packed_u8")
+    ->Arg(2)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_loader_packed_f32_cthw)
+    ->Name("loader/epoch/packed_f32_cthw")
     ->Arg(2)
     ->UseRealTime()
     ->MeasureProcessCPUTime()

@@ -1,6 +1,7 @@
 /// Packed batches for variable-length attention, end to end on the CPU:
 ///  1. plan an epoch packed to a token budget (samples of mixed shapes per batch),
-///  2. decode one rank's batch into one flat buffer (`load_packed_batch`),
+///  2. decode one rank's batches, each into one flat buffer, with the prefetching loader
+///     (`vbucket::loader` over the packed schedule: worker threads, staging slots),
 ///  3. cut it into token sequences and run a softmax attention that reads `cu_seqlens`, as
 ///     flash-attention's varlen kernels do: every token attends only to its own sample.
 /// The decoder fills clip s with the constant value v(s), so each output token must equal its
@@ -16,9 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "vbucket/packed_loader.hpp"
+#include "vbucket/loader.hpp"
+#include "vbucket/packed_layout.hpp"
 #include "vbucket/packed_plan.hpp"
 #include "vbucket/rules.hpp"
+#include "vbucket/staging.hpp"
 
 namespace {
 
@@ -80,32 +83,36 @@ int main() {
 
   int bad = 0;
   std::size_t mixed = 0;
-  for (const vbucket::packed_batch& b : schedule.rank(rank)) {
-    const vbucket::packed_layout layout = vbucket::make_packed_layout(b);
-    std::vector<std::uint8_t> pixels(layout.bytes());
-    constant_decoder decoder;
-    vbucket::load_packed_batch(b, decoder, 1, 0, layout, pixels, 2);
+  constant_decoder decoder;
+  vbucket::host_backend backend;
+  vbucket::staging_ring<vbucket::host_backend> ring(backend, {.slots = 3});
+  ring.reserve(vbucket::max_packed_batch_bytes(plan), 3);  // the plan's largest batch
+  vbucket::loader loader(schedule, rank, decoder, ring, {.workers = 2, .prefetch = 2});
+  for (auto& b : loader) {
+    const auto& p = *b.packed;  // offsets, cu_seqlens, max_seqlen, shapes, per-clip tensors
+    const std::span<const std::uint8_t> pixels = b.tensor.bytes();
     // One scalar token per patch: sample i's clip cut into its sequence length of equal runs.
-    std::vector<float> tokens(static_cast<std::size_t>(layout.tokens()));
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      const auto n = static_cast<std::size_t>(layout.cu_seqlens[i + 1] - layout.cu_seqlens[i]);
-      const std::size_t clip = layout.clip_offsets[i + 1] - layout.clip_offsets[i];
+    std::vector<float> tokens(static_cast<std::size_t>(p.cu_seqlens.back()));
+    for (std::size_t i = 0; i < b.samples.size(); ++i) {
+      const auto n = static_cast<std::size_t>(p.cu_seqlens[i + 1] - p.cu_seqlens[i]);
+      const std::size_t clip = p.offsets[i + 1] - p.offsets[i];
       for (std::size_t t = 0; t < n; ++t)
-        tokens[static_cast<std::size_t>(layout.cu_seqlens[i]) + t] =
-            pixels[layout.clip_offsets[i] + t * (clip / n)];
+        tokens[static_cast<std::size_t>(p.cu_seqlens[i]) + t] =
+            pixels[p.offsets[i] + t * (clip / n)];
     }
-    const std::vector<float> out = varlen_attention(tokens, layout.cu_seqlens);
-    for (std::size_t i = 0; i < b.size(); ++i)
-      for (auto t = layout.cu_seqlens[i]; t < layout.cu_seqlens[i + 1]; ++t) {
+    const std::vector<float> out = varlen_attention(tokens, p.cu_seqlens);
+    for (std::size_t i = 0; i < b.samples.size(); ++i)
+      for (auto t = p.cu_seqlens[i]; t < p.cu_seqlens[i + 1]; ++t) {
         const float y = out[static_cast<std::size_t>(t)];
-        if (!std::isnan(y) && std::abs(y - value_of(b.indices[i])) > 1e-3f) ++bad;
+        if (!std::isnan(y) && std::abs(y - value_of(b.samples[i])) > 1e-3f) ++bad;
       }
-    std::size_t shapes = b.size() > 0 ? 1 : 0;
-    for (std::size_t i = 1; i < b.size(); ++i) shapes += b.buckets[i] != b.buckets[i - 1] ? 1u : 0u;
+    std::size_t shapes = b.samples.empty() ? 0 : 1;
+    for (std::size_t i = 1; i < p.buckets.size(); ++i)
+      shapes += p.buckets[i] != p.buckets[i - 1] ? 1u : 0u;
     mixed += shapes > 1 ? 1u : 0u;
-    if (b.step == 0)
+    if (b.info.step == 0)
       std::printf("step 0 of rank %u: %zu samples of %zu shapes, %d tokens, longest %d\n", rank,
-                  b.size(), shapes, layout.tokens(), layout.max_seqlen);
+                  b.samples.size(), shapes, p.cu_seqlens.back(), p.max_seqlen);
   }
   if (bad != 0) {
     std::printf("FAIL: %d tokens attended across samples\n", bad);

@@ -30,6 +30,15 @@
 /// slots bound the memory. `stop()` (and the destructor) cancels mid-epoch: workers finish the
 /// clip they are decoding, nothing else starts. `state()` is the planner's resume state after
 /// the batches handed out so far; a loader on `plan.deal(world, state)` continues exactly.
+///
+/// Packed batches (`packed_plan.hpp`): a loader over a `packed_schedule` (or a packed
+/// `batch_sampler`) decodes each packed batch with the same workers into one slot, its clips
+/// back to back, each at its own shape, in the loader's element type and layout; the batch's
+/// `packed` part gives the byte offsets, `cu_seqlens`, `max_seqlen`, shapes and per-clip
+/// tensors. Size the ring's slots with `max_packed_batch_bytes(plan, element_size(element))`.
+/// A failed clip is replaced by a sample of its own bucket (same shape: the layout and token
+/// counts do not change), by the same `substitution_stream` rule over the bucket's samples in
+/// the plan's packing order.
 
 #include <algorithm>           // std::max
 #include <array>               // std::array
@@ -58,6 +67,7 @@
 #include "epoch_plan.hpp"
 #include "error.hpp"
 #include "normalize.hpp"
+#include "packed_layout.hpp"
 #include "random.hpp"
 #include "staging.hpp"
 
@@ -316,6 +326,20 @@ concept schedule_source = requires(const S& s) {
   { s.state() } -> std::convertible_to<plan_state>;
 };
 
+/// A source of packed batches (a `batch_sampler` with `.batching = packed`): when `packed()`
+/// is true, the loader follows `packing_schedule()` from `state()`.
+template <class S>
+concept packed_schedule_source = requires(const S& s) {
+  { s.packed() } -> std::convertible_to<bool>;
+  { s.packing_schedule() } -> std::convertible_to<packed_schedule>;
+  { s.rank() } -> std::convertible_to<std::uint32_t>;
+  { s.state() } -> std::convertible_to<plan_state>;
+};
+
+/// What the loader's source constructor takes: a fixed or a packed schedule source.
+template <class S>
+concept loader_source = schedule_source<S> || packed_schedule_source<S>;
+
 /// A failed clip and what replaced it.
 struct substitution {
   std::uint64_t position = 0;  ///< global position of the batch
@@ -378,21 +402,53 @@ class loader {
  public:
   using slot_type = typename staging_ring<Backend>::slot;
 
+  /// The layout of a packed batch in its slot.
+  struct packed_clips {
+    /// n + 1 byte offsets of the clips in the slot (of the loader's element type), from 0.
+    std::vector<std::size_t> offsets;
+    std::vector<std::int32_t> cu_seqlens;  ///< n + 1 cumulative token counts (`packed_layout`)
+    std::int32_t max_seqlen = 0;           ///< the longest clip's tokens
+    std::vector<sample_shape> shapes;      ///< per clip: target T, H, W
+    std::vector<bucket_id> buckets;        ///< per clip
+    /// Per clip: 1×T×H×W×3 (THWC) or 1×3×T×H×W (CTHW), aliasing the slot.
+    std::vector<Tensor> clips;
+    /// The whole buffer: `shape` = {elements, 1, 1, 1, 1}, `bytes()` = `offsets.back()`.
+    tensor_view flat;
+  };
+
   /// A ready batch: the tensor (aliasing `slot`), the plan's batch with the sample indices
-  /// actually decoded, and the substitutions made in it. Holding it holds the slot.
+  /// actually decoded, and the substitutions made in it. Holding it holds the slot. A packed
+  /// batch's `tensor` wraps the flat buffer (`packed->flat`), its `info` has the indices, step,
+  /// position and repeat flag (no single bucket or shape: bucket `no_bucket`, shape 0), and
+  /// `packed` its layout.
   struct loaded_batch {
     Tensor tensor;
     batch info;  ///< bucket, target shape, step, position, repeat; `info.indices` as planned
     std::vector<std::uint32_t> samples;  ///< what was decoded, clip by clip
     std::vector<substitution> substitutions;
     slot_type slot;  ///< the memory; `ring.submit(std::move(slot), ...)` copies it to a GPU
+    std::optional<packed_clips> packed;  ///< set for a batch of a packed schedule
   };
 
   /// Starts the workers on steps [first_step, schedule.steps()) of `rank`. The decoder and
   /// the ring must outlive the loader. Throws `vbucket::error` on a bad rank or option.
   loader(epoch_schedule schedule, std::uint32_t rank, Decoder& decoder, staging_ring<Backend>& ring,
          loader_options options = {}, std::uint64_t first_step = 0)
-      : schedule_(std::move(schedule)),
+      : loader(std::optional<epoch_schedule>(std::move(schedule)), std::nullopt, rank, decoder,
+               ring, std::move(options), first_step) {}
+
+  /// The same over a packed schedule: each step of `rank` is one packed batch.
+  loader(packed_schedule schedule, std::uint32_t rank, Decoder& decoder,
+         staging_ring<Backend>& ring, loader_options options = {}, std::uint64_t first_step = 0)
+      : loader(std::nullopt, std::optional<packed_schedule>(std::move(schedule)), rank, decoder,
+               ring, std::move(options), first_step) {}
+
+ private:
+  loader(std::optional<epoch_schedule> fixed, std::optional<packed_schedule> packed,
+         std::uint32_t rank, Decoder& decoder, staging_ring<Backend>& ring, loader_options options,
+         std::uint64_t first_step)
+      : fixed_(std::move(fixed)),
+        packed_(std::move(packed)),
         rank_(rank),
         decoder_(decoder),
         ring_(ring),
@@ -402,9 +458,9 @@ class loader {
         next_step_(first_step),
         open_step_(first_step),
         start_(std::chrono::steady_clock::now()) {
-    if (rank_ >= schedule_.world_size())
+    if (rank_ >= world_size())
       throw error("loader: rank " + std::to_string(rank_) + " is not below the world size " +
-                  std::to_string(schedule_.world_size()));
+                  std::to_string(world_size()));
     if (options_.workers == 0) throw error("loader: workers must be at least 1");
     if (options_.prefetch == 0) throw error("loader: prefetch must be at least 1");
     if (ring_.options().slots < options_.prefetch + 1)
@@ -412,21 +468,48 @@ class loader {
                   " slots cannot hold " + std::to_string(options_.prefetch) +
                   " prefetched batches and the one the trainer holds (need at least " +
                   std::to_string(options_.prefetch + 1) + ")");
-    if (first_step > schedule_.steps())
+    if (first_step > total_steps())
       throw error("loader: first step " + std::to_string(first_step) + " is past the " +
-                  std::to_string(schedule_.steps()) + " steps of the schedule");
+                  std::to_string(total_steps()) + " steps of the schedule");
     feeder_ = std::jthread([this] { feed(); });
     for (unsigned w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { work(); });
   }
 
-  /// Follows `source` (a `batch_sampler`, say) from its current state: its schedule, its rank,
-  /// and the step its state points at. Throws `vbucket::error` when the state is not of the
-  /// schedule's plan or not at a step boundary of it, and as the other constructor.
-  template <schedule_source Source>
+  template <class Source>
+  static std::optional<epoch_schedule> fixed_of(const Source& source) {
+    if constexpr (packed_schedule_source<Source>)
+      if (source.packed()) return std::nullopt;
+    if constexpr (schedule_source<Source>)
+      return source.schedule();
+    else
+      throw error("loader: the source is not packed and has no fixed schedule");
+  }
+  template <class Source>
+  static std::optional<packed_schedule> packed_of(const Source& source) {
+    if constexpr (packed_schedule_source<Source>)
+      if (source.packed()) return source.packing_schedule();
+    return std::nullopt;
+  }
+  template <class Source>
+  static std::uint64_t first_step_of(const Source& source) {
+    if constexpr (packed_schedule_source<Source>)
+      if (source.packed()) return first_step_of(source.packing_schedule(), source.state());
+    if constexpr (schedule_source<Source>)
+      return first_step_of(source.schedule(), source.state());
+    else
+      return 0;  // fixed_of threw first
+  }
+
+ public:
+  /// Follows `source` (a `batch_sampler`, say) from its current state: its schedule (packed
+  /// when the source is a packed one), its rank, and the step its state points at. Throws
+  /// `vbucket::error` when the state is not of the schedule's plan or not at a step boundary of
+  /// it, and as the other constructor.
+  template <loader_source Source>
   loader(const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
          loader_options options = {})
-      : loader(source.schedule(), static_cast<std::uint32_t>(source.rank()), decoder, ring,
-               std::move(options), first_step_of(source.schedule(), source.state())) {}
+      : loader(fixed_of(source), packed_of(source), static_cast<std::uint32_t>(source.rank()),
+               decoder, ring, std::move(options), first_step_of(source)) {}
 
   loader(const loader&) = delete;
   loader& operator=(const loader&) = delete;
@@ -469,8 +552,19 @@ class loader {
   [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
 
   /// Batches this loader hands out in all, from its first step to the end of the schedule.
-  [[nodiscard]] std::uint64_t steps() const noexcept { return schedule_.steps() - first_step_; }
-  [[nodiscard]] const epoch_schedule& schedule() const noexcept { return schedule_; }
+  [[nodiscard]] std::uint64_t steps() const noexcept { return total_steps() - first_step_; }
+  /// Whether it follows a packed schedule.
+  [[nodiscard]] bool packed() const noexcept { return packed_.has_value(); }
+  /// The fixed schedule it follows; throws `vbucket::error` for a packed loader.
+  [[nodiscard]] const epoch_schedule& schedule() const {
+    if (!fixed_) throw error("loader: a packed loader has no fixed schedule (packing_schedule())");
+    return *fixed_;
+  }
+  /// The packed schedule it follows; throws `vbucket::error` for a fixed loader.
+  [[nodiscard]] const packed_schedule& packing_schedule() const {
+    if (!packed_) throw error("loader: a fixed loader has no packed schedule (schedule())");
+    return *packed_;
+  }
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
 
   /// The next batch of this rank, or nullopt at the end of the epoch (or after `stop()`).
@@ -479,7 +573,7 @@ class loader {
   std::optional<loaded_batch> next() {
     const auto t0 = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);
-    if (next_step_ >= schedule_.steps()) return std::nullopt;
+    if (next_step_ >= total_steps()) return std::nullopt;
     std::size_t ready = 0;
     for (const auto& j : jobs_) {
       if (j->remaining != 0) break;
@@ -508,20 +602,46 @@ class loader {
     view.data = j->slot.data().data();
     view.type = options_.element;
     view.layout = options_.layout;
-    const auto b = static_cast<std::int64_t>(j->samples.size());
-    if (options_.layout == clip_layout::thwc)
-      view.shape = {b, j->info.frames, j->info.height, j->info.width, 3};
-    else
-      view.shape = {b, 3, j->info.frames, j->info.height, j->info.width};
-    return loaded_batch{tensor_traits<Tensor>::wrap(view), j->info, std::move(j->samples),
-                        std::move(j->substitutions), std::move(j->slot)};
+    if (!packed_) {
+      const auto b = static_cast<std::int64_t>(j->samples.size());
+      view.shape = clip_shape(b, j->info.frames, j->info.height, j->info.width);
+      return loaded_batch{tensor_traits<Tensor>::wrap(view),
+                          j->info,
+                          std::move(j->samples),
+                          std::move(j->substitutions),
+                          std::move(j->slot),
+                          std::nullopt};
+    }
+    packed_clips p;
+    const std::size_t es = element_size(options_.element);
+    view.shape = {static_cast<std::int64_t>(j->offsets.back() / es), 1, 1, 1, 1};
+    p.flat = view;
+    p.clips.reserve(j->shapes.size());
+    for (std::size_t c = 0; c < j->shapes.size(); ++c) {
+      tensor_view clip = view;
+      clip.data = static_cast<std::uint8_t*>(view.data) + j->offsets[c];
+      const sample_shape& s = j->shapes[c];
+      clip.shape = clip_shape(1, s.frames, s.height, s.width);
+      p.clips.push_back(tensor_traits<Tensor>::wrap(clip));
+    }
+    p.offsets = std::move(j->offsets);
+    p.cu_seqlens = std::move(j->layout.cu_seqlens);
+    p.max_seqlen = j->layout.max_seqlen;
+    p.shapes = std::move(j->shapes);
+    p.buckets = std::move(j->buckets);
+    return loaded_batch{tensor_traits<Tensor>::wrap(view),
+                        j->info,
+                        std::move(j->samples),
+                        std::move(j->substitutions),
+                        std::move(j->slot),
+                        std::move(p)};
   }
 
   /// The resume state after the batches handed out so far (steps × world global batches on
   /// top of the schedule's starting point).
   [[nodiscard]] plan_state state() const {
     std::lock_guard lock(mutex_);
-    return schedule_.state_after(next_step_);
+    return packed_ ? packed_->state_after(next_step_) : fixed_->state_after(next_step_);
   }
 
   [[nodiscard]] loader_stats stats() const {
@@ -559,17 +679,20 @@ class loader {
     slot_type slot;
     std::vector<std::uint32_t> samples;
     std::vector<substitution> substitutions;
-    std::size_t clip_bytes = 0;     // of one clip in the slot (the output element type)
-    std::size_t decoded_bytes = 0;  // of one decoded uint8 clip
-    std::size_t remaining = 0;      // clips not yet decoded (guarded by mutex_)
+    std::vector<sample_shape> shapes;  // per clip (all one shape in a fixed batch)
+    std::vector<bucket_id> buckets;    // per clip
+    std::vector<std::size_t> offsets;  // n + 1 byte offsets in the slot (output element type)
+    packed_layout layout;              // a packed batch's cu_seqlens and max_seqlen
+    std::size_t remaining = 0;         // clips not yet decoded (guarded by mutex_)
   };
   struct task {
     job* j = nullptr;
     std::size_t clip = 0;
   };
 
-  static std::uint64_t first_step_of(const epoch_schedule& schedule, const plan_state& state) {
-    const epoch_plan& p = schedule.plan();
+  template <class Schedule>
+  static std::uint64_t first_step_of(const Schedule& schedule, const plan_state& state) {
+    const auto& p = schedule.plan();
     if (state.seed != p.seed() || state.epoch != p.epoch())
       throw error("loader: the source's state " + state.to_string() +
                   " is not of its schedule's plan (seed " + std::to_string(p.seed()) + ", epoch " +
@@ -580,6 +703,76 @@ class loader {
                   " is not at a step of its schedule (from " + std::to_string(schedule.consumed()) +
                   " consumed, world size " + std::to_string(world) + ")");
     return (state.consumed - schedule.consumed()) / world;
+  }
+
+  [[nodiscard]] std::uint64_t total_steps() const noexcept {
+    return packed_ ? packed_->steps() : fixed_->steps();
+  }
+  [[nodiscard]] std::uint32_t world_size() const noexcept {
+    return packed_ ? packed_->world_size() : fixed_->world_size();
+  }
+  [[nodiscard]] std::uint64_t seed() const noexcept {
+    return packed_ ? packed_->plan().seed() : fixed_->plan().seed();
+  }
+  [[nodiscard]] std::uint64_t epoch() const noexcept {
+    return packed_ ? packed_->plan().epoch() : fixed_->plan().epoch();
+  }
+  [[nodiscard]] std::array<std::int64_t, 5> clip_shape(std::int64_t n, std::int64_t t,
+                                                       std::int64_t h,
+                                                       std::int64_t w) const noexcept {
+    if (options_.layout == clip_layout::thwc) return {n, t, h, w, 3};
+    return {n, 3, t, h, w};
+  }
+
+  /// The job of `step`: its batch, and every clip's shape, bucket and place in the slot.
+  std::unique_ptr<job> make_job(std::uint64_t step) const {
+    auto j = std::make_unique<job>();
+    if (packed_) {
+      const packed_batch pb = packed_->at(step, rank_);
+      j->info.indices = pb.indices;
+      j->info.step = pb.step;
+      j->info.position = pb.position;
+      j->info.repeat = pb.repeat;
+      j->layout = make_packed_layout(pb);
+      for (std::size_t c = 0; c < pb.size(); ++c) {
+        j->shapes.push_back(pb.shape(c));
+        j->buckets.push_back(pb.buckets[c]);
+      }
+    } else {
+      j->info = fixed_->at(step, rank_);
+      j->shapes.assign(j->info.indices.size(),
+                       sample_shape{j->info.frames, j->info.height, j->info.width});
+      j->buckets.assign(j->info.indices.size(), j->info.bucket);
+    }
+    const std::size_t es = element_size(options_.element);
+    j->offsets.reserve(j->shapes.size() + 1);
+    j->offsets.push_back(0);
+    for (const sample_shape& s : j->shapes)
+      j->offsets.push_back(j->offsets.back() +
+                           static_cast<std::size_t>(s.frames * s.height * s.width * 3) * es);
+    j->samples.assign(j->info.indices.begin(), j->info.indices.end());
+    j->remaining = j->samples.size();
+    return j;
+  }
+
+  /// The samples a failed clip of bucket `b` may be replaced by: the bucket's planned slots
+  /// (fixed), or its samples in the packed plan's packing order (packed).
+  std::span<const std::uint32_t> candidates(bucket_id b) {
+    if (!packed_) {
+      const plan_bucket& pb = fixed_->plan().bucket(b);
+      return fixed_->plan().slots().subspan(static_cast<std::size_t>(pb.slot_begin),
+                                            static_cast<std::size_t>(pb.batches * pb.batch_size));
+    }
+    std::call_once(bucket_samples_once_, [&] {
+      const packed_plan& plan = packed_->plan();
+      bucket_samples_.resize(plan.num_buckets());
+      for (std::uint64_t id = 0; id < plan.num_batches(); ++id) {
+        const packed_batch pb = plan.make_batch(id);
+        for (std::size_t c = 0; c < pb.size(); ++c)
+          bucket_samples_[static_cast<std::size_t>(pb.buckets[c])].push_back(pb.indices[c]);
+      }
+    });
+    return bucket_samples_[static_cast<std::size_t>(b)];
   }
 
   /// Drops the current batch (its slot goes back first, so the feeder can use it) and waits
@@ -610,20 +803,13 @@ class loader {
         {
           std::unique_lock lock(mutex_);
           cv_.wait(lock, [&] { return stopped_ || open_step_ < next_step_ + options_.prefetch; });
-          if (stopped_ || failure_ || open_step_ >= schedule_.steps()) return;
+          if (stopped_ || failure_ || open_step_ >= total_steps()) return;
           step = open_step_;
         }
-        auto j = std::make_unique<job>();
-        j->info = schedule_.at(step, rank_);
-        const clip_task shape = task_of(j->info, j->info.indices.empty() ? 0 : j->info.indices[0]);
-        j->decoded_bytes = shape.bytes();
-        j->clip_bytes = shape.bytes() * element_size(options_.element);
-        j->samples.assign(j->info.indices.begin(), j->info.indices.end());
-        j->remaining = j->samples.size();
+        std::unique_ptr<job> j = make_job(step);
         const auto t0 = std::chrono::steady_clock::now();
-        auto [status, s] =
-            ring_.try_acquire_for(std::max<std::size_t>(1, j->clip_bytes * j->samples.size()),
-                                  std::chrono::hours(24), stop_source_.get_token());
+        auto [status, s] = ring_.try_acquire_for(std::max<std::size_t>(1, j->offsets.back()),
+                                                 std::chrono::hours(24), stop_source_.get_token());
         const double waited =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (status != acquire_status::ok) {
@@ -646,14 +832,14 @@ class loader {
     }
   }
 
-  clip_task task_of(const batch& b, std::uint32_t sample) const {
+  clip_task task_of(const sample_shape& s, std::uint32_t sample) const {
     clip_task t;
     t.sample = sample;
-    t.frames = b.frames;
-    t.height = b.height;
-    t.width = b.width;
+    t.frames = s.frames;
+    t.height = s.height;
+    t.width = s.width;
     t.layout = converts() ? clip_layout::thwc : options_.layout;
-    t.seed = crop_seed(schedule_.plan().seed(), schedule_.plan().epoch(), sample);
+    t.seed = crop_seed(seed(), epoch(), sample);
     return t;
   }
 
@@ -708,40 +894,40 @@ class loader {
         }
         job& j = *tk.j;
         auto* base = reinterpret_cast<std::uint8_t*>(j.slot.data().data());
-        std::uint8_t* const clip_out = base + tk.clip * j.clip_bytes;
-        if (converts() && scratch.size() < j.decoded_bytes) scratch.resize(j.decoded_bytes);
-        const std::span<std::uint8_t> out(converts() ? scratch.data() : clip_out, j.decoded_bytes);
+        std::uint8_t* const clip_out = base + j.offsets[tk.clip];
+        const sample_shape& shape = j.shapes[tk.clip];
+        const bucket_id bucket = j.buckets[tk.clip];
+        const auto decoded_bytes =
+            static_cast<std::size_t>(shape.frames * shape.height * shape.width * 3);
+        if (converts() && scratch.size() < decoded_bytes) scratch.resize(decoded_bytes);
+        const std::span<std::uint8_t> out(converts() ? scratch.data() : clip_out, decoded_bytes);
         const std::uint32_t planned = j.samples[tk.clip];
         std::uint32_t sample = planned;
-        std::optional<std::string> err = try_decode(task_of(j.info, sample), out);
+        std::optional<std::string> err = try_decode(task_of(shape, sample), out);
         std::uint64_t decoded = 1, failed = err ? 1 : 0;
         std::optional<substitution> sub;
         if (err) {
           sub = substitution{j.info.position, tk.clip, planned, planned, *err};
           // Replacement candidates: deterministic draws over the bucket's planned slots.
-          const plan_bucket& pb = schedule_.plan().bucket(j.info.bucket);
-          const auto slots = schedule_.plan().slots().subspan(
-              static_cast<std::size_t>(pb.slot_begin),
-              static_cast<std::size_t>(pb.batches * pb.batch_size));
-          auto draws = substitution_stream(schedule_.plan().seed(), schedule_.plan().epoch(),
-                                           j.info.position, tk.clip);
+          const std::span<const std::uint32_t> slots = candidates(bucket);
+          auto draws = substitution_stream(seed(), epoch(), j.info.position, tk.clip);
           for (unsigned a = 0; a < options_.max_attempts && err && !slots.empty(); ++a) {
             const std::uint32_t candidate = slots[draws.next_u64() % slots.size()];
             if (candidate == planned) continue;
             sample = candidate;
-            err = try_decode(task_of(j.info, sample), out);
+            err = try_decode(task_of(shape, sample), out);
             ++decoded;
             failed += err ? 1u : 0u;
           }
           if (err)
             throw error("loader: batch at position " + std::to_string(j.info.position) +
-                        " (bucket " + std::to_string(j.info.bucket) + "): sample " +
+                        " (bucket " + std::to_string(bucket) + "): sample " +
                         std::to_string(planned) + " failed (" + sub->error + ") and " +
                         std::to_string(options_.max_attempts) +
                         " replacements of its bucket failed too; last: " + *err);
           sub->replacement = sample;
         }
-        if (converts()) convert(task_of(j.info, sample), out, clip_out);
+        if (converts()) convert(task_of(shape, sample), out, clip_out);
         {
           std::lock_guard lock(mutex_);
           stats_.decoded += decoded;
@@ -760,7 +946,10 @@ class loader {
     }
   }
 
-  epoch_schedule schedule_;
+  std::optional<epoch_schedule> fixed_;  // one of the two is set
+  std::optional<packed_schedule> packed_;
+  std::once_flag bucket_samples_once_;  // candidates() of a packed loader
+  std::vector<std::vector<std::uint32_t>> bucket_samples_;
   std::uint32_t rank_;
   Decoder& decoder_;
   staging_ring<Backend>& ring_;
@@ -792,7 +981,10 @@ class loader {
 template <class Decoder, class Backend>
 loader(epoch_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_options = {},
        std::uint64_t = 0) -> loader<Decoder, Backend>;
-template <schedule_source Source, class Decoder, class Backend>
+template <class Decoder, class Backend>
+loader(packed_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_options = {},
+       std::uint64_t = 0) -> loader<Decoder, Backend>;
+template <loader_source Source, class Decoder, class Backend>
 loader(const Source&, Decoder&, staging_ring<Backend>&, loader_options = {})
     -> loader<Decoder, Backend>;
 

@@ -12,6 +12,10 @@
 ///
 /// The decoder is the loader's (`clip_decoder`), with the loader's crop seeds (`crop_seed`), so a
 /// sample decodes to the same frames packed or not.
+///
+/// For training, `vbucket::loader` over a `packed_schedule` (or a packed `batch_sampler`) does
+/// this ahead of the trainer on its worker threads, into staging slots, with substitution of
+/// failed clips, float32/bfloat16 conversion and resume (`loader.hpp`).
 
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::int32_t, std::int64_t, std::uint8_t, std::uint64_t
@@ -26,70 +30,10 @@
 #include "detail/keyed_shuffle.hpp"  // parallel_tasks
 #include "error.hpp"
 #include "loader.hpp"  // clip_task, clip_decoder, crop_seed, tensor_view
+#include "packed_layout.hpp"
 #include "packed_plan.hpp"
 
 namespace vbucket {
-
-/// The token sequence length of one sample of shape (T, H, W) after a VAE that compresses time
-/// by 4 (keeping the first frame) and space by 8, patchified 2×2: (1 + (T − 1) / 4) ·
-/// ⌈H / 16⌉ · ⌈W / 16⌉ — the integer counterpart of `latent_tokens` (equal when H and W are
-/// multiples of 16).
-struct latent_sequence_length {
-  constexpr std::int64_t operator()(std::int64_t frames, std::int64_t height,
-                                    std::int64_t width) const noexcept {
-    const std::int64_t t = frames < 1 ? 1 : 1 + (frames - 1) / 4;
-    return t * ((height + 15) / 16) * ((width + 15) / 16);
-  }
-};
-
-/// Where each clip of a packed batch lies in the flat buffer, and its token sequence.
-struct packed_layout {
-  std::vector<std::size_t> clip_offsets;  ///< n + 1 byte offsets (uint8 THWC clips)
-  std::vector<std::int32_t> cu_seqlens;   ///< n + 1 cumulative sequence lengths, from 0
-  std::int32_t max_seqlen = 0;            ///< the longest sequence
-
-  [[nodiscard]] std::size_t size() const noexcept {
-    return clip_offsets.empty() ? 0 : clip_offsets.size() - 1;
-  }
-  /// Bytes of the whole buffer.
-  [[nodiscard]] std::size_t bytes() const noexcept {
-    return clip_offsets.empty() ? 0 : clip_offsets.back();
-  }
-  /// Tokens of the whole batch.
-  [[nodiscard]] std::int32_t tokens() const noexcept {
-    return cu_seqlens.empty() ? 0 : cu_seqlens.back();
-  }
-};
-
-/// The layout of `b`: clips back to back in entry order; sequence lengths from `seqlen(T, H,
-/// W)` (default `latent_sequence_length`). Throws `vbucket::error` when a length is not
-/// positive or the batch's tokens exceed 2^31 − 1 (cu_seqlens is int32, as flash-attention's).
-template <class SeqLen = latent_sequence_length>
-packed_layout make_packed_layout(const packed_batch& b, const SeqLen& seqlen = {}) {
-  packed_layout out;
-  out.clip_offsets.reserve(b.size() + 1);
-  out.cu_seqlens.reserve(b.size() + 1);
-  out.clip_offsets.push_back(0);
-  out.cu_seqlens.push_back(0);
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    const sample_shape s = b.shape(i);
-    out.clip_offsets.push_back(out.clip_offsets.back() +
-                               static_cast<std::size_t>(s.frames * s.height * s.width * 3));
-    const std::int64_t len = static_cast<std::int64_t>(seqlen(s.frames, s.height, s.width));
-    if (len <= 0)
-      throw error("packed layout: sample " + std::to_string(b.indices[i]) + " (" +
-                  std::to_string(s.frames) + "x" + std::to_string(s.height) + "x" +
-                  std::to_string(s.width) + ") has sequence length " + std::to_string(len));
-    total += len;
-    if (total > std::numeric_limits<std::int32_t>::max())
-      throw error("packed layout: the batch at position " + std::to_string(b.position) +
-                  " has more than 2^31 - 1 tokens, which int32 cu_seqlens cannot hold");
-    out.cu_seqlens.push_back(static_cast<std::int32_t>(total));
-    if (len > out.max_seqlen) out.max_seqlen = static_cast<std::int32_t>(len);
-  }
-  return out;
-}
 
 /// Per-sample tensors aliasing `buffer`: entry i is 1×T×H×W×3 uint8 THWC at its offset.
 inline std::vector<tensor_view> packed_clip_views(const packed_batch& b,
@@ -110,8 +54,9 @@ inline std::vector<tensor_view> packed_clip_views(const packed_batch& b,
 /// Decodes every clip of `b` into its part of `buffer` (uint8 THWC, `layout.bytes()` bytes at
 /// least) on up to `threads` threads (0: one per core), with the loader's task for each
 /// sample (crop seed `crop_seed(seed, epoch, sample)`). A clip that fails is an error naming
-/// the sample, the batch's position and the decoder's message (packed batches have no
-/// same-shape stand-in to substitute; drop such samples from the metadata).
+/// the sample, the batch's position and the decoder's message (no substitution here: the
+/// prefetching `vbucket::loader` over a packed schedule replaces a failed clip by a sample of
+/// its own bucket, and this function is its reference for the bytes of a batch).
 template <class Decoder>
   requires clip_decoder<Decoder>
 void load_packed_batch(const packed_batch& b, Decoder& decoder, std::uint64_t seed,

@@ -219,14 +219,18 @@ nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, 
 using py_ring = vbucket::staging_ring<py_backend>;
 using file_loader = vbucket::loader<ff::file_decoder, py_backend>;
 
-/// A sampler's position as the loader's `schedule_source`.
+/// A sampler's position as the loader's `schedule_source` (or `packed_schedule_source` when
+/// the sampler packs: then `packed_sched` is set and `sched` is not).
 struct sampler_position {
-  vbucket::epoch_schedule sched;
+  std::optional<vbucket::epoch_schedule> sched;
   std::uint32_t r = 0;
   plan_state st;
-  [[nodiscard]] const vbucket::epoch_schedule& schedule() const noexcept { return sched; }
+  std::optional<vbucket::packed_schedule> packed_sched;
+  [[nodiscard]] const vbucket::epoch_schedule& schedule() const { return *sched; }
   [[nodiscard]] std::uint32_t rank() const noexcept { return r; }
   [[nodiscard]] plan_state state() const { return st; }
+  [[nodiscard]] bool packed() const noexcept { return packed_sched.has_value(); }
+  [[nodiscard]] const vbucket::packed_schedule& packing_schedule() const { return *packed_sched; }
 };
 
 /// What a loader's batches need alive: the ring their slots come from (and its backend). The
@@ -292,14 +296,31 @@ nb::dlpack::dtype dlpack_dtype(vbucket::element_type t) {
   return dt;
 }
 
-/// A host batch as a torch tensor over its slot, no copy: the tensor owns the holder.
-nb::object torch_tensor(std::unique_ptr<batch_holder> holder) {
+/// A host batch as a torch tensor over its slot, no copy: the tensor owns the holder. A packed
+/// batch is its flat buffer (1-D), and `packed["tensors"]` gets the per-clip views (sharing
+/// the owner).
+nb::object torch_tensor(std::unique_ptr<batch_holder> holder, nb::object packed) {
   const vbucket::tensor_view& v = holder->batch.tensor.view;
+  const auto& clips = holder->batch.packed;
   nb::capsule owner(holder.release(),
                     [](void* p) noexcept { delete static_cast<batch_holder*>(p); });
+  const nb::dlpack::dtype dt = dlpack_dtype(v.type);
+  if (clips) {
+    nb::list views;
+    for (const auto& c : clips->clips) {
+      const auto& cv = c.view;
+      const std::size_t cs[4] = {
+          static_cast<std::size_t>(cv.shape[1]), static_cast<std::size_t>(cv.shape[2]),
+          static_cast<std::size_t>(cv.shape[3]), static_cast<std::size_t>(cv.shape[4])};
+      views.append(nb::cast(nb::ndarray<nb::pytorch>(cv.data, 4, cs, owner, nullptr, dt)));
+    }
+    packed["tensors"] = views;
+    const std::size_t flat[1] = {clips->offsets.back() / vbucket::element_size(v.type)};
+    return nb::cast(nb::ndarray<nb::pytorch>(v.data, 1, flat, owner, nullptr, dt));
+  }
   std::size_t shape[5];
   for (std::size_t i = 0; i < 5; ++i) shape[i] = static_cast<std::size_t>(v.shape[i]);
-  return nb::cast(nb::ndarray<nb::pytorch>(v.data, 5, shape, owner, nullptr, dlpack_dtype(v.type)));
+  return nb::cast(nb::ndarray<nb::pytorch>(v.data, 5, shape, owner, nullptr, dt));
 }
 
 /// A batch decoded into pinned memory, waiting to be copied to the GPU: Python allocates the
@@ -310,8 +331,12 @@ class staged_batch {
  public:
   explicit staged_batch(std::unique_ptr<batch_holder> h) : holder_(std::move(h)) {}
 
+  /// The batch's shape; a packed batch is its flat buffer (1-D).
   [[nodiscard]] nb::tuple shape() const {
     const auto& s = view().shape;
+    if (holder_->batch.packed)
+      return nb::make_tuple(holder_->batch.packed->offsets.back() /
+                            vbucket::element_size(view().type));
     return nb::make_tuple(s[0], s[1], s[2], s[3], s[4]);
   }
   [[nodiscard]] std::string dtype() const { return dtype_name(view().type); }
@@ -362,7 +387,9 @@ class py_loader {
       d.frame_interval = a.frame_interval;
     }
     const sampler_position pos = sampler.locked([](sampler_base& b) {
-      return sampler_position{b.schedule(), b.rank(), b.state()};
+      if (b.packed())
+        return sampler_position{std::nullopt, b.rank(), b.state(), b.packing_schedule()};
+      return sampler_position{b.schedule(), b.rank(), b.state(), std::nullopt};
     });
     if (slots < prefetch + 1)
       throw vbucket::error("Loader: slots (" + std::to_string(slots) + ") must be at least " +
@@ -381,8 +408,12 @@ class py_loader {
   }
 
   /// The next batch as (tensor, samples, planned, bucket, (T, H, W), step, position, repeat,
-  /// substitutions); StopIteration at the end. With pinned staging the first item is a
-  /// `StagedBatch` instead: the batch in pinned memory, to `submit` into a GPU tensor.
+  /// substitutions, packed); StopIteration at the end. `packed` is None for a fixed batch; for
+  /// a packed one `tensor` is the flat buffer (1-D) and `packed` a dict: cu_seqlens (int32
+  /// tensor), max_seqlen, thw, buckets and shapes (per clip), offsets (element offsets of the
+  /// clips, n + 1) and, for host memory, tensors (per-clip views of the buffer). With pinned
+  /// staging the first item is a `StagedBatch` instead: the batch in pinned memory, to
+  /// `submit` into a GPU tensor.
   nb::tuple next() {
     file_loader& l = running();
     if (core_->held.load() >= core_->slots)
@@ -430,6 +461,32 @@ class py_loader {
     if (!b) throw nb::stop_iteration();
     core_->held.fetch_add(1);
     std::unique_ptr<batch_holder> holder(new batch_holder{core_, std::move(*b)});
+    nb::object packed = nb::none();
+    if (holder->batch.packed) {
+      const auto& p = *holder->batch.packed;
+      const std::size_t es = vbucket::element_size(holder->batch.tensor.view.type);
+      nb::list thw, buckets, offsets, shapes;
+      for (std::size_t c = 0; c < p.clips.size(); ++c) {
+        const auto& cs = p.clips[c].view.shape;
+        shapes.append(nb::make_tuple(cs[1], cs[2], cs[3], cs[4]));
+        thw.append(nb::make_tuple(p.shapes[c].frames, p.shapes[c].height, p.shapes[c].width));
+        buckets.append(p.buckets[c]);
+      }
+      for (const std::size_t o : p.offsets) offsets.append(o / es);
+      auto* cu = new std::vector<std::int32_t>(p.cu_seqlens);
+      nb::capsule cu_owner(
+          cu, [](void* q) noexcept { delete static_cast<std::vector<std::int32_t>*>(q); });
+      const std::size_t cu_shape[1] = {cu->size()};
+      nb::dict d;
+      d["cu_seqlens"] =
+          nb::cast(nb::ndarray<nb::pytorch, std::int32_t>(cu->data(), 1, cu_shape, cu_owner));
+      d["max_seqlen"] = p.max_seqlen;
+      d["thw"] = thw;
+      d["buckets"] = buckets;
+      d["offsets"] = offsets;
+      d["shapes"] = shapes;
+      packed = d;
+    }
     const auto& info = holder->batch.info;
     nb::list subs;
     for (const auto& s : holder->batch.substitutions) {
@@ -445,10 +502,10 @@ class py_loader {
     std::vector<std::uint32_t> planned(info.indices.begin(), info.indices.end());
     // The tensor last: `holder` (and `info`) belong to it from here on.
     nb::object tensor = core_->backend->is_pinned() ? nb::cast(staged_batch(std::move(holder)))
-                                                    : torch_tensor(std::move(holder));
+                                                    : torch_tensor(std::move(holder), packed);
     return nb::make_tuple(tensor, to_numpy(std::move(samples)), to_numpy(std::move(planned)),
                           info.bucket, nb::make_tuple(info.frames, info.height, info.width),
-                          info.step, info.position, info.repeat, subs);
+                          info.step, info.position, info.repeat, subs, packed);
   }
 
   /// The resume state after the batches handed out so far.

@@ -329,6 +329,8 @@ class sampler_base {
   virtual bool packed() const = 0;
   virtual packed_steps packed_batches() const = 0;
   virtual vbucket::packed_schedule packed_schedule_from_start() const = 0;
+  /// The packed schedule dealt from the current state (packing samplers only).
+  virtual vbucket::packed_schedule packing_schedule() const = 0;
   virtual vbucket::packed_stats packed_stats() const = 0;
   /// This rank's steps from the state, either batching.
   std::size_t size() const { return packed() ? packed_batches().size() : batches().size(); }
@@ -380,6 +382,7 @@ class sampler_impl final : public sampler_base {
   vbucket::packed_schedule packed_schedule_from_start() const override {
     return s_.packing().deal(s_.world_size(), 0, s_.options().drop_last);
   }
+  vbucket::packed_schedule packing_schedule() const override { return s_.packing_schedule(); }
   vbucket::packed_stats packed_stats() const override {
     return vbucket::compute_packed_stats(s_.packing_schedule());
   }

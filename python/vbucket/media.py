@@ -153,13 +153,24 @@ class Batch:
     ``bucket``: the bucket id; ``thw``: (T, H, W); ``step``, ``position``, ``repeat`` as the
     sampler's plan; ``substitutions``: one dict per clip that failed to decode (position, clip,
     failed, replacement, error).
+
+    A packed batch (a sampler with ``batching="packed"``): ``tensor`` is the flat buffer, 1-D
+    (the clips back to back, each in the loader's dtype and layout); ``tensors``: one view of
+    it per clip, shape (T, H, W, 3) or (3, T, H, W), no copy; ``thw``: a list of (T, H, W) per
+    clip; ``bucket``: a list of bucket ids per clip; ``cu_seqlens``: int32 tensor of the n + 1
+    cumulative token counts (flash-attention's varlen); ``max_seqlen``: the longest clip's
+    tokens; ``offsets``: the n + 1 element offsets of the clips in ``tensor``. A failed clip is
+    replaced by a sample of its own bucket (same shape). With ``pin_memory=True``, ``tensor``,
+    ``tensors`` and ``cu_seqlens`` are on the device. ``packed`` says which kind it is; a
+    fixed batch has ``tensors = None``, ``cu_seqlens = None``, ``max_seqlen = None``,
+    ``offsets = None``.
     """
 
     __slots__ = ("tensor", "indices", "planned", "bucket", "thw", "step", "position", "repeat",
-                 "substitutions")
+                 "substitutions", "packed", "tensors", "cu_seqlens", "max_seqlen", "offsets")
 
     def __init__(self, tensor, indices, planned, bucket, thw, step, position, repeat,
-                 substitutions):
+                 substitutions, packed=None):
         self.tensor = tensor
         self.indices = indices
         self.planned = planned
@@ -169,8 +180,26 @@ class Batch:
         self.position = position
         self.repeat = repeat
         self.substitutions = substitutions
+        self.packed = packed is not None
+        self.tensors = self.cu_seqlens = self.max_seqlen = self.offsets = None
+        if packed is not None:
+            if tensor.device.type == "cpu":
+                self.tensors = packed["tensors"]
+                self.cu_seqlens = packed["cu_seqlens"]
+            else:  # pin_memory: views of the device copy, cu_seqlens beside it
+                o = packed["offsets"]
+                self.tensors = [tensor[o[i]:o[i + 1]].view(shape)
+                                for i, shape in enumerate(packed["shapes"])]
+                self.cu_seqlens = packed["cu_seqlens"].to(tensor.device)
+            self.max_seqlen = packed["max_seqlen"]
+            self.offsets = packed["offsets"]
+            self.thw = packed["thw"]
+            self.bucket = packed["buckets"]
 
     def __repr__(self) -> str:
+        if self.packed:
+            return (f"Batch(packed, clips={len(self.indices)}, tokens={int(self.cu_seqlens[-1])}, "
+                    f"step={self.step}, substitutions={len(self.substitutions)})")
         return (f"Batch(bucket={self.bucket}, thw={self.thw}, size={len(self.indices)}, "
                 f"step={self.step}, substitutions={len(self.substitutions)})")
 
@@ -196,7 +225,8 @@ class Loader:
     ``(x / 255 - mean) / std`` per channel. ``layout``: "thwc" or "cthw". ``prefetch``:
     batches decoded ahead. A clip that fails to decode is replaced by another sample of its
     bucket (counted in ``stats()`` and listed in ``batch.substitutions``); a batch is never
-    short.
+    short. A packing sampler (``batching="packed"``) gives packed batches: one flat buffer per
+    batch with ``cu_seqlens``, ``max_seqlen`` and per-clip views (see ``Batch``).
 
     Tensor lifetime: a batch's tensor (and any view of it) stays valid for as long as it is
     referenced, also after the loader is closed or garbage collected; its staging memory goes
@@ -270,12 +300,12 @@ class Loader:
         return self
 
     def __next__(self) -> Batch:
-        t, indices, planned, bucket, thw, step, position, repeat, subs = self._core.next()
+        t, indices, planned, bucket, thw, step, position, repeat, subs, packed = self._core.next()
         if self._stream is not None:
             t = self._to_device(t)
         elif self._device is not None:
             t = t.pin_memory().to(self._device, non_blocking=True)
-        return Batch(t, indices, planned, bucket, thw, step, position, repeat, subs)
+        return Batch(t, indices, planned, bucket, thw, step, position, repeat, subs, packed)
 
     next = __next__
 
