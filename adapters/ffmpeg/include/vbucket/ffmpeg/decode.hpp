@@ -22,7 +22,6 @@
 ///     auto info = vbucket::ffmpeg::decode_clip("clip.mp4", req, buf);  // info.error() if bad
 
 #include <algorithm>    // std::sort, std::binary_search, std::unique, std::max
-#include <atomic>       // std::atomic
 #include <bit>          // std::endian
 #include <cmath>        // std::nearbyint
 #include <cstddef>      // std::size_t
@@ -34,10 +33,10 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
-#include <thread>       // std::thread
 #include <type_traits>  // std::is_enum_v
 #include <vector>       // std::vector
 
+#include "vbucket/detail/keyed_shuffle.hpp"  // parallel_tasks
 #include "vbucket/ffmpeg/detail/libav.hpp"
 #include "vbucket/ffmpeg/frame_index.hpp"
 #include "vbucket/ffmpeg/probe.hpp"  // detail::guarded
@@ -1287,19 +1286,8 @@ inline result<file_index> index_video(const std::string& path, const limits& lim
 inline std::vector<result<file_index>> index_all(const std::vector<std::string>& paths,
                                                  unsigned threads, const limits& lim = {}) {
   std::vector<result<file_index>> results(paths.size(), result<file_index>::failure("not indexed"));
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads =
-      static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, paths.size())));
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < paths.size();)
-      results[i] = index_video(paths[i], lim);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(threads - 1);
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  vbucket::detail::parallel_tasks(paths.size(), threads,
+                                  [&](std::size_t i) { results[i] = index_video(paths[i], lim); });
   return results;
 }
 
