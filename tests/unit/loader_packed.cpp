@@ -19,6 +19,7 @@
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/loader.hpp"
 #include "vbucket/packed_loader.hpp"
+#include "vbucket_test/loader_data.hpp"
 
 namespace {
 
@@ -47,15 +48,8 @@ struct fixture {
   double budget = 0;
 
   explicit fixture(std::size_t samples = 160) {
-    vbucket::user_tables t;
-    t.add("lo", 64, vbucket::aspect_table({{"1:2", 2.0, 8, 4}, {"1:1", 1.0, 6, 6}}));
-    t.add("hi", 256, vbucket::aspect_table({{"1:1", 1.0, 12, 12}}));
-    config = vbucket::bucket_config(
-        std::vector<vbucket::bucket_spec>{
-            {"lo", 3, 1.0, {}, 4}, {"lo", 1, 1.0, {}, 7}, {"hi", 2, 1.0, {}, 3}},
-        t);
-    for (std::size_t i = 0; i < samples; ++i)
-      ids.push_back(static_cast<vbucket::bucket_id>((i * 7 + i / 5) % config.num_buckets()));
+    config = vbucket_test::loader_config();
+    ids = vbucket_test::loader_ids(samples, config.num_buckets());
     const vbucket::packed_plan probe = vbucket::make_packed_plan(
         std::span<const vbucket::bucket_id>(ids), config, {.seed = 5, .token_budget = 1e9});
     double largest = 0;

@@ -1,0 +1,33 @@
+#pragma once
+/// The small two-resolution world the loader tests (fixed and packed) plan over: "lo" (64,
+/// aspects 1:2 and 1:1) and "hi" (256, 1:1), three buckets, and a deterministic id sequence
+/// that visits every bucket unevenly.
+
+#include <cstddef>  // std::size_t
+#include <vector>   // std::vector
+
+#include "vbucket/aspect.hpp"
+#include "vbucket/bucket_config.hpp"
+
+namespace vbucket_test {
+
+inline vbucket::bucket_config loader_config() {
+  vbucket::user_tables t;
+  t.add("lo", 64, vbucket::aspect_table({{"1:2", 2.0, 8, 4}, {"1:1", 1.0, 6, 6}}));
+  t.add("hi", 256, vbucket::aspect_table({{"1:1", 1.0, 12, 12}}));
+  return vbucket::bucket_config(
+      std::vector<vbucket::bucket_spec>{
+          {"lo", 3, 1.0, {}, 4}, {"lo", 1, 1.0, {}, 7}, {"hi", 2, 1.0, {}, 3}},
+      t);
+}
+
+/// Sample i's bucket: (7 i + i / 5) mod the number of buckets.
+inline std::vector<vbucket::bucket_id> loader_ids(std::size_t samples, std::size_t buckets) {
+  std::vector<vbucket::bucket_id> ids;
+  ids.reserve(samples);
+  for (std::size_t i = 0; i < samples; ++i)
+    ids.push_back(static_cast<vbucket::bucket_id>((i * 7 + i / 5) % buckets));
+  return ids;
+}
+
+}  // namespace vbucket_test
