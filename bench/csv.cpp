@@ -137,7 +137,7 @@ void csv_read(benchmark::State& state) {
   for (auto _ : state) {
     const vbucket::meta_table table = vbucket::load_meta_csv(file.path());
     rows = table.size();
-    benchmark::DoNotOptimize(table.num_frames.data());
+    benchmark::DoNotOptimize(table.num_frames_data());
   }
   if (rows != file.rows()) state.SkipWithError("the reader returned a wrong row count");
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *

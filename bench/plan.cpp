@@ -158,16 +158,6 @@ void plan_epoch(benchmark::State& state) {
   }
 }
 
-/// Sample `first + i`'s draws: the whole epoch's source seen from a chunk that starts at row
-/// `first` (a chunk assigns exactly the buckets its rows get in the whole table).
-struct offset_source {
-  vbucket::fast_source inner;
-  std::uint64_t first = 0;
-  [[nodiscard]] auto stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
-    return inner.stream(first + sample, sub);
-  }
-};
-
 void plan_scale(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   constexpr std::uint32_t world = 1024;
@@ -191,22 +181,12 @@ void plan_scale(benchmark::State& state) {
     for (std::size_t first = 0; first < n; first += chunk) {
       const std::size_t count = std::min(chunk, n - first);
       auto t0 = std::chrono::steady_clock::now();
-      rows.num_frames.resize(count);
-      rows.height.resize(count);
-      rows.width.resize(count);
-      rows.fps.resize(count);
-      vbucket::detail::parallel_chunks(count, 0, [&](std::size_t b, std::size_t e) {
-        for (std::size_t i = b; i < e; ++i) {
-          const vbucket::sample_meta m = vbucket::bench::synthetic_sample(first + i);
-          rows.num_frames[i] = m.num_frames;
-          rows.height[i] = m.height;
-          rows.width[i] = m.width;
-          rows.fps[i] = m.fps;
-        }
-      });
+      rows.clear();
+      for (std::size_t i = 0; i < count; ++i)
+        rows.push_back(vbucket::bench::synthetic_sample(first + i));
       gen_s += seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
-      const offset_source at{source, first};
+      const vbucket::shifted_source<vbucket::fast_source> at{source, first};
       vbucket::assign_into(std::span<vbucket::bucket_id>(ids.data() + first, count), config, rows,
                            rule, at);
       assign_s += seconds_since(t0);

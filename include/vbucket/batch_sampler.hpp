@@ -77,14 +77,15 @@ struct sampler_options {
   bool drop_oversized = false;
 };
 
-/// Samples a sampler can plan: a `meta_table`, or a random-access, sized range of a
-/// `video_meta` type (element i is sample index i). Semantic requirement: its size and
-/// elements do not change while a sampler views it.
+/// Samples a sampler can plan: a `meta_table`, `chunked_samples` read again for each epoch
+/// (`streamed_meta_csv`), or a random-access, sized range of a `video_meta` type (element i is
+/// sample index i). Semantic requirement: its size and elements do not change while a sampler
+/// views it.
 ///
 ///     std::vector<my_clip> clips;  // with vbucket::meta_traits<my_clip> if names differ
 ///     static_assert(vbucket::sample_collection<std::vector<my_clip>>);
 template <class S>
-concept sample_collection = std::same_as<std::remove_cv_t<S>, meta_table> ||
+concept sample_collection = std::same_as<std::remove_cv_t<S>, meta_table> || chunked_samples<S> ||
     (std::ranges::random_access_range<const S>&& std::ranges::sized_range<const S>&&
          video_meta<std::remove_cvref_t<std::ranges::range_reference_t<const S>>>);
 
@@ -249,7 +250,8 @@ inline std::uint64_t plan_fingerprint(const packed_plan& plan, unsigned threads 
 template <sample_collection Samples, class Rule = opensora_v2_rule, class Sources = builtin_sources>
   requires sampler_rule<Rule, Sources>
 class batch_sampler {
-  static constexpr bool stores_copy = std::ranges::view<Samples>;
+  static constexpr bool chunked = chunked_samples<Samples>;
+  static constexpr bool stores_copy = std::ranges::view<Samples> || chunked;
   using stored_samples = std::conditional_t<stores_copy, Samples, const Samples*>;
 
  public:
@@ -405,8 +407,11 @@ class batch_sampler {
       return *samples_;
     }
   }
+  /// The number of samples (`chunked_samples`: of the last epoch planned, 0 before).
   [[nodiscard]] std::size_t num_samples() const noexcept {
-    if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+    if constexpr (chunked) {
+      return read_samples_;
+    } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
       return samples().size();
     } else {
       return static_cast<std::size_t>(std::ranges::size(samples()));
@@ -487,7 +492,23 @@ class batch_sampler {
 
   template <class Source>
   std::vector<bucket_id> assign_with(const Source& source) const {
-    if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+    if constexpr (chunked) {
+      // Each chunk as the rows of the whole table: its draws are those of its sample indices.
+      std::vector<bucket_id> out;
+      const std::uint64_t n = samples().for_each_chunk([&](const meta_chunk& c) {
+        const std::size_t first = static_cast<std::size_t>(c.first);
+        if (out.capacity() < first + c.rows.size())
+          out.reserve(first + c.rows.size() + static_cast<std::size_t>(c.more + c.more / 8));
+        out.resize(first + c.rows.size());
+        assign_into(std::span<bucket_id>(out).subspan(first), *config_, c.rows, rule_,
+                    shifted_source<Source>{source, c.first}, options_.threads);
+      });
+      if (n != out.size())
+        throw error("batch_sampler: the chunked samples reported " + std::to_string(n) +
+                    " samples but handed over " + std::to_string(out.size()));
+      read_samples_ = out.size();
+      return out;
+    } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
       return assign_all(*config_, samples(), rule_, source, options_.threads);
     } else {
       const auto& s = samples();
@@ -573,6 +594,7 @@ class batch_sampler {
   mutable std::optional<packed_schedule> packed_schedule_;
   mutable std::uint64_t dealt_from_ = 0;
   mutable std::optional<std::uint64_t> fingerprint_;
+  mutable std::size_t read_samples_ = 0;  // chunked samples: the count of the last assignment
 };
 
 /// `batch_sampler s(samples, config, rule, {.seed = 42, .world = W, .rank = r});`

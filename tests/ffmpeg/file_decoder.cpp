@@ -24,8 +24,8 @@ TEST_CASE("ffmpeg: file_decoder's frame interval is the rule's, also for absurd 
   const std::vector<std::string> paths(meta.size(), "unused.mp4");
   const ff::file_decoder decoder(paths, meta, {.fps_max = 16});
   for (std::size_t i = 0; i < meta.size(); ++i) {
-    CAPTURE(meta.fps[i]);
-    CHECK(decoder.interval(i) == vbucket::frame_interval(meta.fps[i], 16.0));
+    CAPTURE(meta[i].fps);
+    CHECK(decoder.interval(i) == vbucket::frame_interval(meta[i].fps, 16.0));
   }
   CHECK(decoder.interval(4) == 2);
   CHECK(decoder.interval(5) == 4);
