@@ -15,7 +15,7 @@
 /// read): a row whose `error` is not empty is kept as an unusable sample (0 frames, 0 × 0,
 /// fps unknown) without reading its other fields, so row order stays sample order; the bucket
 /// rules give it `invalid_sample` and plans count it as invalid.
-/// Files are read in bounded chunks: memory is the table (32 bytes a row) and one buffer, not
+/// Files are read in bounded chunks: memory is the table (16 bytes a row) and one buffer, not
 /// the file's text.
 /// Every problem throws `vbucket::error` with one line naming the file, the row (data rows
 /// count from 1 after the header; the file line is given too) and the column.

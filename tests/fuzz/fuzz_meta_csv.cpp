@@ -87,6 +87,22 @@ streamed read_streamed(std::string_view text) {
     VBUCKET_FUZZ_CHECK(message.substr(0, path.size()) == path);
     out.error = std::string(message.substr(path.size()));
   }
+  // In chunks of rows (as a sampler over streamed_meta_csv reads it): the same rows in order,
+  // or the same error.
+  vbucket::meta_table rows;
+  std::uint64_t next = 0;
+  try {
+    const vbucket::streamed_meta_csv file{path, 1 + text.size() % 5};
+    const std::uint64_t n = file.for_each_chunk([&](const vbucket::meta_chunk& c) {
+      VBUCKET_FUZZ_CHECK(c.first == next && !c.rows.empty() && c.rows.size() <= file.chunk_rows);
+      for (std::size_t i = 0; i < c.rows.size(); ++i) rows.push_back(c.rows[i]);
+      next += c.rows.size();
+    });
+    VBUCKET_FUZZ_CHECK(out.error.empty() && n == next && rows == out.csv.table);
+  } catch (const vbucket::error& e) {
+    VBUCKET_FUZZ_CHECK(std::string_view(e.what()).substr(0, path.size()) == path);
+    VBUCKET_FUZZ_CHECK(std::string_view(e.what()).substr(path.size()) == out.error);
+  }
   return out;
 }
 
