@@ -419,23 +419,11 @@ TEST_CASE("packed_plan: fill ratio and step balance count repeats as waste") {
   CHECK(!vbucket::parse_batching("Packed"));
 }
 
-TEST_CASE("packed_plan: the parallel grouping is group_by_bucket's, whatever the threads") {
+TEST_CASE("packed_plan: the plan from ids is the plan from groups, whatever the threads") {
   packed_rng g{99};
   const bucket_config c = packed_random_config(g);
   const std::vector<bucket_id> ids = packed_random_ids(g, c, 300'000);
   const vbucket::bucket_groups serial = vbucket::group_by_bucket(ids, c.num_buckets());
-  for (unsigned threads : {1u, 2u, 3u, 7u}) {
-    const vbucket::bucket_groups parallel =
-        vbucket::detail::group_parallel(ids, c.num_buckets(), threads);
-    CHECK(parallel.offsets == serial.offsets);
-    CHECK(parallel.indices == serial.indices);
-    CHECK(parallel.unassigned == serial.unassigned);
-    CHECK(parallel.invalid == serial.invalid);
-  }
-  std::vector<bucket_id> bad = ids;
-  bad[200'000] = static_cast<bucket_id>(c.num_buckets());
-  CHECK_THROWS_WITH_AS(vbucket::detail::group_parallel(bad, c.num_buckets(), 4),
-                       doctest::Contains("sample 200000"), vbucket::error);
   packed_options o{.seed = 3, .token_budget = 2.0 * std::max(1.0, largest_sample(c, ids))};
   o.threads = 1;
   const packed_plan one = vbucket::make_packed_plan(std::span<const bucket_id>(ids), c, o);
