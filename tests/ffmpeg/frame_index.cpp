@@ -17,6 +17,8 @@
 #include "vbucket/ffmpeg/file_decoder.hpp"
 #include "vbucket/meta.hpp"
 
+#include "vbucket_test/temp_files.hpp"
+
 namespace ff = vbucket::ffmpeg;
 namespace fs = std::filesystem;
 
@@ -37,20 +39,6 @@ ff::clip_request clip(std::int64_t start, std::int64_t frames, std::int64_t inte
 }
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-/// A temporary directory, removed at the end of the test.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() /
-           ("vbucket_frame_index_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 }  // namespace
 
@@ -152,7 +140,7 @@ TEST_CASE("ffmpeg: the frame index gives the same clips as decoding without it, 
 TEST_CASE("ffmpeg: a stale frame index entry is ignored, reported and counted") {
   const std::string name = "h264_64x48_25fps_long.mkv";
   if (!fs::exists(in_media(name))) return;
-  temp_dir dir;
+  const vbucket_test::temp_dir dir("frame_index");
   const std::string copy = (dir.path / name).string();
   fs::copy_file(in_media(name), copy);
   ff::frame_index index;
