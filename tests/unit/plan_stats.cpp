@@ -22,18 +22,9 @@
 #define VBUCKET_PLAN_TEST_JSON 1
 #endif
 
-namespace {
-
-using vbucket::bucket_config;
-using vbucket::bucket_id;
-using vbucket::bucket_spec;
-using vbucket::epoch_plan;
-using vbucket::epoch_schedule;
-using vbucket::incomplete_policy;
-using vbucket::plan_options;
-using namespace vbucket_test;  // random_plans.hpp
-
-}  // namespace
+// test_rng, random_config, check_plan, ... and the vbucket names they use (bucket_config,
+// epoch_plan, plan_options, ...).
+using namespace vbucket_test;
 
 TEST_CASE("plan_stats: totals agree with the plan, by bucket, shape, ratio and kind") {
   test_rng g{31};

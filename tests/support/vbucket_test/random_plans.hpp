@@ -18,6 +18,7 @@
 
 namespace vbucket_test {
 
+// The vbucket names the helpers use, also for suites that `using namespace vbucket_test`.
 using vbucket::bucket_config;
 using vbucket::bucket_id;
 using vbucket::bucket_spec;
