@@ -20,5 +20,5 @@ struct my_decoder {
 void make(const vbucket::epoch_schedule& schedule, my_decoder& decoder,
           vbucket::staging_ring<vbucket::host_backend>& ring) {
   vbucket::loader loader(schedule, 0, decoder, ring);
-  (void)loader.total_steps();
+  (void)loader.steps();
 }

@@ -29,5 +29,5 @@ struct my_decoder {
 void make(const vbucket::epoch_schedule& schedule, my_decoder& decoder,
           vbucket::staging_ring<vbucket::host_backend>& ring) {
   vbucket::loader<my_decoder, vbucket::host_backend, my_tensor> loader(schedule, 0, decoder, ring);
-  (void)loader.total_steps();
+  (void)loader.steps();
 }
