@@ -55,9 +55,9 @@ void parallel_tasks(std::size_t tasks, unsigned threads, Fn fn) {
 /// What a long run of tasks (a scan of many files) takes besides the tasks.
 struct task_control {
   /// Once a stop is requested no task starts; the tasks running finish.
-  std::stop_token stop;
+  std::stop_token stop{};
   /// Called as progress(done, tasks) after each task, serialised: done is 1, 2, … in order.
-  std::function<void(std::size_t, std::size_t)> progress;
+  std::function<void(std::size_t, std::size_t)> progress{};
 };
 
 /// `parallel_tasks` with a stop token and a progress callback (`task_control`). The tasks that
