@@ -20,6 +20,7 @@
 #include <fstream>     // std::ofstream
 #include <string>      // std::string
 
+#include "bench_support.hpp"
 #include "vbucket/csv.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -27,6 +28,9 @@
 #endif
 
 namespace {
+
+using vbucket::bench::proc_status_kb;
+using vbucket::bench::reset_peak_rss;
 
 /// SplitMix64: deterministic filler without <random> distributions.
 std::uint64_t next_random(std::uint64_t& state) {
@@ -103,31 +107,6 @@ class caption_csv {
   std::size_t bytes_ = 0;
   std::uint64_t rows_ = 0;
 };
-
-/// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 when unavailable.
-long proc_status_kb(const char* field) {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kb = -1;
-  const std::size_t len = std::strlen(field);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
-      kb = std::strtol(line + len + 1, nullptr, 10);
-      break;
-    }
-  }
-  std::fclose(f);
-  return kb;
-}
-
-/// Resets the peak RSS (VmHWM) to the current RSS (Linux ≥ 4.0); false when not possible.
-bool reset_peak_rss() {
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
-}
 
 void csv_read(benchmark::State& state) {
   static const caption_csv file(std::size_t{64} << 20);

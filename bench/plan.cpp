@@ -48,6 +48,7 @@
 #include <string>  // std::string
 #include <vector>  // std::vector
 
+#include "bench_support.hpp"
 #include "synthetic.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
@@ -57,18 +58,12 @@
 
 namespace {
 
+using vbucket::bench::data_path;
+using vbucket::bench::proc_status_kb;
+using vbucket::bench::reset_peak_rss;
+
 constexpr std::uint64_t plan_seed = 1234;
 constexpr std::uint32_t plan_world = 64;
-
-std::string plan_data_path(const char* file) {
-#ifdef VBUCKET_BENCH_DATA_DIR
-  const std::filesystem::path dir = VBUCKET_BENCH_DATA_DIR;
-#else
-  const std::filesystem::path dir =
-      std::filesystem::path(__FILE__).parent_path().parent_path() / "tests" / "data";
-#endif
-  return (dir / file).string();
-}
 
 /// The synthetic table of n samples (built once per size).
 const vbucket::meta_table& plan_samples(std::size_t n) {
@@ -76,31 +71,6 @@ const vbucket::meta_table& plan_samples(std::size_t n) {
   auto& t = tables[n];
   if (!t) t = std::make_unique<vbucket::meta_table>(vbucket::bench::synthetic_table(n));
   return *t;
-}
-
-/// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 when unavailable.
-long proc_status_kb(const char* field) {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kb = -1;
-  const std::size_t len = std::strlen(field);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
-      kb = std::strtol(line + len + 1, nullptr, 10);
-      break;
-    }
-  }
-  std::fclose(f);
-  return kb;
-}
-
-/// Resets the peak RSS (VmHWM) to the current RSS (Linux ≥ 4.0); false when not possible.
-bool reset_peak_rss() {
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -111,7 +81,7 @@ void plan_epoch(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const vbucket::meta_table& table = plan_samples(n);
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
-      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
   const vbucket::opensora_v2_rule rule{};
 #if defined(__GLIBC__)
   malloc_trim(0);  // return memory freed by earlier runs, so the baseline is the table alone
@@ -164,7 +134,7 @@ void plan_scale(benchmark::State& state) {
   constexpr std::uint32_t world = 1024;
   constexpr std::size_t chunk = std::size_t{1} << 22;
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
-      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
   const vbucket::compiled_v2_rule rule(config, vbucket::opensora_v2_rule{});
   const vbucket::opensora_v2_rule plain{};
 #if defined(__GLIBC__)
@@ -239,7 +209,7 @@ void plan_packed(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const vbucket::meta_table& table = plan_samples(n);
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
-      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
   const double budget = vbucket::largest_batch_cost(config);
   double packed_s = 0.0, fixed_s = 0.0;
   std::uint64_t epoch = 0;
@@ -323,7 +293,7 @@ void plan_packed(benchmark::State& state) {
 void plan_balance_v12(benchmark::State& state) {
   const vbucket::meta_table& table = plan_samples(1'000'000);
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
-      plan_data_path("config_opensora_v12.json"), vbucket::opensora_v12_tables{});
+      data_path("config_opensora_v12.json"), vbucket::opensora_v12_tables{});
   const std::vector<vbucket::bucket_id> ids = vbucket::assign_all(
       config, table, vbucket::opensora_v12_rule{}, vbucket::fast_source(plan_seed, 0));
   const vbucket::bucket_groups groups = vbucket::group_by_bucket(ids, config.num_buckets());

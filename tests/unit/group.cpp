@@ -1,5 +1,6 @@
-/// Tests of vbucket/group.hpp: the counting-sort grouping equals a naive map of vectors,
-/// counts what it does not list, rejects ids out of range, and handles empty input.
+/// Tests of vbucket/group.hpp: the counting-sort grouping (serial or in parallel chunks) equals
+/// a naive map of vectors, counts what it does not list, rejects ids out of range, and handles
+/// empty input.
 #include "vbucket/group.hpp"
 
 #include <doctest/doctest.h>
@@ -97,6 +98,46 @@ TEST_CASE("group: equals a naive map of vectors on random ids") {
   for (std::size_t i = 0; i < skewed.size(); i += 97)
     skewed[i] = static_cast<vbucket::bucket_id>(i % 500);
   check_against_map(skewed, 500, vbucket::group_by_bucket(skewed, 500));
+}
+
+TEST_CASE("group: the parallel counting sort is the serial one, whatever the threads") {
+  // 300,000 ids make several chunks of 2^16; 1025 buckets, many of them empty in a chunk.
+  const auto ids = random_ids(300'000, 1025, 11);
+  const auto serial = vbucket::group_by_bucket(ids, 1025);
+  check_against_map(ids, 1025, serial);
+  for (unsigned threads : {2u, 3u, 7u, 0u}) {
+    CAPTURE(threads);
+    const auto g = vbucket::group_by_bucket(ids, 1025, threads);
+    CHECK(g.offsets == serial.offsets);
+    CHECK(g.indices == serial.indices);
+    CHECK(g.unassigned == serial.unassigned);
+    CHECK(g.invalid == serial.invalid);
+  }
+  // A bad id in a later chunk is named, whatever chunk finds it.
+  std::vector<vbucket::bucket_id> bad = ids;
+  bad[200'000] = 1025;
+  bad[250'000] = -7;
+  CHECK(contains(error_message([&] { (void)vbucket::group_by_bucket(bad, 1025, 4); }),
+                 "sample 200000 has bucket id 1025 but there are 1025 buckets"));
+}
+
+TEST_CASE("group: the counting sort skips the buckets it is given no room for") {
+  const std::vector<vbucket::bucket_id> ids{2, 0, -1, 2, 1, -2, 0, 2};
+  const vbucket::detail::bucket_sort sort(ids, 3, 1, "test");
+  CHECK(std::vector<std::uint64_t>(sort.grouped().begin(), sort.grouped().end()) ==
+        std::vector<std::uint64_t>{2, 1, 3});
+  CHECK(sort.unassigned() == 1);
+  CHECK(sort.invalid() == 1);
+  std::vector<std::uint32_t> zero(2, 99), two(3, 99);
+  const std::vector<std::uint32_t*> dest{zero.data(), nullptr, two.data()};
+  sort.scatter(dest);
+  CHECK(zero == std::vector<std::uint32_t>{1, 6});
+  CHECK(two == std::vector<std::uint32_t>{0, 3, 7});
+  CHECK(contains(error_message([] {
+                   const std::vector<vbucket::bucket_id> bad{0, 3};
+                   (void)vbucket::detail::bucket_sort(bad, 3, 1, "who");
+                 }),
+                 "who: sample 1 has bucket id 3"));
 }
 
 TEST_CASE("group: counts of unassigned and invalid samples") {
