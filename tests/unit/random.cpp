@@ -17,8 +17,9 @@
 #include "vbucket/rules.hpp"
 
 #include "vbucket_test/chi_square.hpp"
+#include "vbucket_test/configs.hpp"
 
-// histogram, two_sample_chi2, chi2_critical.
+// histogram, two_sample_chi2, chi2_critical; opensora_v2_config.
 using namespace vbucket_test;
 
 namespace {
@@ -101,25 +102,6 @@ vbucket::meta_table web_video_table(std::size_t n, std::uint64_t seed) {
     t.push_back({frames, h, w, fps});
   }
   return t;
-}
-
-vbucket::bucket_spec spec(std::string res, std::int64_t frames, double p, double p_frames,
-                          std::int64_t bs) {
-  vbucket::bucket_spec s{std::move(res), frames, p, std::nullopt, bs};
-  if (p_frames >= 0) s.p_frames = p_frames;
-  return s;
-}
-
-/// tests/data/config_opensora_v2.json, written out (so this test needs no JSON adapter).
-vbucket::bucket_config opensora_v2_config() {
-  const std::vector<vbucket::bucket_spec> specs{
-      spec("256px", 1, 1.0, -1, 45),  spec("256px", 5, 1.0, -1, 12),
-      spec("256px", 33, 1.0, -1, 12), spec("256px", 65, 1.0, -1, 6),
-      spec("256px", 97, 0.5, 0.5, 4), spec("256px", 129, 0.5, 0.3, 3),
-      spec("768px", 1, 0.5, -1, 13),  spec("768px", 33, 0.5, 0.5, 2),
-      spec("768px", 65, 0.3, 0.5, 1), spec("768px", 129, 0.2, 0.6, 1),
-      spec("1024px", 1, 0.5, -1, 7)};
-  return vbucket::bucket_config(specs, vbucket::opensora_v2_tables{});
 }
 
 /// A source whose draws are fast_source's, squeezed towards 0 by 5%: a small bias the

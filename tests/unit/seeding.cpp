@@ -13,7 +13,7 @@
 #include <string>    // std::string
 #include <vector>    // std::vector
 
-#include "vbucket_test/draw_configs.hpp"
+#include "vbucket_test/configs.hpp"
 
 namespace {
 
