@@ -706,7 +706,8 @@ inline meta_csv load_meta_csv_with_lines(const std::string& path) {
 
 /// A metadata CSV file read in chunks each time its samples are needed, so that the whole
 /// table never exists: a `batch_sampler` over it streams the file when it plans an epoch and
-/// keeps only the bucket ids (4 bytes a sample) instead of the table (16 bytes a sample). The
+/// keeps only the bucket ids (2 bytes a sample, `compact_bucket_id`, for configs of up to
+/// 32767 buckets; else 4) instead of the table (16 bytes a sample). The
 /// batches are those of a sampler over `load_meta_csv(path)`. The file must not change while a
 /// sampler uses it.
 ///

@@ -774,6 +774,23 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
                                   fill_own);
 }
 
+namespace detail {
+template <class Id, class Cost>
+epoch_plan plan_from_ids(std::span<const Id> ids, const bucket_config& config,
+                         const plan_options& options, const Cost& cost) {
+  const bucket_sort<Id> sort(ids, config.num_buckets(), options.threads, "epoch plan");
+  const auto fill_own = [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
+                            std::span<const std::uint64_t> capacity) {
+    std::vector<std::uint32_t*> dest(buckets.size(), nullptr);
+    for (std::size_t b = 0; b < buckets.size(); ++b)
+      if (capacity[b] > 0) dest[b] = slots + buckets[b].slot_begin;
+    sort.scatter(dest);
+  };
+  return plan_from_counts(sort.grouped(), sort.unassigned(), sort.invalid(), config, options, cost,
+                          fill_own);
+}
+}  // namespace detail
+
 /// Plans an epoch from the bucket id of every sample (as from `assign_all`), grouping them on
 /// the way (a parallel counting sort straight into the plan; the same plan as
 /// `make_epoch_plan(group_by_bucket(ids, …), …)`). Throws `vbucket::error` on an id that is
@@ -782,16 +799,13 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
 template <batch_cost Cost = latent_tokens_cost>
 epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& config,
                            const plan_options& options = {}, const Cost& cost = {}) {
-  const detail::bucket_sort sort(ids, config.num_buckets(), options.threads, "epoch plan");
-  const auto fill_own = [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
-                            std::span<const std::uint64_t> capacity) {
-    std::vector<std::uint32_t*> dest(buckets.size(), nullptr);
-    for (std::size_t b = 0; b < buckets.size(); ++b)
-      if (capacity[b] > 0) dest[b] = slots + buckets[b].slot_begin;
-    sort.scatter(dest);
-  };
-  return detail::plan_from_counts(sort.grouped(), sort.unassigned(), sort.invalid(), config,
-                                  options, cost, fill_own);
+  return detail::plan_from_ids(ids, config, options, cost);
+}
+/// As above, over 16-bit ids (`compact_ids`): the same plan.
+template <batch_cost Cost = latent_tokens_cost>
+epoch_plan make_epoch_plan(std::span<const compact_bucket_id> ids, const bucket_config& config,
+                           const plan_options& options = {}, const Cost& cost = {}) {
+  return detail::plan_from_ids(ids, config, options, cost);
 }
 
 }  // namespace vbucket

@@ -43,6 +43,17 @@ struct bucket_groups {
 
 namespace detail {
 
+/// Throws the error for sample `sample`'s bucket id `id`, which is neither a bucket of a config
+/// of `nb` buckets nor no_bucket or invalid_sample; the message starts with `who`.
+[[noreturn]] inline void throw_bad_id(const char* who, std::uint64_t sample, std::int64_t id,
+                                      std::size_t nb) {
+  const std::string head = std::string(who) + ": sample " + std::to_string(sample) +
+                           " has bucket id " + std::to_string(id);
+  if (id >= 0) throw error(head + " but there are " + std::to_string(nb) + " buckets");
+  throw error(head + ", which is neither a bucket nor no_bucket (" + std::to_string(no_bucket) +
+              ") or invalid_sample (" + std::to_string(invalid_sample) + ")");
+}
+
 /// The counting sort of bucket ids behind `group_by_bucket` and the planners' overloads that
 /// take ids, in parallel chunks. The samples are split into contiguous chunks, each counted
 /// alone; then each chunk writes its samples of a bucket after those of the chunks before it, so
@@ -51,13 +62,13 @@ namespace detail {
 /// coin flip): a chunk's counts and cursors are one row of columns (invalid_sample, no_bucket,
 /// bucket 0 .. nb - 1, an id that is none of these), and what is not written goes to a scratch
 /// word whose cursor does not move.
+template <class Id>
 class bucket_sort {
  public:
   /// Counts `ids` in chunks of at least 2^16 samples on up to `threads` threads (0: one per
   /// core). Throws `vbucket::error`, its message starting with `who`, on 2^32 samples or more or
   /// an id that is neither a bucket nor no_bucket or invalid_sample.
-  bucket_sort(std::span<const bucket_id> ids, std::size_t num_buckets, unsigned threads,
-              const char* who)
+  bucket_sort(std::span<const Id> ids, std::size_t num_buckets, unsigned threads, const char* who)
       : ids_(ids), nb_(num_buckets), row_(num_buckets + 3) {
     const std::size_t n = ids.size();
     if (n > std::numeric_limits<std::uint32_t>::max())
@@ -125,7 +136,7 @@ class bucket_sort {
 
  private:
   /// The column of an id: invalid_sample 0, no_bucket 1, bucket b b + 2, anything else nb + 2.
-  [[nodiscard]] std::size_t column(bucket_id b) const noexcept {
+  [[nodiscard]] std::size_t column(std::int64_t b) const noexcept {
     const auto bad = static_cast<std::int64_t>(nb_);
     const std::int64_t k = b < invalid_sample ? bad : std::min<std::int64_t>(b, bad);
     return static_cast<std::size_t>(k + 2);
@@ -134,14 +145,10 @@ class bucket_sort {
   [[noreturn]] void throw_first_bad(const char* who) const {
     std::size_t i = 0;
     while (column(ids_[i]) != nb_ + 2) ++i;
-    const std::string head = std::string(who) + ": sample " + std::to_string(i) +
-                             " has bucket id " + std::to_string(ids_[i]);
-    if (ids_[i] >= 0) throw error(head + " but there are " + std::to_string(nb_) + " buckets");
-    throw error(head + ", which is neither a bucket nor no_bucket (" + std::to_string(no_bucket) +
-                ") or invalid_sample (" + std::to_string(invalid_sample) + ")");
+    throw_bad_id(who, i, ids_[i], nb_);
   }
 
-  std::span<const bucket_id> ids_;
+  std::span<const Id> ids_;
   std::size_t nb_;
   std::size_t row_;  // invalid, no bucket, every bucket, bad id
   unsigned threads_ = 1;
@@ -153,14 +160,15 @@ class bucket_sort {
   std::uint64_t invalid_ = 0;
 };
 
+template <class Id, class A>
+bucket_sort(const std::vector<Id, A>&, std::size_t, unsigned, const char*) -> bucket_sort<Id>;
+
 }  // namespace detail
 
-/// Groups `ids` (one per sample, as from `assign_all`) into `num_buckets` buckets, on up to
-/// `threads` threads (0: one per core; the result does not depend on it). Throws
-/// `vbucket::error` when an id is out of range or there are 2^32 samples or more.
-inline bucket_groups group_by_bucket(std::span<const bucket_id> ids, std::size_t num_buckets,
-                                     unsigned threads = 1) {
-  const detail::bucket_sort sort(ids, num_buckets, threads, "group_by_bucket");
+namespace detail {
+template <class Id>
+bucket_groups group_ids(std::span<const Id> ids, std::size_t num_buckets, unsigned threads) {
+  const bucket_sort<Id> sort(ids, num_buckets, threads, "group_by_bucket");
   bucket_groups g;
   g.invalid = sort.invalid();
   g.unassigned = sort.unassigned();
@@ -178,6 +186,42 @@ inline bucket_groups group_by_bucket(std::span<const bucket_id> ids, std::size_t
       dest[b] = g.indices.data() + static_cast<std::size_t>(g.offsets[b]);
   sort.scatter(dest);
   return g;
+}
+}  // namespace detail
+
+/// Groups `ids` (one per sample, as from `assign_all`) into `num_buckets` buckets, on up to
+/// `threads` threads (0: one per core; the result does not depend on it). Throws
+/// `vbucket::error` when an id is out of range or there are 2^32 samples or more.
+inline bucket_groups group_by_bucket(std::span<const bucket_id> ids, std::size_t num_buckets,
+                                     unsigned threads = 1) {
+  return detail::group_ids(ids, num_buckets, threads);
+}
+/// As above, over 16-bit ids (`compact_ids`).
+inline bucket_groups group_by_bucket(std::span<const compact_bucket_id> ids,
+                                     std::size_t num_buckets, unsigned threads = 1) {
+  return detail::group_ids(ids, num_buckets, threads);
+}
+
+/// Writes `in` as 16-bit ids to `out` (the same size), for a config of `num_buckets` ≤
+/// `max_compact_buckets` buckets; `first` is the sample index of in[0] (for messages). Throws
+/// `vbucket::error` as the planners do for an id that is neither a bucket nor no_bucket or
+/// invalid_sample, and when the config has more than `max_compact_buckets` buckets.
+inline void compact_ids(std::span<const bucket_id> in, std::span<compact_bucket_id> out,
+                        std::size_t num_buckets, std::uint64_t first = 0) {
+  if (num_buckets > max_compact_buckets)
+    throw error("compact_ids: " + std::to_string(num_buckets) +
+                " buckets do not fit 16-bit ids (at most " + std::to_string(max_compact_buckets) +
+                ")");
+  const auto nb = static_cast<bucket_id>(num_buckets);
+  bool bad = false;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    bad |= (in[i] < invalid_sample) | (in[i] >= nb);
+    out[i] = static_cast<compact_bucket_id>(in[i]);
+  }
+  if (!bad) return;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (in[i] < invalid_sample || in[i] >= nb)
+      detail::throw_bad_id("compact_ids", first + i, in[i], num_buckets);
 }
 
 }  // namespace vbucket

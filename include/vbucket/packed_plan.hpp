@@ -583,6 +583,13 @@ packed_plan make_packed_plan(std::span<const bucket_id> ids, const bucket_config
   bucket_groups groups = group_by_bucket(ids, config.num_buckets(), options.threads);
   return detail::pack_groups(groups, config, options, cost);
 }
+/// As above, over 16-bit ids (`compact_ids`): the same plan.
+template <batch_cost Cost = latent_tokens_cost>
+packed_plan make_packed_plan(std::span<const compact_bucket_id> ids, const bucket_config& config,
+                             const packed_options& options, const Cost& cost = {}) {
+  bucket_groups groups = group_by_bucket(ids, config.num_buckets(), options.threads);
+  return detail::pack_groups(groups, config, options, cost);
+}
 
 /// The step balance of a packed schedule (max / mean batch cost over the ranks of a step).
 inline step_balance_stats step_balance(const packed_schedule& schedule) {

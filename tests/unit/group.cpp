@@ -5,14 +5,19 @@
 
 #include <doctest/doctest.h>
 
-#include <cstdint>  // std::int32_t, std::uint32_t
-#include <limits>   // numeric_limits
-#include <map>      // std::map (the naive reference)
-#include <random>   // std::mt19937_64
-#include <string>   // std::string
-#include <vector>   // std::vector
+#include <algorithm>  // std::equal
+#include <cstdint>    // std::int32_t, std::uint32_t
+#include <limits>     // numeric_limits
+#include <map>        // std::map (the naive reference)
+#include <random>     // std::mt19937_64
+#include <span>       // std::span
+#include <string>     // std::string
+#include <vector>     // std::vector
 
 #include "vbucket/assign.hpp"
+#include "vbucket/batch_sampler.hpp"  // batch_fingerprint
+#include "vbucket/epoch_plan.hpp"
+#include "vbucket/packed_plan.hpp"
 
 #include "vbucket_test/errors.hpp"
 
@@ -233,4 +238,66 @@ TEST_CASE("group: groups of assign_all are the same whatever the thread count") 
     CHECK(g.unassigned == ref.unassigned);
     CHECK(g.invalid == ref.invalid);
   }
+}
+
+TEST_CASE("group: 16-bit ids (compact_ids) group and plan as 32-bit ids do") {
+  const vbucket::bucket_config config = small_v2_config();
+  const std::size_t nb = config.num_buckets();
+  for (const std::size_t n :
+       {std::size_t{0}, std::size_t{1}, std::size_t{5000}, std::size_t{300'000}}) {
+    CAPTURE(n);
+    const std::vector<vbucket::bucket_id> ids = random_ids(n, nb, 77 + n);
+    std::vector<vbucket::compact_bucket_id> small(n);
+    vbucket::compact_ids(ids, small, nb);
+    bool same = true;
+    for (std::size_t i = 0; i < n; ++i) same = same && small[i] == ids[i];
+    CHECK(same);
+    const vbucket::bucket_groups g =
+        vbucket::group_by_bucket(std::span<const vbucket::compact_bucket_id>(small), nb, 2);
+    check_against_map(ids, nb, g);
+    for (const auto policy : {vbucket::incomplete_policy::pad, vbucket::incomplete_policy::drop,
+                              vbucket::incomplete_policy::downgrade}) {
+      const vbucket::plan_options o{.seed = 3, .epoch = 1, .policy = policy, .threads = 2};
+      const vbucket::epoch_plan wide =
+          vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, o);
+      const vbucket::epoch_plan narrow =
+          vbucket::make_epoch_plan(std::span<const vbucket::compact_bucket_id>(small), config, o);
+      REQUIRE(wide.num_batches() == narrow.num_batches());
+      std::size_t differ = 0;
+      for (std::uint64_t p = 0; p < wide.num_batches(); ++p) {
+        const vbucket::batch a = wide.global_batch(p), b = narrow.global_batch(p);
+        differ += a.bucket != b.bucket || a.indices.size() != b.indices.size() ||
+                  !std::equal(a.indices.begin(), a.indices.end(), b.indices.begin());
+      }
+      CHECK(differ == 0);
+    }
+    const vbucket::packed_options po{
+        .seed = 3, .epoch = 1, .token_budget = vbucket::largest_batch_cost(config)};
+    const vbucket::packed_plan pw =
+        vbucket::make_packed_plan(std::span<const vbucket::bucket_id>(ids), config, po);
+    const vbucket::packed_plan pn =
+        vbucket::make_packed_plan(std::span<const vbucket::compact_bucket_id>(small), config, po);
+    REQUIRE(pw.num_batches() == pn.num_batches());
+    std::size_t differ = 0;
+    for (std::uint64_t p = 0; p < pw.num_batches(); ++p)
+      differ += vbucket::batch_fingerprint(pw.global_batch(p)) !=
+                vbucket::batch_fingerprint(pn.global_batch(p));
+    CHECK(differ == 0);
+  }
+}
+
+TEST_CASE("group: compact_ids refuses what 16 bits cannot hold, naming the sample") {
+  const std::vector<vbucket::bucket_id> ids{0, 4, -1, 5, -2};
+  std::vector<vbucket::compact_bucket_id> out(ids.size());
+  auto msg = error_message([&] { vbucket::compact_ids(ids, out, 5, 1000); });
+  CHECK(contains(msg, "compact_ids: sample 1003 has bucket id 5 but there are 5 buckets"));
+  const std::vector<vbucket::bucket_id> low{0, -3};
+  msg = error_message([&] { vbucket::compact_ids(low, std::span(out).first(2), 5); });
+  CHECK(contains(msg, "sample 1 has bucket id -3, which is neither a bucket"));
+  // An id that would wrap to a valid 16-bit value is still an error.
+  const std::vector<vbucket::bucket_id> wraps{65536 + 3};
+  msg = error_message([&] { vbucket::compact_ids(wraps, std::span(out).first(1), 5); });
+  CHECK(contains(msg, "bucket id 65539"));
+  msg = error_message([&] { vbucket::compact_ids(ids, out, vbucket::max_compact_buckets + 1); });
+  CHECK(contains(msg, "32768 buckets do not fit 16-bit ids"));
 }
