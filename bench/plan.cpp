@@ -159,7 +159,7 @@ void plan_scale(benchmark::State& state) {
         for (std::size_t i = b; i < e; ++i) made[i] = vbucket::bench::synthetic_sample(first + i);
       });
       rows.clear();
-      for (std::size_t i = 0; i < count; ++i) rows.push_back(made[i]);
+      rows.append(std::span<const vbucket::sample_meta>(made.data(), count));
       gen_s += seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
       const vbucket::shifted_source<vbucket::fast_source> at{source, first};

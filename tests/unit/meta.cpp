@@ -113,3 +113,28 @@ TEST_CASE("meta_table: many distinct rates (the index grows)") {
     if (t.fps(i) != 1.0 + k * 0.001) FAIL_CHECK("row " << i);
   }
 }
+
+TEST_CASE("meta_table: append is push_back of each row") {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<vbucket::sample_meta> rows;
+  for (std::int64_t i = 0; i < 5000; ++i)
+    rows.push_back({i % 11 - 3, 1 + i % 720, 1 + i % 1280,
+                    i % 5 == 0 ? nan : 1.0 + static_cast<double>(i % 37) * 0.5});
+  vbucket::meta_table one_by_one, at_once;
+  at_once.push_back({7, 7, 7, 7.0});
+  one_by_one.push_back({7, 7, 7, 7.0});
+  for (const auto& m : rows) one_by_one.push_back(m);
+  at_once.append(rows);
+  CHECK(at_once == one_by_one);
+  CHECK(at_once.fps_values().size() == one_by_one.fps_values().size());
+  // A size too large: the first such row is named (rows count from the table's start),
+  // nothing is appended.
+  rows[1234].width = std::int64_t{1} << 40;
+  rows[2000].num_frames = std::int64_t{1} << 33;
+  CHECK_THROWS_WITH_AS(at_once.append(rows),
+                       "meta_table: row 6235: width 1099511627776 is more than a table holds "
+                       "(4294967295)",
+                       vbucket::error);
+  CHECK(at_once.size() == 5001);
+  CHECK(at_once == one_by_one);
+}
