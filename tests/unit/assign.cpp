@@ -13,6 +13,8 @@
 #include <string>   // std::string
 #include <vector>   // std::vector
 
+#include "vbucket_test/configs.hpp"
+
 namespace {
 
 /// A user's sample type: other member names, narrower types, extra fields.
@@ -58,27 +60,9 @@ vbucket::meta_table mixed_table(std::size_t n, std::uint64_t seed) {
   return t;
 }
 
-vbucket::bucket_spec spec(std::string res, std::int64_t frames, double p, double p_frames = -1) {
-  vbucket::bucket_spec s{std::move(res), frames, p, std::nullopt, 2};
-  if (p_frames >= 0) s.p_frames = p_frames;
-  return s;
-}
-
-vbucket::bucket_config v2_config() {
-  return vbucket::bucket_config(
-      std::vector{spec("256px", 1, 0.9), spec("256px", 33, 1.0), spec("256px", 65, 0.8),
-                  spec("256px", 129, 0.5, 0.3), spec("768px", 1, 0.5), spec("768px", 65, 0.3, 0.5),
-                  spec("768px", 129, 0.2, 0.6)},
-      vbucket::opensora_v2_tables{});
-}
-
-vbucket::bucket_config v12_config() {
-  return vbucket::bucket_config(
-      std::vector{spec("240p", 1, 1.0), spec("240p", 51, 0.5), spec("240p", 102, 0.5, 0.4),
-                  spec("480p", 1, 0.5), spec("480p", 51, 0.5), spec("720p", 1, 0.3),
-                  spec("720p", 102, 0.1)},
-      vbucket::opensora_v12_tables{});
-}
+/// Small configs of each generation whose probabilities below 1 make the draws matter.
+vbucket::bucket_config v2_config() { return vbucket_test::draw_v2_config(); }
+vbucket::bucket_config v12_config() { return vbucket_test::draw_v12_config(); }
 
 /// The plain serial reference: the rule, sample by sample.
 template <class Rule, class Source>

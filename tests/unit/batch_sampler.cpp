@@ -22,6 +22,7 @@
 
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/vbucket.hpp"
+#include "vbucket_test/configs.hpp"
 
 #if !defined(VBUCKET_TEST_HAS_JSON) || VBUCKET_TEST_HAS_JSON
 #include "vbucket/json/bucket_config.hpp"
@@ -117,19 +118,7 @@ bucket_config v2_config() {
       std::string(VBUCKET_TEST_DATA_DIR) + "/config_opensora_v2.json",
       vbucket::opensora_v2_tables{});
 #else
-  auto spec = [](std::string res, std::int64_t frames, double p, double p_frames, std::int64_t bs) {
-    vbucket::bucket_spec s{std::move(res), frames, p, std::nullopt, bs};
-    if (p_frames >= 0) s.p_frames = p_frames;
-    return s;
-  };
-  const std::vector<vbucket::bucket_spec> specs{
-      spec("256px", 1, 1.0, -1, 45),  spec("256px", 5, 1.0, -1, 12),
-      spec("256px", 33, 1.0, -1, 12), spec("256px", 65, 1.0, -1, 6),
-      spec("256px", 97, 0.5, 0.5, 4), spec("256px", 129, 0.5, 0.3, 3),
-      spec("768px", 1, 0.5, -1, 13),  spec("768px", 33, 0.5, 0.5, 2),
-      spec("768px", 65, 0.3, 0.5, 1), spec("768px", 129, 0.2, 0.6, 1),
-      spec("1024px", 1, 0.5, -1, 7)};
-  return bucket_config(specs, vbucket::opensora_v2_tables{});
+  return vbucket_test::opensora_v2_config();
 #endif
 }
 
