@@ -10,13 +10,13 @@
 #include <cstdint>      // std::uint64_t
 #include <limits>       // std::numeric_limits
 #include <span>         // std::span
-#include <thread>       // std::thread
 #include <type_traits>  // std::remove_cvref_t
 #include <utility>      // std::declval
 #include <vector>       // std::vector
 
 #include "bucket_config.hpp"
 #include "compiled_rule.hpp"
+#include "detail/parallel_tasks.hpp"
 #include "meta.hpp"
 #include "random.hpp"
 #include "rules.hpp"
@@ -24,25 +24,19 @@
 namespace vbucket {
 
 namespace detail {
-/// Runs fn(begin, end) over [0, n) in `threads` contiguous chunks (0: one per core).
+/// Runs fn(begin, end) over [0, n) in `threads` contiguous chunks (0: one per core), on the
+/// library's task pool (`parallel_tasks`).
 template <class Fn>
 void parallel_chunks(std::size_t n, unsigned threads, Fn fn) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   constexpr std::size_t min_chunk = 1u << 14;  // below this a thread costs more than it saves
-  const std::size_t chunks = std::min<std::size_t>(threads, (n + min_chunk - 1) / min_chunk);
+  const std::size_t chunks = task_workers((n + min_chunk - 1) / min_chunk, threads);
   if (chunks <= 1) {
     fn(std::size_t{0}, n);
     return;
   }
-  std::vector<std::thread> pool;
-  pool.reserve(chunks - 1);
   const std::size_t step = (n + chunks - 1) / chunks;
-  for (std::size_t c = 1; c < chunks; ++c) {
-    const std::size_t b = std::min(n, c * step), e = std::min(n, b + step);
-    pool.emplace_back([=, &fn] { fn(b, e); });
-  }
-  fn(std::size_t{0}, std::min(n, step));
-  for (auto& t : pool) t.join();
+  parallel_tasks(chunks, static_cast<unsigned>(chunks),
+                 [&](std::size_t c) { fn(std::min(n, c * step), std::min(n, (c + 1) * step)); });
 }
 }  // namespace detail
 

@@ -4,6 +4,7 @@
 /// bundled configs or a fuzzed user table. Checks that every id is in range and means what it
 /// says, that results do not depend on the path taken, and that grouping loses nothing.
 
+#include <algorithm>    // std::min
 #include <cmath>        // std::isnan
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t, std::uint64_t
@@ -247,7 +248,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   vbucket::meta_table table;
   std::vector<float_clip> clips;
   while (in.remaining_bytes() > 0 && table.size() < 256) {
-    table.push_back({pick_size(in), pick_size(in), pick_size(in), pick_double(in)});
+    vbucket::sample_meta m{pick_size(in), pick_size(in), pick_size(in), pick_double(in)};
+    try {
+      table.push_back(m);
+    } catch (const vbucket::error& e) {
+      // A size beyond 32 bits: refused with the row named, the table unchanged. The row goes in
+      // with that size at the most a table holds (still a size the rules must handle).
+      vbucket_fuzz::check_message(e.what(), "meta_table: row ");
+      constexpr std::int64_t most = vbucket::meta_table::max_size;
+      VBUCKET_FUZZ_CHECK(m.num_frames > most || m.height > most || m.width > most);
+      m.num_frames = std::min(m.num_frames, most);
+      m.height = std::min(m.height, most);
+      m.width = std::min(m.width, most);
+      table.push_back(m);
+    }
     clips.push_back({pick_double(in), pick_double(in), pick_double(in),
                      static_cast<float>(in.ConsumeFloatingPoint<float>())});
   }
