@@ -213,12 +213,12 @@ inline void compact_ids(std::span<const bucket_id> in, std::span<compact_bucket_
                 " buckets do not fit 16-bit ids (at most " + std::to_string(max_compact_buckets) +
                 ")");
   const auto nb = static_cast<bucket_id>(num_buckets);
-  bool bad = false;
+  unsigned bad = 0;  // no branch per id (clang: bitwise on bools is a warning)
   for (std::size_t i = 0; i < in.size(); ++i) {
-    bad |= (in[i] < invalid_sample) | (in[i] >= nb);
+    bad |= static_cast<unsigned>(in[i] < invalid_sample) | static_cast<unsigned>(in[i] >= nb);
     out[i] = static_cast<compact_bucket_id>(in[i]);
   }
-  if (!bad) return;
+  if (bad == 0) return;
   for (std::size_t i = 0; i < in.size(); ++i)
     if (in[i] < invalid_sample || in[i] >= nb)
       detail::throw_bad_id("compact_ids", first + i, in[i], num_buckets);

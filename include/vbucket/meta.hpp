@@ -197,16 +197,18 @@ class meta_table {
     height_.resize(old + rows.size());
     width_.resize(old + rows.size());
     fps_code_.resize(old + rows.size());
-    bool too_large = false;
+    unsigned too_large = 0;  // no branch per row
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const sample_meta& m = rows[i];
-      too_large |= (m.num_frames > max_size) | (m.height > max_size) | (m.width > max_size);
+      too_large |= static_cast<unsigned>(m.num_frames > max_size) |
+                   static_cast<unsigned>(m.height > max_size) |
+                   static_cast<unsigned>(m.width > max_size);
       frames_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.num_frames, 0));
       height_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.height, 0));
       width_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.width, 0));
       fps_code_[old + i] = fps_code(m.fps);
     }
-    if (!too_large) return;
+    if (too_large == 0) return;
     // Take the rows back (their rates stay known, as after a failed push_back) and name the
     // first size too large, as push_back does.
     frames_.resize(old);
