@@ -73,6 +73,7 @@
 
 #include "batch.hpp"
 #include "bucket_config.hpp"
+#include "detail/compiled.hpp"
 #include "detail/keyed_shuffle.hpp"
 #include "error.hpp"
 #include "group.hpp"
@@ -838,3 +839,17 @@ epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& 
 }
 
 }  // namespace vbucket
+
+#if VBUCKET_EXTERN_TEMPLATES
+namespace vbucket {
+// Compiled once in the vbucket::compiled library (src/plan.cpp).
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&);
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&);
+}  // namespace vbucket
+#endif

@@ -47,6 +47,7 @@
 #include <vector>     // std::vector
 
 #include "bucket_config.hpp"
+#include "detail/compiled.hpp"
 #include "detail/keyed_shuffle.hpp"
 #include "epoch_plan.hpp"  // plan_state, batch_cost, latent_tokens_cost, Open-Sora strings
 #include "error.hpp"
@@ -742,3 +743,17 @@ inline packed_stats compute_packed_stats(const packed_schedule& schedule) {
 }
 
 }  // namespace vbucket
+
+#if VBUCKET_EXTERN_TEMPLATES
+namespace vbucket {
+// Compiled once in the vbucket::compiled library (src/plan.cpp).
+extern template packed_plan make_packed_plan<latent_tokens_cost>(const bucket_groups&,
+                                                                 const bucket_config&,
+                                                                 const packed_options&,
+                                                                 const latent_tokens_cost&);
+extern template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                                 const bucket_config&,
+                                                                 const packed_options&,
+                                                                 const latent_tokens_cost&);
+}  // namespace vbucket
+#endif

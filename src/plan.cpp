@@ -1,0 +1,21 @@
+// vbucket::compiled: the epoch and packed planners with the default cost, compiled once.
+#define VBUCKET_COMPILED_SOURCE 1
+#include "vbucket/epoch_plan.hpp"
+#include "vbucket/packed_plan.hpp"
+
+namespace vbucket {
+template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&, const bucket_config&,
+                                                        const plan_options&,
+                                                        const latent_tokens_cost&);
+template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                        const bucket_config&, const plan_options&,
+                                                        const latent_tokens_cost&);
+template packed_plan make_packed_plan<latent_tokens_cost>(const bucket_groups&,
+                                                          const bucket_config&,
+                                                          const packed_options&,
+                                                          const latent_tokens_cost&);
+template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                          const bucket_config&,
+                                                          const packed_options&,
+                                                          const latent_tokens_cost&);
+}  // namespace vbucket
