@@ -1,7 +1,9 @@
-// vbucket::compiled: the epoch and packed planners with the default cost, compiled once.
+// vbucket::compiled: the cold non-template functions of the core (defined here only, see
+// vbucket/detail/compiled.hpp) and the common instantiations: the epoch and packed planners
+// with the default cost.
 #define VBUCKET_COMPILED_SOURCE 1
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/packed_plan.hpp"
+#define VBUCKET_COMPILED_CORE_SOURCE 1
+#include "vbucket/vbucket.hpp"
 
 namespace vbucket {
 template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&, const bucket_config&,

@@ -13,3 +13,25 @@
 #else
 #define VBUCKET_EXTERN_TEMPLATES 0
 #endif
+
+/// Cold non-template functions (error messages, resume-state text, statistics, dealing) are
+/// declared in the class or namespace and defined after it, as
+///   VBUCKET_COMPILED_INLINE std::string f(...);             // declaration
+///   #if VBUCKET_HEADER_DEFINITIONS
+///   VBUCKET_COMPILED_INLINE std::string f(...) { ... }      // definition
+///   #endif
+/// Header-only: `inline`, defined in every translation unit. With vbucket::compiled: declared
+/// only, defined once in the library (whose sources see the definitions without `inline`).
+/// The library defines them in one source file (src/vbucket.cpp, which also defines
+/// `VBUCKET_COMPILED_CORE_SOURCE`); its other sources only declare them.
+#if defined(VBUCKET_COMPILED_CORE_SOURCE) || \
+    (!defined(VBUCKET_COMPILED) && !defined(VBUCKET_COMPILED_SOURCE))
+#define VBUCKET_HEADER_DEFINITIONS 1
+#else
+#define VBUCKET_HEADER_DEFINITIONS 0
+#endif
+#if defined(VBUCKET_COMPILED) || defined(VBUCKET_COMPILED_SOURCE)
+#define VBUCKET_COMPILED_INLINE
+#else
+#define VBUCKET_COMPILED_INLINE inline
+#endif
