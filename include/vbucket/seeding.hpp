@@ -143,3 +143,19 @@ template <class Rule>
 }
 
 }  // namespace vbucket
+
+#if VBUCKET_EXTERN_TEMPLATES
+namespace vbucket {
+// Compiled once in the vbucket::compiled library (src/vbucket.cpp).
+extern template std::vector<bucket_id> assign_epoch<opensora_v2_rule>(const bucket_config&,
+                                                                      const meta_table&,
+                                                                      const opensora_v2_rule&,
+                                                                      rng_mode, const big_seed&,
+                                                                      std::uint64_t, unsigned);
+extern template std::vector<bucket_id> assign_epoch<opensora_v12_rule>(const bucket_config&,
+                                                                       const meta_table&,
+                                                                       const opensora_v12_rule&,
+                                                                       rng_mode, const big_seed&,
+                                                                       std::uint64_t, unsigned);
+}  // namespace vbucket
+#endif
