@@ -14,6 +14,7 @@
 #include <string>      // std::string
 #include <vector>      // std::vector
 
+#include "bench_support.hpp"
 #include "synthetic.hpp"
 #include "vbucket/assign.hpp"              // assign_into, assign_all
 #include "vbucket/compiled_rule.hpp"       // compiled_v2_rule
@@ -24,19 +25,10 @@
 
 namespace {
 
+using vbucket::bench::data_path;
+
 constexpr std::size_t num_samples = 1'000'000;
 constexpr std::uint64_t bench_seed = 1234;  // Open-Sora's seed + epoch, as in the golden files
-
-/// tests/data, from VBUCKET_BENCH_DATA_DIR when the build defines it, else next to this file.
-std::string data_path(const char* file) {
-#ifdef VBUCKET_BENCH_DATA_DIR
-  const std::filesystem::path dir = VBUCKET_BENCH_DATA_DIR;
-#else
-  const std::filesystem::path dir =
-      std::filesystem::path(__FILE__).parent_path().parent_path() / "tests" / "data";
-#endif
-  return (dir / file).string();
-}
 
 const vbucket::meta_table& samples() {
   static const vbucket::meta_table table = vbucket::bench::synthetic_table(num_samples);

@@ -20,6 +20,7 @@
 #include <fstream>     // std::ofstream
 #include <string>      // std::string
 
+#include "bench_support.hpp"
 #include "vbucket/csv.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -27,6 +28,9 @@
 #endif
 
 namespace {
+
+using vbucket::bench::proc_status_kb;
+using vbucket::bench::reset_peak_rss;
 
 /// SplitMix64: deterministic filler without <random> distributions.
 std::uint64_t next_random(std::uint64_t& state) {
@@ -104,31 +108,6 @@ class caption_csv {
   std::uint64_t rows_ = 0;
 };
 
-/// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 when unavailable.
-long proc_status_kb(const char* field) {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kb = -1;
-  const std::size_t len = std::strlen(field);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
-      kb = std::strtol(line + len + 1, nullptr, 10);
-      break;
-    }
-  }
-  std::fclose(f);
-  return kb;
-}
-
-/// Resets the peak RSS (VmHWM) to the current RSS (Linux ≥ 4.0); false when not possible.
-bool reset_peak_rss() {
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
-}
-
 void csv_read(benchmark::State& state) {
   static const caption_csv file(std::size_t{64} << 20);
   std::size_t rows = 0;
@@ -137,7 +116,7 @@ void csv_read(benchmark::State& state) {
   for (auto _ : state) {
     const vbucket::meta_table table = vbucket::load_meta_csv(file.path());
     rows = table.size();
-    benchmark::DoNotOptimize(table.num_frames.data());
+    benchmark::DoNotOptimize(table.num_frames_data());
   }
   if (rows != file.rows()) state.SkipWithError("the reader returned a wrong row count");
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *

@@ -7,11 +7,12 @@
 ///    RSS before them, per sample: the memory an epoch needs beyond the metadata table) and
 ///    `peak_rss_MB`.
 ///  - `plan/scale/<N>`: an epoch of N samples (up to 10^9) with no metadata table: synthetic
-///    samples are generated and assigned in chunks of 2^22 (streamed, as rows come from a
-///    reader), only their bucket ids are kept; then grouping + plan + dealing to 1024 ranks.
-///    One iteration. Counters: `gen_s`, `assign_s` (generating and assigning, both per epoch),
-///    `plan_s`, `deal_s`, `peak_rss_MB`, `ids_B_per_sample` (what the streamed ids cost) and
-///    `extra_B_per_sample` (peak RSS above the RSS before, per sample).
+///    samples are generated and assigned in chunks of 2^22 rows of a compact `meta_table`
+///    (streamed, as rows come from a reader), only their bucket ids are kept; then grouping +
+///    plan + dealing to 1024 ranks. One iteration. Counters: `gen_s`, `assign_s` (generating
+///    and assigning, both per epoch), `plan_s`, `deal_s`, `peak_rss_MB`, `ids_B_per_sample`
+///    (what the streamed ids cost) and `extra_B_per_sample` (peak RSS above the RSS before,
+///    per sample).
 ///  - `plan/packed/<N>`: the packed planner (`make_packed_plan`, grouping + packing + order +
 ///    deal to 64 ranks) against the fixed plan (`make_epoch_plan` + deal) on the same samples
 ///    and config (Open-Sora 2.0), both timed in every iteration, with the packed budget the
@@ -47,6 +48,7 @@
 #include <string>  // std::string
 #include <vector>  // std::vector
 
+#include "bench_support.hpp"
 #include "synthetic.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
@@ -56,18 +58,12 @@
 
 namespace {
 
+using vbucket::bench::data_path;
+using vbucket::bench::proc_status_kb;
+using vbucket::bench::reset_peak_rss;
+
 constexpr std::uint64_t plan_seed = 1234;
 constexpr std::uint32_t plan_world = 64;
-
-std::string plan_data_path(const char* file) {
-#ifdef VBUCKET_BENCH_DATA_DIR
-  const std::filesystem::path dir = VBUCKET_BENCH_DATA_DIR;
-#else
-  const std::filesystem::path dir =
-      std::filesystem::path(__FILE__).parent_path().parent_path() / "tests" / "data";
-#endif
-  return (dir / file).string();
-}
 
 /// The synthetic table of n samples (built once per size).
 const vbucket::meta_table& plan_samples(std::size_t n) {
@@ -75,31 +71,6 @@ const vbucket::meta_table& plan_samples(std::size_t n) {
   auto& t = tables[n];
   if (!t) t = std::make_unique<vbucket::meta_table>(vbucket::bench::synthetic_table(n));
   return *t;
-}
-
-/// A field of /proc/self/status in kB ("VmRSS", "VmHWM"); -1 when unavailable.
-long proc_status_kb(const char* field) {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kb = -1;
-  const std::size_t len = std::strlen(field);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
-      kb = std::strtol(line + len + 1, nullptr, 10);
-      break;
-    }
-  }
-  std::fclose(f);
-  return kb;
-}
-
-/// Resets the peak RSS (VmHWM) to the current RSS (Linux ≥ 4.0); false when not possible.
-bool reset_peak_rss() {
-  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
-  if (f == nullptr) return false;
-  const bool ok = std::fputs("5", f) >= 0;
-  return std::fclose(f) == 0 && ok;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -110,7 +81,7 @@ void plan_epoch(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const vbucket::meta_table& table = plan_samples(n);
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
-      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
   const vbucket::opensora_v2_rule rule{};
 #if defined(__GLIBC__)
   malloc_trim(0);  // return memory freed by earlier runs, so the baseline is the table alone
@@ -158,22 +129,12 @@ void plan_epoch(benchmark::State& state) {
   }
 }
 
-/// Sample `first + i`'s draws: the whole epoch's source seen from a chunk that starts at row
-/// `first` (a chunk assigns exactly the buckets its rows get in the whole table).
-struct offset_source {
-  vbucket::fast_source inner;
-  std::uint64_t first = 0;
-  [[nodiscard]] auto stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
-    return inner.stream(first + sample, sub);
-  }
-};
-
 void plan_scale(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   constexpr std::uint32_t world = 1024;
   constexpr std::size_t chunk = std::size_t{1} << 22;
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
-      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
   const vbucket::compiled_v2_rule rule(config, vbucket::opensora_v2_rule{});
   const vbucket::opensora_v2_rule plain{};
 #if defined(__GLIBC__)
@@ -185,30 +146,28 @@ void plan_scale(benchmark::State& state) {
   std::uint64_t batches = 0, steps = 0, grouped = 0;
   for (auto _ : state) {
     const vbucket::fast_source source(plan_seed, 0);
-    std::vector<vbucket::bucket_id> ids(n);
+    std::vector<vbucket::compact_bucket_id> ids(n);  // 16-bit: the config has 57 buckets
+    std::vector<vbucket::bucket_id> chunk_ids(chunk);
     vbucket::meta_table rows;
     rows.reserve(chunk);
+    std::vector<vbucket::sample_meta> made(chunk);
     for (std::size_t first = 0; first < n; first += chunk) {
       const std::size_t count = std::min(chunk, n - first);
       auto t0 = std::chrono::steady_clock::now();
-      rows.num_frames.resize(count);
-      rows.height.resize(count);
-      rows.width.resize(count);
-      rows.fps.resize(count);
+      // Generated in parallel, then appended to the compact table as a reader appends rows.
       vbucket::detail::parallel_chunks(count, 0, [&](std::size_t b, std::size_t e) {
-        for (std::size_t i = b; i < e; ++i) {
-          const vbucket::sample_meta m = vbucket::bench::synthetic_sample(first + i);
-          rows.num_frames[i] = m.num_frames;
-          rows.height[i] = m.height;
-          rows.width[i] = m.width;
-          rows.fps[i] = m.fps;
-        }
+        for (std::size_t i = b; i < e; ++i) made[i] = vbucket::bench::synthetic_sample(first + i);
       });
+      rows.clear();
+      rows.append(std::span<const vbucket::sample_meta>(made.data(), count));
       gen_s += seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
-      const offset_source at{source, first};
-      vbucket::assign_into(std::span<vbucket::bucket_id>(ids.data() + first, count), config, rows,
+      const vbucket::shifted_source<vbucket::fast_source> at{source, first};
+      vbucket::assign_into(std::span<vbucket::bucket_id>(chunk_ids.data(), count), config, rows,
                            rule, at);
+      vbucket::compact_ids(std::span<const vbucket::bucket_id>(chunk_ids.data(), count),
+                           std::span<vbucket::compact_bucket_id>(ids.data() + first, count),
+                           config.num_buckets(), first);
       assign_s += seconds_since(t0);
       // The streamed ids are the whole table's: spot-check rows against the plain rule.
       for (std::size_t i = 0; i < count; i += 65537)
@@ -222,7 +181,7 @@ void plan_scale(benchmark::State& state) {
     vbucket::plan_options options;
     options.seed = plan_seed;
     const vbucket::epoch_plan plan =
-        vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, options);
+        vbucket::make_epoch_plan(std::span<const vbucket::compact_bucket_id>(ids), config, options);
     plan_s += seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     const vbucket::epoch_schedule schedule = plan.deal(world);
@@ -241,7 +200,7 @@ void plan_scale(benchmark::State& state) {
   state.counters["batches"] = static_cast<double>(batches);
   state.counters["steps"] = static_cast<double>(steps);
   state.counters["grouped"] = static_cast<double>(grouped);
-  state.counters["ids_B_per_sample"] = static_cast<double>(sizeof(vbucket::bucket_id));
+  state.counters["ids_B_per_sample"] = static_cast<double>(sizeof(vbucket::compact_bucket_id));
   if (rss_before >= 0 && rss_peak >= 0) {
     state.counters["extra_B_per_sample"] =
         1024.0 * static_cast<double>(rss_peak - rss_before) / samples;
@@ -254,7 +213,7 @@ void plan_packed(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const vbucket::meta_table& table = plan_samples(n);
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
-      plan_data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
+      data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
   const double budget = vbucket::largest_batch_cost(config);
   double packed_s = 0.0, fixed_s = 0.0;
   std::uint64_t epoch = 0;
@@ -338,7 +297,7 @@ void plan_packed(benchmark::State& state) {
 void plan_balance_v12(benchmark::State& state) {
   const vbucket::meta_table& table = plan_samples(1'000'000);
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
-      plan_data_path("config_opensora_v12.json"), vbucket::opensora_v12_tables{});
+      data_path("config_opensora_v12.json"), vbucket::opensora_v12_tables{});
   const std::vector<vbucket::bucket_id> ids = vbucket::assign_all(
       config, table, vbucket::opensora_v12_rule{}, vbucket::fast_source(plan_seed, 0));
   const vbucket::bucket_groups groups = vbucket::group_by_bucket(ids, config.num_buckets());

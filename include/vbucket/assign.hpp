@@ -58,8 +58,7 @@ namespace detail {
 /// which gives exactly the same buckets.
 inline constexpr std::size_t compile_v2_from = std::size_t{1} << 12;
 template <class Rule, class Source>
-inline constexpr bool compiles_v2 =
-    std::same_as<Rule, opensora_v2_rule>&& std::same_as<Source, fast_source>;
+inline constexpr bool compiles_v2 = std::same_as<Rule, opensora_v2_rule>&& fast_draws<Source>;
 /// Whether `compiled_v2_rule` can be built for the rule (it validates it; the rule alone
 /// accepts an invalid fps_max without throwing).
 inline bool compilable(const opensora_v2_rule& rule) noexcept {
@@ -82,13 +81,8 @@ void assign_into(std::span<bucket_id> out, const bucket_config& config, const me
       rule.assign_rows(config, table, b, e, out, source);  // the rule's own whole-table path
       return;
     }
-    const auto* frames = table.num_frames.data();
-    const auto* height = table.height.data();
-    const auto* width = table.width.data();
-    const auto* fps = table.fps.data();
     for (std::size_t i = b; i < e; ++i)
-      out[i] = rule.assign(config, sample_meta{frames[i], height[i], width[i], fps[i]},
-                           static_cast<std::uint64_t>(i), source);
+      out[i] = rule.assign(config, table[i], static_cast<std::uint64_t>(i), source);
   });
 }
 

@@ -40,6 +40,7 @@
 #include "bucket_config.hpp"
 #include "epoch_plan.hpp"
 #include "error.hpp"
+#include "group.hpp"
 #include "meta.hpp"
 #include "numpy_random.hpp"
 #include "packed_plan.hpp"
@@ -77,14 +78,15 @@ struct sampler_options {
   bool drop_oversized = false;
 };
 
-/// Samples a sampler can plan: a `meta_table`, or a random-access, sized range of a
-/// `video_meta` type (element i is sample index i). Semantic requirement: its size and
-/// elements do not change while a sampler views it.
+/// Samples a sampler can plan: a `meta_table`, `chunked_samples` read again for each epoch
+/// (`streamed_meta_csv`), or a random-access, sized range of a `video_meta` type (element i is
+/// sample index i). Semantic requirement: its size and elements do not change while a sampler
+/// views it.
 ///
 ///     std::vector<my_clip> clips;  // with vbucket::meta_traits<my_clip> if names differ
 ///     static_assert(vbucket::sample_collection<std::vector<my_clip>>);
 template <class S>
-concept sample_collection = std::same_as<std::remove_cv_t<S>, meta_table> ||
+concept sample_collection = std::same_as<std::remove_cv_t<S>, meta_table> || chunked_samples<S> ||
     (std::ranges::random_access_range<const S>&& std::ranges::sized_range<const S>&&
          video_meta<std::remove_cvref_t<std::ranges::range_reference_t<const S>>>);
 
@@ -249,7 +251,8 @@ inline std::uint64_t plan_fingerprint(const packed_plan& plan, unsigned threads 
 template <sample_collection Samples, class Rule = opensora_v2_rule, class Sources = builtin_sources>
   requires sampler_rule<Rule, Sources>
 class batch_sampler {
-  static constexpr bool stores_copy = std::ranges::view<Samples>;
+  static constexpr bool chunked = chunked_samples<Samples>;
+  static constexpr bool stores_copy = std::ranges::view<Samples> || chunked;
   using stored_samples = std::conditional_t<stores_copy, Samples, const Samples*>;
 
  public:
@@ -405,8 +408,11 @@ class batch_sampler {
       return *samples_;
     }
   }
+  /// The number of samples (`chunked_samples`: of the last epoch planned, 0 before).
   [[nodiscard]] std::size_t num_samples() const noexcept {
-    if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+    if constexpr (chunked) {
+      return read_samples_;
+    } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
       return samples().size();
     } else {
       return static_cast<std::size_t>(std::ranges::size(samples()));
@@ -425,17 +431,7 @@ class batch_sampler {
 
   /// The bucket of every sample in this epoch, as the plan was made from (assigns again).
   [[nodiscard]] std::vector<bucket_id> assign() const {
-    if constexpr (std::same_as<Sources, builtin_sources>) {
-      if (options_.rng == rng_mode::numpy) {
-        if constexpr (bucket_rule<Rule, numpy_source>) {
-          return assign_with(
-              numpy_epoch_source(big_seed(options_.seed), epoch_, config_->num_buckets()));
-        }
-      }
-      return assign_with(fast_source(options_.seed, epoch_));
-    } else {
-      return assign_with(sources_(options_.seed, epoch_, config_->num_buckets()));
-    }
+    return with_source([&](const auto& source) { return assign_with(source); });
   }
 
  private:
@@ -485,9 +481,71 @@ class batch_sampler {
     if constexpr (requires { rule_.validate(); }) rule_.validate();
   }
 
+  /// `f(source)` with the epoch's random source.
+  template <class F>
+  decltype(auto) with_source(F&& f) const {
+    if constexpr (std::same_as<Sources, builtin_sources>) {
+      if (options_.rng == rng_mode::numpy) {
+        if constexpr (bucket_rule<Rule, numpy_source>) {
+          return f(numpy_epoch_source(big_seed(options_.seed), epoch_, config_->num_buckets()));
+        }
+      }
+      return f(fast_source(options_.seed, epoch_));
+    } else {
+      return f(sources_(options_.seed, epoch_, config_->num_buckets()));
+    }
+  }
+
+  /// `f(ids)` with the epoch's bucket ids as a span: 16-bit ids (`compact_bucket_id`) for
+  /// chunked samples when the config allows, so the epoch's ids take 2 bytes a sample.
+  template <class F>
+  decltype(auto) with_epoch_ids(F&& f) const {
+    if constexpr (chunked) {
+      if (config_->num_buckets() <= max_compact_buckets) {
+        const std::vector<compact_bucket_id> ids = with_source(
+            [&](const auto& source) { return assign_chunks<compact_bucket_id>(source); });
+        return f(std::span<const compact_bucket_id>(ids));
+      }
+    }
+    const std::vector<bucket_id> ids = assign();
+    return f(std::span<const bucket_id>(ids));
+  }
+
+  /// Chunked samples: each chunk assigned as the rows of the whole table (its draws are those
+  /// of its sample indices), its ids kept as `Id`s.
+  template <class Id, class Source>
+  std::vector<Id> assign_chunks(const Source& source) const {
+    std::vector<Id> out;
+    std::vector<bucket_id> scratch;  // a chunk's ids before they are made compact
+    const std::uint64_t n = samples().for_each_chunk([&](const meta_chunk& c) {
+      const auto first = static_cast<std::size_t>(c.first);
+      const std::size_t rows = c.rows.size();
+      if (out.capacity() < first + rows)
+        out.reserve(first + rows + static_cast<std::size_t>(c.more + c.more / 8));
+      out.resize(first + rows);
+      const shifted_source<Source> shifted{source, c.first};
+      if constexpr (std::same_as<Id, bucket_id>) {
+        assign_into(std::span<bucket_id>(out).subspan(first), *config_, c.rows, rule_, shifted,
+                    options_.threads);
+      } else {
+        scratch.resize(rows);
+        assign_into(std::span<bucket_id>(scratch), *config_, c.rows, rule_, shifted,
+                    options_.threads);
+        compact_ids(scratch, std::span<Id>(out).subspan(first), config_->num_buckets(), c.first);
+      }
+    });
+    if (n != out.size())
+      throw error("batch_sampler: the chunked samples reported " + std::to_string(n) +
+                  " samples but handed over " + std::to_string(out.size()));
+    read_samples_ = out.size();
+    return out;
+  }
+
   template <class Source>
   std::vector<bucket_id> assign_with(const Source& source) const {
-    if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+    if constexpr (chunked) {
+      return assign_chunks<bucket_id>(source);
+    } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
       return assign_all(*config_, samples(), rule_, source, options_.threads);
     } else {
       const auto& s = samples();
@@ -509,7 +567,6 @@ class batch_sampler {
           "batch_sampler: the packed plan is for packed batching; this sampler has fixed "
           "batches (use begin(), plan() or schedule())");
     if (!packed_plan_) {
-      const std::vector<bucket_id> ids = assign();
       packed_options o;
       o.seed = options_.seed;
       o.epoch = epoch_;
@@ -517,7 +574,7 @@ class batch_sampler {
       o.drop_oversized = options_.drop_oversized;
       o.balance_group = options_.balance_group;
       o.threads = options_.threads;
-      packed_plan_ = make_packed_plan(std::span<const bucket_id>(ids), *config_, o);
+      with_epoch_ids([&](auto ids) { packed_plan_ = make_packed_plan(ids, *config_, o); });
     }
     return *packed_plan_;
   }
@@ -533,14 +590,13 @@ class batch_sampler {
   const epoch_plan& ensure_plan() const {
     refuse_packed("the fixed plan (begin, batches, plan, schedule, stats)");
     if (!plan_) {
-      const std::vector<bucket_id> ids = assign();
       plan_options o;
       o.seed = options_.seed;
       o.epoch = epoch_;
       o.policy = options_.policy;
       o.balance_group = options_.balance_group;
       o.threads = options_.threads;
-      plan_ = make_epoch_plan(std::span<const bucket_id>(ids), *config_, o);
+      with_epoch_ids([&](auto ids) { plan_ = make_epoch_plan(ids, *config_, o); });
     }
     return *plan_;
   }
@@ -573,6 +629,7 @@ class batch_sampler {
   mutable std::optional<packed_schedule> packed_schedule_;
   mutable std::uint64_t dealt_from_ = 0;
   mutable std::optional<std::uint64_t> fingerprint_;
+  mutable std::size_t read_samples_ = 0;  // chunked samples: the count of the last assignment
 };
 
 /// `batch_sampler s(samples, config, rule, {.seed = 42, .world = W, .rank = r});`

@@ -27,6 +27,12 @@ using bucket_id = std::int32_t;
 inline constexpr bucket_id no_bucket = -1;
 /// The sample's metadata cannot be bucketed (frames, height or width below 1).
 inline constexpr bucket_id invalid_sample = -2;
+/// A bucket id in 16 bits, for configs of at most `max_compact_buckets` buckets (their ids,
+/// no_bucket and invalid_sample all fit): half the memory of `bucket_id` where the ids of a
+/// whole epoch are held (`compact_ids`, the planners' overloads that take them).
+using compact_bucket_id = std::int16_t;
+/// The most buckets a config may have for its ids to be `compact_bucket_id`s.
+inline constexpr std::size_t max_compact_buckets = 32767;
 
 /// One config entry as written by a user: `{"360p": {"102": [[0.15, 0.33], 4]}}` is
 /// {"360p", 102, 0.15, 0.33, 4}. No `p_frames` means a single probability; no batch

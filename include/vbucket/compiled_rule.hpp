@@ -222,10 +222,11 @@ class compiled_v2_rule {
     double ratio[block];
     outcome picked[block];
     std::size_t slow[block];
-    const std::int64_t* const frames = table.num_frames.data();
-    const std::int64_t* const height = table.height.data();
-    const std::int64_t* const width = table.width.data();
-    const double* const fps = table.fps.data();
+    const std::uint32_t* const frames = table.num_frames_data();
+    const std::uint32_t* const height = table.height_data();
+    const std::uint32_t* const width = table.width_data();
+    const std::uint32_t* const fps_code = table.fps_code_data();
+    const double* const fps = table.fps_values().data();
     const double fps_max = rule_.fps_max;
     for (std::size_t b = begin; b < end; b += block) {
       const std::size_t n = std::min(block, end - b);
@@ -234,11 +235,11 @@ class compiled_v2_rule {
       // the ratio h/w. Invalid rows compute on stand-in sizes 1 and are marked by row = max.
       for (std::size_t j = 0; j < n; ++j) {
         const std::size_t i = b + j;
-        const std::int64_t f = frames[i], h = height[i], wd = width[i];
+        const std::int64_t f = frames[i], h = height[i], wd = width[i];  // 0 to 2^32 - 1
         const bool valid = (f >= 1) & (static_cast<std::uint64_t>(h - 1) < detail::max_side) &
                            (static_cast<std::uint64_t>(wd - 1) < detail::max_side);
         const std::int64_t hs = valid ? h : 1, ws = valid ? wd : 1, fs = valid ? f : 1;
-        const double rate = fps[i];
+        const double rate = fps[fps_code[i]];
         const bool thin = rate >= fps_max;  // false for NaN
         const double x_raw = rate / fps_max;
         const bool exact = (!thin | (x_raw < 0x1p52)) & (fs < (std::int64_t{1} << 52));

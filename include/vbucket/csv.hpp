@@ -15,7 +15,7 @@
 /// read): a row whose `error` is not empty is kept as an unusable sample (0 frames, 0 × 0,
 /// fps unknown) without reading its other fields, so row order stays sample order; the bucket
 /// rules give it `invalid_sample` and plans count it as invalid.
-/// Files are read in bounded chunks: memory is the table (32 bytes a row) and one buffer, not
+/// Files are read in bounded chunks: memory is the table (16 bytes a row) and one buffer, not
 /// the file's text.
 /// Every problem throws `vbucket::error` with one line naming the file, the row (data rows
 /// count from 1 after the header; the file line is given too) and the column.
@@ -552,69 +552,85 @@ inline bool csv_blank(const csv_field& f) {
   return trim_blanks(f.value()).empty();
 }
 
+/// The data rows of a metadata CSV, read in as many pieces as the caller wants: the constructor
+/// reads and checks the header, `read` appends rows.
+class meta_csv_rows {
+ public:
+  explicit meta_csv_rows(csv_reader& reader) : reader_(reader) {
+    if (!reader.next(fields_))
+      throw error(reader.where() +
+                  ": empty file: expected a header row naming num_frames, height, width and fps");
+    constexpr std::string_view required[] = {"num_frames", "height", "width", "fps"};
+    std::vector<std::string> names;
+    names.reserve(fields_.size());
+    for (std::size_t i = 0; i < fields_.size(); ++i) {
+      names.push_back(std::string(trim_blanks(fields_[i].value())));
+      if (names.back() == "error" && error_column_ == npos) error_column_ = i;
+      for (std::size_t r = 0; r < 4; ++r) {
+        if (names.back() != required[r]) continue;
+        if (column_of_[r] != npos)
+          reader.fail("duplicate column \"" + std::string(required[r]) + "\" (fields " +
+                      std::to_string(column_of_[r] + 1) + " and " + std::to_string(i + 1) + ")");
+        column_of_[r] = i;
+      }
+    }
+    std::string missing;
+    for (std::size_t r = 0; r < 4; ++r)
+      if (column_of_[r] == npos)
+        missing += (missing.empty() ? "\"" : ", \"") + std::string(required[r]) + "\"";
+    if (!missing.empty()) {
+      std::string found;
+      for (const auto& n : names) found += (found.empty() ? "" : ",") + n;
+      reader.fail("missing required column" +
+                  std::string(missing.find(',') == std::string::npos ? " " : "s ") + missing +
+                  " (the header is " + quote_for_message(found) +
+                  "; needed: num_frames,height,width,fps in any order)");
+    }
+    reader.set_columns(names);
+    num_columns_ = names.size();
+  }
+
+  /// Appends up to `max_rows` rows to `table` (and each row's file line to `lines` when
+  /// given); returns how many, 0 at the end of the file.
+  std::size_t read(meta_table& table, std::size_t max_rows, std::vector<std::uint64_t>* lines) {
+    std::size_t n = 0;
+    while (n < max_rows && reader_.next(fields_)) {
+      if (fields_.size() != num_columns_)
+        reader_.fail(std::to_string(fields_.size()) + (fields_.size() == 1 ? " field" : " fields") +
+                     ", but the header has " + std::to_string(num_columns_) + " columns");
+      sample_meta m{0, 0, 0, std::numeric_limits<double>::quiet_NaN()};  // unusable: invalid
+      if (error_column_ == npos || csv_blank(fields_[error_column_])) {
+        m.num_frames = csv_size(reader_, column_of_[0], fields_[column_of_[0]], max_meta_frames);
+        m.height = csv_size(reader_, column_of_[1], fields_[column_of_[1]], max_side);
+        m.width = csv_size(reader_, column_of_[2], fields_[column_of_[2]], max_side);
+        m.fps = csv_fps(reader_, column_of_[3], fields_[column_of_[3]]);
+      }
+      table.push_back(m);
+      if (lines) lines->push_back(reader_.line());
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  static constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
+  csv_reader& reader_;
+  std::vector<csv_field> fields_;
+  std::size_t column_of_[4] = {npos, npos, npos, npos};
+  std::size_t error_column_ = npos;
+  std::size_t num_columns_ = 0;
+};
+
 /// Reads the metadata table from `reader`, and each row's file line into `lines` when given.
 inline meta_table read_meta_csv(csv_reader& reader, std::vector<std::uint64_t>* lines) {
-  std::vector<csv_field> fields;
-  if (!reader.next(fields))
-    throw error(reader.where() +
-                ": empty file: expected a header row naming num_frames, height, width and fps");
-
-  constexpr std::string_view required[] = {"num_frames", "height", "width", "fps"};
-  constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
-  std::size_t column_of[4] = {npos, npos, npos, npos};
-  std::size_t error_column = npos;
-  std::vector<std::string> names;
-  names.reserve(fields.size());
-  for (std::size_t i = 0; i < fields.size(); ++i) {
-    names.push_back(std::string(trim_blanks(fields[i].value())));
-    if (names.back() == "error" && error_column == npos) error_column = i;
-    for (std::size_t r = 0; r < 4; ++r) {
-      if (names.back() != required[r]) continue;
-      if (column_of[r] != npos)
-        reader.fail("duplicate column \"" + std::string(required[r]) + "\" (fields " +
-                    std::to_string(column_of[r] + 1) + " and " + std::to_string(i + 1) + ")");
-      column_of[r] = i;
-    }
-  }
-  std::string missing;
-  for (std::size_t r = 0; r < 4; ++r)
-    if (column_of[r] == npos)
-      missing += (missing.empty() ? "\"" : ", \"") + std::string(required[r]) + "\"";
-  if (!missing.empty()) {
-    std::string found;
-    for (const auto& n : names) found += (found.empty() ? "" : ",") + n;
-    reader.fail("missing required column" +
-                std::string(missing.find(',') == std::string::npos ? " " : "s ") + missing +
-                " (the header is " + quote_for_message(found) +
-                "; needed: num_frames,height,width,fps in any order)");
-  }
-  reader.set_columns(names);
-  const std::size_t num_columns = names.size();
-
+  meta_csv_rows rows(reader);
   meta_table table;
   // Room for a little more than the estimate: pages never written cost no memory.
   const std::size_t estimate = reader.estimate_records();
   const std::size_t room = estimate + estimate / 8 + 16;
   table.reserve(room);
   if (lines) lines->reserve(room);
-  while (reader.next(fields)) {
-    if (fields.size() != num_columns)
-      reader.fail(std::to_string(fields.size()) + (fields.size() == 1 ? " field" : " fields") +
-                  ", but the header has " + std::to_string(num_columns) + " columns");
-    sample_meta m;
-    if (error_column != npos && !csv_blank(fields[error_column])) {
-      m = {0, 0, 0, std::numeric_limits<double>::quiet_NaN()};  // unusable: counted invalid
-      table.push_back(m);
-      if (lines) lines->push_back(reader.line());
-      continue;
-    }
-    m.num_frames = csv_size(reader, column_of[0], fields[column_of[0]], max_meta_frames);
-    m.height = csv_size(reader, column_of[1], fields[column_of[1]], max_side);
-    m.width = csv_size(reader, column_of[2], fields[column_of[2]], max_side);
-    m.fps = csv_fps(reader, column_of[3], fields[column_of[3]]);
-    table.push_back(m);
-    if (lines) lines->push_back(reader.line());
-  }
+  rows.read(table, std::numeric_limits<std::size_t>::max(), lines);
   return table;
 }
 
@@ -687,5 +703,38 @@ inline meta_csv load_meta_csv_with_lines(const std::string& path) {
   out.table = detail::read_meta_csv(reader, &out.lines);
   return out;
 }
+
+/// A metadata CSV file read in chunks each time its samples are needed, so that the whole
+/// table never exists: a `batch_sampler` over it streams the file when it plans an epoch and
+/// keeps only the bucket ids (2 bytes a sample, `compact_bucket_id`, for configs of up to
+/// 32767 buckets; else 4) instead of the table (16 bytes a sample). The
+/// batches are those of a sampler over `load_meta_csv(path)`. The file must not change while a
+/// sampler uses it.
+///
+///     vbucket::batch_sampler sampler(vbucket::streamed_meta_csv{"meta.csv"}, config, rule, o);
+struct streamed_meta_csv {
+  std::string path;
+  /// Rows per chunk (at least 1).
+  std::size_t chunk_rows = std::size_t{1} << 20;
+
+  /// Reads the file from its start and calls `f(chunk)` for each chunk of rows in order; the
+  /// chunk's table is valid during the call only. Returns the number of rows. Throws what
+  /// `load_meta_csv` throws, after the chunks before the error were handed over.
+  template <class F>
+  std::uint64_t for_each_chunk(F&& f) const {
+    detail::csv_reader reader(detail::csv_file{path});
+    detail::meta_csv_rows rows(reader);
+    const std::size_t per_chunk = std::max<std::size_t>(chunk_rows, 1);
+    meta_table table;
+    std::uint64_t first = 0;
+    for (;;) {
+      table.clear();
+      const std::size_t n = rows.read(table, per_chunk, nullptr);
+      if (n == 0) return first;
+      f(meta_chunk{table, first, static_cast<std::uint64_t>(reader.estimate_records())});
+      first += n;
+    }
+  }
+};
 
 }  // namespace vbucket

@@ -67,7 +67,6 @@
 #include <ranges>     // std::ranges::view_base
 #include <span>       // std::span
 #include <string>     // std::string
-#include <thread>     // std::thread::hardware_concurrency
 #include <utility>    // std::move, std::as_const, std::declval
 #include <vector>     // std::vector
 
@@ -75,6 +74,7 @@
 #include "bucket_config.hpp"
 #include "detail/compiled.hpp"
 #include "detail/keyed_shuffle.hpp"
+#include "detail/parallel_tasks.hpp"
 #include "error.hpp"
 #include "group.hpp"
 #include "numpy_random.hpp"  // u128
@@ -542,9 +542,9 @@ inline void choose_downgrades(const bucket_config& config, std::vector<plan_buck
 
 namespace detail {
 
-/// What a plan does with each bucket's samples, from the counts alone: fills `buckets`
-/// (shapes, batch sizes, costs, downgrade targets, moves, pads, drops, batches), `topo` (the
-/// buckets in source-to-target order) and `capacity` (slots per bucket region).
+/// Phase 1 of a plan: what it does with each bucket's samples, from the counts alone: fills
+/// `buckets` (shapes, batch sizes, costs, downgrade targets, moves, pads, drops, batches), `topo`
+/// (the buckets in source-to-target order) and `capacity` (slots per bucket region).
 template <class Cost>
 void count_plan_buckets(std::span<const std::uint64_t> grouped, const bucket_config& config,
                         incomplete_policy policy, const Cost& cost,
@@ -609,122 +609,148 @@ void count_plan_buckets(std::span<const std::uint64_t> grouped, const bucket_con
   }
 }
 
-/// Lays out and fills a plan from per-bucket sample counts. `fill_own(slots, buckets, capacity)`
-/// writes every bucket's grouped samples, ascending, at the start of its region (buckets with
-/// capacity 0 are skipped); the rest (shuffles, moves, pads, order) follows here.
-template <class Cost, class FillOwn>
-epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_t unassigned,
-                            std::uint64_t invalid, const bucket_config& config,
-                            const plan_options& options, const Cost& cost, FillOwn fill_own) {
-  const std::size_t nb = config.num_buckets();
-  auto data = std::make_shared<plan_data>();
-  data->options = options;
-  data->unassigned = unassigned;
-  data->invalid = invalid;
-  auto& buckets = data->buckets;
-  const bool downgrade = options.policy == incomplete_policy::downgrade;
-  std::vector<std::uint32_t> topo;
-  std::vector<std::uint64_t> capacity;
-  count_plan_buckets(grouped, config, options.policy, cost, buckets, topo, capacity);
+/// Phase 2 of a plan: gives every bucket its region of the flat slot array (`slot_begin`, in
+/// bucket order) and allocates the array, not zero-filled (every slot a batch reads is written
+/// by the phases after it). Returns the number of batches.
+inline std::uint64_t lay_out_slots(plan_data& data, std::span<const std::uint64_t> capacity) {
   std::uint64_t total_slots = 0, total_batches = 0;
-  for (std::size_t b = 0; b < nb; ++b) {
-    buckets[b].slot_begin = total_slots;
+  for (std::size_t b = 0; b < data.buckets.size(); ++b) {
+    data.buckets[b].slot_begin = total_slots;
     total_slots += capacity[b];
-    total_batches += buckets[b].batches;
+    total_batches += data.buckets[b].batches;
   }
   if (total_slots > std::numeric_limits<std::size_t>::max() / sizeof(std::uint64_t))
     throw error("epoch plan: too many slots");
-  // Not zero-filled: every slot that a batch reads is written below.
-  data->num_slots = static_cast<std::size_t>(total_slots);
-  data->slots = std::make_unique_for_overwrite<std::uint32_t[]>(data->num_slots);
-  std::uint32_t* slots = data->slots.get();
-  const std::uint64_t key = plan_key(options.seed, options.epoch);
+  data.num_slots = static_cast<std::size_t>(total_slots);
+  data.slots = std::make_unique_for_overwrite<std::uint32_t[]>(data.num_slots);
+  return total_batches;
+}
 
-  fill_own(slots, std::as_const(buckets), std::span<const std::uint64_t>(capacity));
-
-  // Own samples: shuffled per bucket, largest first, in parallel.
+/// Phase 4: each bucket's own samples are shuffled in place (Fisher–Yates keyed by (seed,
+/// epoch, bucket)), the largest buckets first, in parallel.
+inline void shuffle_own_samples(std::uint32_t* slots, std::span<const plan_bucket> buckets,
+                                std::span<const std::uint64_t> capacity, std::uint64_t key,
+                                unsigned threads) {
   std::vector<std::uint32_t> work;
-  for (std::uint32_t b = 0; b < nb; ++b)
+  for (std::uint32_t b = 0; b < buckets.size(); ++b)
     if (capacity[b] > 0 && buckets[b].grouped > 1) work.push_back(b);
   std::stable_sort(work.begin(), work.end(), [&](std::uint32_t a, std::uint32_t b) {
     return buckets[a].grouped > buckets[b].grouped;
   });
-  parallel_tasks(work.size(), options.threads, [&](std::size_t t) {
+  parallel_tasks(work.size(), threads, [&](std::size_t t) {
     const std::uint32_t b = work[t];
     keyed_shuffle(std::span<std::uint32_t>(slots + buckets[b].slot_begin,
                                            static_cast<std::size_t>(buckets[b].grouped)),
                   stream_key(key, plan_domain_bucket, b));
   });
+}
 
-  // Downgrade: in source-to-target order, shuffle arrivals in (inside-out Fisher–Yates, which
-  // keeps the order uniform) and pass the last leftovers on.
-  if (downgrade) {
-    std::vector<std::uint64_t> cursor(nb);
-    for (std::size_t b = 0; b < nb; ++b) cursor[b] = buckets[b].grouped;
-    for (std::uint32_t b : topo) {
-      const plan_bucket& pb = buckets[b];
-      std::uint32_t* region = slots + pb.slot_begin;
-      const std::uint64_t count = pb.grouped + pb.moved_in;
-      const std::uint64_t k = stream_key(key, plan_domain_insert, b);
-      for (std::uint64_t m = pb.grouped; m < count; ++m)
-        std::swap(region[m], region[keyed_below(k, m, m + 1)]);
-      if (pb.moved_out == 0) continue;
-      const auto to = static_cast<std::size_t>(pb.downgrade_to);
-      std::copy(region + (count - pb.moved_out), region + count,
-                slots + buckets[to].slot_begin + cursor[to]);
-      cursor[to] += pb.moved_out;
-    }
-  }
-
-  // Pads: cycle through the bucket's own shuffled samples.
-  for (std::size_t b = 0; b < nb; ++b) {
+/// Phase 5 (downgrade only): in source-to-target order (`topo`), each bucket shuffles the
+/// samples moved in after its own (inside-out Fisher–Yates, which keeps the order uniform) and
+/// passes its last `moved_out` samples on to its target.
+inline void move_leftovers(std::uint32_t* slots, std::span<const plan_bucket> buckets,
+                           std::span<const std::uint32_t> topo, std::uint64_t key) {
+  std::vector<std::uint64_t> cursor(buckets.size());
+  for (std::size_t b = 0; b < buckets.size(); ++b) cursor[b] = buckets[b].grouped;
+  for (std::uint32_t b : topo) {
     const plan_bucket& pb = buckets[b];
+    std::uint32_t* region = slots + pb.slot_begin;
+    const std::uint64_t count = pb.grouped + pb.moved_in;
+    const std::uint64_t k = stream_key(key, plan_domain_insert, b);
+    for (std::uint64_t m = pb.grouped; m < count; ++m)
+      std::swap(region[m], region[keyed_below(k, m, m + 1)]);
+    if (pb.moved_out == 0) continue;
+    const auto to = static_cast<std::size_t>(pb.downgrade_to);
+    std::copy(region + (count - pb.moved_out), region + count,
+              slots + buckets[to].slot_begin + cursor[to]);
+    cursor[to] += pb.moved_out;
+  }
+}
+
+/// Phase 6: a bucket's pads cycle through its own shuffled samples (pad k repeats sample k).
+inline void fill_pads(std::uint32_t* slots, std::span<const plan_bucket> buckets) {
+  for (const plan_bucket& pb : buckets) {
     std::uint32_t* region = slots + pb.slot_begin;
     for (std::uint64_t k = 0; k < pb.pads; ++k) region[pb.samples + k] = region[k % pb.samples];
   }
+}
 
-  // The global order.
-  const auto n = static_cast<std::size_t>(total_batches);
+/// Phase 7: every batch's ref, in bucket order, then a keyed shuffle into the global order.
+inline void shuffle_batches(std::span<std::uint64_t> order, std::span<const plan_bucket> buckets,
+                            std::uint64_t key) {
+  std::size_t i = 0;
+  for (std::size_t b = 0; b < buckets.size(); ++b)
+    for (std::uint64_t j = 0; j < buckets[b].batches; ++j) order[i++] = batch_ref(b, j);
+  keyed_shuffle(order, stream_key(key, plan_domain_order, 0));
+}
+
+/// Phase 8 (balance_group G > 0): a stable counting sort of the shuffled order by bucket cost,
+/// most expensive first, cut into chunks of G batches that are put in a keyed shuffled order;
+/// the remainder (count mod G, the cheapest) stays last.
+inline void balance_steps(std::span<std::uint64_t> order, std::span<const plan_bucket> buckets,
+                          std::uint64_t group, std::uint64_t key) {
+  const std::size_t n = order.size();
+  if (group == 0 || n == 0) return;
+  const std::size_t nb = buckets.size();
+  std::vector<std::uint32_t> by_cost(nb);
+  std::iota(by_cost.begin(), by_cost.end(), std::uint32_t{0});
+  std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return buckets[a].cost > buckets[b].cost;
+  });
+  std::vector<std::uint64_t> start(nb, 0);  // output start per bucket, in cost order
+  {
+    std::uint64_t s = 0;
+    for (std::uint32_t b : by_cost) {
+      start[b] = s;
+      s += buckets[b].batches;
+    }
+  }
+  const auto sorted = std::make_unique_for_overwrite<std::uint64_t[]>(n);
+  for (std::uint64_t ref : order) sorted[static_cast<std::size_t>(start[ref_bucket(ref)]++)] = ref;
+  const std::uint64_t chunks = n / group;
+  std::vector<std::uint64_t> chunk_order(static_cast<std::size_t>(chunks));
+  std::iota(chunk_order.begin(), chunk_order.end(), std::uint64_t{0});
+  keyed_shuffle(std::span<std::uint64_t>(chunk_order), stream_key(key, plan_domain_chunks, 0));
+  const auto g = static_cast<std::size_t>(group);
+  for (std::size_t c = 0; c < chunk_order.size(); ++c)
+    std::copy_n(sorted.get() + static_cast<std::size_t>(chunk_order[c]) * g, g,
+                order.data() + c * g);
+  std::copy(sorted.get() + chunk_order.size() * g, sorted.get() + n,
+            order.data() + chunk_order.size() * g);
+}
+
+/// Plans from per-bucket sample counts, in named phases: 1 `count_plan_buckets` (what happens
+/// to each bucket's samples, from the counts alone), 2 `lay_out_slots`, 3 `fill_own(slots,
+/// buckets, capacity)`, the caller's, which writes every bucket's grouped samples, ascending, at
+/// the start of its region (buckets with capacity 0 are skipped), 4 `shuffle_own_samples`, 5
+/// `move_leftovers` (downgrade), 6 `fill_pads`, 7 `shuffle_batches`, 8 `balance_steps`.
+template <class Cost, class FillOwn>
+epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_t unassigned,
+                            std::uint64_t invalid, const bucket_config& config,
+                            const plan_options& options, const Cost& cost, FillOwn fill_own) {
+  auto data = std::make_shared<plan_data>();
+  data->options = options;
+  data->unassigned = unassigned;
+  data->invalid = invalid;
+  std::vector<std::uint32_t> topo;
+  std::vector<std::uint64_t> capacity;
+  count_plan_buckets(grouped, config, options.policy, cost, data->buckets, topo, capacity);
+  const std::uint64_t num_batches = lay_out_slots(*data, capacity);
+  std::uint32_t* const slots = data->slots.get();
+  const std::span<const plan_bucket> buckets = data->buckets;
+  const std::uint64_t key = plan_key(options.seed, options.epoch);
+
+  fill_own(slots, std::as_const(data->buckets), std::span<const std::uint64_t>(capacity));
+  shuffle_own_samples(slots, buckets, capacity, key, options.threads);
+  if (options.policy == incomplete_policy::downgrade) move_leftovers(slots, buckets, topo, key);
+  fill_pads(slots, buckets);
+
+  const auto n = static_cast<std::size_t>(num_batches);
   data->num_batches = n;
   data->order = std::make_unique_for_overwrite<std::uint64_t[]>(n);
   const std::span<std::uint64_t> order(data->order.get(), n);
-  {
-    std::size_t i = 0;
-    for (std::size_t b = 0; b < nb; ++b)
-      for (std::uint64_t j = 0; j < buckets[b].batches; ++j) order[i++] = batch_ref(b, j);
-  }
-  keyed_shuffle(order, stream_key(key, plan_domain_order, 0));
-  const std::uint64_t group = options.balance_group;
-  if (group > 0 && n > 0) {
-    // Stable counting sort by cost, most expensive first, then chunks of G in shuffled order;
-    // the remainder (count mod G, the cheapest) stays last.
-    std::vector<std::uint32_t> by_cost(nb);
-    std::iota(by_cost.begin(), by_cost.end(), std::uint32_t{0});
-    std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::uint32_t a, std::uint32_t b) {
-      return buckets[a].cost > buckets[b].cost;
-    });
-    std::vector<std::uint64_t> start(nb, 0);  // output start per bucket, in cost order
-    {
-      std::uint64_t s = 0;
-      for (std::uint32_t b : by_cost) {
-        start[b] = s;
-        s += buckets[b].batches;
-      }
-    }
-    const auto sorted = std::make_unique_for_overwrite<std::uint64_t[]>(n);
-    for (std::uint64_t ref : order)
-      sorted[static_cast<std::size_t>(start[ref_bucket(ref)]++)] = ref;
-    const std::uint64_t chunks = total_batches / group;
-    std::vector<std::uint64_t> chunk_order(static_cast<std::size_t>(chunks));
-    std::iota(chunk_order.begin(), chunk_order.end(), std::uint64_t{0});
-    keyed_shuffle(std::span<std::uint64_t>(chunk_order), stream_key(key, plan_domain_chunks, 0));
-    const auto g = static_cast<std::size_t>(group);
-    for (std::size_t c = 0; c < chunk_order.size(); ++c)
-      std::copy_n(sorted.get() + static_cast<std::size_t>(chunk_order[c]) * g, g,
-                  order.data() + c * g);
-    std::copy(sorted.get() + chunk_order.size() * g, sorted.get() + n,
-              order.data() + chunk_order.size() * g);
-  }
+  shuffle_batches(order, buckets, key);
+  balance_steps(order, buckets, options.balance_group, key);
   return epoch_plan(std::move(data));
 }
 
@@ -741,17 +767,34 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
                 " buckets but the config has " + std::to_string(nb));
   std::vector<std::uint64_t> grouped(nb);
   for (std::size_t b = 0; b < nb; ++b) grouped[b] = groups.count(static_cast<bucket_id>(b));
+  const auto fill_own = [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
+                            std::span<const std::uint64_t> capacity) {
+    detail::parallel_tasks(nb, options.threads, [&](std::size_t b) {
+      if (capacity[b] == 0) return;
+      const auto src = groups.bucket(static_cast<bucket_id>(b));
+      std::copy(src.begin(), src.end(), slots + buckets[b].slot_begin);
+    });
+  };
   return detail::plan_from_counts(grouped, groups.unassigned, groups.invalid, config, options, cost,
-                                  [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
-                                      std::span<const std::uint64_t> capacity) {
-                                    detail::parallel_tasks(nb, options.threads, [&](std::size_t b) {
-                                      if (capacity[b] == 0) return;
-                                      const auto src = groups.bucket(static_cast<bucket_id>(b));
-                                      std::copy(src.begin(), src.end(),
-                                                slots + buckets[b].slot_begin);
-                                    });
-                                  });
+                                  fill_own);
 }
+
+namespace detail {
+template <class Id, class Cost>
+epoch_plan plan_from_ids(std::span<const Id> ids, const bucket_config& config,
+                         const plan_options& options, const Cost& cost) {
+  const bucket_sort<Id> sort(ids, config.num_buckets(), options.threads, "epoch plan");
+  const auto fill_own = [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
+                            std::span<const std::uint64_t> capacity) {
+    std::vector<std::uint32_t*> dest(buckets.size(), nullptr);
+    for (std::size_t b = 0; b < buckets.size(); ++b)
+      if (capacity[b] > 0) dest[b] = slots + buckets[b].slot_begin;
+    sort.scatter(dest);
+  };
+  return plan_from_counts(sort.grouped(), sort.unassigned(), sort.invalid(), config, options, cost,
+                          fill_own);
+}
+}  // namespace detail
 
 /// Plans an epoch from the bucket id of every sample (as from `assign_all`), grouping them on
 /// the way (a parallel counting sort straight into the plan; the same plan as
@@ -761,85 +804,13 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
 template <batch_cost Cost = latent_tokens_cost>
 epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& config,
                            const plan_options& options = {}, const Cost& cost = {}) {
-  const std::size_t n = ids.size();
-  if (n > std::numeric_limits<std::uint32_t>::max())
-    throw error("epoch plan: " + std::to_string(n) + " samples is more than 2^32 - 1");
-  const std::size_t nb = config.num_buckets();
-  const unsigned threads =
-      options.threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : options.threads;
-  constexpr std::size_t min_chunk = std::size_t{1} << 16;
-  const std::size_t chunks =
-      std::max<std::size_t>(1, std::min<std::size_t>(threads, (n + min_chunk - 1) / min_chunk));
-  const std::size_t step = (n + chunks - 1) / chunks;
-  // Branch-free counting sort (a fifth of the samples without a bucket would make branches
-  // mispredict): sample i goes to column id + 2 of its chunk's row; an id ≥ nb or below
-  // invalid_sample lands in the last column, which is an error.
-  const std::size_t row = nb + 3;  // invalid, no bucket, every bucket, bad id
-  const auto column = [nb](bucket_id b) noexcept {
-    const auto bad = static_cast<std::int64_t>(nb);
-    const std::int64_t k = b < invalid_sample ? bad : std::min<std::int64_t>(b, bad);
-    return static_cast<std::size_t>(k + 2);
-  };
-  std::vector<std::uint64_t> counts(chunks * row, 0);
-  detail::parallel_tasks(chunks, threads, [&](std::size_t c) {
-    std::uint64_t* count = counts.data() + c * row;
-    for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i)
-      ++count[column(ids[i])];
-  });
-  std::vector<std::uint64_t> grouped(nb, 0);
-  std::uint64_t unassigned = 0, invalid = 0, out_of_range = 0;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    invalid += counts[c * row];
-    unassigned += counts[c * row + 1];
-    for (std::size_t b = 0; b < nb; ++b) grouped[b] += counts[c * row + b + 2];
-    out_of_range += counts[c * row + nb + 2];
-  }
-  if (out_of_range > 0) {
-    std::size_t i = 0;
-    while (column(ids[i]) != nb + 2) ++i;
-    if (ids[i] >= 0)
-      throw error("epoch plan: sample " + std::to_string(i) + " has bucket id " +
-                  std::to_string(ids[i]) + " but there are " + std::to_string(nb) + " buckets");
-    throw error("epoch plan: sample " + std::to_string(i) + " has bucket id " +
-                std::to_string(ids[i]) + ", which is neither a bucket nor no_bucket (" +
-                std::to_string(no_bucket) + ") or invalid_sample (" +
-                std::to_string(invalid_sample) + ")");
-  }
-  return detail::plan_from_counts(
-      grouped, unassigned, invalid, config, options, cost,
-      [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
-          std::span<const std::uint64_t> capacity) {
-        // Chunk c's samples of bucket b go after those of the chunks before it, so each bucket
-        // lists its samples in ascending order. Samples that are not written (no bucket, or a
-        // bucket with no room) go to a per-chunk scratch word whose cursor does not advance.
-        struct alignas(64) scratch {
-          std::uint32_t word = 0;
-        };
-        std::vector<scratch> trash(chunks);
-        std::vector<std::uint32_t*> cursor(chunks * row);
-        std::vector<std::uint8_t> advance(row, 0);
-        for (std::size_t c = 0; c < chunks; ++c) {
-          cursor[c * row] = &trash[c].word;
-          cursor[c * row + 1] = &trash[c].word;
-          cursor[c * row + nb + 2] = &trash[c].word;
-        }
-        for (std::size_t b = 0; b < nb; ++b) {
-          advance[b + 2] = capacity[b] > 0 ? 1 : 0;
-          std::uint64_t at = buckets[b].slot_begin;
-          for (std::size_t c = 0; c < chunks; ++c) {
-            cursor[c * row + b + 2] = capacity[b] > 0 ? slots + at : &trash[c].word;
-            at += counts[c * row + b + 2];
-          }
-        }
-        detail::parallel_tasks(chunks, threads, [&](std::size_t c) {
-          std::uint32_t** next = cursor.data() + c * row;
-          for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
-            const std::size_t k = column(ids[i]);
-            *next[k] = static_cast<std::uint32_t>(i);
-            next[k] += advance[k];
-          }
-        });
-      });
+  return detail::plan_from_ids(ids, config, options, cost);
+}
+/// As above, over 16-bit ids (`compact_ids`): the same plan.
+template <batch_cost Cost = latent_tokens_cost>
+epoch_plan make_epoch_plan(std::span<const compact_bucket_id> ids, const bucket_config& config,
+                           const plan_options& options = {}, const Cost& cost = {}) {
+  return detail::plan_from_ids(ids, config, options, cost);
 }
 
 }  // namespace vbucket

@@ -27,7 +27,7 @@
 #include <string>     // std::string, std::to_string
 #include <vector>     // std::vector
 
-#include "detail/keyed_shuffle.hpp"  // parallel_tasks
+#include "detail/parallel_tasks.hpp"
 #include "error.hpp"
 #include "loader.hpp"  // clip_task, clip_decoder, crop_seed, tensor_view
 #include "packed_layout.hpp"

@@ -49,6 +49,7 @@
 #include "bucket_config.hpp"
 #include "detail/compiled.hpp"
 #include "detail/keyed_shuffle.hpp"
+#include "detail/parallel_tasks.hpp"
 #include "epoch_plan.hpp"  // plan_state, batch_cost, latent_tokens_cost, Open-Sora strings
 #include "error.hpp"
 #include "group.hpp"
@@ -372,63 +373,6 @@ double largest_batch_cost(const bucket_config& config, const Cost& cost = {}) {
 
 namespace detail {
 
-/// Groups `ids` as `group_by_bucket` does (the same result), in parallel chunks: per-chunk
-/// counts, then each chunk scatters its samples after those of the chunks before it.
-inline bucket_groups group_parallel(std::span<const bucket_id> ids, std::size_t nb,
-                                    unsigned threads) {
-  const std::size_t n = ids.size();
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  constexpr std::size_t min_chunk = std::size_t{1} << 16;
-  const std::size_t chunks =
-      std::max<std::size_t>(1, std::min<std::size_t>(threads, (n + min_chunk - 1) / min_chunk));
-  if (chunks == 1 || n > std::numeric_limits<std::uint32_t>::max()) return group_by_bucket(ids, nb);
-  const std::size_t step = (n + chunks - 1) / chunks;
-  const std::size_t row = nb + 2;  // invalid, no bucket, every bucket
-  std::vector<std::uint64_t> counts(chunks * row, 0);
-  std::vector<std::uint8_t> bad(chunks, 0);
-  parallel_tasks(chunks, threads, [&](std::size_t c) {
-    std::uint64_t* count = counts.data() + c * row;
-    bool any_bad = false;
-    for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
-      const auto slot = static_cast<std::size_t>(static_cast<std::int64_t>(ids[i]) + 2);
-      any_bad |= slot >= row;
-      ++count[slot < row ? slot : 0];
-    }
-    bad[c] = any_bad ? 1 : 0;
-  });
-  for (std::uint8_t b : bad)
-    if (b != 0) return group_by_bucket(ids, nb);  // names the bad id
-  bucket_groups g;
-  g.offsets.assign(nb + 1, 0);
-  std::vector<std::uint64_t> cursor(chunks * row, 0);
-  std::uint64_t total = 0;
-  for (std::size_t b = 0; b < nb; ++b) {
-    g.offsets[b] = total;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      cursor[c * row + b + 2] = total;
-      total += counts[c * row + b + 2];
-    }
-  }
-  g.offsets[nb] = total;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    g.invalid += counts[c * row];
-    g.unassigned += counts[c * row + 1];
-    cursor[c * row] = cursor[c * row + 1] = total + c;  // one spare word per chunk
-  }
-  g.indices.resize(static_cast<std::size_t>(total) + chunks);
-  std::uint32_t* const out = g.indices.data();
-  parallel_tasks(chunks, threads, [&](std::size_t c) {
-    std::uint64_t* next = cursor.data() + c * row;
-    for (std::size_t i = c * step, e = std::min(n, (c + 1) * step); i < e; ++i) {
-      const auto slot = static_cast<std::size_t>(static_cast<std::int64_t>(ids[i]) + 2);
-      out[next[slot]] = static_cast<std::uint32_t>(i);
-      next[slot] += static_cast<std::uint64_t>(slot >= 2);
-    }
-  });
-  g.indices.resize(static_cast<std::size_t>(total));
-  return g;
-}
-
 /// `make_packed_plan` on groups it may reorder (each bucket's samples are shuffled in place).
 template <class Cost>
 packed_plan pack_groups(bucket_groups& groups, const bucket_config& config,
@@ -641,7 +585,14 @@ packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& c
 template <batch_cost Cost = latent_tokens_cost>
 packed_plan make_packed_plan(std::span<const bucket_id> ids, const bucket_config& config,
                              const packed_options& options, const Cost& cost = {}) {
-  bucket_groups groups = detail::group_parallel(ids, config.num_buckets(), options.threads);
+  bucket_groups groups = group_by_bucket(ids, config.num_buckets(), options.threads);
+  return detail::pack_groups(groups, config, options, cost);
+}
+/// As above, over 16-bit ids (`compact_ids`): the same plan.
+template <batch_cost Cost = latent_tokens_cost>
+packed_plan make_packed_plan(std::span<const compact_bucket_id> ids, const bucket_config& config,
+                             const packed_options& options, const Cost& cost = {}) {
+  bucket_groups groups = group_by_bucket(ids, config.num_buckets(), options.threads);
   return detail::pack_groups(groups, config, options, cost);
 }
 

@@ -6,8 +6,9 @@
 ///  - `numpy_source`: Open-Sora's draws bit for bit (`numpy.random.default_rng(s_i + s)` with
 ///    s_i = seed + i · num_bucket).
 
-#include <concepts>  // std::same_as
-#include <cstdint>   // std::uint64_t
+#include <concepts>     // std::same_as
+#include <cstdint>      // std::uint64_t
+#include <type_traits>  // std::is_same_v
 
 #include "numpy_random.hpp"
 
@@ -109,6 +110,19 @@ class numpy_source {
 static_assert(random_source<fast_source>);
 static_assert(random_source<numpy_source>);
 
+/// The draws of samples `first`, `first + 1`, ... of `inner` as samples 0, 1, ...: a chunk of
+/// rows that starts at sample `first` assigned with it gets the buckets its rows get in the
+/// whole table.
+template <random_source Inner>
+struct shifted_source {
+  Inner inner;
+  std::uint64_t first = 0;
+  [[nodiscard]] constexpr auto stream(std::uint64_t sample, std::uint64_t sub) const
+      noexcept(noexcept(inner.stream(sample, sub))) {
+    return inner.stream(first + sample, sub);
+  }
+};
+
 namespace detail {
 /// True for a source whose streams are pure functions of (sample, sub-stream) that share no
 /// state: a rule may then leave out a stream whose draws cannot change its answer. Not for
@@ -119,6 +133,15 @@ template <>
 inline constexpr bool independent_streams<fast_source> = true;
 template <>
 inline constexpr bool independent_streams<numpy_source> = true;
+template <class Inner>
+inline constexpr bool independent_streams<shifted_source<Inner>> = independent_streams<Inner>;
+
+/// True for `fast_source` and a `fast_source` seen through `shifted_source`: the sources whose
+/// draws the rules may take in their one-draw form (see `opensora_v2_rule::assign`).
+template <class Source>
+inline constexpr bool fast_draws = std::is_same_v<Source, fast_source>;
+template <>
+inline constexpr bool fast_draws<shifted_source<fast_source>> = true;
 }  // namespace detail
 
 }  // namespace vbucket

@@ -186,16 +186,16 @@ struct opensora_v2_rule {
     return interval == std::numeric_limits<std::int64_t>::max() ? 0 : frames / interval;
   }
 
-  /// The bucket of one sample. With `fast_source`, one draw u picks the outcome by the inverse
-  /// of the rule's outcome distribution (`detail::v2_outcomes`), exactly as `compiled_v2_rule`
-  /// does; with any other source (`numpy_source`, a user's), the walk draws in sequence as
-  /// Open-Sora's code does.
+  /// The bucket of one sample. With `fast_source` (or a `shifted_source` of it), one draw u picks
+  /// the outcome by the inverse of the rule's outcome distribution (`detail::v2_outcomes`), exactly
+  /// as `compiled_v2_rule` does; with any other source (`numpy_source`, a user's), the walk draws
+  /// in sequence as Open-Sora's code does.
   template <random_source Source>
   [[nodiscard]] bucket_id assign(const bucket_config& c, const sample_meta& m, std::uint64_t index,
                                  const Source& source) const noexcept {
     if (!detail::valid_meta(m)) return invalid_sample;
     const std::int64_t t_eff = effective_frames(m.num_frames, m.fps);
-    if constexpr (std::same_as<Source, fast_source>) {
+    if constexpr (detail::fast_draws<Source>) {
       const double u = source.stream(index, 0).random();
       bucket_id out = no_bucket;
       const auto& all = c.resolutions();

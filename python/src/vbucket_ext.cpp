@@ -271,13 +271,17 @@ py_meta meta_from_arrays(const column& num_frames, const column& height, const c
   {
     nb::gil_scoped_release release;
     const std::vector<std::uint8_t>* m = invalid ? &mask : nullptr;
-    read_column(num_frames, "num_frames", m, t->num_frames, std::int64_t{0},
+    std::vector<std::int64_t> f, h, w;
+    std::vector<double> r;
+    read_column(num_frames, "num_frames", m, f, std::int64_t{0},
                 size_reader{where, "num_frames", vbucket::max_meta_frames});
-    read_column(height, "height", m, t->height, std::int64_t{0},
+    read_column(height, "height", m, h, std::int64_t{0},
                 size_reader{where, "height", vbucket::max_meta_side});
-    read_column(width, "width", m, t->width, std::int64_t{0},
+    read_column(width, "width", m, w, std::int64_t{0},
                 size_reader{where, "width", vbucket::max_meta_side});
-    read_column(fps, "fps", m, t->fps, std::numeric_limits<double>::quiet_NaN(), fps_reader{where});
+    read_column(fps, "fps", m, r, std::numeric_limits<double>::quiet_NaN(), fps_reader{where});
+    t->reserve(n);
+    for (std::size_t i = 0; i < n; ++i) t->push_back({f[i], h[i], w[i], r[i]});
   }
   return {std::move(t)};
 }
@@ -297,8 +301,17 @@ nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::vector<T> v) {
 /// The table's columns as numpy arrays (copies).
 nb::tuple meta_columns(const py_meta& m) {
   const meta_table& t = *m.table;
-  return nb::make_tuple(to_numpy(t.num_frames), to_numpy(t.height), to_numpy(t.width),
-                        to_numpy(t.fps));
+  std::vector<std::int64_t> f(t.size()), h(t.size()), w(t.size());
+  std::vector<double> r(t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const vbucket::sample_meta s = t[i];
+    f[i] = s.num_frames;
+    h[i] = s.height;
+    w[i] = s.width;
+    r[i] = s.fps;
+  }
+  return nb::make_tuple(to_numpy(std::move(f)), to_numpy(std::move(h)), to_numpy(std::move(w)),
+                        to_numpy(std::move(r)));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -251,40 +251,7 @@ expect_ok "META from a pipe" assign "${common[@]}" --meta <(cat "$meta") --out "
 # ---------------------------------------------------------------------------------------------
 cfgv2="$data/config_opensora_v2.json"
 metav2="$tmp/meta_v2.csv"
-python3 - "$metav2" <<'EOF'
-import sys
-sizes = [(1080, 1920), (720, 1280), (480, 854), (360, 640), (1920, 1080), (1080, 1080),
-         (240, 426), (2160, 3840), (800, 1920), (64, 64)]
-state = 777
-def rnd(n):
-    global state
-    state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
-    return (state >> 33) % n
-with open(sys.argv[1], "w") as f:
-    f.write("path,num_frames,height,width,fps\n")
-    for i in range(400):
-        h, w = sizes[rnd(len(sizes))]
-        if rnd(100) < 15:
-            f.write(f"img{i}.jpg,1,{h},{w},\n")
-        else:
-            f.write(f"v{i}.mp4,{20 + rnd(900)},{h},{w},{[24, 25, 30, 60][rnd(4)]}\n")
-EOF
-
-# expect_ok_warned NAME ARGS...: as expect_ok, but stderr may hold warning lines (plan and
-# stats warn about pads).
-expect_ok_warned() {
-  local name=$1
-  shift
-  run "$@"
-  if [[ $rc -ne 0 ]]; then
-    fail "$name: exit code $rc (stderr: $(cat "$tmp/stderr"))"
-    return 1
-  elif grep -qv '^vbucket [a-z]*: warning: ' "$tmp/stderr"; then
-    fail "$name: unexpected stderr: $(cat "$tmp/stderr")"
-    return 1
-  fi
-  pass
-}
+web_meta "$metav2" 777 400
 
 # same_buckets NAME ASSIGN.csv PLAN.jsonl: the samples of each bucket of the plan (pads and
 # repeats are its own samples again) are exactly the samples `assign` put in that bucket.

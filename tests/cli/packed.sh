@@ -15,24 +15,7 @@ require_python3
 
 cfg="$data/config_opensora_v2.json"
 meta="$tmp/meta.csv"
-python3 - "$meta" <<'EOF'
-import sys
-sizes = [(1080, 1920), (720, 1280), (480, 854), (360, 640), (1920, 1080), (1080, 1080),
-         (240, 426), (2160, 3840), (800, 1920), (64, 64)]
-state = 4242
-def rnd(n):
-    global state
-    state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
-    return (state >> 33) % n
-with open(sys.argv[1], "w") as f:
-    f.write("path,num_frames,height,width,fps\n")
-    for i in range(700):
-        h, w = sizes[rnd(len(sizes))]
-        if rnd(100) < 15:
-            f.write(f"img{i}.jpg,1,{h},{w},\n")
-        else:
-            f.write(f"v{i}.mp4,{20 + rnd(900)},{h},{w},{[24, 25, 30, 60][rnd(4)]}\n")
-EOF
+web_meta "$meta" 4242 700
 
 cat >"$tmp/check.py" <<'EOF'
 """Checks of packed `vbucket plan` outputs. Usage: check.py MODE ARGS..."""

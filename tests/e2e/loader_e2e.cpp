@@ -198,7 +198,7 @@ TEST_CASE(
   std::vector<record> records;
   for (std::size_t i = 0; i < d.paths.size(); ++i)
     records.push_back(
-        {d.meta.num_frames[i], d.meta.height[i], d.meta.width[i], d.meta.fps[i], d.paths[i]});
+        {d.meta[i].num_frames, d.meta[i].height, d.meta[i].width, d.meta[i].fps, d.paths[i]});
   const vbucket::ffmpeg::file_decoder decoder(records);
   vbucket::batch_sampler sampler(records, d.config, vbucket::opensora_v2_rule{},
                                  {.seed = 11, .world = 1, .rank = 0});

@@ -17,40 +17,22 @@
 #include "vbucket/ffmpeg/file_decoder.hpp"
 #include "vbucket/meta.hpp"
 
+#include "vbucket_test/ffmpeg_media.hpp"
+#include "vbucket_test/temp_files.hpp"
+
 namespace ff = vbucket::ffmpeg;
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string index_media_dir = VBUCKET_FFMPEG_MEDIA_DIR;
+using vbucket_test::media;
 
-std::string in_media(const std::string& name) { return index_media_dir + "/" + name; }
-
+/// A 24×32 clip request.
 ff::clip_request clip(std::int64_t start, std::int64_t frames, std::int64_t interval) {
-  ff::clip_request r;
-  r.start = start;
-  r.frames = frames;
-  r.interval = interval;
-  r.height = 24;
-  r.width = 32;
-  return r;
+  return vbucket_test::request(start, frames, interval, 24, 32);
 }
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
-
-/// A temporary directory, removed at the end of the test.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() /
-           ("vbucket_frame_index_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-    fs::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 }  // namespace
 
@@ -67,9 +49,9 @@ TEST_CASE("ffmpeg: the frame index gives the same clips as decoding without it, 
   ff::frame_index index;
   int tested = 0;
   for (const auto& fc : files) {
-    if (!fs::exists(in_media(fc.name))) continue;
+    if (!fs::exists(media(fc.name))) continue;
     ++tested;
-    const std::string file = in_media(fc.name);
+    const std::string file = media(fc.name);
     CAPTURE(file);
     const auto entry = ff::index_video(file);
     REQUIRE_MESSAGE(entry.ok(), entry.error());
@@ -151,10 +133,10 @@ TEST_CASE("ffmpeg: the frame index gives the same clips as decoding without it, 
 
 TEST_CASE("ffmpeg: a stale frame index entry is ignored, reported and counted") {
   const std::string name = "h264_64x48_25fps_long.mkv";
-  if (!fs::exists(in_media(name))) return;
-  temp_dir dir;
+  if (!fs::exists(media(name))) return;
+  const vbucket_test::temp_dir dir("frame_index");
   const std::string copy = (dir.path / name).string();
-  fs::copy_file(in_media(name), copy);
+  fs::copy_file(media(name), copy);
   ff::frame_index index;
   const auto entry = ff::index_video(copy);
   REQUIRE_MESSAGE(entry.ok(), entry.error());

@@ -29,18 +29,16 @@ bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == 
 
 /// A row kept as an unusable sample (`error` column not empty): 0 frames, 0 × 0, NaN fps.
 bool unusable(const vbucket::meta_table& t, std::size_t i) {
-  return t.num_frames[i] == 0 && t.height[i] == 0 && t.width[i] == 0 && std::isnan(t.fps[i]);
+  return t[i].num_frames == 0 && t[i].height == 0 && t[i].width == 0 && std::isnan(t[i].fps);
 }
 
 void check_table(const vbucket::meta_table& t) {
-  VBUCKET_FUZZ_CHECK(t.height.size() == t.size() && t.width.size() == t.size() &&
-                     t.fps.size() == t.size());
   for (std::size_t i = 0; i < t.size(); ++i) {
     if (unusable(t, i)) continue;  // a row with a non-empty `error` column
-    VBUCKET_FUZZ_CHECK(t.num_frames[i] >= 1 && t.num_frames[i] <= vbucket::max_meta_frames);
-    VBUCKET_FUZZ_CHECK(t.height[i] >= 1 && t.height[i] <= vbucket::detail::max_side);
-    VBUCKET_FUZZ_CHECK(t.width[i] >= 1 && t.width[i] <= vbucket::detail::max_side);
-    VBUCKET_FUZZ_CHECK(std::isnan(t.fps[i]) || (t.fps[i] > 0.0 && std::isfinite(t.fps[i])));
+    VBUCKET_FUZZ_CHECK(t[i].num_frames >= 1 && t[i].num_frames <= vbucket::max_meta_frames);
+    VBUCKET_FUZZ_CHECK(t[i].height >= 1 && t[i].height <= vbucket::detail::max_side);
+    VBUCKET_FUZZ_CHECK(t[i].width >= 1 && t[i].width <= vbucket::detail::max_side);
+    VBUCKET_FUZZ_CHECK(std::isnan(t[i].fps) || (t[i].fps > 0.0 && std::isfinite(t[i].fps)));
   }
 }
 
@@ -49,14 +47,14 @@ std::string to_csv(const vbucket::meta_table& t) {
   std::string out = "fps,width,path,height,error,num_frames\r\n";
   char buf[64];
   for (std::size_t i = 0; i < t.size(); ++i) {
-    if (std::isnan(t.fps[i])) {
+    if (std::isnan(t[i].fps)) {
       out += i % 2 == 0 ? "" : "NaN";
     } else {
-      std::snprintf(buf, sizeof buf, "%.17g", t.fps[i]);
+      std::snprintf(buf, sizeof buf, "%.17g", t[i].fps);
       out += buf;
     }
-    out += "," + std::to_string(t.width[i]) + ",\"a,\"\"b\"\"\n\"," + std::to_string(t.height[i]) +
-           (unusable(t, i) ? ",\"bad, file\"," : ", ,") + std::to_string(t.num_frames[i]) +
+    out += "," + std::to_string(t[i].width) + ",\"a,\"\"b\"\"\n\"," + std::to_string(t[i].height) +
+           (unusable(t, i) ? ",\"bad, file\"," : ", ,") + std::to_string(t[i].num_frames) +
            (i % 3 == 0 ? "\n" : "\r\n");
   }
   return out;
@@ -88,6 +86,22 @@ streamed read_streamed(std::string_view text) {
     const std::string_view message = e.what();
     VBUCKET_FUZZ_CHECK(message.substr(0, path.size()) == path);
     out.error = std::string(message.substr(path.size()));
+  }
+  // In chunks of rows (as a sampler over streamed_meta_csv reads it): the same rows in order,
+  // or the same error.
+  vbucket::meta_table rows;
+  std::uint64_t next = 0;
+  try {
+    const vbucket::streamed_meta_csv file{path, 1 + text.size() % 5};
+    const std::uint64_t n = file.for_each_chunk([&](const vbucket::meta_chunk& c) {
+      VBUCKET_FUZZ_CHECK(c.first == next && !c.rows.empty() && c.rows.size() <= file.chunk_rows);
+      for (std::size_t i = 0; i < c.rows.size(); ++i) rows.push_back(c.rows[i]);
+      next += c.rows.size();
+    });
+    VBUCKET_FUZZ_CHECK(out.error.empty() && n == next && rows == out.csv.table);
+  } catch (const vbucket::error& e) {
+    VBUCKET_FUZZ_CHECK(std::string_view(e.what()).substr(0, path.size()) == path);
+    VBUCKET_FUZZ_CHECK(std::string_view(e.what()).substr(path.size()) == out.error);
   }
   return out;
 }
@@ -127,16 +141,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   VBUCKET_FUZZ_CHECK(from_file.csv.lines == parsed.lines);
   for (std::size_t i = 0; i < t.size(); ++i) {
     const auto& u = from_file.csv.table;
-    VBUCKET_FUZZ_CHECK(u.num_frames[i] == t.num_frames[i] && u.height[i] == t.height[i] &&
-                       u.width[i] == t.width[i] && same(u.fps[i], t.fps[i]));
+    VBUCKET_FUZZ_CHECK(u[i].num_frames == t[i].num_frames && u[i].height == t[i].height &&
+                       u[i].width == t[i].width && same(u[i].fps, t[i].fps));
   }
   const auto again = vbucket::parse_meta_csv(to_csv(t), "again.csv");
   VBUCKET_FUZZ_CHECK(again.size() == t.size());
   for (std::size_t i = 0; i < t.size(); ++i) {
-    VBUCKET_FUZZ_CHECK(plain.num_frames[i] == t.num_frames[i] && plain.height[i] == t.height[i] &&
-                       plain.width[i] == t.width[i] && same(plain.fps[i], t.fps[i]));
-    VBUCKET_FUZZ_CHECK(again.num_frames[i] == t.num_frames[i] && again.height[i] == t.height[i] &&
-                       again.width[i] == t.width[i] && same(again.fps[i], t.fps[i]));
+    VBUCKET_FUZZ_CHECK(plain[i].num_frames == t[i].num_frames && plain[i].height == t[i].height &&
+                       plain[i].width == t[i].width && same(plain[i].fps, t[i].fps));
+    VBUCKET_FUZZ_CHECK(again[i].num_frames == t[i].num_frames && again[i].height == t[i].height &&
+                       again[i].width == t[i].width && same(again[i].fps, t[i].fps));
   }
   return 0;
 }

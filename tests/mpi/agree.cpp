@@ -1,6 +1,6 @@
-/// vbucket/mpi/agree.hpp and communicator.hpp, run as several processes (4 in ctest): agreement
-/// on equal values, the error every rank throws for a disagreeing rank (naming it) and for a
-/// rank that failed, the rank lists of the messages, and rank/world for a sampler.
+/// Tests of vbucket/mpi/agree.hpp, run as several processes (4 in ctest): agreement on equal
+/// values, the error every rank throws for a disagreeing rank (naming it) and for a rank that
+/// failed, and the rank lists of the messages.
 
 #include <doctest/doctest.h>
 
@@ -61,18 +61,6 @@ TEST_CASE("rank lists: ranges, singles, a cap") {
   CHECK(rank_list({2}) == "2");
   CHECK(rank_list({0, 1, 2, 3, 5, 9, 10}) == "0-3,5,9-10");
   CHECK(rank_list({1, 3, 5, 7}, 2) == "1,3,... (4 ranks)");
-}
-
-TEST_CASE("rank and world come from the communicator") {
-  const communicator comm;
-  int rank = -1, size = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  CHECK(comm.rank() == static_cast<std::uint32_t>(rank));
-  CHECK(comm.size() == static_cast<std::uint32_t>(size));
-  const vbucket::sampler_options o = vbucket::mpi::with_rank_world(comm, {});
-  CHECK(o.rank == static_cast<std::uint32_t>(rank));
-  CHECK(o.world == static_cast<std::uint32_t>(size));
 }
 
 TEST_CASE("ranks that plan the same epoch agree") {

@@ -703,6 +703,86 @@ TEST_CASE("batch_sampler: a metadata CSV (as the CLI reads it) gives the records
   }
 }
 
+TEST_CASE("batch_sampler: a streamed metadata CSV gives the table's batches, whatever the chunks") {
+  // 9000 rows (some unusable, fractional rates), written once and planned two ways: over the
+  // table `load_meta_csv` reads, and over `streamed_meta_csv`, which reads the file in chunks
+  // when it plans and keeps only the ids. Chunks of 4500 rows take the compiled Open-Sora 2.0
+  // path with a shifted source, small ones the per-sample path.
+  std::vector<clip_record> records = make_records(9000, 23);
+  const double rates[] = {23.976023976023978, 29.97002997002997, 25.0, 59.94, 7.5, 1e-3};
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "vbucket_batch_sampler_streamed.csv").string();
+  {
+    std::ofstream out(path);
+    out.precision(17);
+    out << "path,num_frames,height,width,fps,error\n";
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      const clip_record& r = records[i];
+      if (r.length == 0) {
+        out << r.path << ",,,,,unreadable\n";  // kept as an unusable row
+        continue;
+      }
+      out << r.path << ',' << r.length << ',' << r.rows << ',' << r.cols << ',';
+      if (r.rate == r.rate) out << (i % 3 == 0 ? rates[i % std::size(rates)] : r.rate);
+      out << ",\n";
+    }
+  }
+  const meta_table table = vbucket::load_meta_csv(path);
+  REQUIRE(table.size() == records.size());
+  const bucket_config v2 = v2_config();
+  const bucket_config v12 = v12_config();
+  auto check_same = [&](const auto& config, const auto& rule, vbucket::sampler_options o) {
+    for (const std::size_t chunk : {std::size_t{1} << 20, std::size_t{4500}, std::size_t{7}}) {
+      CAPTURE(chunk);
+      vbucket::batch_sampler whole(table, config, rule, o);
+      vbucket::batch_sampler streamed(vbucket::streamed_meta_csv{path, chunk}, config, rule, o);
+      static_assert(
+          std::same_as<typename decltype(streamed)::samples_type, vbucket::streamed_meta_csv>);
+      CHECK(streamed.num_samples() == 0);  // not read yet
+      for (const std::uint64_t epoch : {0u, 3u}) {
+        whole.set_epoch(epoch);
+        streamed.set_epoch(epoch);
+        CHECK(streamed.assign() == whole.assign());
+        CHECK(streamed.fingerprint() == whole.fingerprint());
+        CHECK(streamed.num_samples() == table.size());
+        if (o.batching == vbucket::batching_mode::packed) {
+          CHECK(streamed.packed_batches().size() == whole.packed_batches().size());
+        } else {
+          check_equal(streamed, whole.batches());
+        }
+      }
+    }
+  };
+  const vbucket::opensora_v2_rule rule_v2{.fps_max = 16};
+  for (const rng_mode mode : {rng_mode::fast, rng_mode::numpy}) {
+    CAPTURE(static_cast<int>(mode));
+    check_same(v2, rule_v2, {.seed = 5, .world = 3, .rank = 1, .rng = mode});
+    check_same(v12, vbucket::opensora_v12_rule{}, {.seed = 6, .world = 2, .rank = 0, .rng = mode});
+  }
+  check_same(v2, rule_v2,
+             {.seed = 8,
+              .world = 2,
+              .rank = 1,
+              .batching = vbucket::batching_mode::packed,
+              .token_budget = vbucket::largest_batch_cost(v2)});
+  std::filesystem::remove(path);
+
+  // A bad row after whole chunks: the error names the file and row when the epoch is planned.
+  const std::string bad =
+      (std::filesystem::temp_directory_path() / "vbucket_batch_sampler_bad.csv").string();
+  {
+    std::ofstream out(bad);
+    out << "num_frames,height,width,fps\n";
+    for (int i = 0; i < 20; ++i) out << 30 + i << ",360,640,30\n";
+    out << "12,360,-640,30\n";
+  }
+  vbucket::batch_sampler broken(vbucket::streamed_meta_csv{bad, 8}, v2, rule_v2, {.seed = 1});
+  CHECK_THROWS_WITH_AS((void)broken.fingerprint(), doctest::Contains("row 21"), vbucket::error);
+  std::filesystem::remove(bad);
+  vbucket::batch_sampler missing(vbucket::streamed_meta_csv{bad}, v2, rule_v2, {.seed = 1});
+  CHECK_THROWS_WITH_AS((void)missing.size(), doctest::Contains("cannot open"), vbucket::error);
+}
+
 TEST_CASE("batch_sampler: packed batching equals the hand-wired packed path, resumes, refuses") {
   const std::vector<clip_record> records = make_records(3000);
   const bucket_config config = v2_config();

@@ -1,9 +1,19 @@
-/// Compile-time conformance (and non-conformance) of stand-in types for vbucket's concepts:
-/// video_meta, resolution_source, uniform_stream, random_source and bucket_rule. Nothing runs;
-/// the file compiles or the build fails.
+/// Compile-time conformance (and non-conformance) of stand-in types for every public concept
+/// of the core: video_meta, resolution_source, uniform_stream, random_source, bucket_rule,
+/// sample_collection, source_family, sampler_rule, batch_cost, tensor_adapter, clip_decoder,
+/// schedule_source, packed_schedule_source, loader_source and staging_backend (the adapters'
+/// concepts are checked in their suites: media_record in tests/ffmpeg/file_decoder.cpp,
+/// batch_probe in tests/eigen/cost_model.cpp). Nothing runs; the file compiles or the build
+/// fails.
+#include <cstddef>      // std::byte, std::size_t
 #include <cstdint>      // std::int32_t, std::int64_t, std::uint64_t
+#include <deque>        // std::deque (random access, not contiguous)
+#include <list>         // std::list (not random access)
+#include <optional>     // std::optional
+#include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <vector>       // std::vector
 
 #include "vbucket/vbucket.hpp"
 
@@ -215,5 +225,235 @@ static_assert(!vbucket::bucket_rule<no_index_rule>);
 // A good rule with a source that is not a random_source is not a bucket_rule.
 static_assert(!vbucket::bucket_rule<first_bucket_rule, float_source>);
 static_assert(!vbucket::bucket_rule<vbucket::opensora_v2_rule, draw_source>);
+
+// ---------------------------------------------------------------------------------------------
+// sample_collection, source_family, sampler_rule (batch_sampler.hpp)
+// ---------------------------------------------------------------------------------------------
+
+static_assert(vbucket::sample_collection<vbucket::meta_table>);
+static_assert(vbucket::sample_collection<const vbucket::meta_table>);
+static_assert(vbucket::sample_collection<std::vector<plain_clip>>);
+static_assert(vbucket::sample_collection<std::vector<renamed_clip>>);
+static_assert(vbucket::sample_collection<std::deque<vbucket::sample_meta>>);
+static_assert(vbucket::sample_collection<std::span<const plain_clip>>);
+static_assert(!vbucket::sample_collection<std::list<plain_clip>>);  // not random access
+static_assert(!vbucket::sample_collection<std::vector<unadapted_clip>>);
+static_assert(!vbucket::sample_collection<plain_clip>);
+
+/// A family of sources: a lambda-like type callable as (seed, epoch, num_buckets).
+struct halves_family {
+  [[nodiscard]] vbucket::fast_source operator()(std::uint64_t s, std::uint64_t e,
+                                                std::size_t) const {
+    return vbucket::fast_source(s / 2, e);
+  }
+};
+/// Makes draws, not sources.
+struct draw_family {
+  [[nodiscard]] double operator()(std::uint64_t, std::uint64_t, std::size_t) const;
+};
+/// Callable only when not const.
+struct mutable_family {
+  vbucket::fast_source operator()(std::uint64_t, std::uint64_t, std::size_t);
+};
+/// Not copyable: a sampler keeps its own copy.
+struct unique_family {
+  unique_family() = default;
+  unique_family(const unique_family&) = delete;
+  [[nodiscard]] counter_source operator()(std::uint64_t, std::uint64_t, std::size_t) const;
+};
+
+static_assert(vbucket::source_family<halves_family>);
+static_assert(!vbucket::source_family<draw_family>);
+static_assert(!vbucket::source_family<mutable_family>);
+static_assert(!vbucket::source_family<unique_family>);
+static_assert(!vbucket::source_family<vbucket::fast_source>);
+
+/// A family whose source is counter_source.
+struct counter_family {
+  [[nodiscard]] counter_source operator()(std::uint64_t, std::uint64_t, std::size_t) const;
+};
+
+static_assert(vbucket::sampler_rule<vbucket::opensora_v2_rule, vbucket::builtin_sources>);
+static_assert(vbucket::sampler_rule<first_bucket_rule, vbucket::builtin_sources>);
+static_assert(vbucket::sampler_rule<first_bucket_rule, counter_family>);
+static_assert(vbucket::sampler_rule<counter_only_rule, counter_family>);
+static_assert(!vbucket::sampler_rule<counter_only_rule, vbucket::builtin_sources>);
+static_assert(!vbucket::sampler_rule<stateful_rule, vbucket::builtin_sources>);
+static_assert(!vbucket::sampler_rule<first_bucket_rule, draw_family>);
+
+// ---------------------------------------------------------------------------------------------
+// batch_cost (plan_options.hpp)
+// ---------------------------------------------------------------------------------------------
+
+/// Seconds per batch from frames and batch size.
+struct seconds_cost {
+  [[nodiscard]] double operator()(const vbucket::bucket_config& c, vbucket::bucket_id b,
+                                  std::int64_t bs) const {
+    return 0.01 * static_cast<double>(bs * c.frames_of(b).frames);
+  }
+};
+/// An integer cost converts to double: fine.
+struct integer_cost {
+  [[nodiscard]] std::int64_t operator()(const vbucket::bucket_config&, vbucket::bucket_id,
+                                        std::int64_t bs) const {
+    return bs;
+  }
+};
+/// Takes no config (a common slip: the cost of a bucket needs the config to know its shape).
+struct config_free_cost {
+  [[nodiscard]] double operator()(vbucket::bucket_id, std::int64_t) const;
+};
+/// Returns text.
+struct text_cost {
+  [[nodiscard]] std::string operator()(const vbucket::bucket_config&, vbucket::bucket_id,
+                                       std::int64_t) const;
+};
+
+static_assert(vbucket::batch_cost<vbucket::latent_tokens_cost>);
+static_assert(vbucket::batch_cost<seconds_cost>);
+static_assert(vbucket::batch_cost<integer_cost>);
+static_assert(!vbucket::batch_cost<config_free_cost>);
+static_assert(!vbucket::batch_cost<text_cost>);
+
+// ---------------------------------------------------------------------------------------------
+// tensor_adapter, clip_decoder, schedule_source, packed_schedule_source, loader_source
+// (loader.hpp)
+// ---------------------------------------------------------------------------------------------
+
+/// A user tensor: a pointer and a byte count, adapted through tensor_traits below.
+struct my_tensor {
+  void* data;
+  std::size_t bytes;
+};
+/// Never adapted.
+struct unadapted_tensor {
+  void* data;
+};
+/// Adapted, but wrap returns another type.
+struct wrong_wrap_tensor {
+  void* data;
+};
+
+}  // namespace concepts_test
+
+template <>
+struct vbucket::tensor_traits<concepts_test::my_tensor> {
+  static concepts_test::my_tensor wrap(const tensor_view& v) { return {v.data, v.bytes()}; }
+};
+template <>
+struct vbucket::tensor_traits<concepts_test::wrong_wrap_tensor> {
+  static concepts_test::my_tensor wrap(const tensor_view& v) { return {v.data, v.bytes()}; }
+};
+
+namespace concepts_test {
+
+static_assert(vbucket::tensor_adapter<vbucket::plain_tensor>);
+static_assert(vbucket::tensor_adapter<my_tensor>);
+static_assert(!vbucket::tensor_adapter<unadapted_tensor>);
+static_assert(!vbucket::tensor_adapter<wrong_wrap_tensor>);
+
+/// Returns an error message or nothing.
+struct message_decoder {
+  std::optional<std::string> decode(const vbucket::clip_task&, std::span<std::uint8_t>);
+};
+/// Returns a bool: no message to report.
+struct bool_decoder {
+  bool decode(const vbucket::clip_task&, std::span<std::uint8_t>);
+};
+/// Decodes into a vector it allocates (not into the staging slot).
+struct allocating_decoder {
+  std::optional<std::string> decode(const vbucket::clip_task&, std::vector<std::uint8_t>&);
+};
+
+static_assert(vbucket::clip_decoder<message_decoder>);
+static_assert(!vbucket::clip_decoder<bool_decoder>);
+static_assert(!vbucket::clip_decoder<allocating_decoder>);
+static_assert(!vbucket::clip_decoder<int>);
+
+/// A trainer's own source of one rank's fixed batches.
+struct my_schedule_source {
+  [[nodiscard]] vbucket::epoch_schedule schedule() const;
+  [[nodiscard]] std::uint32_t rank() const;
+  [[nodiscard]] vbucket::plan_state state() const;
+};
+/// A source of packed batches.
+struct my_packed_source {
+  [[nodiscard]] bool packed() const;
+  [[nodiscard]] vbucket::packed_schedule packing_schedule() const;
+  [[nodiscard]] std::uint32_t rank() const;
+  [[nodiscard]] vbucket::plan_state state() const;
+};
+/// Forgets the resume state, so the loader could not say where it is.
+struct stateless_source {
+  [[nodiscard]] vbucket::epoch_schedule schedule() const;
+  [[nodiscard]] std::uint32_t rank() const;
+};
+/// A schedule only from a non-const source.
+struct mutable_schedule_source {
+  vbucket::epoch_schedule schedule();
+  std::uint32_t rank();
+  vbucket::plan_state state();
+};
+
+static_assert(vbucket::schedule_source<my_schedule_source>);
+static_assert(!vbucket::schedule_source<my_packed_source>);
+static_assert(!vbucket::schedule_source<stateless_source>);
+static_assert(!vbucket::schedule_source<mutable_schedule_source>);
+static_assert(vbucket::packed_schedule_source<my_packed_source>);
+static_assert(!vbucket::packed_schedule_source<my_schedule_source>);
+static_assert(vbucket::loader_source<my_schedule_source>);
+static_assert(vbucket::loader_source<my_packed_source>);
+static_assert(vbucket::loader_source<vbucket::batch_sampler<vbucket::meta_table>>);
+static_assert(!vbucket::loader_source<stateless_source>);
+static_assert(!vbucket::loader_source<vbucket::epoch_schedule>);
+
+// ---------------------------------------------------------------------------------------------
+// staging_backend (staging.hpp)
+// ---------------------------------------------------------------------------------------------
+
+/// A minimal backend: synchronous copies, an empty event.
+struct sync_backend {
+  struct event {};
+  std::byte* allocate(std::size_t n);
+  void deallocate(std::byte*, std::size_t) noexcept;
+  event copy_async(void*, const std::byte*, std::size_t);
+  void wait(event&);
+  bool ready(event&);
+};
+/// No ready(): the ring could not ask without blocking.
+struct no_ready_backend {
+  struct event {};
+  std::byte* allocate(std::size_t n);
+  void deallocate(std::byte*, std::size_t) noexcept;
+  event copy_async(void*, const std::byte*, std::size_t);
+  void wait(event&);
+};
+/// deallocate may throw: the ring frees memory in destructors.
+struct throwing_free_backend {
+  struct event {};
+  std::byte* allocate(std::size_t n);
+  void deallocate(std::byte*, std::size_t);
+  event copy_async(void*, const std::byte*, std::size_t);
+  void wait(event&);
+  bool ready(event&);
+};
+/// An event that may throw when moved: the ring moves events while it holds its lock.
+struct throwing_event_backend {
+  struct event {
+    event() = default;
+    event(event&&) noexcept(false);
+  };
+  std::byte* allocate(std::size_t n);
+  void deallocate(std::byte*, std::size_t) noexcept;
+  event copy_async(void*, const std::byte*, std::size_t);
+  void wait(event&);
+  bool ready(event&);
+};
+
+static_assert(vbucket::staging_backend<vbucket::host_backend>);
+static_assert(vbucket::staging_backend<sync_backend>);
+static_assert(!vbucket::staging_backend<no_ready_backend>);
+static_assert(!vbucket::staging_backend<throwing_free_backend>);
+static_assert(!vbucket::staging_backend<throwing_event_backend>);
 
 }  // namespace concepts_test

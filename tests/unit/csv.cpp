@@ -43,6 +43,13 @@ constexpr std::string_view header = "path,num_frames,height,width,fps\n";
 
 std::string with_header(std::string_view rows) { return std::string(header) + std::string(rows); }
 
+/// The num_frames column of a table.
+std::vector<std::int64_t> frames_of(const vbucket::meta_table& t) {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < t.size(); ++i) out.push_back(t[i].num_frames);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("csv: a plain table, row order is sample order") {
@@ -50,14 +57,14 @@ TEST_CASE("csv: a plain table, row order is sample order") {
       with_header("a.mp4,300,1080,1920,30\nb.jpg,1,720,1280,\nc.mp4,51,480,854,23.976\n"),
       "meta.csv");
   REQUIRE(t.size() == 3);
-  CHECK(t.num_frames[0] == 300);
-  CHECK(t.height[0] == 1080);
-  CHECK(t.width[0] == 1920);
-  CHECK(t.fps[0] == 30.0);
-  CHECK(t.num_frames[1] == 1);
-  CHECK(std::isnan(t.fps[1]));
-  CHECK(t.fps[2] == 23.976);
-  CHECK(t.width[2] == 854);
+  CHECK(t[0].num_frames == 300);
+  CHECK(t[0].height == 1080);
+  CHECK(t[0].width == 1920);
+  CHECK(t[0].fps == 30.0);
+  CHECK(t[1].num_frames == 1);
+  CHECK(std::isnan(t[1].fps));
+  CHECK(t[2].fps == 23.976);
+  CHECK(t[2].width == 854);
 }
 
 TEST_CASE("csv: columns in any order, extra columns ignored") {
@@ -65,10 +72,10 @@ TEST_CASE("csv: columns in any order, extra columns ignored") {
       "fps,extra,width,path,height,num_frames,text\n24,x,640,a.mp4,360,100,\"hello, world\"\n",
       "meta.csv");
   REQUIRE(t.size() == 1);
-  CHECK(t.num_frames[0] == 100);
-  CHECK(t.height[0] == 360);
-  CHECK(t.width[0] == 640);
-  CHECK(t.fps[0] == 24.0);
+  CHECK(t[0].num_frames == 100);
+  CHECK(t[0].height == 360);
+  CHECK(t[0].width == 640);
+  CHECK(t[0].fps == 24.0);
 }
 
 TEST_CASE("csv: RFC 4180 quoting: commas, doubled quotes and line breaks in fields") {
@@ -79,13 +86,13 @@ TEST_CASE("csv: RFC 4180 quoting: commas, doubled quotes and line breaks in fiel
                                                      "\"12\",\"13\",\"103\",\"203\",\"30\"\n"),
                                          "meta.csv");
   REQUIRE(m.table.size() == 4);
-  CHECK(m.table.num_frames[0] == 10);
-  CHECK(m.table.num_frames[1] == 11);
-  CHECK(m.table.num_frames[2] == 12);
-  CHECK(std::isnan(m.table.fps[2]));
+  CHECK(m.table[0].num_frames == 10);
+  CHECK(m.table[1].num_frames == 11);
+  CHECK(m.table[2].num_frames == 12);
+  CHECK(std::isnan(m.table[2].fps));
   // Quoted numbers are numbers.
-  CHECK(m.table.num_frames[3] == 13);
-  CHECK(m.table.fps[3] == 30.0);
+  CHECK(m.table[3].num_frames == 13);
+  CHECK(m.table[3].fps == 30.0);
   // Row i starts on line lines[i]; the third path spans three lines.
   CHECK(m.lines == std::vector<std::uint64_t>{2, 3, 4, 7});
 }
@@ -95,19 +102,19 @@ TEST_CASE("csv: CRLF, a UTF-8 BOM, no final newline, trailing blank lines") {
     const auto t = vbucket::parse_meta_csv(
         "\xEF\xBB\xBFnum_frames,height,width,fps\r\n5,6,7,8\r\n9,10,11,\r\n", "meta.csv");
     REQUIRE(t.size() == 2);
-    CHECK(t.num_frames[0] == 5);
-    CHECK(t.fps[0] == 8.0);
-    CHECK(std::isnan(t.fps[1]));
+    CHECK(t[0].num_frames == 5);
+    CHECK(t[0].fps == 8.0);
+    CHECK(std::isnan(t[1].fps));
   }
   SUBCASE("no final newline") {
     const auto t = vbucket::parse_meta_csv("num_frames,height,width,fps\n5,6,7,8", "meta.csv");
     REQUIRE(t.size() == 1);
-    CHECK(t.fps[0] == 8.0);
+    CHECK(t[0].fps == 8.0);
   }
   SUBCASE("no final newline, empty last field") {
     const auto t = vbucket::parse_meta_csv("num_frames,height,width,fps\n5,6,7,", "meta.csv");
     REQUIRE(t.size() == 1);
-    CHECK(std::isnan(t.fps[0]));
+    CHECK(std::isnan(t[0].fps));
   }
   SUBCASE("trailing blank lines") {
     const auto t =
@@ -118,7 +125,7 @@ TEST_CASE("csv: CRLF, a UTF-8 BOM, no final newline, trailing blank lines") {
     const auto m = vbucket::parse_meta_csv_with_lines(
         "num_frames,height,width,fps\n5,6,7,8\n\n9,10,11,12\n", "meta.csv");
     REQUIRE(m.table.size() == 2);
-    CHECK(m.table.num_frames[1] == 9);
+    CHECK(m.table[1].num_frames == 9);
     CHECK(m.lines == std::vector<std::uint64_t>{2, 4});
     check_error("num_frames,height,width,fps\n5,6,7,8\n\n9,0,11,12\n", {"row 2 (line 4)"});
   }
@@ -135,17 +142,17 @@ TEST_CASE("csv: NaN fps in any spelling, sizes with surrounding blanks") {
       with_header("a,1,2,3,nan\nb,1,2,3,NaN\nc,1,2,3,NAN\nd,1,2,3,\ne,1,2,3,  \nf, 4 ,5,6, 7.5\n"),
       "meta.csv");
   REQUIRE(t.size() == 6);
-  for (std::size_t i = 0; i < 5; ++i) CHECK(std::isnan(t.fps[i]));
-  CHECK(t.num_frames[5] == 4);
-  CHECK(t.fps[5] == 7.5);
+  for (std::size_t i = 0; i < 5; ++i) CHECK(std::isnan(t[i].fps));
+  CHECK(t[5].num_frames == 4);
+  CHECK(t[5].fps == 7.5);
 }
 
 TEST_CASE("csv: size limits") {
   const auto t =
       vbucket::parse_meta_csv(with_header("a,2147483648,16777216,16777216,1e-3\n"), "meta.csv");
-  CHECK(t.num_frames[0] == vbucket::max_meta_frames);
-  CHECK(t.height[0] == vbucket::detail::max_side);
-  CHECK(t.fps[0] == 0.001);
+  CHECK(t[0].num_frames == vbucket::max_meta_frames);
+  CHECK(t[0].height == vbucket::detail::max_side);
+  CHECK(t[0].fps == 0.001);
   check_error(with_header("a,2147483649,1,1,24\n"), {"column \"num_frames\"", "2147483648"});
   check_error(with_header("a,1,16777217,1,24\n"), {"column \"height\"", "16777216"});
   check_error(with_header("a,1,1,16777217,24\n"), {"column \"width\""});
@@ -236,7 +243,7 @@ TEST_CASE("csv: load_meta_csv reads a file and names it in errors") {
   }
   const auto t = vbucket::load_meta_csv(good);
   REQUIRE(t.size() == 1);
-  CHECK(t.width[0] == 5);
+  CHECK(t[0].width == 5);
   const auto m = vbucket::load_meta_csv_with_lines(good);
   CHECK(m.lines == std::vector<std::uint64_t>{2});
 
@@ -295,7 +302,7 @@ TEST_CASE("csv: random quoted paths of every length and offset parse back exactl
     }
     INFO("text: " << text);
     const auto m = vbucket::parse_meta_csv_with_lines(text, "meta.csv");
-    CHECK(m.table.num_frames == frames);
+    CHECK(frames_of(m.table) == frames);
     CHECK(m.lines == lines);
   }
 }
@@ -308,12 +315,12 @@ TEST_CASE("csv: rows with an error (vbucket scan's output) are unusable samples,
       "c.mp4,51,480,854,23.976,2.1,vp9,  \n",
       "meta.csv");
   REQUIRE(t.size() == 3);
-  CHECK(t.num_frames[0] == 300);
-  CHECK(t.num_frames[1] == 0);  // kept in place, unusable
-  CHECK(t.height[1] == 0);
-  CHECK(t.width[1] == 0);
-  CHECK(std::isnan(t.fps[1]));
-  CHECK(t.num_frames[2] == 51);  // a blank error is no error
+  CHECK(t[0].num_frames == 300);
+  CHECK(t[1].num_frames == 0);  // kept in place, unusable
+  CHECK(t[1].height == 0);
+  CHECK(t[1].width == 0);
+  CHECK(std::isnan(t[1].fps));
+  CHECK(t[2].num_frames == 51);  // a blank error is no error
   // The rules count it as invalid rather than dropping it.
   const auto config =
       vbucket::bucket_config(std::vector<vbucket::bucket_spec>{{"360p", 1, 1.0, std::nullopt, 4}},
@@ -366,13 +373,7 @@ streamed read_in_chunks(const std::string& path, std::size_t chunk) {
 }
 
 /// Equal tables, NaN fps equal to NaN fps.
-bool same_table(const vbucket::meta_table& a, const vbucket::meta_table& b) {
-  if (a.num_frames != b.num_frames || a.height != b.height || a.width != b.width) return false;
-  if (a.fps.size() != b.fps.size()) return false;
-  for (std::size_t i = 0; i < a.fps.size(); ++i)
-    if (!(a.fps[i] == b.fps[i] || (std::isnan(a.fps[i]) && std::isnan(b.fps[i])))) return false;
-  return true;
-}
+bool same_table(const vbucket::meta_table& a, const vbucket::meta_table& b) { return a == b; }
 
 /// The decoded fields of each record of `text`.
 std::vector<std::vector<std::string>> records(std::string_view text) {
@@ -398,13 +399,13 @@ TEST_CASE("csv: pandas-style integers (a float with an integral value) are read 
                                          "meta.csv");
   REQUIRE(t.size() == 5);
   for (std::size_t i = 0; i < 4; ++i) {
-    CHECK(t.num_frames[i] == 51);
-    CHECK(t.height[i] == 720);
-    CHECK(t.width[i] == 1280);
+    CHECK(t[i].num_frames == 51);
+    CHECK(t[i].height == 720);
+    CHECK(t[i].width == 1280);
   }
-  CHECK(t.num_frames[4] == std::int64_t{1} << 31);
-  CHECK(t.height[4] == std::int64_t{1} << 24);
-  CHECK(t.width[4] == std::int64_t{1} << 24);
+  CHECK(t[4].num_frames == std::int64_t{1} << 31);
+  CHECK(t[4].height == std::int64_t{1} << 24);
+  CHECK(t[4].width == std::int64_t{1} << 24);
 }
 
 TEST_CASE("csv errors: a float that is not an integer, or out of range, in an integer column") {
@@ -449,9 +450,9 @@ TEST_CASE("csv: fps 0 is unknown, as NaN (Open-Sora's rule gives it frame interv
   const auto t =
       vbucket::parse_meta_csv(with_header("a,51,2,3,0\nb,51,2,3,0.0\nc,51,2,3,\"0\"\n"), "m.csv");
   REQUIRE(t.size() == 3);
-  for (std::size_t i = 0; i < 3; ++i) CHECK(std::isnan(t.fps[i]));
+  for (std::size_t i = 0; i < 3; ++i) CHECK(std::isnan(t[i].fps));
   // Open-Sora: 0 < fps_max, so interval 1 and all 51 frames count; NaN does the same here.
-  CHECK(vbucket::opensora_v2_rule{}.effective_frames(51, t.fps[0]) == 51);
+  CHECK(vbucket::opensora_v2_rule{}.effective_frames(51, t[0].fps) == 51);
   // Below zero is still an error.
   check_error(with_header("a,51,2,3,-1\n"), {"row 1 (line 2)", "column \"fps\"", "-1"});
 }
@@ -471,10 +472,10 @@ TEST_CASE("csv: text after a closing quote is part of the field, as in Python's 
       "\"two\nlines\" x,1,2,3,\"0\" \n",
       "meta.csv");
   REQUIRE(m.table.size() == 2);
-  CHECK(m.table.num_frames[0] == 51);
-  CHECK(m.table.width[0] == 1280);  // "1"280 reads 1280, as pandas reads it
-  CHECK(m.table.fps[0] == 24.0);
-  CHECK(std::isnan(m.table.fps[1]));
+  CHECK(m.table[0].num_frames == 51);
+  CHECK(m.table[0].width == 1280);  // "1"280 reads 1280, as pandas reads it
+  CHECK(m.table[0].fps == 24.0);
+  CHECK(std::isnan(m.table[1].fps));
   CHECK(m.lines == std::vector<std::uint64_t>{2, 3});
   check_error(with_header("a,\"5\"x,2,3,4\n"), {"column \"num_frames\"", "\"5x\" is not"});
 }
@@ -530,7 +531,7 @@ TEST_CASE("csv: reading a file in chunks of any size gives the text's table, lin
   }
   // What the good text holds (its rows, independently of the reader).
   const auto m = vbucket::parse_meta_csv_with_lines(good, "meta.csv");
-  CHECK(m.table.num_frames == std::vector<std::int64_t>{51, 33, 0, 7, 5});
+  CHECK(frames_of(m.table) == std::vector<std::int64_t>{51, 33, 0, 7, 5});
   CHECK(m.lines == std::vector<std::uint64_t>{2, 5, 6, 8, 9});
 }
 
@@ -549,14 +550,14 @@ TEST_CASE("csv: load_meta_csv holds one chunk of the file, not its text") {
   vbucket::detail::csv_reader reader(vbucket::detail::csv_file{file.path(), 64 << 10});
   const vbucket::meta_table t = vbucket::detail::read_meta_csv(reader, nullptr);
   CHECK(static_cast<std::int64_t>(t.size()) == rows);
-  CHECK(t.num_frames.back() == (rows - 1) % 100 + 1);
+  CHECK(t[t.size() - 1].num_frames == (rows - 1) % 100 + 1);
   CHECK(reader.buffer_bytes() == std::size_t{64} << 10);
   // One record longer than the chunk: the buffer grows to hold it, then no further.
   const std::string long_caption(200'000, 'y');
   const temp_csv long_file("path,num_frames,height,width,fps\n\"" + long_caption +
                            "\",1,2,3,4\nz,5,6,7,8\n");
   vbucket::detail::csv_reader long_reader(vbucket::detail::csv_file{long_file.path(), 64 << 10});
-  CHECK(vbucket::detail::read_meta_csv(long_reader, nullptr).num_frames ==
+  CHECK(frames_of(vbucket::detail::read_meta_csv(long_reader, nullptr)) ==
         std::vector<std::int64_t>{1, 5});
   CHECK(long_reader.buffer_bytes() >= long_caption.size());
   CHECK(long_reader.buffer_bytes() <= 4 * long_caption.size());

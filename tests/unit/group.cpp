@@ -1,17 +1,23 @@
-/// Tests of vbucket/group.hpp: the counting-sort grouping equals a naive map of vectors,
-/// counts what it does not list, rejects ids out of range, and handles empty input.
+/// Tests of vbucket/group.hpp: the counting-sort grouping (serial or in parallel chunks) equals
+/// a naive map of vectors, counts what it does not list, rejects ids out of range, and handles
+/// empty input.
 #include "vbucket/group.hpp"
 
 #include <doctest/doctest.h>
 
-#include <cstdint>  // std::int32_t, std::uint32_t
-#include <limits>   // numeric_limits
-#include <map>      // std::map (the naive reference)
-#include <random>   // std::mt19937_64
-#include <string>   // std::string
-#include <vector>   // std::vector
+#include <algorithm>  // std::equal
+#include <cstdint>    // std::int32_t, std::uint32_t
+#include <limits>     // numeric_limits
+#include <map>        // std::map (the naive reference)
+#include <random>     // std::mt19937_64
+#include <span>       // std::span
+#include <string>     // std::string
+#include <vector>     // std::vector
 
 #include "vbucket/assign.hpp"
+#include "vbucket/batch_sampler.hpp"  // batch_fingerprint
+#include "vbucket/epoch_plan.hpp"
+#include "vbucket/packed_plan.hpp"
 
 #include "vbucket_test/errors.hpp"
 
@@ -97,6 +103,46 @@ TEST_CASE("group: equals a naive map of vectors on random ids") {
   for (std::size_t i = 0; i < skewed.size(); i += 97)
     skewed[i] = static_cast<vbucket::bucket_id>(i % 500);
   check_against_map(skewed, 500, vbucket::group_by_bucket(skewed, 500));
+}
+
+TEST_CASE("group: the parallel counting sort is the serial one, whatever the threads") {
+  // 300,000 ids make several chunks of 2^16; 1025 buckets, many of them empty in a chunk.
+  const auto ids = random_ids(300'000, 1025, 11);
+  const auto serial = vbucket::group_by_bucket(ids, 1025);
+  check_against_map(ids, 1025, serial);
+  for (unsigned threads : {2u, 3u, 7u, 0u}) {
+    CAPTURE(threads);
+    const auto g = vbucket::group_by_bucket(ids, 1025, threads);
+    CHECK(g.offsets == serial.offsets);
+    CHECK(g.indices == serial.indices);
+    CHECK(g.unassigned == serial.unassigned);
+    CHECK(g.invalid == serial.invalid);
+  }
+  // A bad id in a later chunk is named, whatever chunk finds it.
+  std::vector<vbucket::bucket_id> bad = ids;
+  bad[200'000] = 1025;
+  bad[250'000] = -7;
+  CHECK(contains(error_message([&] { (void)vbucket::group_by_bucket(bad, 1025, 4); }),
+                 "sample 200000 has bucket id 1025 but there are 1025 buckets"));
+}
+
+TEST_CASE("group: the counting sort skips the buckets it is given no room for") {
+  const std::vector<vbucket::bucket_id> ids{2, 0, -1, 2, 1, -2, 0, 2};
+  const vbucket::detail::bucket_sort sort(ids, 3, 1, "test");
+  CHECK(std::vector<std::uint64_t>(sort.grouped().begin(), sort.grouped().end()) ==
+        std::vector<std::uint64_t>{2, 1, 3});
+  CHECK(sort.unassigned() == 1);
+  CHECK(sort.invalid() == 1);
+  std::vector<std::uint32_t> zero(2, 99), two(3, 99);
+  const std::vector<std::uint32_t*> dest{zero.data(), nullptr, two.data()};
+  sort.scatter(dest);
+  CHECK(zero == std::vector<std::uint32_t>{1, 6});
+  CHECK(two == std::vector<std::uint32_t>{0, 3, 7});
+  CHECK(contains(error_message([] {
+                   const std::vector<vbucket::bucket_id> bad{0, 3};
+                   (void)vbucket::detail::bucket_sort(bad, 3, 1, "who");
+                 }),
+                 "who: sample 1 has bucket id 3"));
 }
 
 TEST_CASE("group: counts of unassigned and invalid samples") {
@@ -192,4 +238,66 @@ TEST_CASE("group: groups of assign_all are the same whatever the thread count") 
     CHECK(g.unassigned == ref.unassigned);
     CHECK(g.invalid == ref.invalid);
   }
+}
+
+TEST_CASE("group: 16-bit ids (compact_ids) group and plan as 32-bit ids do") {
+  const vbucket::bucket_config config = small_v2_config();
+  const std::size_t nb = config.num_buckets();
+  for (const std::size_t n :
+       {std::size_t{0}, std::size_t{1}, std::size_t{5000}, std::size_t{300'000}}) {
+    CAPTURE(n);
+    const std::vector<vbucket::bucket_id> ids = random_ids(n, nb, 77 + n);
+    std::vector<vbucket::compact_bucket_id> small(n);
+    vbucket::compact_ids(ids, small, nb);
+    bool same = true;
+    for (std::size_t i = 0; i < n; ++i) same = same && small[i] == ids[i];
+    CHECK(same);
+    const vbucket::bucket_groups g =
+        vbucket::group_by_bucket(std::span<const vbucket::compact_bucket_id>(small), nb, 2);
+    check_against_map(ids, nb, g);
+    for (const auto policy : {vbucket::incomplete_policy::pad, vbucket::incomplete_policy::drop,
+                              vbucket::incomplete_policy::downgrade}) {
+      const vbucket::plan_options o{.seed = 3, .epoch = 1, .policy = policy, .threads = 2};
+      const vbucket::epoch_plan wide =
+          vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, o);
+      const vbucket::epoch_plan narrow =
+          vbucket::make_epoch_plan(std::span<const vbucket::compact_bucket_id>(small), config, o);
+      REQUIRE(wide.num_batches() == narrow.num_batches());
+      std::size_t differ = 0;
+      for (std::uint64_t p = 0; p < wide.num_batches(); ++p) {
+        const vbucket::batch a = wide.global_batch(p), b = narrow.global_batch(p);
+        differ += a.bucket != b.bucket || a.indices.size() != b.indices.size() ||
+                  !std::equal(a.indices.begin(), a.indices.end(), b.indices.begin());
+      }
+      CHECK(differ == 0);
+    }
+    const vbucket::packed_options po{
+        .seed = 3, .epoch = 1, .token_budget = vbucket::largest_batch_cost(config)};
+    const vbucket::packed_plan pw =
+        vbucket::make_packed_plan(std::span<const vbucket::bucket_id>(ids), config, po);
+    const vbucket::packed_plan pn =
+        vbucket::make_packed_plan(std::span<const vbucket::compact_bucket_id>(small), config, po);
+    REQUIRE(pw.num_batches() == pn.num_batches());
+    std::size_t differ = 0;
+    for (std::uint64_t p = 0; p < pw.num_batches(); ++p)
+      differ += vbucket::batch_fingerprint(pw.global_batch(p)) !=
+                vbucket::batch_fingerprint(pn.global_batch(p));
+    CHECK(differ == 0);
+  }
+}
+
+TEST_CASE("group: compact_ids refuses what 16 bits cannot hold, naming the sample") {
+  const std::vector<vbucket::bucket_id> ids{0, 4, -1, 5, -2};
+  std::vector<vbucket::compact_bucket_id> out(ids.size());
+  auto msg = error_message([&] { vbucket::compact_ids(ids, out, 5, 1000); });
+  CHECK(contains(msg, "compact_ids: sample 1003 has bucket id 5 but there are 5 buckets"));
+  const std::vector<vbucket::bucket_id> low{0, -3};
+  msg = error_message([&] { vbucket::compact_ids(low, std::span(out).first(2), 5); });
+  CHECK(contains(msg, "sample 1 has bucket id -3, which is neither a bucket"));
+  // An id that would wrap to a valid 16-bit value is still an error.
+  const std::vector<vbucket::bucket_id> wraps{65536 + 3};
+  msg = error_message([&] { vbucket::compact_ids(wraps, std::span(out).first(1), 5); });
+  CHECK(contains(msg, "bucket id 65539"));
+  msg = error_message([&] { vbucket::compact_ids(ids, out, vbucket::max_compact_buckets + 1); });
+  CHECK(contains(msg, "32768 buckets do not fit 16-bit ids"));
 }

@@ -591,11 +591,7 @@ TEST_CASE("loader: the crop and substitution streams are the public functions (t
 
 TEST_CASE("loader: driven by a batch_sampler, and resumed through it (threads)") {
   fixture f;
-  // Samples the Open-Sora 2.0 rule puts into the fixture's buckets: 8×8 ("lo", 1:1) and
-  // 16×16 ("hi"), videos of 1 to 6 frames at 8 fps (no thinning).
-  std::vector<vbucket::sample_meta> samples;
-  for (std::int64_t i = 0; i < 120; ++i)
-    samples.push_back({1 + i % 6, i % 3 == 0 ? 16 : 8, i % 3 == 0 ? 16 : 8, 8.0});
+  const std::vector<vbucket::sample_meta> samples = vbucket_test::loader_samples();
   fake_decoder decoder;
   decoder.bad = {4, 9};
   vbucket::host_backend backend;

@@ -280,9 +280,7 @@ TEST_CASE("loader packed: resume from state() continues exactly, also in another
 
 TEST_CASE("loader packed: driven by a packed batch_sampler, and resumed through it (threads)") {
   fixture f;
-  std::vector<vbucket::sample_meta> samples;
-  for (std::int64_t i = 0; i < 120; ++i)
-    samples.push_back({1 + i % 6, i % 3 == 0 ? 16 : 8, i % 3 == 0 ? 16 : 8, 8.0});
+  const std::vector<vbucket::sample_meta> samples = vbucket_test::loader_samples();
   pattern_decoder decoder;
   vbucket::host_backend backend;
   const std::uint32_t world = 2, rank = 1;

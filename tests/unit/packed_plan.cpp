@@ -16,6 +16,8 @@
 #include "vbucket/packed_plan.hpp"
 #include "vbucket/rules.hpp"
 
+#include "vbucket_test/random_plans.hpp"
+
 namespace {
 
 using vbucket::bucket_config;
@@ -24,45 +26,12 @@ using vbucket::bucket_spec;
 using vbucket::packed_options;
 using vbucket::packed_plan;
 using vbucket::packed_schedule;
-
-/// SplitMix64, for the tests' own draws.
-struct packed_rng {
-  std::uint64_t state;
-  std::uint64_t next() { return vbucket::detail::mix64(state += vbucket::detail::golden_gamma); }
-  std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : next() % n; }
-  bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
-};
-
-/// A random Open-Sora 2.0 config: 1–3 resolutions, 1–5 frames keys each, some disabled.
-bucket_config packed_random_config(packed_rng& g) {
-  static const char* const names[] = {"144px", "256px", "360p", "480p", "512px", "720p", "768px"};
-  static const std::int64_t frames[] = {1, 5, 17, 33, 49, 65, 97, 129};
-  std::vector<bucket_spec> specs;
-  std::set<std::uint64_t> used;
-  const std::uint64_t nres = 1 + g.below(3);
-  while (used.size() < nres) used.insert(g.below(std::size(names)));
-  for (std::uint64_t r : used) {
-    std::set<std::uint64_t> keys;
-    const std::uint64_t nk = 1 + g.below(5);
-    while (keys.size() < nk) keys.insert(g.below(std::size(frames)));
-    for (std::uint64_t k : keys) {
-      bucket_spec s;
-      s.resolution = names[r];
-      s.frames = frames[k];
-      if (g.chance(0.1)) {
-        s.p_resolution = 0.0;  // disabled
-      } else {
-        s.p_resolution = 0.5;
-        s.batch_size = static_cast<std::int64_t>(1 + g.below(64));
-      }
-      specs.push_back(s);
-    }
-  }
-  return bucket_config(specs, vbucket::opensora_v2_tables{});
-}
+using vbucket_test::random_config;
+using vbucket_test::random_size;
+using vbucket_test::test_rng;
 
 /// Bucket ids for n samples: a popular bucket, a tail, some without a bucket or invalid.
-std::vector<bucket_id> packed_random_ids(packed_rng& g, const bucket_config& c, std::size_t n) {
+std::vector<bucket_id> packed_random_ids(test_rng& g, const bucket_config& c, std::size_t n) {
   const std::size_t nb = c.num_buckets();
   std::vector<bucket_id> active;
   const std::uint64_t nactive = 1 + g.below(std::min<std::uint64_t>(nb, 40));
@@ -76,15 +45,6 @@ std::vector<bucket_id> packed_random_ids(packed_rng& g, const bucket_config& c, 
                   : active[g.below(active.size())];
   }
   return ids;
-}
-
-std::size_t packed_random_size(packed_rng& g) {
-  const std::uint64_t u = g.below(10);
-  if (u == 0) return 0;
-  if (u < 4) return static_cast<std::size_t>(g.below(20));
-  if (u < 7) return static_cast<std::size_t>(g.below(2000));
-  if (u < 9) return static_cast<std::size_t>(g.below(20000));
-  return static_cast<std::size_t>(g.below(100001));
 }
 
 double sample_cost(const bucket_config& c, bucket_id b) {
@@ -263,10 +223,10 @@ std::vector<bucket_id> square(const bucket_config& c, const std::vector<int>& wh
 }  // namespace
 
 TEST_CASE("packed_plan: guarantees over random configs, sizes, worlds and budgets") {
-  packed_rng g{20261124};
+  test_rng g{20261124};
   for (int iteration = 0; iteration < 60; ++iteration) {
-    const bucket_config c = packed_random_config(g);
-    const std::vector<bucket_id> ids = packed_random_ids(g, c, packed_random_size(g));
+    const bucket_config c = random_config(g, 64);
+    const std::vector<bucket_id> ids = packed_random_ids(g, c, random_size(g));
     const double largest = std::max(1.0, largest_sample(c, ids));
     packed_options o;
     o.seed = g.next();
@@ -301,7 +261,7 @@ TEST_CASE("packed_plan: guarantees over random configs, sizes, worlds and budget
 }
 
 TEST_CASE("packed_plan: the plan depends on seed and epoch, not on the thread count") {
-  packed_rng g{7};
+  test_rng g{7};
   const bucket_config c = packed_small_config();
   std::vector<int> which(5000);
   for (auto& w : which) w = static_cast<int>(g.below(3));
@@ -419,23 +379,11 @@ TEST_CASE("packed_plan: fill ratio and step balance count repeats as waste") {
   CHECK(!vbucket::parse_batching("Packed"));
 }
 
-TEST_CASE("packed_plan: the parallel grouping is group_by_bucket's, whatever the threads") {
-  packed_rng g{99};
-  const bucket_config c = packed_random_config(g);
+TEST_CASE("packed_plan: the plan from ids is the plan from groups, whatever the threads") {
+  test_rng g{99};
+  const bucket_config c = random_config(g, 64);
   const std::vector<bucket_id> ids = packed_random_ids(g, c, 300'000);
   const vbucket::bucket_groups serial = vbucket::group_by_bucket(ids, c.num_buckets());
-  for (unsigned threads : {1u, 2u, 3u, 7u}) {
-    const vbucket::bucket_groups parallel =
-        vbucket::detail::group_parallel(ids, c.num_buckets(), threads);
-    CHECK(parallel.offsets == serial.offsets);
-    CHECK(parallel.indices == serial.indices);
-    CHECK(parallel.unassigned == serial.unassigned);
-    CHECK(parallel.invalid == serial.invalid);
-  }
-  std::vector<bucket_id> bad = ids;
-  bad[200'000] = static_cast<bucket_id>(c.num_buckets());
-  CHECK_THROWS_WITH_AS(vbucket::detail::group_parallel(bad, c.num_buckets(), 4),
-                       doctest::Contains("sample 200000"), vbucket::error);
   packed_options o{.seed = 3, .token_budget = 2.0 * std::max(1.0, largest_sample(c, ids))};
   o.threads = 1;
   const packed_plan one = vbucket::make_packed_plan(std::span<const bucket_id>(ids), c, o);

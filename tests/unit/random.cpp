@@ -16,6 +16,12 @@
 #include "vbucket/assign.hpp"
 #include "vbucket/rules.hpp"
 
+#include "vbucket_test/chi_square.hpp"
+#include "vbucket_test/configs.hpp"
+
+// histogram, two_sample_chi2, chi2_critical; opensora_v2_config.
+using namespace vbucket_test;
+
 namespace {
 
 constexpr std::uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
@@ -50,47 +56,6 @@ std::uint64_t state_for_output(std::uint64_t out) {
   z *= odd_inverse(0xbf58476d1ce4e5b9ULL);
   z = unxorshift(z, 30);
   return z - kGamma;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Chi-square tail, for the distribution test: Q(a, x), the regularised upper incomplete gamma
-// function (series below a + 1, Lentz's continued fraction above), and its inverse by bisection.
-// ---------------------------------------------------------------------------------------------
-double gamma_q(double a, double x) {
-  if (x <= 0) return 1.0;
-  const double log_prefix = -x + a * std::log(x) - std::lgamma(a);
-  if (x < a + 1) {
-    double term = 1.0 / a, sum = term;
-    for (int n = 1; n < 100000 && term > sum * 1e-17; ++n) {
-      term *= x / (a + n);
-      sum += term;
-    }
-    return 1.0 - sum * std::exp(log_prefix);
-  }
-  constexpr double tiny = 1e-300;
-  double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
-  for (int i = 1; i < 100000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    if (std::abs(d) < tiny) d = tiny;
-    c = b + an / c;
-    if (std::abs(c) < tiny) c = tiny;
-    d = 1 / d;
-    const double del = d * c;
-    h *= del;
-    if (std::abs(del - 1) < 1e-16) break;
-  }
-  return std::exp(log_prefix) * h;
-}
-/// x with P(chi-square(df) > x) = p.
-double chi2_critical(double df, double p) {
-  double lo = 0, hi = 10 * df + 1000;
-  for (int i = 0; i < 200; ++i) {
-    const double mid = (lo + hi) / 2;
-    (gamma_q(df / 2, mid / 2) > p ? lo : hi) = mid;
-  }
-  return (lo + hi) / 2;
 }
 
 /// A deterministic, web-video-like metadata table: mostly 16:9 and 9:16 clips at common
@@ -139,25 +104,6 @@ vbucket::meta_table web_video_table(std::size_t n, std::uint64_t seed) {
   return t;
 }
 
-vbucket::bucket_spec spec(std::string res, std::int64_t frames, double p, double p_frames,
-                          std::int64_t bs) {
-  vbucket::bucket_spec s{std::move(res), frames, p, std::nullopt, bs};
-  if (p_frames >= 0) s.p_frames = p_frames;
-  return s;
-}
-
-/// tests/data/config_opensora_v2.json, written out (so this test needs no JSON adapter).
-vbucket::bucket_config opensora_v2_config() {
-  const std::vector<vbucket::bucket_spec> specs{
-      spec("256px", 1, 1.0, -1, 45),  spec("256px", 5, 1.0, -1, 12),
-      spec("256px", 33, 1.0, -1, 12), spec("256px", 65, 1.0, -1, 6),
-      spec("256px", 97, 0.5, 0.5, 4), spec("256px", 129, 0.5, 0.3, 3),
-      spec("768px", 1, 0.5, -1, 13),  spec("768px", 33, 0.5, 0.5, 2),
-      spec("768px", 65, 0.3, 0.5, 1), spec("768px", 129, 0.2, 0.6, 1),
-      spec("1024px", 1, 0.5, -1, 7)};
-  return vbucket::bucket_config(specs, vbucket::opensora_v2_tables{});
-}
-
 /// A source whose draws are fast_source's, squeezed towards 0 by 5%: a small bias the
 /// distribution test must notice.
 struct biased_source {
@@ -168,56 +114,6 @@ struct biased_source {
   };
   stream_type stream(std::uint64_t i, std::uint64_t sub) const { return {inner.stream(i, sub)}; }
 };
-
-/// Histogram of bucket ids (no_bucket in the last slot).
-std::vector<std::uint64_t> histogram(const std::vector<vbucket::bucket_id>& ids, std::size_t nb) {
-  std::vector<std::uint64_t> h(nb + 1, 0);
-  std::size_t invalid = 0;
-  for (auto id : ids) {
-    invalid += id == vbucket::invalid_sample;
-    ++h[id >= 0 ? static_cast<std::size_t>(id) : nb];
-  }
-  CHECK(invalid == 0);
-  return h;
-}
-
-struct chi2_result {
-  double statistic = 0;
-  std::size_t df = 0;
-};
-
-/// Two-sample chi-square for equal totals: sum of (a - b)^2 / (a + b) over bins. Bins whose
-/// expected count (a + b) / 2 is below 5 are pooled into one; if the pool itself is below 5 it
-/// joins the smallest remaining bin.
-chi2_result two_sample_chi2(const std::vector<std::uint64_t>& a,
-                            const std::vector<std::uint64_t>& b) {
-  std::vector<std::pair<double, double>> bins;
-  double pool_a = 0, pool_b = 0;
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    const double x = static_cast<double>(a[k]), y = static_cast<double>(b[k]);
-    if ((x + y) / 2 < 5) {
-      pool_a += x;
-      pool_b += y;
-    } else {
-      bins.push_back({x, y});
-    }
-  }
-  if (pool_a + pool_b > 0) {
-    if ((pool_a + pool_b) / 2 >= 5 || bins.empty()) {
-      bins.push_back({pool_a, pool_b});
-    } else {
-      auto smallest = std::min_element(bins.begin(), bins.end(), [](auto& l, auto& r) {
-        return l.first + l.second < r.first + r.second;
-      });
-      smallest->first += pool_a;
-      smallest->second += pool_b;
-    }
-  }
-  chi2_result r;
-  for (const auto& [x, y] : bins) r.statistic += (x - y) * (x - y) / (x + y);
-  r.df = bins.size() - 1;
-  return r;
-}
 
 }  // namespace
 

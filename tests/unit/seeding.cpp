@@ -13,33 +13,15 @@
 #include <string>    // std::string
 #include <vector>    // std::vector
 
+#include "vbucket_test/configs.hpp"
+
 namespace {
 
 using vbucket::big_seed;
 using vbucket::rng_mode;
 
-vbucket::bucket_spec spec(std::string res, std::int64_t frames, double p, double p_frames = -1) {
-  vbucket::bucket_spec s{std::move(res), frames, p, std::nullopt, 2};
-  if (p_frames >= 0) s.p_frames = p_frames;
-  return s;
-}
-
-/// Probabilities below 1 make the draws matter.
-vbucket::bucket_config v2_config() {
-  return vbucket::bucket_config(
-      std::vector{spec("256px", 1, 0.9), spec("256px", 33, 1.0), spec("256px", 65, 0.8),
-                  spec("256px", 129, 0.5, 0.3), spec("768px", 1, 0.5), spec("768px", 65, 0.3, 0.5),
-                  spec("768px", 129, 0.2, 0.6)},
-      vbucket::opensora_v2_tables{});
-}
-
-vbucket::bucket_config v12_config() {
-  return vbucket::bucket_config(
-      std::vector{spec("240p", 1, 1.0), spec("240p", 51, 0.5), spec("240p", 102, 0.5, 0.4),
-                  spec("480p", 1, 0.5), spec("480p", 51, 0.5), spec("720p", 1, 0.3),
-                  spec("720p", 102, 0.1)},
-      vbucket::opensora_v12_tables{});
-}
+// spec, draw_v2_config, draw_v12_config: configs whose draws matter.
+using namespace vbucket_test;
 
 vbucket::meta_table videos(std::size_t n) {
   std::mt19937_64 gen(99);
@@ -123,7 +105,7 @@ TEST_CASE("seeding: the plan's 64-bit seed") {
 TEST_CASE("seeding: assign_epoch is the rule with each mode's source, sample by sample") {
   const vbucket::meta_table t = videos(3000);
   SUBCASE("numpy: Open-Sora's seed + epoch, also past 2^64") {
-    const vbucket::bucket_config c = v2_config();
+    const vbucket::bucket_config c = draw_v2_config();
     const vbucket::opensora_v2_rule rule{};
     CHECK(vbucket::assign_epoch(c, t, rule, rng_mode::numpy, big_seed(40), 2) ==
           vbucket::assign_all(c, t, rule, vbucket::numpy_source(big_seed(42), c.num_buckets())));
@@ -134,13 +116,13 @@ TEST_CASE("seeding: assign_epoch is the rule with each mode's source, sample by 
                                                            c.num_buckets())));
   }
   SUBCASE("fast, Open-Sora 1.2 rule") {
-    const vbucket::bucket_config c = v12_config();
+    const vbucket::bucket_config c = draw_v12_config();
     const vbucket::opensora_v12_rule rule{};
     CHECK(vbucket::assign_epoch(c, t, rule, rng_mode::fast, big_seed(5), 4) ==
           vbucket::assign_all(c, t, rule, vbucket::fast_source(5, 4)));
   }
   SUBCASE("fast, Open-Sora 2.0 rule: the sequential rule's buckets (what the README shows)") {
-    const vbucket::bucket_config c = v2_config();
+    const vbucket::bucket_config c = draw_v2_config();
     const vbucket::opensora_v2_rule rule{};
     for (const std::uint64_t epoch : {0ULL, 1ULL, 7ULL}) {
       INFO("epoch " << epoch);
@@ -149,15 +131,15 @@ TEST_CASE("seeding: assign_epoch is the rule with each mode's source, sample by 
     }
   }
   SUBCASE("epochs differ") {
-    const vbucket::bucket_config c = v2_config();
+    const vbucket::bucket_config c = draw_v2_config();
     const vbucket::opensora_v2_rule rule{};
     for (const rng_mode mode : {rng_mode::fast, rng_mode::numpy})
       CHECK(vbucket::assign_epoch(c, t, rule, mode, big_seed(1), 0) !=
             vbucket::assign_epoch(c, t, rule, mode, big_seed(1), 1));
   }
   CHECK_THROWS_AS(
-      (void)vbucket::assign_epoch(v12_config(), t, vbucket::opensora_v12_rule{}, rng_mode::fast,
-                                  big_seed::parse("18446744073709551616"), 0),
+      (void)vbucket::assign_epoch(draw_v12_config(), t, vbucket::opensora_v12_rule{},
+                                  rng_mode::fast, big_seed::parse("18446744073709551616"), 0),
       vbucket::error);
 }
 

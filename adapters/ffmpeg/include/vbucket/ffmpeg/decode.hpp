@@ -36,7 +36,7 @@
 #include <type_traits>  // std::is_enum_v
 #include <vector>       // std::vector
 
-#include "vbucket/detail/keyed_shuffle.hpp"  // parallel_tasks
+#include "vbucket/detail/parallel_tasks.hpp"
 #include "vbucket/ffmpeg/detail/libav.hpp"
 #include "vbucket/ffmpeg/frame_index.hpp"
 #include "vbucket/ffmpeg/probe.hpp"  // detail::guarded

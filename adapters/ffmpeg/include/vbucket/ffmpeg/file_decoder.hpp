@@ -82,8 +82,8 @@ class file_decoder {
 
   /// `paths[i]` is sample i of `meta`. Throws `vbucket::error` when the sizes differ or an
   /// option is invalid.
-  file_decoder(std::vector<std::string> paths, const meta_table& meta, options o)
-      : frames_(meta.num_frames), fps_(meta.fps), options_(o) {
+  file_decoder(std::vector<std::string> paths, const meta_table& meta, options o) : options_(o) {
+    read_meta(meta);
     if (paths.size() != meta.size())
       throw error("file_decoder: " + std::to_string(paths.size()) + " paths for " +
                   std::to_string(meta.size()) + " metadata rows");
@@ -98,8 +98,8 @@ class file_decoder {
   template <class PathOf>
     requires std::invocable<const PathOf&, std::size_t> &&
         std::convertible_to<std::invoke_result_t<const PathOf&, std::size_t>, std::string_view>
-        file_decoder(PathOf path_of, const meta_table& meta, options o = {})
-        : frames_(meta.num_frames), fps_(meta.fps), options_(o) {
+        file_decoder(PathOf path_of, const meta_table& meta, options o = {}) : options_(o) {
+      read_meta(meta);
       path_of_ = [f = std::move(path_of)](std::size_t i) {
         return std::string(std::string_view(f(i)));
       };
@@ -191,6 +191,17 @@ class file_decoder {
     }
 
     std::function<std::string(std::size_t)> path_of_;
+    /// Frames and fps of every row of `meta`.
+    void read_meta(const meta_table& meta) {
+      frames_.resize(meta.size());
+      fps_.resize(meta.size());
+      for (std::size_t i = 0; i < meta.size(); ++i) {
+        const vbucket::sample_meta m = meta[i];
+        frames_[i] = m.num_frames;
+        fps_[i] = m.fps;
+      }
+    }
+
     std::vector<std::int64_t> frames_;
     std::vector<double> fps_;
     options options_;

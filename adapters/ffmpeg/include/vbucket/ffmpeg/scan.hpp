@@ -5,8 +5,7 @@
 ///     auto paths = vbucket::ffmpeg::list_media("videos/");
 ///     auto infos = vbucket::ffmpeg::probe_all(paths, 8);   // infos[i] for paths[i]
 
-#include <algorithm>     // std::sort, std::min
-#include <atomic>        // std::atomic
+#include <algorithm>     // std::sort
 #include <cctype>        // std::tolower
 #include <cerrno>        // errno
 #include <cstddef>       // std::size_t
@@ -14,14 +13,14 @@
 #include <filesystem>    // std::filesystem
 #include <fstream>       // std::ifstream
 #include <functional>    // std::function
-#include <mutex>         // std::mutex, std::lock_guard
 #include <stop_token>    // std::stop_token
 #include <string>        // std::string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::error_code
-#include <thread>        // std::thread
+#include <utility>       // std::move
 #include <vector>        // std::vector
 
+#include "vbucket/detail/parallel_tasks.hpp"
 #include "vbucket/error.hpp"
 #include "vbucket/ffmpeg/probe.hpp"
 
@@ -81,7 +80,8 @@ inline std::vector<std::string> list_media(const std::string& where) {
   return paths;
 }
 
-/// Probes every path with `threads` workers (0 = one per core); results[i] is paths[i]'s.
+/// Probes every path with `threads` workers (0 = one per core), on the library's task pool
+/// (`detail::parallel_tasks`); results[i] is paths[i]'s.
 /// `progress(done, total)` (optional) is called from the workers, serialised, after each file.
 /// When `stop` is requested no new file starts (the files being probed finish); the results of
 /// the files never started are errors "not probed (the scan was stopped)".
@@ -90,30 +90,9 @@ inline std::vector<result<video_info>> probe_all(
     const std::function<void(std::size_t, std::size_t)>& progress = {}, std::stop_token stop = {}) {
   std::vector<result<video_info>> results(
       paths.size(), result<video_info>::failure("not probed (the scan was stopped)"));
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads =
-      static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, paths.size())));
-  std::atomic<std::size_t> next{0};
-  std::size_t done = 0;  // guarded by progress_mutex
-  std::mutex progress_mutex;
-  auto work = [&] {
-    for (;;) {
-      if (stop.stop_requested()) return;
-      const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= paths.size()) return;
-      results[i] = probe(paths[i], opt);
-      // Count and report under one lock, so the callback sees 1, 2, ..., n in order (counting
-      // outside the lock let two threads report their counts out of order).
-      const std::lock_guard<std::mutex> lock(progress_mutex);
-      ++done;
-      if (progress) progress(done, paths.size());
-    }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(threads - 1);
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  vbucket::detail::parallel_tasks(paths.size(), threads,
+                                  [&](std::size_t i) { results[i] = probe(paths[i], opt); },
+                                  {.stop = std::move(stop), .progress = progress});
   return results;
 }
 

@@ -1,6 +1,5 @@
-/// The Eigen tensor adapter: a loader yields Eigen::TensorMap batches that alias the staging
-/// slot, with the right dimensions and values.
-#if VBUCKET_TEST_HAS_EIGEN
+/// Tests of vbucket/eigen/tensor.hpp, the Eigen tensor adapter: a loader yields
+/// Eigen::TensorMap batches that alias the staging slot, with the right dimensions and values.
 #include "vbucket/eigen/tensor.hpp"
 
 #include <doctest/doctest.h>
@@ -60,4 +59,3 @@ TEST_CASE("eigen tensor: a loaded batch as an Eigen TensorMap (threads)") {
   CHECK_THROWS_WITH_AS(vbucket::tensor_traits<vbucket::eigen::batch_map>::wrap(cuda_view),
                        "eigen::batch_map: the batch is not in host memory", vbucket::error);
 }
-#endif

@@ -2,8 +2,6 @@
 /// models (recovery, residuals, refusal when the points cannot identify the model), batch
 /// sizes from a fitted model, rescaling a config, and the batch-size search around synthetic
 /// probes (known costs + noise + a hard OOM threshold): binary vs model-assisted.
-#if __has_include(<Eigen/Core>)
-
 #include "vbucket/eigen/cost_model.hpp"
 
 #include <doctest/doctest.h>
@@ -477,5 +475,3 @@ TEST_CASE("packed token budget from a fitted memory model") {
                   vbucket::error);
   CHECK_THROWS_AS(vbucket::eigen::packed_token_budget(m, limit, 0), vbucket::error);
 }
-
-#endif  // __has_include(<Eigen/Core>)

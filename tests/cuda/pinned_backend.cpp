@@ -1,5 +1,6 @@
-/// The staging ring over pinned memory and real copies to the GPU: many producers, every batch
-/// read back from the device and compared; CUDA errors surface as vbucket::error.
+/// Tests of vbucket/cuda/pinned_backend.hpp: the staging ring over pinned memory and real copies to
+/// the GPU: many producers, every batch read back from the device and compared; CUDA errors surface
+/// as vbucket::error.
 #include <doctest/doctest.h>
 
 #include <cstddef>  // std::byte, std::size_t

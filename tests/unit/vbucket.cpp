@@ -1,0 +1,64 @@
+/// Tests of the umbrella header vbucket/vbucket.hpp: it reaches every core header (directly or
+/// through another) and includes no adapter.
+#include "vbucket/vbucket.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>  // std::filesystem
+#include <fstream>     // std::ifstream
+#include <set>         // std::set
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// include/vbucket/ of this source tree (tests/data is VBUCKET_TEST_DATA_DIR).
+fs::path core_dir() {
+  return fs::path(VBUCKET_TEST_DATA_DIR) / ".." / ".." / "include" / "vbucket";
+}
+
+/// The quoted includes of a header, as paths relative to include/vbucket/.
+std::vector<std::string> includes_of(const fs::path& header) {
+  std::ifstream in(header);
+  REQUIRE_MESSAGE(in.good(), "cannot read " << header.string());
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("#include \"", 0) != 0) continue;
+    std::string name = line.substr(10, line.find('"', 10) - 10);
+    if (name.rfind("vbucket/", 0) == 0) name = name.substr(8);
+    // A relative include from detail/ names a sibling in detail/.
+    if (header.parent_path().filename() == "detail" && name.find('/') == std::string::npos &&
+        fs::exists(header.parent_path() / name))
+      name = "detail/" + name;
+    out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("vbucket: the umbrella reaches every core header and no adapter") {
+  const fs::path dir = core_dir();
+  REQUIRE(fs::is_directory(dir));
+  std::set<std::string> reached;
+  std::vector<std::string> todo{"vbucket.hpp"};
+  while (!todo.empty()) {
+    const std::string h = todo.back();
+    todo.pop_back();
+    if (!reached.insert(h).second) continue;
+    CAPTURE(h);
+    REQUIRE_MESSAGE(fs::exists(dir / h), h << " is included but is not a core header");
+    for (const std::string& i : includes_of(dir / h)) todo.push_back(i);
+  }
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".hpp") continue;
+    const std::string name = entry.path().filename().string();
+    CAPTURE(name);
+    CHECK(reached.count(name) == 1);
+  }
+  for (const char* adapter : {"json/", "fmt/", "eigen/", "ffmpeg/", "cuda/", "mpi/"})
+    for (const std::string& h : reached) CHECK(h.rfind(adapter, 0) != 0);
+}
