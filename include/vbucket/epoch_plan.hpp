@@ -826,5 +826,9 @@ extern template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const b
                                                                const bucket_config&,
                                                                const plan_options&,
                                                                const latent_tokens_cost&);
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&);
 }  // namespace vbucket
 #endif

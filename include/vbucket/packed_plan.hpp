@@ -722,5 +722,9 @@ extern template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const
                                                                  const bucket_config&,
                                                                  const packed_options&,
                                                                  const latent_tokens_cost&);
+extern template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
+                                                                 const bucket_config&,
+                                                                 const packed_options&,
+                                                                 const latent_tokens_cost&);
 }  // namespace vbucket
 #endif
