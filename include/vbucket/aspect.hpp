@@ -19,6 +19,7 @@
 #include <utility>       // std::move
 #include <vector>        // std::vector
 
+#include "detail/compiled.hpp"
 #include "detail/opensora_v12_tables.hpp"
 #include "error.hpp"
 
@@ -39,45 +40,8 @@ class aspect_table {
   aspect_table() = default;
   /// Entries in table order; throws `vbucket::error` on an empty table, a non-positive size
   /// or a non-finite/non-positive ratio.
-  explicit aspect_table(std::vector<aspect_entry> entries, std::string_view what = "aspect table")
-      : entries_(std::move(entries)) {
-    if (entries_.empty()) throw error(std::string(what) + ": the table has no entries");
-    for (const auto& e : entries_) {
-      if (e.height <= 0 || e.width <= 0)
-        throw error(std::string(what) + ": entry \"" + e.key + "\" has a non-positive size");
-      if (!(e.ratio > 0.0) || !(e.ratio < std::numeric_limits<double>::infinity()))
-        throw error(std::string(what) + ": entry \"" + e.key + "\" has an invalid ratio");
-    }
-    order_.resize(entries_.size());
-    std::iota(order_.begin(), order_.end(), std::uint32_t{0});
-    std::stable_sort(order_.begin(), order_.end(), [this](std::uint32_t a, std::uint32_t b) {
-      return entries_[a].ratio < entries_[b].ratio;
-    });
-    sorted_.reserve(order_.size());
-    for (auto i : order_) sorted_.push_back(entries_[i].ratio);
-    // Branch-free search data: the sorted ratios between -inf and +inf sentinels, and for
-    // each the first table index among the entries of equal ratio.
-    const std::size_t n = entries_.size();
-    bounded_.assign(n + 2, std::numeric_limits<double>::infinity());
-    bounded_[0] = -std::numeric_limits<double>::infinity();
-    first_.assign(n + 2, std::numeric_limits<std::uint32_t>::max());
-    for (std::size_t p = 0; p < n; ++p) {
-      bounded_[p + 1] = sorted_[p];
-      first_[p + 1] = order_[p];
-    }
-    for (std::size_t p = 2; p <= n; ++p)
-      if (bounded_[p] == bounded_[p - 1]) first_[p] = std::min(first_[p], first_[p - 1]);
-    for (std::size_t p = n - 1; p >= 1; --p)
-      if (bounded_[p] == bounded_[p + 1]) first_[p] = std::min(first_[p], first_[p + 1]);
-    // With a ratio h/w < 2^25, two distinct ratios further apart than this cannot round to
-    // equal distances from it, so the nearest is one of the two around it.
-    const double largest = sorted_.back();
-    const double apart = std::max(0x1p-26, 0x1p-50 * largest);
-    two_candidates_ = true;
-    for (std::size_t p = 1; p < n; ++p)
-      if (sorted_[p] != sorted_[p - 1] && !(sorted_[p] - sorted_[p - 1] > apart))
-        two_candidates_ = false;
-  }
+  VBUCKET_COMPILED_INLINE explicit aspect_table(std::vector<aspect_entry> entries,
+                                                std::string_view what = "aspect table");
 
   [[nodiscard]] std::size_t size() const noexcept { return entries_.size(); }
   [[nodiscard]] const aspect_entry& operator[](std::size_t i) const noexcept { return entries_[i]; }
@@ -187,6 +151,49 @@ class aspect_table {
   bool two_candidates_ = false;       // closest() may look at the two ratios around h/w only
 };
 
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE aspect_table::aspect_table(std::vector<aspect_entry> entries,
+                                                   std::string_view what)
+    : entries_(std::move(entries)) {
+  if (entries_.empty()) throw error(std::string(what) + ": the table has no entries");
+  for (const auto& e : entries_) {
+    if (e.height <= 0 || e.width <= 0)
+      throw error(std::string(what) + ": entry \"" + e.key + "\" has a non-positive size");
+    if (!(e.ratio > 0.0) || !(e.ratio < std::numeric_limits<double>::infinity()))
+      throw error(std::string(what) + ": entry \"" + e.key + "\" has an invalid ratio");
+  }
+  order_.resize(entries_.size());
+  std::iota(order_.begin(), order_.end(), std::uint32_t{0});
+  std::stable_sort(order_.begin(), order_.end(), [this](std::uint32_t a, std::uint32_t b) {
+    return entries_[a].ratio < entries_[b].ratio;
+  });
+  sorted_.reserve(order_.size());
+  for (auto i : order_) sorted_.push_back(entries_[i].ratio);
+  // Branch-free search data: the sorted ratios between -inf and +inf sentinels, and for
+  // each the first table index among the entries of equal ratio.
+  const std::size_t n = entries_.size();
+  bounded_.assign(n + 2, std::numeric_limits<double>::infinity());
+  bounded_[0] = -std::numeric_limits<double>::infinity();
+  first_.assign(n + 2, std::numeric_limits<std::uint32_t>::max());
+  for (std::size_t p = 0; p < n; ++p) {
+    bounded_[p + 1] = sorted_[p];
+    first_[p + 1] = order_[p];
+  }
+  for (std::size_t p = 2; p <= n; ++p)
+    if (bounded_[p] == bounded_[p - 1]) first_[p] = std::min(first_[p], first_[p - 1]);
+  for (std::size_t p = n - 1; p >= 1; --p)
+    if (bounded_[p] == bounded_[p + 1]) first_[p] = std::min(first_[p], first_[p + 1]);
+  // With a ratio h/w < 2^25, two distinct ratios further apart than this cannot round to
+  // equal distances from it, so the nearest is one of the two around it.
+  const double largest = sorted_.back();
+  const double apart = std::max(0x1p-26, 0x1p-50 * largest);
+  two_candidates_ = true;
+  for (std::size_t p = 1; p < n; ++p)
+    if (sorted_[p] != sorted_[p - 1] && !(sorted_[p] - sorted_[p - 1] > apart))
+      two_candidates_ = false;
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
+
 /// A resolution as a bucket config uses it: its name, the pixel count below which
 /// (times 0.8) a sample is too small for it, and its aspect table.
 struct resolution_info {
@@ -258,8 +265,11 @@ inline void split_setting(std::string_view full, std::string_view& name,
 }
 
 /// Applies a `max` or `arW:H` / `arKEY` setting to a table.
-inline aspect_table apply_setting(const aspect_table& table, std::string_view full,
-                                  std::string_view setting) {
+VBUCKET_COMPILED_INLINE aspect_table apply_setting(const aspect_table& table, std::string_view full,
+                                                   std::string_view setting);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE aspect_table apply_setting(const aspect_table& table, std::string_view full,
+                                                   std::string_view setting) {
   if (setting.empty()) {
     // "256px_" has an empty setting, which Open-Sora rejects (assert setting == "max" or ...).
     if (full.find('_') != std::string_view::npos)
@@ -281,13 +291,16 @@ inline aspect_table apply_setting(const aspect_table& table, std::string_view fu
   }
   return aspect_table({table[pick]}, full);
 }
+#endif
 
 }  // namespace detail
 
 /// The pixel count of an Open-Sora 2.0 resolution name: "Npx" is N·N, "Np" is
 /// int(N·N / 9 · 16) (a 16:9 frame N pixels high); a "_setting" suffix is ignored.
 /// Throws `vbucket::error` for anything else.
-inline std::int64_t opensora_v2_pixels(std::string_view full) {
+VBUCKET_COMPILED_INLINE std::int64_t opensora_v2_pixels(std::string_view full);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE std::int64_t opensora_v2_pixels(std::string_view full) {
   std::string_view name, setting;
   detail::split_setting(full, name, setting);
   std::int64_t n = 0;
@@ -301,6 +314,7 @@ inline std::int64_t opensora_v2_pixels(std::string_view full) {
               "\" (Open-Sora 2.0 names look like \"256px\", \"720p\", \"768px_max\" or "
               "\"720p_ar16:9\")");
 }
+#endif
 
 /// Open-Sora 2.0's aspect tables, computed from the resolution name by its formula with
 /// spatial compression `spatial_compression` (the VAE's downsampling, 16 by default).
@@ -312,104 +326,114 @@ struct opensora_v2_tables {
                                                      "5:8",    "3:2", "4:3",  "1:1"};
 
   /// The training table for `pixels` total pixels (before any `_max`/`_ar` setting).
-  [[nodiscard]] aspect_table table_for_pixels(std::int64_t pixels,
-                                              std::string_view what = "resolution") const {
-    if (spatial_compression <= 0)
-      throw error("spatial compression must be positive, got " +
-                  std::to_string(spatial_compression));
-    const double d = spatial_compression;
-    const std::int64_t di = spatial_compression;
-    std::vector<aspect_entry> main, vertical;
-    for (std::string_view key : base_ratios) {
-      double ratio = 0;
-      detail::parse_wh_ratio(key, ratio);
-      const auto colon = key.find(':');
-      double wr = 0, hr = 0;
-      detail::parse_decimal(key.substr(0, colon), wr);
-      detail::parse_decimal(key.substr(colon + 1), hr);
-      const double px = static_cast<double>(pixels);
-      std::int64_t width =
-          static_cast<std::int64_t>(detail::py_floordiv(std::sqrt(px * wr / hr), d)) * di;
-      if (width <= 0)
-        throw error(std::string(what) + ": " + std::to_string(pixels) +
-                    " pixels is too small for spatial compression " +
-                    std::to_string(spatial_compression));
-      std::int64_t height =
-          static_cast<std::int64_t>(detail::py_floordiv(px / static_cast<double>(width), d)) * di;
-      auto off = [&](std::int64_t h, std::int64_t w) {
-        const std::int64_t v = h * w - pixels;
-        return v < 0 ? -v : v;
-      };
-      std::int64_t diff = off(height, width);
-      const std::int64_t h0 = height, w0 = width;
-      const std::int64_t cand[4][2] = {{h0 - di, w0}, {h0 + di, w0}, {h0, w0 - di}, {h0, w0 + di}};
-      for (const auto& c : cand) {
-        if (off(c[0], c[1]) < diff) {
-          height = c[0];
-          width = c[1];
-          diff = off(c[0], c[1]);
-        }
-      }
-      if (height <= 0 || height > std::numeric_limits<int>::max() ||
-          width > std::numeric_limits<int>::max())
-        throw error(std::string(what) + ": " + std::to_string(pixels) +
-                    " pixels gives an unusable size for ratio " + std::string(key));
-      const int h = static_cast<int>(height), w = static_cast<int>(width);
-      bool duplicate = false;
-      for (const auto& e : main) duplicate = duplicate || (e.height == h && e.width == w);
-      if (duplicate) continue;
-      main.push_back({std::string(key), ratio, h, w});
-      const std::string vkey = detail::swap_wh(key);
-      double vratio = 0;
-      detail::parse_wh_ratio(vkey, vratio);
-      vertical.push_back({vkey, vratio, w, h});
-    }
-    // dict.update: an existing key keeps its place and takes the new value.
-    for (auto& v : vertical) {
-      auto it = std::find_if(main.begin(), main.end(),
-                             [&](const aspect_entry& e) { return e.key == v.key; });
-      if (it != main.end()) {
-        it->height = v.height;
-        it->width = v.width;
-      } else {
-        main.push_back(std::move(v));
-      }
-    }
-    return aspect_table(std::move(main), what);
-  }
+  [[nodiscard]] VBUCKET_COMPILED_INLINE aspect_table
+  table_for_pixels(std::int64_t pixels, std::string_view what = "resolution") const;
 
-  [[nodiscard]] resolution_info resolve(std::string_view full) const {
-    std::string_view name, setting;
-    detail::split_setting(full, name, setting);
-    const std::int64_t px = opensora_v2_pixels(full);
-    return {std::string(full), px,
-            detail::apply_setting(table_for_pixels(px, "resolution \"" + std::string(full) + "\""),
-                                  full, setting)};
-  }
+  [[nodiscard]] VBUCKET_COMPILED_INLINE resolution_info resolve(std::string_view full) const;
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE aspect_table
+opensora_v2_tables::table_for_pixels(std::int64_t pixels, std::string_view what) const {
+  if (spatial_compression <= 0)
+    throw error("spatial compression must be positive, got " + std::to_string(spatial_compression));
+  const double d = spatial_compression;
+  const std::int64_t di = spatial_compression;
+  std::vector<aspect_entry> main, vertical;
+  for (std::string_view key : base_ratios) {
+    double ratio = 0;
+    detail::parse_wh_ratio(key, ratio);
+    const auto colon = key.find(':');
+    double wr = 0, hr = 0;
+    detail::parse_decimal(key.substr(0, colon), wr);
+    detail::parse_decimal(key.substr(colon + 1), hr);
+    const double px = static_cast<double>(pixels);
+    std::int64_t width =
+        static_cast<std::int64_t>(detail::py_floordiv(std::sqrt(px * wr / hr), d)) * di;
+    if (width <= 0)
+      throw error(std::string(what) + ": " + std::to_string(pixels) +
+                  " pixels is too small for spatial compression " +
+                  std::to_string(spatial_compression));
+    std::int64_t height =
+        static_cast<std::int64_t>(detail::py_floordiv(px / static_cast<double>(width), d)) * di;
+    auto off = [&](std::int64_t h, std::int64_t w) {
+      const std::int64_t v = h * w - pixels;
+      return v < 0 ? -v : v;
+    };
+    std::int64_t diff = off(height, width);
+    const std::int64_t h0 = height, w0 = width;
+    const std::int64_t cand[4][2] = {{h0 - di, w0}, {h0 + di, w0}, {h0, w0 - di}, {h0, w0 + di}};
+    for (const auto& c : cand) {
+      if (off(c[0], c[1]) < diff) {
+        height = c[0];
+        width = c[1];
+        diff = off(c[0], c[1]);
+      }
+    }
+    if (height <= 0 || height > std::numeric_limits<int>::max() ||
+        width > std::numeric_limits<int>::max())
+      throw error(std::string(what) + ": " + std::to_string(pixels) +
+                  " pixels gives an unusable size for ratio " + std::string(key));
+    const int h = static_cast<int>(height), w = static_cast<int>(width);
+    bool duplicate = false;
+    for (const auto& e : main) duplicate = duplicate || (e.height == h && e.width == w);
+    if (duplicate) continue;
+    main.push_back({std::string(key), ratio, h, w});
+    const std::string vkey = detail::swap_wh(key);
+    double vratio = 0;
+    detail::parse_wh_ratio(vkey, vratio);
+    vertical.push_back({vkey, vratio, w, h});
+  }
+  // dict.update: an existing key keeps its place and takes the new value.
+  for (auto& v : vertical) {
+    auto it = std::find_if(main.begin(), main.end(),
+                           [&](const aspect_entry& e) { return e.key == v.key; });
+    if (it != main.end()) {
+      it->height = v.height;
+      it->width = v.width;
+    } else {
+      main.push_back(std::move(v));
+    }
+  }
+  return aspect_table(std::move(main), what);
+}
+
+VBUCKET_COMPILED_INLINE resolution_info opensora_v2_tables::resolve(std::string_view full) const {
+  std::string_view name, setting;
+  detail::split_setting(full, name, setting);
+  const std::int64_t px = opensora_v2_pixels(full);
+  return {std::string(full), px,
+          detail::apply_setting(table_for_pixels(px, "resolution \"" + std::string(full) + "\""),
+                                full, setting)};
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// Open-Sora v1.2's fixed tables ("144p", "256", "240p", "360p", "512", "480p", "720p",
 /// "1024", "1080p", "2k", "2048", "2880", "4k"); keys are H/W written as decimals.
 struct opensora_v12_tables {
-  [[nodiscard]] resolution_info resolve(std::string_view name) const {
-    for (const auto& t : detail::v12_tables) {
-      if (t.name != name) continue;
-      std::vector<aspect_entry> entries;
-      entries.reserve(t.entries.size());
-      for (const auto& e : t.entries) {
-        double ratio = 0;
-        detail::parse_decimal(e.key, ratio);
-        entries.push_back({std::string(e.key), ratio, e.h, e.w});
-      }
-      return {std::string(name), t.pixels, aspect_table(std::move(entries), name)};
-    }
-    std::string known;
-    for (const auto& t : detail::v12_tables)
-      known += (known.empty() ? "" : ", ") + std::string(t.name);
-    throw error("unknown resolution \"" + std::string(name) + "\" (Open-Sora v1.2 knows " + known +
-                ")");
-  }
+  [[nodiscard]] VBUCKET_COMPILED_INLINE resolution_info resolve(std::string_view name) const;
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE resolution_info opensora_v12_tables::resolve(std::string_view name) const {
+  for (const auto& t : detail::v12_tables) {
+    if (t.name != name) continue;
+    std::vector<aspect_entry> entries;
+    entries.reserve(t.entries.size());
+    for (const auto& e : t.entries) {
+      double ratio = 0;
+      detail::parse_decimal(e.key, ratio);
+      entries.push_back({std::string(e.key), ratio, e.h, e.w});
+    }
+    return {std::string(name), t.pixels, aspect_table(std::move(entries), name)};
+  }
+  std::string known;
+  for (const auto& t : detail::v12_tables)
+    known += (known.empty() ? "" : ", ") + std::string(t.name);
+  throw error("unknown resolution \"" + std::string(name) + "\" (Open-Sora v1.2 knows " + known +
+              ")");
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// A user's own resolutions: name -> (pixels, table).
 class user_tables {

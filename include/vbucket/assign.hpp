@@ -16,6 +16,7 @@
 
 #include "bucket_config.hpp"
 #include "compiled_rule.hpp"
+#include "detail/compiled.hpp"
 #include "detail/parallel_tasks.hpp"
 #include "meta.hpp"
 #include "random.hpp"
@@ -115,3 +116,48 @@ template <class Rule, random_source Source, class Range>
   }
 
 }  // namespace vbucket
+
+#if VBUCKET_EXTERN_TEMPLATES
+namespace vbucket {
+// The built-in rules over the built-in sources on a meta_table: compiled once in the
+// vbucket::compiled library (src/vbucket.cpp).
+extern template void assign_into<opensora_v2_rule, fast_source>(std::span<bucket_id>,
+                                                                const bucket_config&,
+                                                                const meta_table&,
+                                                                const opensora_v2_rule&,
+                                                                const fast_source&, unsigned);
+extern template std::vector<bucket_id> assign_all<opensora_v2_rule, fast_source>(
+    const bucket_config&, const meta_table&, const opensora_v2_rule&, const fast_source&, unsigned);
+extern template void assign_into<opensora_v2_rule, numpy_source>(std::span<bucket_id>,
+                                                                 const bucket_config&,
+                                                                 const meta_table&,
+                                                                 const opensora_v2_rule&,
+                                                                 const numpy_source&, unsigned);
+extern template std::vector<bucket_id> assign_all<opensora_v2_rule, numpy_source>(
+    const bucket_config&, const meta_table&, const opensora_v2_rule&, const numpy_source&,
+    unsigned);
+extern template void assign_into<opensora_v12_rule, fast_source>(std::span<bucket_id>,
+                                                                 const bucket_config&,
+                                                                 const meta_table&,
+                                                                 const opensora_v12_rule&,
+                                                                 const fast_source&, unsigned);
+extern template std::vector<bucket_id> assign_all<opensora_v12_rule, fast_source>(
+    const bucket_config&, const meta_table&, const opensora_v12_rule&, const fast_source&,
+    unsigned);
+extern template void assign_into<opensora_v12_rule, numpy_source>(std::span<bucket_id>,
+                                                                  const bucket_config&,
+                                                                  const meta_table&,
+                                                                  const opensora_v12_rule&,
+                                                                  const numpy_source&, unsigned);
+extern template std::vector<bucket_id> assign_all<opensora_v12_rule, numpy_source>(
+    const bucket_config&, const meta_table&, const opensora_v12_rule&, const numpy_source&,
+    unsigned);
+extern template void assign_into<compiled_v2_rule, fast_source>(std::span<bucket_id>,
+                                                                const bucket_config&,
+                                                                const meta_table&,
+                                                                const compiled_v2_rule&,
+                                                                const fast_source&, unsigned);
+extern template std::vector<bucket_id> assign_all<compiled_v2_rule, fast_source>(
+    const bucket_config&, const meta_table&, const compiled_v2_rule&, const fast_source&, unsigned);
+}  // namespace vbucket
+#endif

@@ -72,6 +72,7 @@
 
 #include "batch.hpp"
 #include "bucket_config.hpp"
+#include "detail/compiled.hpp"
 #include "detail/keyed_shuffle.hpp"
 #include "detail/parallel_tasks.hpp"
 #include "error.hpp"
@@ -254,57 +255,61 @@ struct schedule_data : deal_shape {
   /// position first among equal distances; when there are fewer than `count` such batches, all
   /// real batches in order, cyclically. The choice depends on (plan, world, batches left in
   /// the last step) only, so resuming with the same world size repeats the same batches.
-  void choose_repeats(std::uint64_t count) {
-    std::uint64_t n = plan.num_batches();
-    const std::uint64_t last_real = (n - begin) % world;
-    repeats.reserve(static_cast<std::size_t>(count));
-    if (n - last_real < count) {
-      for (std::uint64_t e = 0; e < count; ++e) repeats.push_back(plan.ref_at(e % n));
-      return;
+  VBUCKET_COMPILED_INLINE void choose_repeats(std::uint64_t count);
+};
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE void schedule_data::choose_repeats(std::uint64_t count) {
+  std::uint64_t n = plan.num_batches();
+  const std::uint64_t last_real = (n - begin) % world;
+  repeats.reserve(static_cast<std::size_t>(count));
+  if (n - last_real < count) {
+    for (std::uint64_t e = 0; e < count; ++e) repeats.push_back(plan.ref_at(e % n));
+    return;
+  }
+  n -= last_real;  // candidates: [0, n)
+  double target = 0.0;
+  for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.bucket(plan.bucket_at(p)).cost;
+  target /= static_cast<double>(last_real);
+  const std::size_t nb = plan.num_buckets();
+  std::vector<double> dist(nb);
+  std::vector<std::uint64_t> available(nb, 0);
+  for (std::size_t b = 0; b < nb; ++b)
+    dist[b] = std::abs(plan.bucket(static_cast<bucket_id>(b)).cost - target);
+  for (std::uint64_t p = 0; p < n; ++p) ++available[ref_bucket(plan.ref_at(p))];
+  // The distance d* at which the batches closer than d* are fewer than `count` and those at
+  // most d* are not: all closer ones are taken, then the earliest at exactly d*.
+  std::vector<std::size_t> by_dist(nb);
+  std::iota(by_dist.begin(), by_dist.end(), std::size_t{0});
+  std::sort(by_dist.begin(), by_dist.end(), [&](std::size_t a, std::size_t b) {
+    return dist[a] < dist[b] || (dist[a] == dist[b] && a < b);
+  });
+  std::uint64_t closer = 0;
+  double threshold = 0.0;
+  for (std::size_t i = 0; i < nb;) {
+    std::size_t j = i;
+    std::uint64_t tied = 0;
+    while (j < nb && dist[by_dist[j]] == dist[by_dist[i]]) tied += available[by_dist[j++]];
+    if (closer + tied >= count) {
+      threshold = dist[by_dist[i]];
+      break;
     }
-    n -= last_real;  // candidates: [0, n)
-    double target = 0.0;
-    for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.bucket(plan.bucket_at(p)).cost;
-    target /= static_cast<double>(last_real);
-    const std::size_t nb = plan.num_buckets();
-    std::vector<double> dist(nb);
-    std::vector<std::uint64_t> available(nb, 0);
-    for (std::size_t b = 0; b < nb; ++b)
-      dist[b] = std::abs(plan.bucket(static_cast<bucket_id>(b)).cost - target);
-    for (std::uint64_t p = 0; p < n; ++p) ++available[ref_bucket(plan.ref_at(p))];
-    // The distance d* at which the batches closer than d* are fewer than `count` and those at
-    // most d* are not: all closer ones are taken, then the earliest at exactly d*.
-    std::vector<std::size_t> by_dist(nb);
-    std::iota(by_dist.begin(), by_dist.end(), std::size_t{0});
-    std::sort(by_dist.begin(), by_dist.end(), [&](std::size_t a, std::size_t b) {
-      return dist[a] < dist[b] || (dist[a] == dist[b] && a < b);
-    });
-    std::uint64_t closer = 0;
-    double threshold = 0.0;
-    for (std::size_t i = 0; i < nb;) {
-      std::size_t j = i;
-      std::uint64_t tied = 0;
-      while (j < nb && dist[by_dist[j]] == dist[by_dist[i]]) tied += available[by_dist[j++]];
-      if (closer + tied >= count) {
-        threshold = dist[by_dist[i]];
-        break;
-      }
-      closer += tied;
-      i = j;
-    }
-    std::uint64_t at_threshold = count - closer;
-    for (std::uint64_t p = 0; p < n && repeats.size() < count; ++p) {
-      const std::uint64_t ref = plan.ref_at(p);
-      const double d = dist[ref_bucket(ref)];
-      if (d < threshold) {
-        repeats.push_back(ref);
-      } else if (d == threshold && at_threshold > 0) {
-        repeats.push_back(ref);
-        --at_threshold;
-      }
+    closer += tied;
+    i = j;
+  }
+  std::uint64_t at_threshold = count - closer;
+  for (std::uint64_t p = 0; p < n && repeats.size() < count; ++p) {
+    const std::uint64_t ref = plan.ref_at(p);
+    const double d = dist[ref_bucket(ref)];
+    if (d < threshold) {
+      repeats.push_back(ref);
+    } else if (d == threshold && at_threshold > 0) {
+      repeats.push_back(ref);
+      --at_threshold;
     }
   }
-};
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 }  // namespace detail
 
@@ -809,3 +814,21 @@ epoch_plan make_epoch_plan(std::span<const compact_bucket_id> ids, const bucket_
 }
 
 }  // namespace vbucket
+
+#if VBUCKET_EXTERN_TEMPLATES
+namespace vbucket {
+// Compiled once in the vbucket::compiled library (src/vbucket.cpp).
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&);
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&);
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&);
+}  // namespace vbucket
+#endif

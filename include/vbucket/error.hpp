@@ -6,6 +6,8 @@
 #include <stdexcept>  // std::runtime_error
 #include <string>     // std::string
 
+#include "detail/compiled.hpp"
+
 namespace vbucket {
 
 /// The one exception type vbucket throws for bad input. `what()` is a single line: control
@@ -13,31 +15,38 @@ namespace vbucket {
 /// are written as escapes (`\n`, `\r`, `\t`, `\xNN`), so a tool can print it as one line.
 class error : public std::runtime_error {
  public:
-  explicit error(const std::string& message) : std::runtime_error(one_line(message)) {}
+  VBUCKET_COMPILED_INLINE explicit error(const std::string& message);
 
  private:
-  static std::string one_line(const std::string& message) {
-    std::string out;
-    out.reserve(message.size());
-    for (const char c : message) {
-      const auto u = static_cast<unsigned char>(c);
-      if (u >= 0x20 && u != 0x7f) {
-        out += c;
-      } else if (c == '\n') {
-        out += "\\n";
-      } else if (c == '\r') {
-        out += "\\r";
-      } else if (c == '\t') {
-        out += "\\t";
-      } else {
-        constexpr char hex[] = "0123456789abcdef";
-        out += "\\x";
-        out += hex[u >> 4];
-        out += hex[u & 0xf];
-      }
-    }
-    return out;
-  }
+  VBUCKET_COMPILED_INLINE static std::string one_line(const std::string& message);
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE error::error(const std::string& message)
+    : std::runtime_error(one_line(message)) {}
+
+VBUCKET_COMPILED_INLINE std::string error::one_line(const std::string& message) {
+  std::string out;
+  out.reserve(message.size());
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      constexpr char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 0xf];
+    }
+  }
+  return out;
+}
+#endif
 
 }  // namespace vbucket

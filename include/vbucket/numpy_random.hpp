@@ -13,6 +13,7 @@
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector
 
+#include "vbucket/detail/compiled.hpp"
 #include "vbucket/error.hpp"
 
 namespace vbucket {
@@ -34,67 +35,13 @@ class big_seed {
   }
 
   /// Parses a plain decimal integer (digits only: no sign, no spaces); throws vbucket::error.
-  static big_seed parse(std::string_view decimal) {
-    if (decimal.empty()) {
-      throw error("seed is empty: expected a non-negative decimal integer");
-    }
-    for (std::size_t i = 0; i < decimal.size(); ++i) {
-      const char c = decimal[i];
-      if (c >= '0' && c <= '9') continue;
-      if (i == 0 && (c == '-' || c == '+')) {
-        throw error("seed \"" + std::string(decimal) +
-                    "\" has a sign: expected a non-negative decimal integer without sign");
-      }
-      throw error("seed \"" + std::string(decimal) + "\" has a non-digit character at position " +
-                  std::to_string(i) + ": expected a non-negative decimal integer");
-    }
-    big_seed result;
-    // Nine digits at a time keep chunk * 10^9 + carry inside 64 bits.
-    std::size_t pos = 0;
-    std::size_t chunk_len = decimal.size() % 9;
-    if (chunk_len == 0) chunk_len = 9;
-    while (pos < decimal.size()) {
-      std::uint32_t chunk = 0;
-      std::uint32_t scale = 1;
-      for (std::size_t i = 0; i < chunk_len; ++i) {
-        chunk = chunk * 10 + static_cast<std::uint32_t>(decimal[pos + i] - '0');
-        scale *= 10;
-      }
-      result.multiply_add(scale, chunk);
-      pos += chunk_len;
-      chunk_len = 9;
-    }
-    return result;
-  }
+  static VBUCKET_COMPILED_INLINE big_seed parse(std::string_view decimal);
 
   /// The value as little-endian 32-bit words (what numpy feeds to SeedSequence).
   std::span<const std::uint32_t> words() const noexcept { return words_; }
 
   /// The value in decimal.
-  std::string to_string() const {
-    constexpr std::uint32_t kBillion = 1000000000;
-    std::vector<std::uint32_t> rest = words_;
-    std::string digits;  // least significant first, reversed at the end
-    while (true) {
-      // Divide rest by 10^9 in place, most significant word first.
-      std::uint64_t remainder = 0;
-      for (std::size_t i = rest.size(); i-- > 0;) {
-        const std::uint64_t current = (remainder << 32) | rest[i];
-        rest[i] = static_cast<std::uint32_t>(current / kBillion);
-        remainder = current % kBillion;
-      }
-      while (rest.size() > 1 && rest.back() == 0) rest.pop_back();
-      const bool last = rest.size() == 1 && rest[0] == 0;
-      auto chunk = static_cast<std::uint32_t>(remainder);
-      for (int i = 0; i < 9 && (!last || chunk != 0 || i == 0); ++i) {
-        digits.push_back(static_cast<char>('0' + chunk % 10));
-        chunk /= 10;
-      }
-      if (last) break;
-    }
-    std::reverse(digits.begin(), digits.end());
-    return digits;
-  }
+  VBUCKET_COMPILED_INLINE std::string to_string() const;
 
   /// Equal values (the representation is canonical).
   friend bool operator==(const big_seed&, const big_seed&) = default;
@@ -114,6 +61,66 @@ class big_seed {
 
   std::vector<std::uint32_t> words_;
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE big_seed big_seed::parse(std::string_view decimal) {
+  if (decimal.empty()) {
+    throw error("seed is empty: expected a non-negative decimal integer");
+  }
+  for (std::size_t i = 0; i < decimal.size(); ++i) {
+    const char c = decimal[i];
+    if (c >= '0' && c <= '9') continue;
+    if (i == 0 && (c == '-' || c == '+')) {
+      throw error("seed \"" + std::string(decimal) +
+                  "\" has a sign: expected a non-negative decimal integer without sign");
+    }
+    throw error("seed \"" + std::string(decimal) + "\" has a non-digit character at position " +
+                std::to_string(i) + ": expected a non-negative decimal integer");
+  }
+  big_seed result;
+  // Nine digits at a time keep chunk * 10^9 + carry inside 64 bits.
+  std::size_t pos = 0;
+  std::size_t chunk_len = decimal.size() % 9;
+  if (chunk_len == 0) chunk_len = 9;
+  while (pos < decimal.size()) {
+    std::uint32_t chunk = 0;
+    std::uint32_t scale = 1;
+    for (std::size_t i = 0; i < chunk_len; ++i) {
+      chunk = chunk * 10 + static_cast<std::uint32_t>(decimal[pos + i] - '0');
+      scale *= 10;
+    }
+    result.multiply_add(scale, chunk);
+    pos += chunk_len;
+    chunk_len = 9;
+  }
+  return result;
+}
+
+VBUCKET_COMPILED_INLINE std::string big_seed::to_string() const {
+  constexpr std::uint32_t kBillion = 1000000000;
+  std::vector<std::uint32_t> rest = words_;
+  std::string digits;  // least significant first, reversed at the end
+  while (true) {
+    // Divide rest by 10^9 in place, most significant word first.
+    std::uint64_t remainder = 0;
+    for (std::size_t i = rest.size(); i-- > 0;) {
+      const std::uint64_t current = (remainder << 32) | rest[i];
+      rest[i] = static_cast<std::uint32_t>(current / kBillion);
+      remainder = current % kBillion;
+    }
+    while (rest.size() > 1 && rest.back() == 0) rest.pop_back();
+    const bool last = rest.size() == 1 && rest[0] == 0;
+    auto chunk = static_cast<std::uint32_t>(remainder);
+    for (int i = 0; i < 9 && (!last || chunk != 0 || i == 0); ++i) {
+      digits.push_back(static_cast<char>('0' + chunk % 10));
+      chunk /= 10;
+    }
+    if (last) break;
+  }
+  std::reverse(digits.begin(), digits.end());
+  return digits;
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 namespace detail {
 

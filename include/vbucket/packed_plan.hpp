@@ -47,6 +47,7 @@
 #include <vector>     // std::vector
 
 #include "bucket_config.hpp"
+#include "detail/compiled.hpp"
 #include "detail/keyed_shuffle.hpp"
 #include "detail/parallel_tasks.hpp"
 #include "epoch_plan.hpp"  // plan_state, batch_cost, latent_tokens_cost, Open-Sora strings
@@ -276,33 +277,37 @@ struct packed_schedule_data : deal_shape {
   /// The fixed plan's rule: `count` real batches from before the last step whose cost is
   /// closest to the mean cost of the last step's real batches, earliest position first among
   /// equal distances; all real batches cyclically when there are too few.
-  void choose_repeats(std::uint64_t count) {
-    std::uint64_t n = plan.num_batches();
-    const std::uint64_t last_real = (n - begin) % world;
-    repeats.reserve(static_cast<std::size_t>(count));
-    if (n - last_real < count) {
-      for (std::uint64_t e = 0; e < count; ++e) repeats.push_back(plan.id_at(e % n));
-      return;
-    }
-    n -= last_real;
-    double target = 0.0;
-    for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.cost_of(plan.id_at(p));
-    target /= static_cast<double>(last_real);
-    // The `count` smallest (distance, position) pairs in one pass (count < world), kept
-    // sorted; then dealt in position order.
-    std::vector<std::pair<double, std::uint64_t>> best;
-    best.reserve(static_cast<std::size_t>(count) + 1);
-    for (std::uint64_t p = 0; p < n; ++p) {
-      const std::pair<double, std::uint64_t> c{std::abs(plan.cost_of(plan.id_at(p)) - target), p};
-      if (best.size() == count && !(c < best.back())) continue;
-      best.insert(std::upper_bound(best.begin(), best.end(), c), c);
-      if (best.size() > count) best.pop_back();
-    }
-    std::sort(best.begin(), best.end(),
-              [](const auto& a, const auto& b) { return a.second < b.second; });
-    for (const auto& c : best) repeats.push_back(plan.id_at(c.second));
-  }
+  VBUCKET_COMPILED_INLINE void choose_repeats(std::uint64_t count);
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE void packed_schedule_data::choose_repeats(std::uint64_t count) {
+  std::uint64_t n = plan.num_batches();
+  const std::uint64_t last_real = (n - begin) % world;
+  repeats.reserve(static_cast<std::size_t>(count));
+  if (n - last_real < count) {
+    for (std::uint64_t e = 0; e < count; ++e) repeats.push_back(plan.id_at(e % n));
+    return;
+  }
+  n -= last_real;
+  double target = 0.0;
+  for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.cost_of(plan.id_at(p));
+  target /= static_cast<double>(last_real);
+  // The `count` smallest (distance, position) pairs in one pass (count < world), kept
+  // sorted; then dealt in position order.
+  std::vector<std::pair<double, std::uint64_t>> best;
+  best.reserve(static_cast<std::size_t>(count) + 1);
+  for (std::uint64_t p = 0; p < n; ++p) {
+    const std::pair<double, std::uint64_t> c{std::abs(plan.cost_of(plan.id_at(p)) - target), p};
+    if (best.size() == count && !(c < best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), c), c);
+    if (best.size() > count) best.pop_back();
+  }
+  std::sort(best.begin(), best.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (const auto& c : best) repeats.push_back(plan.id_at(c.second));
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 }  // namespace detail
 
@@ -592,14 +597,19 @@ packed_plan make_packed_plan(std::span<const compact_bucket_id> ids, const bucke
 }
 
 /// The step balance of a packed schedule (max / mean batch cost over the ranks of a step).
-inline step_balance_stats step_balance(const packed_schedule& schedule) {
+VBUCKET_COMPILED_INLINE step_balance_stats step_balance(const packed_schedule& schedule);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE step_balance_stats step_balance(const packed_schedule& schedule) {
   return step_balance_of(schedule.steps(), schedule.world_size(),
                          [&](std::uint64_t k, std::uint32_t r) { return schedule.at(k, r).cost; });
 }
+#endif
 
 /// How full a schedule's steps are: Σ cost of the real batches dealt / (steps · world ·
 /// budget). Alignment repeats are waste (their cost is not counted).
-inline double fill_ratio(const packed_schedule& schedule) {
+VBUCKET_COMPILED_INLINE double fill_ratio(const packed_schedule& schedule);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE double fill_ratio(const packed_schedule& schedule) {
   const packed_plan& plan = schedule.plan();
   const std::uint64_t n = plan.num_batches();
   const std::uint64_t begin = std::min(schedule.consumed(), n);
@@ -610,12 +620,15 @@ inline double fill_ratio(const packed_schedule& schedule) {
                        static_cast<double>(schedule.world_size()) * plan.token_budget();
   return slots > 0.0 ? real / slots : 1.0;
 }
+#endif
 
 /// The fixed plan's fill at a memory budget `budget` (cost per rank per step): Σ cost of the
 /// distinct samples of the real batches dealt (a bucket's pads and the alignment repeats are
 /// waste) / (steps · world · budget). `budget` is typically the largest batch cost of the
 /// config, the memory its batch sizes are tuned to.
-inline double fill_ratio(const epoch_schedule& schedule, double budget) {
+VBUCKET_COMPILED_INLINE double fill_ratio(const epoch_schedule& schedule, double budget);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE double fill_ratio(const epoch_schedule& schedule, double budget) {
   const epoch_plan& plan = schedule.plan();
   const std::uint64_t n = plan.num_batches();
   const std::uint64_t begin = std::min(schedule.consumed(), n);
@@ -634,6 +647,7 @@ inline double fill_ratio(const epoch_schedule& schedule, double budget) {
       static_cast<double>(schedule.steps()) * static_cast<double>(schedule.world_size()) * budget;
   return slots > 0.0 ? real / slots : 1.0;
 }
+#endif
 
 /// Statistics of a packed schedule (`vbucket stats --batching packed`).
 struct packed_stats {
@@ -656,7 +670,9 @@ struct packed_stats {
 };
 
 /// Statistics of a packed plan as dealt by `schedule`.
-inline packed_stats compute_packed_stats(const packed_schedule& schedule) {
+VBUCKET_COMPILED_INLINE packed_stats compute_packed_stats(const packed_schedule& schedule);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE packed_stats compute_packed_stats(const packed_schedule& schedule) {
   const packed_plan& plan = schedule.plan();
   packed_stats s;
   s.budget = plan.token_budget();
@@ -691,5 +707,24 @@ inline packed_stats compute_packed_stats(const packed_schedule& schedule) {
   s.balance = step_balance(schedule);
   return s;
 }
+#endif
 
 }  // namespace vbucket
+
+#if VBUCKET_EXTERN_TEMPLATES
+namespace vbucket {
+// Compiled once in the vbucket::compiled library (src/vbucket.cpp).
+extern template packed_plan make_packed_plan<latent_tokens_cost>(const bucket_groups&,
+                                                                 const bucket_config&,
+                                                                 const packed_options&,
+                                                                 const latent_tokens_cost&);
+extern template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                                 const bucket_config&,
+                                                                 const packed_options&,
+                                                                 const latent_tokens_cost&);
+extern template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
+                                                                 const bucket_config&,
+                                                                 const packed_options&,
+                                                                 const latent_tokens_cost&);
+}  // namespace vbucket
+#endif

@@ -11,6 +11,7 @@
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
 
+#include "detail/compiled.hpp"
 #include "error.hpp"
 
 namespace vbucket {
@@ -50,108 +51,121 @@ struct plan_state {
     return s;
   }
 
-  [[nodiscard]] std::string to_string() const {
-    std::string s = "vbucket-plan seed=" + std::to_string(seed) +
-                    " epoch=" + std::to_string(epoch) + " consumed=" + std::to_string(consumed);
-    if (balance_group) s += " balance=" + std::to_string(*balance_group);
-    if (token_budget) s += " budget=" + budget_text(*token_budget);
-    return s;
-  }
+  [[nodiscard]] VBUCKET_COMPILED_INLINE std::string to_string() const;
 
   /// A budget in the shortest form that reads back exactly.
-  static std::string budget_text(double b) {
-    char buf[32];
-    const auto r = std::to_chars(buf, buf + sizeof buf, b);
-    return std::string(buf, r.ptr);
-  }
+  static VBUCKET_COMPILED_INLINE std::string budget_text(double b);
 
   /// Throws `vbucket::error` unless this state can resume the plan of (seed, epoch, step balance
   /// group, token budget: nullopt for fixed batches): seed and epoch must be equal, and a
   /// recorded group or budget too (a state of fixed batches resumes no packed plan, and the
   /// other way round). The one check of every plan's `deal(world, state)`.
-  void check_for(std::uint64_t plan_seed, std::uint64_t plan_epoch, std::uint32_t plan_group,
-                 std::optional<double> plan_budget) const {
-    if (seed != plan_seed || epoch != plan_epoch)
-      throw error("plan state " + to_string() + " is not for this plan (seed " +
-                  std::to_string(plan_seed) + ", epoch " + std::to_string(plan_epoch) + ")");
-    if (balance_group && *balance_group != plan_group)
-      throw error("plan state " + to_string() + " was saved from a plan with step balance " +
-                  "group " + std::to_string(*balance_group) + " but this plan has " +
-                  std::to_string(plan_group) + " (0 = none): the global orders differ, so " +
-                  "resuming would replay some batches and skip others; plan with balance group " +
-                  std::to_string(*balance_group));
-    if (token_budget && !plan_budget)
-      throw error("plan state " + to_string() + " was saved from a packed plan (token budget " +
-                  budget_text(*token_budget) + ") but this plan has fixed batches");
-    if (token_budget && *token_budget != *plan_budget)
-      throw error("plan state " + to_string() + " was saved from a packed plan with token " +
-                  "budget " + budget_text(*token_budget) + " but this plan's budget is " +
-                  budget_text(*plan_budget) + ": the batches differ, so resuming would " +
-                  "replay some samples and skip others; plan with token budget " +
-                  budget_text(*token_budget));
-  }
+  VBUCKET_COMPILED_INLINE void check_for(std::uint64_t plan_seed, std::uint64_t plan_epoch,
+                                         std::uint32_t plan_group,
+                                         std::optional<double> plan_budget) const;
 
   /// Parses `to_string()`'s form (fields in any order, separated by spaces; balance and budget
   /// optional).
   /// Throws `vbucket::error` naming what is wrong.
-  static plan_state parse(std::string_view text) {
-    auto fail = [&](const std::string& why) -> plan_state {
-      throw error("plan state \"" + std::string(text) + "\": " + why);
-    };
-    constexpr std::string_view tag = "vbucket-plan";
-    std::size_t pos = text.find_first_not_of(' ');
-    if (pos == std::string_view::npos || text.substr(pos, tag.size()) != tag)
-      return fail("expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G] [budget=B]\"");
-    pos += tag.size();
-    plan_state s;
-    constexpr std::string_view names[] = {"seed", "epoch", "consumed", "balance", "budget"};
-    bool seen[5] = {false, false, false, false, false};
-    while (true) {
-      const std::size_t start = text.find_first_not_of(' ', pos);
-      if (start == std::string_view::npos) break;
-      if (start == pos) return fail("fields must be separated by spaces");
-      const std::size_t end = std::min(text.find(' ', start), text.size());
-      const std::string_view field = text.substr(start, end - start);
-      const std::size_t eq = field.find('=');
-      const std::string_view name = field.substr(0, eq);
-      int which = -1;
-      for (int k = 0; k < 5; ++k)
-        if (name == names[k]) which = k;
-      if (eq == std::string_view::npos || which < 0)
-        return fail("unknown field \"" + std::string(field) + "\"");
-      if (seen[which]) return fail("duplicate field \"" + std::string(name) + "\"");
-      seen[which] = true;
-      const std::string_view value = field.substr(eq + 1);
-      if (which == 4) {
-        double b = 0;
-        const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), b);
-        if (value.empty() || ec != std::errc{} || p != value.data() + value.size() || !(b > 0.0) ||
-            !(b < std::numeric_limits<double>::infinity()))
-          return fail("budget must be a positive finite number");
-        s.token_budget = b;
-        pos = end;
-        continue;
-      }
-      std::uint64_t v = 0;
-      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (value.empty() || ec != std::errc{} || p != value.data() + value.size())
-        return fail(std::string(name) + " must be a non-negative integer below 2^" +
-                    (which == 3 ? "32" : "64"));
-      if (which == 3) {
-        if (v > std::numeric_limits<std::uint32_t>::max())
-          return fail("balance must be a non-negative integer below 2^32");
-        s.balance_group = static_cast<std::uint32_t>(v);
-      } else {
-        (which == 0 ? s.seed : which == 1 ? s.epoch : s.consumed) = v;
-      }
-      pos = end;
-    }
-    for (int k = 0; k < 3; ++k)
-      if (!seen[k]) return fail("missing field \"" + std::string(names[k]) + "\"");
-    return s;
-  }
+  static VBUCKET_COMPILED_INLINE plan_state parse(std::string_view text);
 
   friend constexpr bool operator==(const plan_state&, const plan_state&) = default;
 };
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE std::string plan_state::to_string() const {
+  std::string s = "vbucket-plan seed=" + std::to_string(seed) + " epoch=" + std::to_string(epoch) +
+                  " consumed=" + std::to_string(consumed);
+  if (balance_group) s += " balance=" + std::to_string(*balance_group);
+  if (token_budget) s += " budget=" + budget_text(*token_budget);
+  return s;
+}
+
+VBUCKET_COMPILED_INLINE std::string plan_state::budget_text(double b) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, b);
+  return std::string(buf, r.ptr);
+}
+
+VBUCKET_COMPILED_INLINE void plan_state::check_for(std::uint64_t plan_seed,
+                                                   std::uint64_t plan_epoch,
+                                                   std::uint32_t plan_group,
+                                                   std::optional<double> plan_budget) const {
+  if (seed != plan_seed || epoch != plan_epoch)
+    throw error("plan state " + to_string() + " is not for this plan (seed " +
+                std::to_string(plan_seed) + ", epoch " + std::to_string(plan_epoch) + ")");
+  if (balance_group && *balance_group != plan_group)
+    throw error("plan state " + to_string() + " was saved from a plan with step balance " +
+                "group " + std::to_string(*balance_group) + " but this plan has " +
+                std::to_string(plan_group) + " (0 = none): the global orders differ, so " +
+                "resuming would replay some batches and skip others; plan with balance group " +
+                std::to_string(*balance_group));
+  if (token_budget && !plan_budget)
+    throw error("plan state " + to_string() + " was saved from a packed plan (token budget " +
+                budget_text(*token_budget) + ") but this plan has fixed batches");
+  if (token_budget && *token_budget != *plan_budget)
+    throw error("plan state " + to_string() + " was saved from a packed plan with token " +
+                "budget " + budget_text(*token_budget) + " but this plan's budget is " +
+                budget_text(*plan_budget) + ": the batches differ, so resuming would " +
+                "replay some samples and skip others; plan with token budget " +
+                budget_text(*token_budget));
+}
+
+VBUCKET_COMPILED_INLINE plan_state plan_state::parse(std::string_view text) {
+  auto fail = [&](const std::string& why) -> plan_state {
+    throw error("plan state \"" + std::string(text) + "\": " + why);
+  };
+  constexpr std::string_view tag = "vbucket-plan";
+  std::size_t pos = text.find_first_not_of(' ');
+  if (pos == std::string_view::npos || text.substr(pos, tag.size()) != tag)
+    return fail("expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G] [budget=B]\"");
+  pos += tag.size();
+  plan_state s;
+  constexpr std::string_view names[] = {"seed", "epoch", "consumed", "balance", "budget"};
+  bool seen[5] = {false, false, false, false, false};
+  while (true) {
+    const std::size_t start = text.find_first_not_of(' ', pos);
+    if (start == std::string_view::npos) break;
+    if (start == pos) return fail("fields must be separated by spaces");
+    const std::size_t end = std::min(text.find(' ', start), text.size());
+    const std::string_view field = text.substr(start, end - start);
+    const std::size_t eq = field.find('=');
+    const std::string_view name = field.substr(0, eq);
+    int which = -1;
+    for (int k = 0; k < 5; ++k)
+      if (name == names[k]) which = k;
+    if (eq == std::string_view::npos || which < 0)
+      return fail("unknown field \"" + std::string(field) + "\"");
+    if (seen[which]) return fail("duplicate field \"" + std::string(name) + "\"");
+    seen[which] = true;
+    const std::string_view value = field.substr(eq + 1);
+    if (which == 4) {
+      double b = 0;
+      const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), b);
+      if (value.empty() || ec != std::errc{} || p != value.data() + value.size() || !(b > 0.0) ||
+          !(b < std::numeric_limits<double>::infinity()))
+        return fail("budget must be a positive finite number");
+      s.token_budget = b;
+      pos = end;
+      continue;
+    }
+    std::uint64_t v = 0;
+    const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (value.empty() || ec != std::errc{} || p != value.data() + value.size())
+      return fail(std::string(name) + " must be a non-negative integer below 2^" +
+                  (which == 3 ? "32" : "64"));
+    if (which == 3) {
+      if (v > std::numeric_limits<std::uint32_t>::max())
+        return fail("balance must be a non-negative integer below 2^32");
+      s.balance_group = static_cast<std::uint32_t>(v);
+    } else {
+      (which == 0 ? s.seed : which == 1 ? s.epoch : s.consumed) = v;
+    }
+    pos = end;
+  }
+  for (int k = 0; k < 3; ++k)
+    if (!seen[k]) return fail("missing field \"" + std::string(names[k]) + "\"");
+  return s;
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 }  // namespace vbucket

@@ -16,6 +16,7 @@
 #include <vector>       // std::vector
 
 #include "bucket_config.hpp"
+#include "detail/compiled.hpp"
 #include "epoch_plan.hpp"
 
 namespace vbucket {
@@ -102,7 +103,11 @@ struct plan_stats {
 };
 
 /// Statistics of a plan (without rank alignment). `config` is the plan's config.
-inline plan_stats compute_plan_stats(const epoch_plan& plan, const bucket_config& config) {
+VBUCKET_COMPILED_INLINE plan_stats compute_plan_stats(const epoch_plan& plan,
+                                                      const bucket_config& config);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE plan_stats compute_plan_stats(const epoch_plan& plan,
+                                                      const bucket_config& config) {
   plan_stats s;
   s.unassigned = plan.unassigned();
   s.invalid = plan.invalid();
@@ -149,15 +154,21 @@ inline plan_stats compute_plan_stats(const epoch_plan& plan, const bucket_config
   s.by_ratio = std::move(ratios);
   return s;
 }
+#endif
 
 /// Statistics of a plan as dealt by `schedule`, with its rank alignment.
-inline plan_stats compute_plan_stats(const epoch_schedule& schedule, const bucket_config& config) {
+VBUCKET_COMPILED_INLINE plan_stats compute_plan_stats(const epoch_schedule& schedule,
+                                                      const bucket_config& config);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE plan_stats compute_plan_stats(const epoch_schedule& schedule,
+                                                      const bucket_config& config) {
   plan_stats s = compute_plan_stats(schedule.plan(), config);
   s.alignment = {schedule.world_size(),     schedule.consumed(),       schedule.steps(),
                  schedule.repeat_batches(), schedule.repeat_samples(), schedule.dropped_batches(),
                  schedule.dropped_samples()};
   return s;
 }
+#endif
 
 /// One bucket's pads (for `pad_report`).
 struct bucket_pads {
@@ -205,8 +216,13 @@ struct pad_report {
 /// The pads of a plan, its `max_worst` buckets with the most pads (ties: the larger share of
 /// pads, then the lower id), and the pads of the same samples under `downgrade` (computed from
 /// the plan's per-bucket counts, without planning again). `config` is the plan's config.
-inline pad_report compute_pad_report(const epoch_plan& plan, const bucket_config& config,
-                                     std::size_t max_worst = 3) {
+VBUCKET_COMPILED_INLINE pad_report compute_pad_report(const epoch_plan& plan,
+                                                      const bucket_config& config,
+                                                      std::size_t max_worst = 3);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE pad_report compute_pad_report(const epoch_plan& plan,
+                                                      const bucket_config& config,
+                                                      std::size_t max_worst) {
   pad_report r;
   r.policy = plan.options().policy;
   const std::span<const plan_bucket> buckets = plan.buckets();
@@ -244,6 +260,7 @@ inline pad_report compute_pad_report(const epoch_plan& plan, const bucket_config
   }
   return r;
 }
+#endif
 
 /// How evenly the batches of one step cost, over a schedule's steps. In synchronous data
 /// parallel training a step lasts as long as its most expensive batch, so `max_over_mean`
@@ -284,11 +301,14 @@ step_balance_stats step_balance_of(std::uint64_t steps, std::uint32_t world, Cos
 }
 
 /// The step balance of a schedule with the plan's batch costs (those of `make_epoch_plan`).
-inline step_balance_stats step_balance(const epoch_schedule& schedule) {
+VBUCKET_COMPILED_INLINE step_balance_stats step_balance(const epoch_schedule& schedule);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE step_balance_stats step_balance(const epoch_schedule& schedule) {
   const epoch_plan& plan = schedule.plan();
   return step_balance_of(
       schedule.steps(), schedule.world_size(),
       [&](std::uint64_t k, std::uint32_t r) { return plan.bucket(schedule.at(k, r).bucket).cost; });
 }
+#endif
 
 }  // namespace vbucket

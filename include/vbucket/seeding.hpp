@@ -21,6 +21,7 @@
 #include "assign.hpp"
 #include "bucket_config.hpp"
 #include "compiled_rule.hpp"
+#include "detail/compiled.hpp"
 #include "error.hpp"
 #include "meta.hpp"
 #include "numpy_random.hpp"
@@ -61,7 +62,10 @@ inline void check_seed(rng_mode mode, const big_seed& seed) {
 }
 
 /// Open-Sora's NumPy seed for an epoch: seed + epoch, exactly (NumPy seeds are unbounded).
-[[nodiscard]] inline big_seed numpy_epoch_seed(const big_seed& seed, std::uint64_t epoch) {
+[[nodiscard]] VBUCKET_COMPILED_INLINE big_seed numpy_epoch_seed(const big_seed& seed,
+                                                                std::uint64_t epoch);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE big_seed numpy_epoch_seed(const big_seed& seed, std::uint64_t epoch) {
   if (const auto s = seed_u64(seed); s && *s <= ~std::uint64_t{0} - epoch)
     return big_seed(*s + epoch);
   // Decimal addition: big_seed builds from decimal text, and this runs once per epoch.
@@ -78,6 +82,7 @@ inline void check_seed(rng_mode mode, const big_seed& seed) {
   }
   return big_seed::parse(sum);  // a leading zero parses as zero
 }
+#endif
 
 /// The NumPy source of an epoch: Open-Sora's `seed + epoch`, with `num_bucket` its stride.
 [[nodiscard]] inline numpy_source numpy_epoch_source(const big_seed& seed, std::uint64_t epoch,
@@ -138,3 +143,19 @@ template <class Rule>
 }
 
 }  // namespace vbucket
+
+#if VBUCKET_EXTERN_TEMPLATES
+namespace vbucket {
+// Compiled once in the vbucket::compiled library (src/vbucket.cpp).
+extern template std::vector<bucket_id> assign_epoch<opensora_v2_rule>(const bucket_config&,
+                                                                      const meta_table&,
+                                                                      const opensora_v2_rule&,
+                                                                      rng_mode, const big_seed&,
+                                                                      std::uint64_t, unsigned);
+extern template std::vector<bucket_id> assign_epoch<opensora_v12_rule>(const bucket_config&,
+                                                                       const meta_table&,
+                                                                       const opensora_v12_rule&,
+                                                                       rng_mode, const big_seed&,
+                                                                       std::uint64_t, unsigned);
+}  // namespace vbucket
+#endif

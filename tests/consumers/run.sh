@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Proves that vbucket can be consumed three ways: add_subdirectory, FetchContent (from a local
-# SOURCE_DIR, no network) and find_package after `cmake --install`. Each consumer is
+# SOURCE_DIR, no network) and find_package after `cmake --install`, header-only and (from
+# add_subdirectory with -DVBUCKET_COMPILED=ON, and find_package COMPONENTS compiled) with
+# vbucket::compiled. Each consumer is
 # configured, built and run in a fresh directory under /tmp; any failure stops the script with
 # a non-zero exit and a message naming the step.
 #
@@ -41,6 +43,7 @@ run "add_subdirectory: configure" cmake -S "${here}/add_subdirectory" -B "${work
   "${generator[@]}" -DVBUCKET_SOURCE_DIR="${src}"
 run "add_subdirectory: build" cmake --build "${work}/add_subdirectory"
 run "add_subdirectory: run" "${work}/add_subdirectory/consumer"
+run "add_subdirectory: run (vbucket::compiled)" "${work}/add_subdirectory/consumer_compiled"
 
 # 2. FetchContent
 run "fetchcontent: configure" cmake -S "${here}/fetchcontent" -B "${work}/fetchcontent" \
@@ -65,5 +68,15 @@ run "find_package: configure (EXPECT_JSON=${expect_json})" cmake -S "${here}/fin
 run "find_package: build" cmake --build "${work}/find_package"
 run "find_package: run" "${work}/find_package/consumer"
 
+# 4. The same tree with vbucket::compiled built (only that target), installed again: found as
+# the component `compiled`, linked by consumer_compiled.
+run "install: build vbucket::compiled" cmake --build "${work}/vbucket" --target vbucket_compiled
+run "install: cmake --install, vbucket::compiled built" cmake --install "${work}/vbucket"
+run "find_package compiled: configure" cmake -S "${here}/find_package" \
+  -B "${work}/find_package_compiled" "${generator[@]}" -DCMAKE_PREFIX_PATH="${prefix}" \
+  -DEXPECT_JSON="${expect_json}" -DEXPECT_COMPILED=ON
+run "find_package compiled: build" cmake --build "${work}/find_package_compiled"
+run "find_package compiled: run" "${work}/find_package_compiled/consumer_compiled"
+
 step="done"
-echo "=== vbucket consumer tests passed (add_subdirectory, fetchcontent, find_package) ==="
+echo "=== vbucket consumer tests passed (add_subdirectory, fetchcontent, find_package, compiled) ==="

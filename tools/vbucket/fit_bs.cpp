@@ -15,7 +15,8 @@
 #include <utility>       // std::move
 #include <vector>        // std::vector
 
-#include <fmt/core.h>  // fmt::format, fmt::print
+#include <fmt/core.h>         // fmt::format, fmt::print
+#include <nlohmann/json.hpp>  // nlohmann::ordered_json
 
 #include "cli.hpp"
 #include "vbucket/aspect.hpp"

@@ -13,10 +13,27 @@
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector
 
-#include <nlohmann/json.hpp>
-
 #include "vbucket/bucket_config.hpp"
+#include "vbucket/detail/compiled.hpp"
 #include "vbucket/error.hpp"
+
+// With vbucket::compiled (which then defines VBUCKET_COMPILED_JSON) the functions that parse
+// JSON are compiled in the library and declared here, so this header needs only nlohmann's
+// declarations: include <nlohmann/json.hpp> yourself to work on the `ordered_json` values.
+#if VBUCKET_EXTERN_TEMPLATES && defined(VBUCKET_COMPILED_JSON)
+#define VBUCKET_JSON_EXTERN 1
+#include <nlohmann/json_fwd.hpp>
+#else
+#define VBUCKET_JSON_EXTERN 0
+#include <nlohmann/json.hpp>
+#endif
+
+// `inline` in header-only use; nothing in the library's source, which defines them once.
+#ifdef VBUCKET_COMPILED_SOURCE
+#define VBUCKET_JSON_FUNCTION
+#else
+#define VBUCKET_JSON_FUNCTION inline
+#endif
 
 namespace vbucket::json {
 
@@ -25,9 +42,19 @@ namespace vbucket::json {
 /// file such as a megabyte of '['.
 inline constexpr int max_json_depth = 64;
 
+#if VBUCKET_JSON_EXTERN
+nlohmann::ordered_json parse_json(std::string_view text, const std::string& where);
+std::string read_file(const std::string& path);
+std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j, const std::string& where);
+namespace detail {
+std::vector<bucket_spec> bucket_specs_of_text(std::string_view text, const std::string& where);
+}  // namespace detail
+#else
+
 /// Parses JSON text, rejecting duplicate keys (which JSON parsers silently merge) and nesting
 /// deeper than `max_json_depth`. `where` names the source in messages (usually the file name).
-inline nlohmann::ordered_json parse_json(std::string_view text, const std::string& where) {
+VBUCKET_JSON_FUNCTION nlohmann::ordered_json parse_json(std::string_view text,
+                                                        const std::string& where) {
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
   auto on_event = [&](int depth, nlohmann::ordered_json::parse_event_t ev,
@@ -60,7 +87,7 @@ inline nlohmann::ordered_json parse_json(std::string_view text, const std::strin
 }
 
 /// Reads a whole file; throws naming it when it cannot be read.
-inline std::string read_file(const std::string& path) {
+VBUCKET_JSON_FUNCTION std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error(path + ": cannot open file for reading");
   std::string text;
@@ -77,15 +104,15 @@ inline std::string read_file(const std::string& path) {
 namespace detail {
 /// A JSON value as it appears in a message: compact, and cut short so that a huge value cannot
 /// make a huge message.
-inline std::string excerpt(const nlohmann::ordered_json& v) {
+VBUCKET_JSON_FUNCTION std::string excerpt(const nlohmann::ordered_json& v) {
   constexpr std::size_t max_chars = 60;
   std::string text = v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   if (text.size() > max_chars) text = text.substr(0, max_chars - 3) + "...";
   return text;
 }
 
-inline double probability(const nlohmann::ordered_json& v, const std::string& where,
-                          const char* what) {
+VBUCKET_JSON_FUNCTION double probability(const nlohmann::ordered_json& v, const std::string& where,
+                                         const char* what) {
   if (!v.is_number())
     throw error(where + ": " + what + " must be a number, got " + detail::excerpt(v));
   return v.get<double>();
@@ -93,8 +120,8 @@ inline double probability(const nlohmann::ordered_json& v, const std::string& wh
 }  // namespace detail
 
 /// The specs of a config object. `where` prefixes every message.
-inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j,
-                                             const std::string& where) {
+VBUCKET_JSON_FUNCTION std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j,
+                                                            const std::string& where) {
   if (!j.is_object())
     throw error(where + ": the bucket config must be a JSON object of resolutions");
   std::vector<bucket_spec> specs;
@@ -147,11 +174,20 @@ inline std::vector<bucket_spec> bucket_specs(const nlohmann::ordered_json& j,
   return specs;
 }
 
+namespace detail {
+/// The specs of a config in JSON text (`parse_json`, then `bucket_specs`).
+VBUCKET_JSON_FUNCTION std::vector<bucket_spec> bucket_specs_of_text(std::string_view text,
+                                                                    const std::string& where) {
+  return bucket_specs(parse_json(text, where), where);
+}
+}  // namespace detail
+#endif  // VBUCKET_JSON_EXTERN
+
 /// Builds a validated config from JSON text; messages start with `where`.
 template <resolution_source Tables>
 bucket_config parse_bucket_config(std::string_view text, const Tables& tables,
                                   const std::string& where) {
-  const auto specs = bucket_specs(parse_json(text, where), where);
+  const auto specs = detail::bucket_specs_of_text(text, where);
   try {
     return bucket_config(specs, tables);
   } catch (const error& e) {
@@ -166,3 +202,19 @@ bucket_config load_bucket_config(const std::string& path, const Tables& tables) 
 }
 
 }  // namespace vbucket::json
+
+#if VBUCKET_JSON_EXTERN
+namespace vbucket::json {
+// Compiled once in the vbucket::compiled library (adapters/json/src/bucket_config.cpp).
+extern template bucket_config parse_bucket_config<opensora_v2_tables>(std::string_view,
+                                                                      const opensora_v2_tables&,
+                                                                      const std::string&);
+extern template bucket_config parse_bucket_config<opensora_v12_tables>(std::string_view,
+                                                                       const opensora_v12_tables&,
+                                                                       const std::string&);
+extern template bucket_config load_bucket_config<opensora_v2_tables>(const std::string&,
+                                                                     const opensora_v2_tables&);
+extern template bucket_config load_bucket_config<opensora_v12_tables>(const std::string&,
+                                                                      const opensora_v12_tables&);
+}  // namespace vbucket::json
+#endif

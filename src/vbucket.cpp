@@ -1,0 +1,76 @@
+// vbucket::compiled: the cold non-template functions of the core (defined here only, see
+// vbucket/detail/compiled.hpp) and the common instantiations: the epoch and packed planners
+// with the default cost (over bucket groups, bucket ids and compact ids), the built-in rules
+// over the built-in sources on a meta_table, assign_epoch of both rules.
+#define VBUCKET_COMPILED_SOURCE 1
+#define VBUCKET_COMPILED_CORE_SOURCE 1
+#include "vbucket/vbucket.hpp"
+
+namespace vbucket {
+template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&, const bucket_config&,
+                                                        const plan_options&,
+                                                        const latent_tokens_cost&);
+template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                        const bucket_config&, const plan_options&,
+                                                        const latent_tokens_cost&);
+template packed_plan make_packed_plan<latent_tokens_cost>(const bucket_groups&,
+                                                          const bucket_config&,
+                                                          const packed_options&,
+                                                          const latent_tokens_cost&);
+template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
+                                                        const bucket_config&, const plan_options&,
+                                                        const latent_tokens_cost&);
+template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
+                                                          const bucket_config&,
+                                                          const packed_options&,
+                                                          const latent_tokens_cost&);
+template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                          const bucket_config&,
+                                                          const packed_options&,
+                                                          const latent_tokens_cost&);
+template void assign_into<opensora_v2_rule, fast_source>(std::span<bucket_id>, const bucket_config&,
+                                                         const meta_table&, const opensora_v2_rule&,
+                                                         const fast_source&, unsigned);
+template std::vector<bucket_id> assign_all<opensora_v2_rule, fast_source>(
+    const bucket_config&, const meta_table&, const opensora_v2_rule&, const fast_source&, unsigned);
+template void assign_into<opensora_v2_rule, numpy_source>(std::span<bucket_id>,
+                                                          const bucket_config&, const meta_table&,
+                                                          const opensora_v2_rule&,
+                                                          const numpy_source&, unsigned);
+template std::vector<bucket_id> assign_all<opensora_v2_rule, numpy_source>(const bucket_config&,
+                                                                           const meta_table&,
+                                                                           const opensora_v2_rule&,
+                                                                           const numpy_source&,
+                                                                           unsigned);
+template void assign_into<opensora_v12_rule, fast_source>(std::span<bucket_id>,
+                                                          const bucket_config&, const meta_table&,
+                                                          const opensora_v12_rule&,
+                                                          const fast_source&, unsigned);
+template std::vector<bucket_id> assign_all<opensora_v12_rule, fast_source>(const bucket_config&,
+                                                                           const meta_table&,
+                                                                           const opensora_v12_rule&,
+                                                                           const fast_source&,
+                                                                           unsigned);
+template void assign_into<opensora_v12_rule, numpy_source>(std::span<bucket_id>,
+                                                           const bucket_config&, const meta_table&,
+                                                           const opensora_v12_rule&,
+                                                           const numpy_source&, unsigned);
+template std::vector<bucket_id> assign_all<opensora_v12_rule, numpy_source>(
+    const bucket_config&, const meta_table&, const opensora_v12_rule&, const numpy_source&,
+    unsigned);
+template void assign_into<compiled_v2_rule, fast_source>(std::span<bucket_id>, const bucket_config&,
+                                                         const meta_table&, const compiled_v2_rule&,
+                                                         const fast_source&, unsigned);
+template std::vector<bucket_id> assign_all<compiled_v2_rule, fast_source>(
+    const bucket_config&, const meta_table&, const compiled_v2_rule&, const fast_source&, unsigned);
+template std::vector<bucket_id> assign_epoch<opensora_v2_rule>(const bucket_config&,
+                                                               const meta_table&,
+                                                               const opensora_v2_rule&, rng_mode,
+                                                               const big_seed&, std::uint64_t,
+                                                               unsigned);
+template std::vector<bucket_id> assign_epoch<opensora_v12_rule>(const bucket_config&,
+                                                                const meta_table&,
+                                                                const opensora_v12_rule&, rng_mode,
+                                                                const big_seed&, std::uint64_t,
+                                                                unsigned);
+}  // namespace vbucket
