@@ -21,6 +21,7 @@
 /// (`make_packed_plan`): read this rank's mixed-shape batches with `packed_batches()`; state,
 /// resume and fingerprint work the same way.
 
+#include <algorithm>    // std::max
 #include <cmath>        // std::isfinite (the token budget)
 #include <concepts>     // std::same_as, std::copy_constructible, std::convertible_to
 #include <cstddef>      // std::size_t
@@ -520,8 +521,9 @@ class batch_sampler {
     const std::uint64_t n = samples().for_each_chunk([&](const meta_chunk& c) {
       const auto first = static_cast<std::size_t>(c.first);
       const std::size_t rows = c.rows.size();
-      if (out.capacity() < first + rows)
-        out.reserve(first + rows + static_cast<std::size_t>(c.more + c.more / 8));
+      if (out.capacity() < first + rows)  // the reader's estimate, or geometric growth
+        out.reserve(std::max(first + rows + static_cast<std::size_t>(c.more + c.more / 8),
+                             out.capacity() + out.capacity() / 2));
       out.resize(first + rows);
       const shifted_source<Source> shifted{source, c.first};
       if constexpr (std::same_as<Id, bucket_id>) {

@@ -177,18 +177,10 @@ class meta_table {
   }
 
   /// Appends a row (a negative size as 0). Throws `vbucket::error` when a size is above
-  /// `max_size`.
-  void push_back(const sample_meta& m) {
-    const std::uint32_t f = checked(m.num_frames, "num_frames");
-    const std::uint32_t h = checked(m.height, "height");
-    const std::uint32_t w = checked(m.width, "width");
-    const std::uint32_t code = fps_code(m.fps);
-    frames_.push_back(f);
-    height_.push_back(h);
-    width_.push_back(w);
-    fps_code_.push_back(code);
-  }
-  /// Appends rows in order, as `push_back` of each would, faster (one growth of each column).
+  /// `max_size`, and then appends nothing.
+  void push_back(const sample_meta& m) { append(std::span<const sample_meta>(&m, 1)); }
+
+  /// Appends rows in order, with one growth of each column. A negative size is stored as 0.
   /// Throws `vbucket::error` naming the first row with a size above `max_size`, and then
   /// appends nothing.
   void append(std::span<const sample_meta> rows) {
@@ -209,8 +201,7 @@ class meta_table {
       fps_code_[old + i] = fps_code(m.fps);
     }
     if (too_large == 0) return;
-    // Take the rows back (their rates stay known, as after a failed push_back) and name the
-    // first size too large, as push_back does.
+    // Take the rows back (their rates stay known) and name the first size too large.
     frames_.resize(old);
     height_.resize(old);
     width_.resize(old);
@@ -264,11 +255,6 @@ class meta_table {
   }
 
  private:
-  std::uint32_t checked(std::int64_t v, const char* column) const {
-    if (v < 0) return 0;  // unusable either way (see the class comment)
-    if (v > max_size) throw_too_large(size(), column, v);
-    return static_cast<std::uint32_t>(v);
-  }
   [[noreturn]] static void throw_too_large(std::size_t row, const char* column, std::int64_t v) {
     throw error("meta_table: row " + std::to_string(row) + ": " + column + " " + std::to_string(v) +
                 " is more than a table holds (" + std::to_string(max_size) + ")");

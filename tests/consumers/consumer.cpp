@@ -1,7 +1,8 @@
-// Consumer check (add_subdirectory): the umbrella header compiles and links from outside the tree,
-// a config is built (from JSON when the JSON adapter is linked) and an epoch and a packed epoch are
-// planned. Built twice where vbucket::compiled exists: header-only, and with the library (the
-// plans and the JSON loading then come from it as extern instantiations).
+// The consumer check of every consumer project (add_subdirectory, fetchcontent, find_package):
+// the umbrella header compiles and links from outside the tree, a config is built (from JSON when
+// the JSON adapter is linked) and an epoch and a packed epoch are planned. Built twice where
+// vbucket::compiled exists: header-only, and with the library (the plans and the JSON loading then
+// come from it as extern instantiations).
 #include <vbucket/vbucket.hpp>
 #if VBUCKET_CONSUMER_JSON
 #include <vbucket/json/bucket_config.hpp>
