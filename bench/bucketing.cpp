@@ -1,5 +1,6 @@
 /// Benchmarks of the bucketing hot paths over one million synthetic web-video samples:
-/// assignment with both Open-Sora rules and both random sources, and grouping by bucket.
+/// assignment with both Open-Sora rules and both random sources (from a `meta_table`, and from
+/// a trainer's own records with `assign_range`), and grouping by bucket.
 ///
 ///     ./vbucket_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 ///
@@ -93,6 +94,48 @@ void assign_v12_numpy(benchmark::State& state) {
                vbucket::numpy_source(bench_seed, config_v12().num_buckets()), 1);
 }
 
+/// A trainer's own record type (read through vbucket::meta_traits' defaults).
+struct record {
+  long long num_frames, height, width;
+  double fps;
+};
+
+const std::vector<record>& records() {
+  static const std::vector<record> all = [] {
+    const vbucket::meta_table& table = samples();
+    std::vector<record> r;
+    r.reserve(table.size());
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      const vbucket::sample_meta m = table[i];
+      r.push_back({m.num_frames, m.height, m.width, m.fps});
+    }
+    return r;
+  }();
+  return all;
+}
+
+template <class Rule, class Source>
+void assign_records_bench(benchmark::State& state, const vbucket::bucket_config& config,
+                          const Rule& rule, const Source& source) {
+  const std::vector<record>& r = records();
+  for (auto _ : state) {
+    std::vector<vbucket::bucket_id> out = vbucket::assign_range(config, r, rule, source, 1);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, r.size());
+}
+
+void assign_v2_fast_records(benchmark::State& state) {
+  assign_records_bench(state, config_v2(), vbucket::opensora_v2_rule{},
+                       vbucket::fast_source(bench_seed, 0));
+}
+
+void assign_v12_fast_records(benchmark::State& state) {
+  assign_records_bench(state, config_v12(), vbucket::opensora_v12_rule{},
+                       vbucket::fast_source(bench_seed, 0));
+}
+
 void group_by_bucket(benchmark::State& state) {
   const vbucket::bucket_config& config = config_v2();
   const std::vector<vbucket::bucket_id> ids = vbucket::assign_all(
@@ -113,6 +156,10 @@ void group_by_bucket(benchmark::State& state) {
   benchmark::RegisterBenchmark("assign/opensora_v2/numpy", assign_v2_numpy)->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v12/fast", assign_v12_fast)->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v12/numpy", assign_v12_numpy)->Unit(kMillisecond);
+  benchmark::RegisterBenchmark("assign/opensora_v2/fast_records", assign_v2_fast_records)
+      ->Unit(kMillisecond);
+  benchmark::RegisterBenchmark("assign/opensora_v12/fast_records", assign_v12_fast_records)
+      ->Unit(kMillisecond);
   benchmark::RegisterBenchmark("group/by_bucket", group_by_bucket)->Unit(kMillisecond);
   // For information: the same work split over two threads (wall-clock time).
   benchmark::RegisterBenchmark("assign/opensora_v2/fast/threads:2", assign_v2_fast, 2u)

@@ -73,4 +73,20 @@ template std::vector<bucket_id> assign_epoch<opensora_v12_rule>(const bucket_con
                                                                 const opensora_v12_rule&, rng_mode,
                                                                 const big_seed&, std::uint64_t,
                                                                 unsigned);
+// The built-in rules over the built-in sources on a user's records (assign_range).
+template void detail::assign_metas<opensora_v2_rule, fast_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const opensora_v2_rule&, const fast_source&);
+template void detail::assign_metas<opensora_v2_rule, numpy_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const opensora_v2_rule&, const numpy_source&);
+template void detail::assign_metas<opensora_v12_rule, fast_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const opensora_v12_rule&, const fast_source&);
+template void detail::assign_metas<opensora_v12_rule, numpy_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const opensora_v12_rule&, const numpy_source&);
+template void detail::assign_metas<compiled_v2_rule, fast_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const compiled_v2_rule&, const fast_source&);
 }  // namespace vbucket

@@ -60,6 +60,20 @@ inline bool compilable(const opensora_v2_rule& rule) noexcept {
 }
 }  // namespace detail
 
+namespace detail {
+/// The records of a user's range that `assign_range` converts at a time.
+inline constexpr std::size_t meta_block = 256;
+
+/// out[j] = rule.assign(config, metas[j], first + j, source) for every j.
+template <class Rule, random_source Source>
+void assign_metas(std::span<bucket_id> out, const bucket_config& config,
+                  std::span<const sample_meta> metas, std::uint64_t first, const Rule& rule,
+                  const Source& source) {
+  for (std::size_t j = 0; j < metas.size(); ++j)
+    out[j] = rule.assign(config, metas[j], first + j, source);
+}
+}  // namespace detail
+
 template <class Rule, random_source Source>
   requires bucket_rule<Rule, Source>
 void assign_into(std::span<bucket_id> out, const bucket_config& config, const meta_table& table,
@@ -108,9 +122,16 @@ template <class Rule, random_source Source, class Range>
     }
     std::vector<bucket_id> out(n);
     detail::parallel_chunks(n, threads, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i)
-        out[i] = rule.assign(config, to_sample_meta(first[static_cast<std::ptrdiff_t>(i)]),
-                             static_cast<std::uint64_t>(i), source);
+      // The records' sizes a block at a time, then the rule over the block (for the built-in
+      // rules and sources, compiled once in vbucket::compiled).
+      sample_meta block[detail::meta_block];
+      for (std::size_t s = b; s < e; s += detail::meta_block) {
+        const std::size_t k = std::min(detail::meta_block, e - s);
+        for (std::size_t j = 0; j < k; ++j)
+          block[j] = to_sample_meta(first[static_cast<std::ptrdiff_t>(s + j)]);
+        detail::assign_metas(std::span<bucket_id>(out).subspan(s, k), config,
+                             std::span<const sample_meta>(block, k), s, rule, source);
+      }
     });
     return out;
   }
@@ -159,5 +180,21 @@ extern template void assign_into<compiled_v2_rule, fast_source>(std::span<bucket
                                                                 const fast_source&, unsigned);
 extern template std::vector<bucket_id> assign_all<compiled_v2_rule, fast_source>(
     const bucket_config&, const meta_table&, const compiled_v2_rule&, const fast_source&, unsigned);
+// The built-in rules over the built-in sources on a user's records (assign_range).
+extern template void detail::assign_metas<opensora_v2_rule, fast_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const opensora_v2_rule&, const fast_source&);
+extern template void detail::assign_metas<opensora_v2_rule, numpy_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const opensora_v2_rule&, const numpy_source&);
+extern template void detail::assign_metas<opensora_v12_rule, fast_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const opensora_v12_rule&, const fast_source&);
+extern template void detail::assign_metas<opensora_v12_rule, numpy_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const opensora_v12_rule&, const numpy_source&);
+extern template void detail::assign_metas<compiled_v2_rule, fast_source>(
+    std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
+    const compiled_v2_rule&, const fast_source&);
 }  // namespace vbucket
 #endif

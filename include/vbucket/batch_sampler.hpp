@@ -182,23 +182,6 @@ inline std::uint64_t batch_fingerprint(const batch& b) noexcept {
   return h.value();
 }
 
-/// The fingerprint of an epoch plan's global batch sequence (see `batch_sampler::fingerprint`):
-/// FNV-1a 64 over the `batch_fingerprint` of every global batch in order, each as two 32-bit
-/// little-endian words (low, high). It depends on neither the world size nor the rank, nor on
-/// `threads` (0: one per core), which only hash the batches in parallel.
-inline std::uint64_t plan_fingerprint(const epoch_plan& plan, unsigned threads = 0) {
-  std::vector<std::uint64_t> batches(static_cast<std::size_t>(plan.num_batches()));
-  detail::parallel_chunks(batches.size(), threads, [&](std::size_t first, std::size_t last) {
-    for (std::size_t p = first; p < last; ++p) batches[p] = batch_fingerprint(plan.global_batch(p));
-  });
-  detail::fnv1a64 h;
-  for (const std::uint64_t b : batches) {
-    h.word(static_cast<std::uint32_t>(b));
-    h.word(static_cast<std::uint32_t>(b >> 32));
-  }
-  return h.value();
-}
-
 /// The fingerprint of one packed batch: FNV-1a 64 over its number of entries, then each entry's
 /// bucket id and index (32-bit little-endian words).
 inline std::uint64_t batch_fingerprint(const packed_batch& b) noexcept {
@@ -211,20 +194,42 @@ inline std::uint64_t batch_fingerprint(const packed_batch& b) noexcept {
   return h.value();
 }
 
+/// The fingerprint of an epoch plan's global batch sequence (see `batch_sampler::fingerprint`):
+/// FNV-1a 64 over the `batch_fingerprint` of every global batch in order, each as two 32-bit
+/// little-endian words (low, high). It depends on neither the world size nor the rank, nor on
+/// `threads` (0: one per core), which only hash the batches in parallel.
+VBUCKET_COMPILED_INLINE std::uint64_t plan_fingerprint(const epoch_plan& plan,
+                                                       unsigned threads = 0);
 /// The fingerprint of a packed plan's global batch sequence, as `plan_fingerprint` of a fixed
 /// plan (over `batch_fingerprint` of every packed batch).
-inline std::uint64_t plan_fingerprint(const packed_plan& plan, unsigned threads = 0) {
+VBUCKET_COMPILED_INLINE std::uint64_t plan_fingerprint(const packed_plan& plan,
+                                                       unsigned threads = 0);
+
+#if VBUCKET_HEADER_DEFINITIONS
+namespace detail {
+/// `plan_fingerprint` of either plan.
+template <class Plan>
+std::uint64_t sequence_fingerprint(const Plan& plan, unsigned threads) {
   std::vector<std::uint64_t> batches(static_cast<std::size_t>(plan.num_batches()));
-  detail::parallel_chunks(batches.size(), threads, [&](std::size_t first, std::size_t last) {
+  parallel_chunks(batches.size(), threads, [&](std::size_t first, std::size_t last) {
     for (std::size_t p = first; p < last; ++p) batches[p] = batch_fingerprint(plan.global_batch(p));
   });
-  detail::fnv1a64 h;
+  fnv1a64 h;
   for (const std::uint64_t b : batches) {
     h.word(static_cast<std::uint32_t>(b));
     h.word(static_cast<std::uint32_t>(b >> 32));
   }
   return h.value();
 }
+}  // namespace detail
+
+VBUCKET_COMPILED_INLINE std::uint64_t plan_fingerprint(const epoch_plan& plan, unsigned threads) {
+  return detail::sequence_fingerprint(plan, threads);
+}
+VBUCKET_COMPILED_INLINE std::uint64_t plan_fingerprint(const packed_plan& plan, unsigned threads) {
+  return detail::sequence_fingerprint(plan, threads);
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// The batches of one rank of a data-parallel job, epoch by epoch, over the user's own samples.
 ///

@@ -41,6 +41,7 @@
 #include <vector>     // std::vector
 
 #include "bucket_config.hpp"
+#include "detail/compiled.hpp"
 #include "meta.hpp"
 #include "random.hpp"
 #include "rules.hpp"
@@ -58,66 +59,8 @@ class compiled_v2_rule {
 
   /// Compiles `rule` for `config`. Throws when the rule is invalid (see
   /// `opensora_v2_rule::validate`).
-  explicit compiled_v2_rule(const bucket_config& config, opensora_v2_rule rule = {})
-      : rule_(rule), config_(std::make_shared<const bucket_config>(config)) {
-    rule_.validate();
-    const auto& res = config.resolutions();
-    num_res_ = res.size();
-    std::size_t slots = 0;
-    for (const resolution_entry& r : res) {
-      min_pixels_.push_back(r.min_pixels);
-      for (const frames_entry& f : r.frames) keys_.push_back(f.frames);
-      slots += r.frames.size();
-    }
-    std::sort(keys_.begin(), keys_.end());
-    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
-    num_classes_ = keys_.size() + 2;  // video classes 0..U, then the image class
-
-    // Resolutions whose tables have the same ratios in the same order share a ratio group:
-    // their closest ratio is the same.
-    group_of_.assign(num_res_, 0);
-    for (std::size_t ri = 0; ri < num_res_; ++ri) {
-      const aspect_table& t = res[ri].info.table;
-      std::size_t g = 0;
-      for (; g < groups_.size(); ++g) {
-        const aspect_table& u = res[groups_[g].resolution].info.table;
-        bool same = u.size() == t.size();
-        for (std::size_t a = 0; same && a < t.size(); ++a) same = u[a].ratio == t[a].ratio;
-        if (same) break;
-      }
-      if (g == groups_.size()) add_group(t, ri);
-      group_of_[ri] = static_cast<std::int32_t>(g);
-    }
-    // Every group's thresholds padded with +inf (never ≤ a ratio) so that the count in
-    // closest_of() has the same trip count whatever the outcome's group.
-    for (const ratio_group& grp : groups_) cell_span_ = std::max(cell_span_, grp.span);
-    for (ratio_group& grp : groups_) {
-      std::vector<double> padded(
-          thresholds_.begin() + static_cast<std::ptrdiff_t>(grp.thresholds),
-          thresholds_.begin() + static_cast<std::ptrdiff_t>(grp.thresholds + grp.count));
-      padded.resize(grp.count + cell_span_, std::numeric_limits<double>::infinity());
-      grp.thresholds = padded_thresholds_.size();
-      padded_thresholds_.insert(padded_thresholds_.end(), padded.begin(), padded.end());
-    }
-    thresholds_.clear();
-
-    build_tables(config, slots);
-
-    // The counts in assign() go four at a time: pad with values that never count.
-    while (min_pixels_.size() % 4 != 0)
-      min_pixels_.push_back(-std::numeric_limits<double>::infinity());
-    // Class by table look-up when the keys are short (they are frame counts): entry t is the
-    // number of keys ≤ t, and every length from the longest key on has the last entry's class.
-    const std::int64_t longest = keys_.empty() ? 0 : keys_.back();
-    if (longest <= max_lut_key) {
-      class_lut_.assign(static_cast<std::size_t>(longest) + 1, 0);
-      for (std::size_t t = 0; t < class_lut_.size(); ++t)
-        class_lut_[t] = static_cast<std::uint16_t>(
-            std::upper_bound(keys_.begin(), keys_.end(), static_cast<std::int64_t>(t)) -
-            keys_.begin());
-    }
-    while (keys_.size() % 4 != 0) keys_.push_back(std::numeric_limits<std::int64_t>::max());
-  }
+  VBUCKET_COMPILED_INLINE explicit compiled_v2_rule(const bucket_config& config,
+                                                    opensora_v2_rule rule = {});
 
   [[nodiscard]] const opensora_v2_rule& rule() const noexcept { return rule_; }
 
@@ -300,71 +243,7 @@ class compiled_v2_rule {
   /// `cells_` per row, entry g = the cumulatives ≤ g / cells_, a draw u in cell g needs only
   /// the `span_` compares after it: every cumulative up to g / cells_ is ≤ u, and at most span_
   /// lie strictly inside the cell.
-  void build_tables(const bucket_config& config, std::size_t slots) {
-    const std::size_t rows = (num_res_ + 1) * num_classes_;
-    if (rows > max_table_work / (slots + 1)) return;
-    std::size_t most = 0;
-    for (std::size_t row = 0; row < rows; ++row) {
-      std::size_t used = 0;
-      walk_row(row, [&](std::size_t, std::size_t, double, double) {
-        ++used;
-        return false;
-      });
-      most = std::max(most, used);
-    }
-    const std::size_t used = most + 1;  // + no_bucket
-    std::size_t cells = 4;
-    while (cells < 2 * used) cells *= 2;
-    const std::size_t entry = sizeof(double) + sizeof(outcome);
-    if (rows > max_table_bytes / (2 * used * entry + cells * sizeof(std::uint32_t))) return;
-    // The cumulatives, row by row at stride `used`.
-    std::vector<double> cum(rows * used, std::numeric_limits<double>::infinity());
-    std::vector<outcome> outs(rows * used, outcome{no_bucket, 0});
-    const auto& res = config.resolutions();
-    for (std::size_t row = 0; row < rows; ++row) {
-      std::size_t j = row * used;
-      walk_row(row, [&](std::size_t ri, std::size_t k, double, double cumulative) {
-        cum[j] = cumulative;
-        outs[j] = {res[ri].first_bucket + static_cast<bucket_id>(k * res[ri].info.table.size()),
-                   group_of_[ri]};
-        ++j;
-        return false;
-      });
-    }
-    // The guide, and the most cumulatives strictly inside one cell.
-    guide_.assign(rows * cells, 0);
-    std::size_t span = 0;
-    const double scale = static_cast<double>(cells);
-    for (std::size_t row = 0; row < rows; ++row) {
-      const double* const c = cum.data() + row * used;
-      std::size_t at_or_below = 0, below_next = 0;
-      for (std::size_t g = 0; g < cells; ++g) {
-        const double lo = static_cast<double>(g) / scale, hi = static_cast<double>(g + 1) / scale;
-        while (at_or_below < used && c[at_or_below] <= lo) ++at_or_below;
-        while (below_next < used && c[below_next] < hi) ++below_next;
-        guide_[row * cells + g] = static_cast<std::uint32_t>(at_or_below);
-        span = std::max(span, below_next - at_or_below);
-      }
-    }
-    if ((span + 3) / 4 * 4 >= used) {  // no gain over counting the whole row
-      guide_.clear();
-      cells_ = 0;
-      width_ = (used + 3) / 4 * 4;
-      span_ = width_;
-    } else {
-      cells_ = cells;
-      span_ = (span + 3) / 4 * 4;  // compared four at a time
-      width_ = used + span_;       // a guide entry ≤ used − 1, then span_ entries
-    }
-    cumulative_.assign(rows * width_, std::numeric_limits<double>::infinity());
-    outcomes_.assign(rows * width_, outcome{no_bucket, 0});
-    for (std::size_t row = 0; row < rows; ++row) {
-      std::copy_n(cum.begin() + static_cast<std::ptrdiff_t>(row * used), used,
-                  cumulative_.begin() + static_cast<std::ptrdiff_t>(row * width_));
-      std::copy_n(outs.begin() + static_cast<std::ptrdiff_t>(row * used), used,
-                  outcomes_.begin() + static_cast<std::ptrdiff_t>(row * width_));
-    }
-  }
+  VBUCKET_COMPILED_INLINE void build_tables(const bucket_config& config, std::size_t slots);
 
   /// The outcome of row `row` for the draw u: the first whose cumulative exceeds u, found by
   /// counting those ≤ u (the row ends in +inf with no_bucket), from the guide's start.
@@ -473,102 +352,7 @@ class compiled_v2_rule {
   static std::uint64_t bits_of(double x) noexcept { return std::bit_cast<std::uint64_t>(x); }
   static double from_bits(std::uint64_t b) noexcept { return std::bit_cast<double>(b); }
 
-  void add_group(const aspect_table& t, std::size_t resolution) {
-    const std::size_t n = t.size();
-    ratio_group grp{};
-    grp.resolution = resolution;
-    // Distinct ratios, ascending, each with the first table index that has it.
-    std::vector<double> u;
-    std::vector<std::uint32_t> first;
-    bool usable = n > 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double r = t[i].ratio;
-      if (!(r > 0.0 && r < 0x1p60)) usable = false;
-      u.push_back(r);
-    }
-    std::sort(u.begin(), u.end());
-    u.erase(std::unique(u.begin(), u.end()), u.end());
-    for (const double r : u) {
-      std::uint32_t f = std::numeric_limits<std::uint32_t>::max();
-      for (std::size_t i = 0; i < n; ++i)
-        if (t[i].ratio == r) f = std::min(f, static_cast<std::uint32_t>(i));
-      first.push_back(f);
-    }
-    // The table's two-candidate condition (else only its own closest is exact).
-    if (usable) {
-      const double apart = std::max(0x1p-26, 0x1p-50 * u.back());
-      for (std::size_t p = 1; p < u.size(); ++p)
-        if (!(u[p] - u[p - 1] > apart)) usable = false;
-    }
-    grp.lookup = usable;
-    if (!usable) {
-      grp.span = 0;
-      groups_.push_back(grp);
-      return;
-    }
-    std::vector<double> th;
-    for (std::size_t p = 0; p + 1 < u.size(); ++p) {
-      const auto takes_lower = [&](double a) {
-        const double below = a - u[p], above = u[p + 1] - a;
-        return below < above || (below == above && first[p] < first[p + 1]);
-      };
-      std::uint64_t lo = bits_of(u[p]), hi = bits_of(u[p + 1]);  // lower: yes at lo, no at hi
-      while (hi - lo > 1) {
-        const std::uint64_t mid = lo + (hi - lo) / 2;
-        (takes_lower(from_bits(mid)) ? lo : hi) = mid;
-      }
-      th.push_back(from_bits(hi));
-    }
-    // Cells: the fewest top bits that leave at most one threshold inside a cell, within a
-    // table of 8192 cells; else the fewest compares that fit.
-    const auto layout = [&](unsigned shift, std::size_t& span, std::int64_t& lo_cell,
-                            std::int64_t& last) {
-      span = 0;
-      if (th.empty()) {
-        lo_cell = 0;
-        last = 0;
-        return;
-      }
-      lo_cell = static_cast<std::int64_t>(bits_of(th.front()) >> shift) - 1;
-      last = static_cast<std::int64_t>(bits_of(th.back()) >> shift) - lo_cell;
-      for (std::size_t k = 0; k < th.size();) {
-        const std::uint64_t cell = bits_of(th[k]) >> shift;
-        const double cell_min = from_bits(cell << shift);
-        std::size_t inside = 0;
-        for (; k < th.size() && (bits_of(th[k]) >> shift) == cell; ++k)
-          inside += static_cast<std::size_t>(th[k] > cell_min);
-        span = std::max(span, inside);
-      }
-    };
-    unsigned best_shift = 52;
-    std::size_t best_span = std::numeric_limits<std::size_t>::max();
-    for (unsigned m = 0; m <= 16; ++m) {
-      std::size_t span = 0;
-      std::int64_t lo_cell = 0, last = 0;
-      layout(52 - m, span, lo_cell, last);
-      if (last >= 8192) break;
-      if (span < best_span) {
-        best_span = span;
-        best_shift = 52 - m;
-      }
-      if (span <= 1) break;
-    }
-    grp.shift = best_shift;
-    layout(grp.shift, grp.span, grp.lo_cell, grp.last_cell);
-    grp.thresholds = thresholds_.size();
-    grp.count = th.size();
-    thresholds_.insert(thresholds_.end(), th.begin(), th.end());
-    grp.results = results_.size();
-    results_.insert(results_.end(), first.begin(), first.end());
-    grp.cells = cell_base_.size();
-    cell_base_.push_back(0);  // cell 0 lies below every threshold
-    for (std::int64_t c = 1; c <= grp.last_cell; ++c) {
-      const double cell_min = from_bits(static_cast<std::uint64_t>(grp.lo_cell + c) << grp.shift);
-      cell_base_.push_back(static_cast<std::uint32_t>(
-          std::upper_bound(th.begin(), th.end(), cell_min) - th.begin()));
-    }
-    groups_.push_back(grp);
-  }
+  VBUCKET_COMPILED_INLINE void add_group(const aspect_table& t, std::size_t resolution);
 
  public:
   /// The index of the ratio closest to h/w in the tables of ratio group `g`: the same as
@@ -616,6 +400,235 @@ class compiled_v2_rule {
   std::vector<std::uint32_t> results_;     // per group: threshold count -> table index
   std::vector<std::uint32_t> cell_base_;   // per group and cell: thresholds ≤ its first value
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE compiled_v2_rule::compiled_v2_rule(const bucket_config& config,
+                                                           opensora_v2_rule rule)
+    : rule_(rule), config_(std::make_shared<const bucket_config>(config)) {
+  rule_.validate();
+  const auto& res = config.resolutions();
+  num_res_ = res.size();
+  std::size_t slots = 0;
+  for (const resolution_entry& r : res) {
+    min_pixels_.push_back(r.min_pixels);
+    for (const frames_entry& f : r.frames) keys_.push_back(f.frames);
+    slots += r.frames.size();
+  }
+  std::sort(keys_.begin(), keys_.end());
+  keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+  num_classes_ = keys_.size() + 2;  // video classes 0..U, then the image class
+
+  // Resolutions whose tables have the same ratios in the same order share a ratio group:
+  // their closest ratio is the same.
+  group_of_.assign(num_res_, 0);
+  for (std::size_t ri = 0; ri < num_res_; ++ri) {
+    const aspect_table& t = res[ri].info.table;
+    std::size_t g = 0;
+    for (; g < groups_.size(); ++g) {
+      const aspect_table& u = res[groups_[g].resolution].info.table;
+      bool same = u.size() == t.size();
+      for (std::size_t a = 0; same && a < t.size(); ++a) same = u[a].ratio == t[a].ratio;
+      if (same) break;
+    }
+    if (g == groups_.size()) add_group(t, ri);
+    group_of_[ri] = static_cast<std::int32_t>(g);
+  }
+  // Every group's thresholds padded with +inf (never ≤ a ratio) so that the count in
+  // closest_of() has the same trip count whatever the outcome's group.
+  for (const ratio_group& grp : groups_) cell_span_ = std::max(cell_span_, grp.span);
+  for (ratio_group& grp : groups_) {
+    std::vector<double> padded(
+        thresholds_.begin() + static_cast<std::ptrdiff_t>(grp.thresholds),
+        thresholds_.begin() + static_cast<std::ptrdiff_t>(grp.thresholds + grp.count));
+    padded.resize(grp.count + cell_span_, std::numeric_limits<double>::infinity());
+    grp.thresholds = padded_thresholds_.size();
+    padded_thresholds_.insert(padded_thresholds_.end(), padded.begin(), padded.end());
+  }
+  thresholds_.clear();
+
+  build_tables(config, slots);
+
+  // The counts in assign() go four at a time: pad with values that never count.
+  while (min_pixels_.size() % 4 != 0)
+    min_pixels_.push_back(-std::numeric_limits<double>::infinity());
+  // Class by table look-up when the keys are short (they are frame counts): entry t is the
+  // number of keys ≤ t, and every length from the longest key on has the last entry's class.
+  const std::int64_t longest = keys_.empty() ? 0 : keys_.back();
+  if (longest <= max_lut_key) {
+    class_lut_.assign(static_cast<std::size_t>(longest) + 1, 0);
+    for (std::size_t t = 0; t < class_lut_.size(); ++t)
+      class_lut_[t] = static_cast<std::uint16_t>(
+          std::upper_bound(keys_.begin(), keys_.end(), static_cast<std::int64_t>(t)) -
+          keys_.begin());
+  }
+  while (keys_.size() % 4 != 0) keys_.push_back(std::numeric_limits<std::int64_t>::max());
+}
+
+VBUCKET_COMPILED_INLINE void compiled_v2_rule::build_tables(const bucket_config& config,
+                                                            std::size_t slots) {
+  const std::size_t rows = (num_res_ + 1) * num_classes_;
+  if (rows > max_table_work / (slots + 1)) return;
+  std::size_t most = 0;
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::size_t used = 0;
+    walk_row(row, [&](std::size_t, std::size_t, double, double) {
+      ++used;
+      return false;
+    });
+    most = std::max(most, used);
+  }
+  const std::size_t used = most + 1;  // + no_bucket
+  std::size_t cells = 4;
+  while (cells < 2 * used) cells *= 2;
+  const std::size_t entry = sizeof(double) + sizeof(outcome);
+  if (rows > max_table_bytes / (2 * used * entry + cells * sizeof(std::uint32_t))) return;
+  // The cumulatives, row by row at stride `used`.
+  std::vector<double> cum(rows * used, std::numeric_limits<double>::infinity());
+  std::vector<outcome> outs(rows * used, outcome{no_bucket, 0});
+  const auto& res = config.resolutions();
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::size_t j = row * used;
+    walk_row(row, [&](std::size_t ri, std::size_t k, double, double cumulative) {
+      cum[j] = cumulative;
+      outs[j] = {res[ri].first_bucket + static_cast<bucket_id>(k * res[ri].info.table.size()),
+                 group_of_[ri]};
+      ++j;
+      return false;
+    });
+  }
+  // The guide, and the most cumulatives strictly inside one cell.
+  guide_.assign(rows * cells, 0);
+  std::size_t span = 0;
+  const double scale = static_cast<double>(cells);
+  for (std::size_t row = 0; row < rows; ++row) {
+    const double* const c = cum.data() + row * used;
+    std::size_t at_or_below = 0, below_next = 0;
+    for (std::size_t g = 0; g < cells; ++g) {
+      const double lo = static_cast<double>(g) / scale, hi = static_cast<double>(g + 1) / scale;
+      while (at_or_below < used && c[at_or_below] <= lo) ++at_or_below;
+      while (below_next < used && c[below_next] < hi) ++below_next;
+      guide_[row * cells + g] = static_cast<std::uint32_t>(at_or_below);
+      span = std::max(span, below_next - at_or_below);
+    }
+  }
+  if ((span + 3) / 4 * 4 >= used) {  // no gain over counting the whole row
+    guide_.clear();
+    cells_ = 0;
+    width_ = (used + 3) / 4 * 4;
+    span_ = width_;
+  } else {
+    cells_ = cells;
+    span_ = (span + 3) / 4 * 4;  // compared four at a time
+    width_ = used + span_;       // a guide entry ≤ used − 1, then span_ entries
+  }
+  cumulative_.assign(rows * width_, std::numeric_limits<double>::infinity());
+  outcomes_.assign(rows * width_, outcome{no_bucket, 0});
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::copy_n(cum.begin() + static_cast<std::ptrdiff_t>(row * used), used,
+                cumulative_.begin() + static_cast<std::ptrdiff_t>(row * width_));
+    std::copy_n(outs.begin() + static_cast<std::ptrdiff_t>(row * used), used,
+                outcomes_.begin() + static_cast<std::ptrdiff_t>(row * width_));
+  }
+}
+
+VBUCKET_COMPILED_INLINE void compiled_v2_rule::add_group(const aspect_table& t,
+                                                         std::size_t resolution) {
+  const std::size_t n = t.size();
+  ratio_group grp{};
+  grp.resolution = resolution;
+  // Distinct ratios, ascending, each with the first table index that has it.
+  std::vector<double> u;
+  std::vector<std::uint32_t> first;
+  bool usable = n > 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = t[i].ratio;
+    if (!(r > 0.0 && r < 0x1p60)) usable = false;
+    u.push_back(r);
+  }
+  std::sort(u.begin(), u.end());
+  u.erase(std::unique(u.begin(), u.end()), u.end());
+  for (const double r : u) {
+    std::uint32_t f = std::numeric_limits<std::uint32_t>::max();
+    for (std::size_t i = 0; i < n; ++i)
+      if (t[i].ratio == r) f = std::min(f, static_cast<std::uint32_t>(i));
+    first.push_back(f);
+  }
+  // The table's two-candidate condition (else only its own closest is exact).
+  if (usable) {
+    const double apart = std::max(0x1p-26, 0x1p-50 * u.back());
+    for (std::size_t p = 1; p < u.size(); ++p)
+      if (!(u[p] - u[p - 1] > apart)) usable = false;
+  }
+  grp.lookup = usable;
+  if (!usable) {
+    grp.span = 0;
+    groups_.push_back(grp);
+    return;
+  }
+  std::vector<double> th;
+  for (std::size_t p = 0; p + 1 < u.size(); ++p) {
+    const auto takes_lower = [&](double a) {
+      const double below = a - u[p], above = u[p + 1] - a;
+      return below < above || (below == above && first[p] < first[p + 1]);
+    };
+    std::uint64_t lo = bits_of(u[p]), hi = bits_of(u[p + 1]);  // lower: yes at lo, no at hi
+    while (hi - lo > 1) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      (takes_lower(from_bits(mid)) ? lo : hi) = mid;
+    }
+    th.push_back(from_bits(hi));
+  }
+  // Cells: the fewest top bits that leave at most one threshold inside a cell, within a
+  // table of 8192 cells; else the fewest compares that fit.
+  const auto layout = [&](unsigned shift, std::size_t& span, std::int64_t& lo_cell,
+                          std::int64_t& last) {
+    span = 0;
+    if (th.empty()) {
+      lo_cell = 0;
+      last = 0;
+      return;
+    }
+    lo_cell = static_cast<std::int64_t>(bits_of(th.front()) >> shift) - 1;
+    last = static_cast<std::int64_t>(bits_of(th.back()) >> shift) - lo_cell;
+    for (std::size_t k = 0; k < th.size();) {
+      const std::uint64_t cell = bits_of(th[k]) >> shift;
+      const double cell_min = from_bits(cell << shift);
+      std::size_t inside = 0;
+      for (; k < th.size() && (bits_of(th[k]) >> shift) == cell; ++k)
+        inside += static_cast<std::size_t>(th[k] > cell_min);
+      span = std::max(span, inside);
+    }
+  };
+  unsigned best_shift = 52;
+  std::size_t best_span = std::numeric_limits<std::size_t>::max();
+  for (unsigned m = 0; m <= 16; ++m) {
+    std::size_t span = 0;
+    std::int64_t lo_cell = 0, last = 0;
+    layout(52 - m, span, lo_cell, last);
+    if (last >= 8192) break;
+    if (span < best_span) {
+      best_span = span;
+      best_shift = 52 - m;
+    }
+    if (span <= 1) break;
+  }
+  grp.shift = best_shift;
+  layout(grp.shift, grp.span, grp.lo_cell, grp.last_cell);
+  grp.thresholds = thresholds_.size();
+  grp.count = th.size();
+  thresholds_.insert(thresholds_.end(), th.begin(), th.end());
+  grp.results = results_.size();
+  results_.insert(results_.end(), first.begin(), first.end());
+  grp.cells = cell_base_.size();
+  cell_base_.push_back(0);  // cell 0 lies below every threshold
+  for (std::int64_t c = 1; c <= grp.last_cell; ++c) {
+    const double cell_min = from_bits(static_cast<std::uint64_t>(grp.lo_cell + c) << grp.shift);
+    cell_base_.push_back(
+        static_cast<std::uint32_t>(std::upper_bound(th.begin(), th.end(), cell_min) - th.begin()));
+  }
+  groups_.push_back(grp);
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 static_assert(bucket_rule<compiled_v2_rule>);
 

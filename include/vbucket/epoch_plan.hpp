@@ -486,16 +486,19 @@ class epoch_schedule : public detail::basic_schedule<detail::schedule_data> {
   }
 };
 
-inline epoch_schedule epoch_plan::deal(std::uint32_t world, std::uint64_t consumed,
-                                       bool drop_last) const {
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE epoch_schedule epoch_plan::deal(std::uint32_t world, std::uint64_t consumed,
+                                                        bool drop_last) const {
   return epoch_schedule(*this, world, consumed, drop_last);
 }
 
-inline epoch_schedule epoch_plan::deal(std::uint32_t world, const plan_state& state,
-                                       bool drop_last) const {
+VBUCKET_COMPILED_INLINE epoch_schedule epoch_plan::deal(std::uint32_t world,
+                                                        const plan_state& state,
+                                                        bool drop_last) const {
   state.check_for(seed(), epoch(), options().balance_group, std::nullopt);
   return deal(world, state.consumed, drop_last);
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 static_assert(std::ranges::random_access_range<rank_steps>);
 static_assert(std::ranges::sized_range<rank_steps>);

@@ -9,7 +9,6 @@
 #include <limits>     // std::numeric_limits
 #include <span>       // std::span
 #include <string>     // std::string, std::to_string
-#include <thread>     // std::thread::hardware_concurrency
 #include <vector>     // std::vector
 
 #include "bucket_config.hpp"
@@ -73,7 +72,7 @@ class bucket_sort {
     const std::size_t n = ids.size();
     if (n > std::numeric_limits<std::uint32_t>::max())
       throw error(std::string(who) + ": " + std::to_string(n) + " samples is more than 2^32 - 1");
-    if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+    if (threads == 0) threads = hardware_threads();
     threads_ = threads;
     constexpr std::size_t min_chunk = std::size_t{1} << 16;
     chunks_ =

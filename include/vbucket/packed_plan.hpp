@@ -342,16 +342,20 @@ class packed_schedule : public detail::basic_schedule<detail::packed_schedule_da
   }
 };
 
-inline packed_schedule packed_plan::deal(std::uint32_t world, std::uint64_t consumed,
-                                         bool drop_last) const {
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE packed_schedule packed_plan::deal(std::uint32_t world,
+                                                          std::uint64_t consumed,
+                                                          bool drop_last) const {
   return packed_schedule(*this, world, consumed, drop_last);
 }
 
-inline packed_schedule packed_plan::deal(std::uint32_t world, const plan_state& state,
-                                         bool drop_last) const {
+VBUCKET_COMPILED_INLINE packed_schedule packed_plan::deal(std::uint32_t world,
+                                                          const plan_state& state,
+                                                          bool drop_last) const {
   state.check_for(seed(), epoch(), options().balance_group, token_budget());
   return deal(world, state.consumed, drop_last);
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 static_assert(std::ranges::random_access_range<packed_rank_steps>);
 static_assert(std::ranges::sized_range<packed_rank_steps>);

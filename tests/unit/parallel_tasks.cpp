@@ -2,6 +2,7 @@
 /// once whatever the thread count; with a task_control, progress counts 1, 2, ..., n in order
 /// and a stop lets no further task start.
 #include "vbucket/detail/parallel_tasks.hpp"
+#include "vbucket/detail/task_control.hpp"
 
 #include <doctest/doctest.h>
 

@@ -20,7 +20,7 @@
 #include <utility>       // std::move
 #include <vector>        // std::vector
 
-#include "vbucket/detail/parallel_tasks.hpp"
+#include "vbucket/detail/task_control.hpp"
 #include "vbucket/error.hpp"
 #include "vbucket/ffmpeg/probe.hpp"
 
