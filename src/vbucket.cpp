@@ -1,7 +1,8 @@
 // vbucket::compiled: the cold non-template functions of the core (defined here only, see
 // vbucket/detail/compiled.hpp) and the common instantiations: the epoch and packed planners
 // with the default cost (over bucket groups, bucket ids and compact ids), the built-in rules
-// over the built-in sources on a meta_table, assign_epoch of both rules.
+// over the built-in sources on a meta_table and on blocks of a user's records (assign_range),
+// assign_epoch of both rules.
 #define VBUCKET_COMPILED_SOURCE 1
 #define VBUCKET_COMPILED_CORE_SOURCE 1
 #include "vbucket/vbucket.hpp"

@@ -151,6 +151,23 @@ TEST_CASE("assign: assign_range over a user type adapted by meta_traits") {
   // Any random-access range will do, contiguous or not.
   const std::deque<odd_clip> as_deque(clips.begin(), clips.end());
   CHECK(vbucket::assign_range(config, as_deque, rule, src, 2) == expected);
+  // Every built-in rule and source, over a count that is no multiple of the blocks in which
+  // assign_range converts the records (with vbucket::compiled, the library assigns them).
+  const std::vector<odd_clip> head(clips.begin(), clips.begin() + 5003);
+  vbucket::meta_table head_table;
+  for (std::size_t i = 0; i < head.size(); ++i) head_table.push_back(expected_table[i]);
+  const auto c12 = v12_config();
+  const vbucket::numpy_source np2(vbucket::big_seed(3), config.num_buckets());
+  const vbucket::numpy_source np12(vbucket::big_seed(3), c12.num_buckets());
+  for (unsigned threads : {1u, 2u}) {
+    CAPTURE(threads);
+    CHECK(vbucket::assign_range(config, head, rule, np2, threads) ==
+          serial(config, head_table, rule, np2));
+    CHECK(vbucket::assign_range(c12, head, vbucket::opensora_v12_rule{1}, src, threads) ==
+          serial(c12, head_table, vbucket::opensora_v12_rule{1}, src));
+    CHECK(vbucket::assign_range(c12, head, vbucket::opensora_v12_rule{1}, np12, threads) ==
+          serial(c12, head_table, vbucket::opensora_v12_rule{1}, np12));
+  }
   // meta_table::from reads the same values through the traits.
   const auto from = vbucket::meta_table::from(clips);
   REQUIRE(from.size() == clips.size());
