@@ -717,6 +717,13 @@ struct streamed_meta_csv {
   /// Rows per chunk (at least 1).
   std::size_t chunk_rows = std::size_t{1} << 20;
 
+  /// Opens the file and reads its header: throws what `load_meta_csv` throws for a file that
+  /// cannot be read or a bad header, before any epoch needs the rows (their errors show then).
+  void check() const {
+    detail::csv_reader reader(detail::csv_file{path});
+    const detail::meta_csv_rows rows(reader);
+  }
+
   /// Reads the file from its start and calls `f(chunk)` for each chunk of rows in order; the
   /// chunk's table is valid during the call only. Returns the number of rows. Throws what
   /// `load_meta_csv` throws, after the chunks before the error were handed over.

@@ -402,6 +402,11 @@ class py_loader {
     vbucket::staging_options so;
     so.slots = slots;
     core_->ring = std::make_unique<py_ring>(*core_->backend, so);
+    if (!sampler.meta())
+      throw vbucket::error(
+          "Loader: the sampler streams its metadata CSV (StreamedCsv), and the loader checks "
+          "every decoded clip against the metadata table: give the sampler the table "
+          "(a path, DataFrame or Meta) instead");
     core_->decoder =
         std::make_unique<ff::file_decoder>(std::move(paths), *sampler.meta(), d);  // checks sizes
     core_->loader = std::make_unique<file_loader>(pos, *core_->decoder, *core_->ring, o);

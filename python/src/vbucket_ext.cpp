@@ -246,6 +246,21 @@ struct py_meta {
   std::shared_ptr<const meta_table> table;
 };
 
+/// A metadata CSV that a sampler reads in chunks each time it plans an epoch
+/// (`vbucket::streamed_meta_csv`): the table is never held, only the epoch's bucket ids.
+struct py_streamed_meta {
+  std::shared_ptr<const vbucket::streamed_meta_csv> csv;
+};
+
+py_streamed_meta streamed_meta(const std::string& path, std::size_t chunk_rows) {
+  if (chunk_rows == 0) throw vbucket::error("StreamedCsv: chunk_rows must be at least 1");
+  auto csv = std::make_shared<const vbucket::streamed_meta_csv>(
+      vbucket::streamed_meta_csv{path, chunk_rows});
+  nb::gil_scoped_release release;
+  csv->check();  // a missing file or a bad header now, not at the first epoch
+  return {std::move(csv)};
+}
+
 py_meta meta_from_arrays(const column& num_frames, const column& height, const column& width,
                          const column& fps, std::optional<column> invalid,
                          const std::string& where) {
@@ -358,10 +373,10 @@ class sampler_base {
   }
 };
 
-template <class Rule, class Sources>
+template <class Samples, class Rule, class Sources>
 class sampler_impl final : public sampler_base {
  public:
-  sampler_impl(std::shared_ptr<const meta_table> meta, std::shared_ptr<const bucket_config> cfg,
+  sampler_impl(std::shared_ptr<const Samples> meta, std::shared_ptr<const bucket_config> cfg,
                Rule rule, vbucket::sampler_options o, Sources sources)
       : meta_(std::move(meta)),
         s_(*meta_, std::move(cfg), std::move(rule), o, std::move(sources)) {}
@@ -401,8 +416,8 @@ class sampler_impl final : public sampler_base {
   }
 
  private:
-  std::shared_ptr<const meta_table> meta_;  // before s_, which views it
-  vbucket::batch_sampler<meta_table, Rule, Sources> s_;
+  std::shared_ptr<const Samples> meta_;  // before s_, which views it
+  vbucket::batch_sampler<Samples, Rule, Sources> s_;
 };
 
 struct sampler_args {
@@ -422,8 +437,9 @@ struct sampler_args {
   bool drop_oversized = false;
 };
 
-template <class Rule>
-std::unique_ptr<sampler_base> make_sampler_for(const py_meta& meta, const py_config& cfg, Rule rule,
+template <class Samples, class Rule>
+std::unique_ptr<sampler_base> make_sampler_for(std::shared_ptr<const Samples> meta,
+                                               const py_config& cfg, Rule rule,
                                                const sampler_args& a) {
   const rng_mode mode = parse_rng(a.rng);
   const big_seed seed = big_seed::parse(a.seed);
@@ -445,12 +461,12 @@ std::unique_ptr<sampler_base> make_sampler_for(const py_meta& meta, const py_con
   o.drop_oversized = a.drop_oversized;
   o.seed = vbucket::plan_seed(seed);
   if (vbucket::seed_u64(seed)) {
-    return std::make_unique<sampler_impl<Rule, vbucket::builtin_sources>>(
-        meta.table, cfg.config, std::move(rule), o, vbucket::builtin_sources{});
+    return std::make_unique<sampler_impl<Samples, Rule, vbucket::builtin_sources>>(
+        std::move(meta), cfg.config, std::move(rule), o, vbucket::builtin_sources{});
   }
   o.rng = rng_mode::fast;  // the family draws NumPy's: rng applies to the built-in sources only
-  return std::make_unique<sampler_impl<Rule, vbucket::numpy_seed_family>>(
-      meta.table, cfg.config, std::move(rule), o, vbucket::numpy_seed_family{seed});
+  return std::make_unique<sampler_impl<Samples, Rule, vbucket::numpy_seed_family>>(
+      std::move(meta), cfg.config, std::move(rule), o, vbucket::numpy_seed_family{seed});
 }
 
 /// A sampler of one rank, and the lock that keeps its calls one at a time.
@@ -458,17 +474,12 @@ class py_sampler {
  public:
   py_sampler(const py_meta& meta, const py_config& cfg, const sampler_args& a)
       : config_(cfg), meta_(meta.table), args_(a) {
-    const rule_kind rule = parse_rule(a.rule);
-    if (rule != cfg.rule)
-      throw vbucket::error(
-          "the config was loaded for rule " +
-          std::string(cfg.rule == rule_kind::opensora_v2 ? "opensora-v2" : "opensora-v1.2") +
-          ", the sampler's rule is " + a.rule);
-    if (rule == rule_kind::opensora_v2) {
-      s_ = make_sampler_for(meta, cfg, vbucket::opensora_v2_rule{a.fps_max}, a);
-    } else {
-      s_ = make_sampler_for(meta, cfg, vbucket::opensora_v12_rule{a.frame_interval}, a);
-    }
+    make(meta.table, cfg, a);
+  }
+  /// Over a streamed CSV: no table is held (`meta()` is null).
+  py_sampler(const py_streamed_meta& meta, const py_config& cfg, const sampler_args& a)
+      : config_(cfg), args_(a) {
+    make(meta.csv, cfg, a);
   }
 
   template <class F>
@@ -479,6 +490,7 @@ class py_sampler {
   }
 
   const py_config& config() const noexcept { return config_; }
+  /// The table, or null for a sampler over a streamed CSV.
   const std::shared_ptr<const meta_table>& meta() const noexcept { return meta_; }
   const sampler_args& args() const noexcept { return args_; }
 
@@ -493,6 +505,22 @@ class py_sampler {
   bool finished = false;
 
  private:
+  template <class Samples>
+  void make(std::shared_ptr<const Samples> samples, const py_config& cfg, const sampler_args& a) {
+    const rule_kind rule = parse_rule(a.rule);
+    if (rule != cfg.rule)
+      throw vbucket::error(
+          "the config was loaded for rule " +
+          std::string(cfg.rule == rule_kind::opensora_v2 ? "opensora-v2" : "opensora-v1.2") +
+          ", the sampler's rule is " + a.rule);
+    if (rule == rule_kind::opensora_v2) {
+      s_ = make_sampler_for(std::move(samples), cfg, vbucket::opensora_v2_rule{a.fps_max}, a);
+    } else {
+      s_ = make_sampler_for(std::move(samples), cfg, vbucket::opensora_v12_rule{a.frame_interval},
+                            a);
+    }
+  }
+
   py_config config_;
   std::shared_ptr<const meta_table> meta_;
   sampler_args args_;
@@ -854,6 +882,15 @@ NB_MODULE(_vbucket, m) {
       .def("__len__", [](const py_meta& m) { return m.table->size(); })
       .def("columns", &meta_columns);
 
+  nb::class_<py_streamed_meta>(m, "StreamedCsv")
+      .def(nb::new_(&streamed_meta), "path"_a, "chunk_rows"_a = std::size_t{1} << 20)
+      .def_prop_ro("path", [](const py_streamed_meta& s) { return s.csv->path; })
+      .def_prop_ro("chunk_rows", [](const py_streamed_meta& s) { return s.csv->chunk_rows; })
+      .def("__repr__", [](const py_streamed_meta& s) {
+        return "StreamedCsv(" + nb::cast<std::string>(nb::repr(nb::str(s.csv->path.c_str()))) +
+               ", chunk_rows=" + std::to_string(s.csv->chunk_rows) + ")";
+      });
+
   nb::class_<sampler_args>(m, "SamplerArgs")
       .def(nb::init<>())
       .def_rw("rule", &sampler_args::rule)
@@ -884,6 +921,8 @@ NB_MODULE(_vbucket, m) {
   nb::class_<py_sampler>(m, "Sampler")
       .def(nb::init<const py_meta&, const py_config&, const sampler_args&>(), "meta"_a, "config"_a,
            "args"_a)
+      .def(nb::init<const py_streamed_meta&, const py_config&, const sampler_args&>(), "meta"_a,
+           "config"_a, "args"_a)
       .def(
           "set_epoch",
           [](py_sampler& s, std::uint64_t e) {

@@ -12,6 +12,7 @@ from ._core import (
     read_meta,
     stats,
     stats_table,
+    stream_csv,
 )
 from ._vbucket import decode_opensora_index, encode_opensora_index
 from .media import Batch, Loader, decode_clip, scan
@@ -46,6 +47,7 @@ __all__ = [
     "scan",
     "stats",
     "stats_table",
+    "stream_csv",
 ]
 
 

@@ -193,11 +193,34 @@ def _read_parquet_table(path: str):
     return pq.read_table(path)
 
 
+def stream_csv(path: PathLike, chunk_rows: int = 1 << 20) -> "_vbucket.StreamedCsv":
+    """A metadata CSV for ``VariableVideoBatchSampler`` (and ``stats``) that is read in chunks of
+    ``chunk_rows`` rows each time an epoch is planned, never held whole: the sampler keeps 2
+    bytes a sample (the epoch's bucket ids) instead of the table's 16, and gives the same batches
+    as over the path itself. For CSVs of hundreds of millions of rows. The file must not change
+    while a sampler uses it; its header is checked now, its rows when the first epoch is planned.
+    ``Loader`` needs the table in memory: give its sampler the path instead."""
+    if (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer))
+            or chunk_rows < 1):
+        raise ValueError(f"chunk_rows must be an integer of at least 1, got {chunk_rows!r}")
+    return _vbucket.StreamedCsv(os.fspath(path), int(chunk_rows))
+
+
+def _samples(meta):
+    """What a sampler plans over: a streamed CSV as it is, any other form as the table."""
+    return meta if isinstance(meta, _vbucket.StreamedCsv) else _meta(meta)
+
+
 def _meta(meta) -> "_vbucket.Meta":
     """Any metadata form as the core's table: a DataFrame, a pyarrow Table, a dict of arrays,
     a path (.csv through the C++ reader, .parquet through pyarrow) or a dataset with `.data`."""
     if isinstance(meta, _vbucket.Meta):
         return meta
+    if isinstance(meta, _vbucket.StreamedCsv):
+        raise TypeError(
+            f"{meta.path}: this needs the metadata table in memory; give the path itself "
+            "instead of stream_csv(...) (a streamed CSV serves VariableVideoBatchSampler and stats)"
+        )
     if isinstance(meta, (str, os.PathLike)):
         path = os.fspath(meta)
         lower = path.lower()
@@ -358,7 +381,7 @@ def _stats_sampler(meta, config, *, seed, epoch, world, rule, rng, policy, drop_
     args = _sampler_args(rule=rule, rng=rng, seed=seed, world=world, rank=0, policy=policy,
                          drop_last=drop_last, balance=balance, fps_max=fps_max,
                          frame_interval=frame_interval, threads=threads)
-    s = _vbucket.Sampler(_meta(meta), cfg, args)
+    s = _vbucket.Sampler(_samples(meta), cfg, args)
     s.set_epoch(int(epoch))
     return s
 

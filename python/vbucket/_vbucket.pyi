@@ -1,7 +1,7 @@
 """vbucket's C++ core (glue only; see the vbucket package)"""
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, overload
 
 import numpy
 from numpy.typing import NDArray
@@ -202,8 +202,21 @@ class Batches:
 
     def __length_hint__(self) -> int: ...
 
+class StreamedCsv:
+    def __init__(self, path: str, chunk_rows: int = 1048576) -> None: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def chunk_rows(self) -> int: ...
+
 class Sampler:
+    @overload
     def __init__(self, meta: Meta, config: Config, args: SamplerArgs) -> None: ...
+
+    @overload
+    def __init__(self, meta: StreamedCsv, config: Config, args: SamplerArgs) -> None: ...
 
     def set_epoch(self, epoch: int) -> None: ...
 

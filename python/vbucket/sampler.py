@@ -51,7 +51,8 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     ``dataset``: anything with a ``.data`` DataFrame (Open-Sora's datasets), or metadata
     (DataFrame, pyarrow Table, dict of arrays, .csv/.parquet path) with num_frames, height,
-    width, fps. ``bucket_config``: Open-Sora's dict, a JSON path or a ``BucketConfig``.
+    width, fps, or ``vbucket.stream_csv(path)`` for a CSV too large to hold (read in chunks at
+    each epoch's planning; the same batches). ``bucket_config``: Open-Sora's dict, a JSON path or a ``BucketConfig``.
     ``num_replicas``/``rank`` default to torch.distributed when initialised, else 1/0.
     ``output="opensora"`` yields lists of "index-T-H-W" strings (what Open-Sora's dataset
     ``__getitem__`` parses), ``output="indices"`` lists of ints.
@@ -143,8 +144,8 @@ class VariableVideoBatchSampler(_SamplerBase):
         )
         self.batching = batching
         self.token_budget = token_budget
-        self._s = _vbucket.Sampler(_core._meta(dataset), _core._config(self.bucket_config, rule),
-                                   args)
+        self._s = _vbucket.Sampler(_core._samples(dataset),
+                                   _core._config(self.bucket_config, rule), args)
 
     # --- epochs ---------------------------------------------------------------------------
 

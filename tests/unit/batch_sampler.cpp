@@ -767,9 +767,19 @@ TEST_CASE("batch_sampler: a streamed metadata CSV gives the table's batches, wha
   }
   vbucket::batch_sampler broken(vbucket::streamed_meta_csv{bad, 8}, v2, rule_v2, {.seed = 1});
   CHECK_THROWS_WITH_AS((void)broken.fingerprint(), doctest::Contains("row 21"), vbucket::error);
+  CHECK_NOTHROW(vbucket::streamed_meta_csv{bad}.check());  // check() reads the header only
   std::filesystem::remove(bad);
   vbucket::batch_sampler missing(vbucket::streamed_meta_csv{bad}, v2, rule_v2, {.seed = 1});
   CHECK_THROWS_WITH_AS((void)missing.size(), doctest::Contains("cannot open"), vbucket::error);
+  CHECK_THROWS_WITH_AS(vbucket::streamed_meta_csv{bad}.check(), doctest::Contains("cannot open"),
+                       vbucket::error);
+  {
+    std::ofstream out(bad);
+    out << "num_frames,height,fps\n30,360,30\n";
+  }
+  CHECK_THROWS_WITH_AS(vbucket::streamed_meta_csv{bad}.check(), doctest::Contains("\"width\""),
+                       vbucket::error);
+  std::filesystem::remove(bad);
 }
 
 TEST_CASE("batch_sampler: packed batching equals the hand-wired packed path, resumes, refuses") {
