@@ -15,24 +15,14 @@ packages=(python3-venv python3-dev python3-numpy python3-pandas python3-torch
   python3-pytest python3-matplotlib python3-av python3-tqdm nlohmann-json3-dev libfmt-dev cmake
   ninja-build g++)
 
-if command -v dpkg-query >/dev/null 2>&1; then
-  missing=()
-  for pkg in "${packages[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q "install ok installed"; then
-      missing+=("${pkg}")
-    fi
-  done
-  if ((${#missing[@]} > 0)); then
-    echo "python: installing ${missing[*]}"
-    sudo=()
-    if [[ "$(id -u)" -ne 0 ]]; then
-      sudo=(sudo)
-    fi
-    "${sudo[@]}" apt-get update
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-      apt-get install -y --no-install-recommends "${missing[@]}"
-  fi
-elif [[ ! -x "${python}" ]]; then
+# shellcheck source=scripts/apt_packages.sh
+source scripts/apt_packages.sh
+status=0
+install_missing python "${packages[@]}" || status=$?
+if ((status != 0 && status != 2)); then
+  exit "${status}"
+fi
+if ((status == 2)) && [[ ! -x "${python}" ]]; then
   python="$(command -v python3)"
   echo "python: not Debian; using ${python} (needs numpy, pandas, torch, pytest)" >&2
 fi

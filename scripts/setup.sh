@@ -19,27 +19,14 @@ packages=(
   python3-matplotlib python3-av python3-tqdm
 )
 
-if command -v dpkg-query >/dev/null 2>&1; then
-  missing=()
-  for pkg in "${packages[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q "install ok installed"; then
-      missing+=("${pkg}")
-    fi
-  done
-  if ((${#missing[@]} > 0)); then
-    echo "setup: installing ${missing[*]}"
-    sudo=()
-    if [[ "$(id -u)" -ne 0 ]]; then
-      sudo=(sudo)
-    fi
-    "${sudo[@]}" apt-get update
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-      apt-get install -y --no-install-recommends "${packages[@]}"
-  else
-    echo "setup: all packages already installed"
-  fi
-else
+# shellcheck source=scripts/apt_packages.sh
+source scripts/apt_packages.sh
+status=0
+install_missing setup "${packages[@]}" || status=$?
+if ((status == 2)); then
   echo "setup: no dpkg-query (not Debian/Ubuntu); install these by hand: ${packages[*]}" >&2
+elif ((status != 0)); then
+  exit "${status}"
 fi
 
 # Configure + build. -G only on a fresh tree: an existing build/ keeps its generator.
