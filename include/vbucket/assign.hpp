@@ -39,14 +39,7 @@ void parallel_chunks(std::size_t n, unsigned threads, Fn fn) {
   parallel_tasks(chunks, static_cast<unsigned>(chunks),
                  [&](std::size_t c) { fn(std::min(n, c * step), std::min(n, (c + 1) * step)); });
 }
-}  // namespace detail
 
-/// Writes the bucket of sample i of `table` to out[i] (`no_bucket` or `invalid_sample` when
-/// there is none). Precondition: out.size() == table.size(). `threads` = 0 uses every core.
-/// A rule with a member `assign_rows(config, table, begin, end, out, source)` (as
-/// `compiled_v2_rule` has) does each thread's rows through it; it must write exactly what
-/// `assign` gives for each row.
-namespace detail {
 /// Whole tables of at least this many samples assigned by Open-Sora 2.0's rule with the fast
 /// draws go through `compiled_v2_rule`, whose tables cost a few microseconds to build and
 /// which gives exactly the same buckets.
@@ -58,9 +51,7 @@ inline constexpr bool compiles_v2 = std::same_as<Rule, opensora_v2_rule>&& fast_
 inline bool compilable(const opensora_v2_rule& rule) noexcept {
   return rule.fps_max > 0.0 && rule.fps_max < std::numeric_limits<double>::infinity();
 }
-}  // namespace detail
 
-namespace detail {
 /// The records of a user's range that `assign_range` converts at a time.
 inline constexpr std::size_t meta_block = 256;
 
@@ -74,6 +65,11 @@ void assign_metas(std::span<bucket_id> out, const bucket_config& config,
 }
 }  // namespace detail
 
+/// Writes the bucket of sample i of `table` to out[i] (`no_bucket` or `invalid_sample` when
+/// there is none). Precondition: out.size() == table.size(). `threads` = 0 uses every core.
+/// A rule with a member `assign_rows(config, table, begin, end, out, source)` (as
+/// `compiled_v2_rule` has) does each thread's rows through it; it must write exactly what
+/// `assign` gives for each row.
 template <class Rule, random_source Source>
   requires bucket_rule<Rule, Source>
 void assign_into(std::span<bucket_id> out, const bucket_config& config, const meta_table& table,
