@@ -416,7 +416,7 @@ class sampler_impl final : public sampler_base {
   }
 
  private:
-  std::shared_ptr<const Samples> meta_;  // before s_, which views it
+  std::shared_ptr<const Samples> meta_;  // before s_, which views the table (copies a streamed CSV)
   vbucket::batch_sampler<Samples, Rule, Sources> s_;
 };
 
