@@ -7,13 +7,20 @@
 /// Exit codes: 0 success, 1 bad data (unreadable or malformed config/metadata, write
 /// failure), 2 bad usage (unknown or missing flag, bad flag value, unknown subcommand).
 
+#include <fcntl.h>     // open, O_TMPFILE, AT_FDCWD
+#include <signal.h>    // sigaction, raise (temporary files removed on SIGINT/SIGTERM)
+#include <sys/stat.h>  // stat, fchmod
+#include <unistd.h>    // access, dup, dup2, linkat, unlink
+
 #include <algorithm>     // std::max
+#include <atomic>        // std::atomic (the signal handler's table)
 #include <cerrno>        // errno
 #include <charconv>      // std::from_chars
 #include <cmath>         // std::isfinite
 #include <cstdint>       // std::uint64_t
 #include <cstdio>        // std::FILE, std::fopen, std::fputs
-#include <cstring>       // std::strerror
+#include <cstdlib>       // std::getenv
+#include <cstring>       // std::strerror, std::memcpy
 #include <exception>     // std::exception
 #include <filesystem>    // std::filesystem::rename, status
 #include <map>           // std::map
@@ -284,16 +291,119 @@ inline std::string csv_field(std::string_view text) {
   return out + "\"";
 }
 
-/// An output file that appears only when complete: it is written to a temporary file next
-/// to the target and renamed over it by `commit()`, so a failure never leaves a half-written
-/// file (an existing one is kept). A target that exists and is not a regular file (a device
-/// such as /dev/null, a pipe) is written in place. Errors throw `vbucket::error` naming the
-/// target.
+namespace output_detail {
+
+/// Named temporary files to remove when the process is ended by SIGINT, SIGTERM or SIGHUP:
+/// a fixed table the signal handler reads without locks or allocation (async-signal-safe).
+/// A slot is filled before its file exists and cleared after the file is renamed or removed.
+struct temp_file_slots {
+  static constexpr int count = 8;
+  static constexpr std::size_t max_path = 4096;
+  struct slot {
+    std::atomic<bool> used{false};   // the slot is taken by an output_file
+    std::atomic<bool> armed{false};  // the handler unlinks `path`
+    char path[max_path] = {};
+  };
+  slot slots[count];
+};
+inline temp_file_slots& temp_files() noexcept {
+  static temp_file_slots t;
+  return t;
+}
+
+/// Unlinks every armed temporary file, then ends the process with the signal's default action.
+extern "C" inline void remove_temp_files_on_signal(int sig) {
+  temp_file_slots& t = temp_files();
+  for (auto& s : t.slots)
+    if (s.armed.load()) ::unlink(s.path);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+/// Installs `remove_temp_files_on_signal` for SIGINT, SIGTERM and SIGHUP once, except for a
+/// signal the process ignores (started with nohup, or in the background of a shell without job
+/// control) or already handles.
+inline void install_temp_file_handlers() {
+  static const bool installed = [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+      struct sigaction act {};
+      act.sa_handler = remove_temp_files_on_signal;
+      ::sigemptyset(&act.sa_mask);
+      ::sigaction(sig, &act, nullptr);
+    }
+    return true;
+  }();
+  (void)installed;
+}
+
+/// A slot of `temp_files()` that an output_file holds while it may leave a named file behind.
+class temp_file_slot {
+ public:
+  temp_file_slot() {
+    for (auto& s : temp_files().slots) {
+      bool expected = false;
+      if (s.used.compare_exchange_strong(expected, true)) {
+        slot_ = &s;
+        break;
+      }
+    }
+    if (slot_ != nullptr) install_temp_file_handlers();
+  }
+  temp_file_slot(const temp_file_slot&) = delete;
+  temp_file_slot& operator=(const temp_file_slot&) = delete;
+  ~temp_file_slot() {
+    if (slot_ == nullptr) return;
+    disarm();
+    slot_->used.store(false);
+  }
+  /// From now on a signal unlinks `path` (too long a path is not recorded).
+  void arm(const std::string& path) noexcept {
+    if (slot_ == nullptr || path.size() >= temp_file_slots::max_path) return;
+    slot_->armed.store(false);
+    std::memcpy(slot_->path, path.c_str(), path.size() + 1);
+    slot_->armed.store(true);
+  }
+  void disarm() noexcept {
+    if (slot_ != nullptr) slot_->armed.store(false);
+  }
+
+ private:
+  temp_file_slots::slot* slot_ = nullptr;
+};
+
+/// Whether an unnamed (O_TMPFILE) file may be used: /proc/self/fd must name an open file, so
+/// that it can be linked into a directory once complete, and VBUCKET_NO_O_TMPFILE must not be
+/// set (it selects the named temporary file, for tests and for filesystems that misbehave).
+inline bool unnamed_files_usable() {
+  static const bool ok =
+      ::access("/proc/self/fd", X_OK) == 0 && std::getenv("VBUCKET_NO_O_TMPFILE") == nullptr;
+  return ok;
+}
+
+}  // namespace output_detail
+
+/// An output file that appears only when complete, and never leaves a partial file or a
+/// temporary one behind: it is written to an unnamed file in the target's directory
+/// (`O_TMPFILE`, where the filesystem has it), which `commit()` links under a temporary name and
+/// renames over the target, so even `kill -9` leaves nothing; elsewhere to a named temporary
+/// file `TARGET.tmp-<hex>`, which SIGINT, SIGTERM and SIGHUP remove before the process ends. A
+/// failure keeps an existing target as it was; a replaced target keeps its permission bits, and
+/// one that is not writable (no write permission, or `access` refuses) is refused, not
+/// replaced. A target that exists and is not a regular file (a device such as /dev/null, a pipe)
+/// is written in place. `-` is standard output: the process's other standard output lines
+/// (summaries) then go to standard error, and only one output may be `-`. Errors throw
+/// `vbucket::error` naming the target.
 class output_file {
  public:
   explicit output_file(std::string path) : path_(std::move(path)) {
     namespace fs = std::filesystem;
     if (path_.empty()) throw vbucket::error("output file name is empty");
+    if (path_ == "-") {
+      open_stdout();
+      return;
+    }
     std::error_code ec;
     const fs::file_status st = fs::status(path_, ec);  // follows symlinks
     if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
@@ -307,27 +417,25 @@ class output_file {
       const fs::path resolved = fs::canonical(path_, ec);
       if (!ec) target_ = resolved.string();
     }
-    std::random_device rd;
-    for (int attempt = 0;; ++attempt) {
-      const std::uint64_t tag = (std::uint64_t{rd()} << 32) ^ rd();
-      char hex[17];
-      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(tag));
-      temp_ = target_ + ".tmp-" + hex;
-      errno = 0;
-      file_ = std::fopen(temp_.c_str(), "wbx");
-      if (file_ != nullptr) break;
-      if (errno != EEXIST || attempt > 8) {
-        const int err = errno;
-        temp_.clear();
-        throw vbucket::error(path_ + ": cannot create output file (" + describe(err) + ")");
+    struct stat existing {};
+    const bool exists = ::stat(target_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
+    if (exists) {
+      const bool no_write_bit = (existing.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0;
+      if (no_write_bit || ::access(target_.c_str(), W_OK) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(existing.st_mode & 07777));
+        throw vbucket::error(path_ + ": cannot replace the existing file: it is not writable " +
+                             "(mode " + mode + "); make it writable or remove it first");
       }
     }
+    const mode_t mode = exists ? (existing.st_mode & 07777) : mode_t{0};
+    if (!open_unnamed(mode)) open_named(mode);
   }
   output_file(const output_file&) = delete;
   output_file& operator=(const output_file&) = delete;
   ~output_file() {
     if (file_ != nullptr) std::fclose(file_);
-    if (!temp_.empty()) std::remove(temp_.c_str());
+    if (!temp_.empty()) ::unlink(temp_.c_str());
   }
 
   /// Appends bytes.
@@ -344,15 +452,27 @@ class output_file {
     errno = 0;
     const bool write_failed = std::fflush(file_) != 0 || std::ferror(file_) != 0;
     int err = errno;
+    if (is_stdout_) {
+      const bool close_failed = std::fclose(file_) != 0;
+      if (!write_failed && close_failed) err = errno;
+      file_ = nullptr;
+      if (write_failed || close_failed)
+        throw vbucket::error("--out -: write to standard output failed (" + describe(err) + ")");
+      return;
+    }
+    // The complete unnamed file gets its temporary name while its descriptor is open.
+    if (!write_failed && unnamed_fd_ >= 0) link_unnamed();
     const bool close_failed = std::fclose(file_) != 0;
     if (!write_failed && close_failed) err = errno;
     file_ = nullptr;
+    unnamed_fd_ = -1;
     if (write_failed || close_failed)
       throw vbucket::error(path_ + ": write failed (" + describe(err) + ")");
-    if (temp_.empty()) return;
+    if (temp_.empty()) return;  // written in place
     std::error_code ec;
     std::filesystem::rename(temp_, target_, ec);
     if (ec) throw vbucket::error(path_ + ": cannot replace the file (" + ec.message() + ")");
+    slot_.disarm();
     temp_.clear();
   }
 
@@ -369,10 +489,105 @@ class output_file {
     }
   }
 
+  // Standard output takes the data; what the process prints on it from now on goes to
+  // standard error (file descriptor 1 becomes a copy of 2), so a summary cannot mix with it.
+  void open_stdout() {
+    static bool taken = false;
+    if (taken) throw vbucket::error("--out -: only one output can be standard output");
+    std::fflush(stdout);
+    const int data = ::dup(STDOUT_FILENO);
+    if (data < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      const int err = errno;
+      throw vbucket::error("--out -: cannot use standard output (" + describe(err) + ")");
+    }
+    file_ = ::fdopen(data, "wb");
+    if (file_ == nullptr) {
+      const int err = errno;
+      ::close(data);
+      throw vbucket::error("--out -: cannot use standard output (" + describe(err) + ")");
+    }
+    taken = true;
+    is_stdout_ = true;
+  }
+
+  std::string directory() const {
+    const std::filesystem::path dir = std::filesystem::path(target_).parent_path();
+    return dir.empty() ? std::string(".") : dir.string();
+  }
+
+  // An unnamed file in the target's directory; false where the kernel or the filesystem has
+  // none (the named temporary file is used then).
+  bool open_unnamed(mode_t mode) {
+#ifdef O_TMPFILE
+    if (!output_detail::unnamed_files_usable()) return false;
+    const int fd = ::open(directory().c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) return false;
+    if (mode != 0) (void)::fchmod(fd, mode);
+    file_ = ::fdopen(fd, "wb");
+    if (file_ == nullptr) {
+      ::close(fd);
+      return false;
+    }
+    unnamed_fd_ = fd;
+    return true;
+#else
+    (void)mode;
+    return false;
+#endif
+  }
+
+  // A new temporary name next to the target.
+  std::string temp_name() const {
+    static std::random_device rd;
+    const std::uint64_t tag = (std::uint64_t{rd()} << 32) ^ rd();
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(tag));
+    return target_ + ".tmp-" + hex;
+  }
+
+  void open_named(mode_t mode) {
+    for (int attempt = 0;; ++attempt) {
+      temp_ = temp_name();
+      slot_.arm(temp_);  // before the file exists: a signal from here on removes it
+      errno = 0;
+      const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd >= 0) {
+        if (mode != 0) (void)::fchmod(fd, mode);
+        file_ = ::fdopen(fd, "wb");
+        if (file_ != nullptr) break;
+        ::close(fd);
+      }
+      const int err = errno;
+      slot_.disarm();
+      if (fd >= 0) ::unlink(temp_.c_str());
+      temp_.clear();
+      if (err != EEXIST || attempt > 8)
+        throw vbucket::error(path_ + ": cannot create output file (" + describe(err) + ")");
+    }
+  }
+
+  // Gives the complete unnamed file a temporary name next to the target (then renamed).
+  void link_unnamed() {
+    const std::string proc = "/proc/self/fd/" + std::to_string(unnamed_fd_);
+    for (int attempt = 0;; ++attempt) {
+      temp_ = temp_name();
+      slot_.arm(temp_);
+      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp_.c_str(), AT_SYMLINK_FOLLOW) == 0) return;
+      const int err = errno;
+      slot_.disarm();
+      temp_.clear();
+      if (err != EEXIST || attempt > 8)
+        throw vbucket::error(path_ + ": cannot create output file (" + describe(err) + ")");
+    }
+  }
+
   std::string path_;
   std::string target_;
-  std::string temp_;  // empty: written in place, or already renamed
+  std::string temp_;  // empty: unnamed, written in place, or already renamed
   std::FILE* file_ = nullptr;
+  int unnamed_fd_ = -1;  // the O_TMPFILE file's descriptor until it is linked
+  bool is_stdout_ = false;
+  output_detail::temp_file_slot slot_;
 };
 
 }  // namespace vbucket::cli

@@ -103,6 +103,10 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
   job.index = a.has("index");
   job.opt.always_decode_count = a.has("decode-count");
   job.out_path = a.value("out");
+  if (job.index && job.out_path == "-")
+    throw usage_error(
+        "--index writes META.vbidx next to --out META.csv: give --out a file name, "
+        "not - (standard output)");
   ffmpeg::quiet_logs();
   ffmpeg::cap_allocations(std::size_t{1} << 30);
   job.paths = ffmpeg::list_media(where);
