@@ -31,7 +31,8 @@
 #include <cstring>       // std::strerror, std::memcpy, std::memmove, std::memchr
 #include <filesystem>    // std::filesystem::status, file_size
 #include <limits>        // std::numeric_limits
-#include <memory>        // std::unique_ptr
+#include <memory>        // std::unique_ptr, std::shared_ptr
+#include <mutex>         // std::mutex (streamed_meta_csv's record)
 #include <string>        // std::string, std::to_string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
@@ -115,6 +116,79 @@ inline std::string quote_for_message(std::string_view s) {
   out += "\"";
   return out;
 }
+
+/// A fast 64-bit hash of a byte stream fed in pieces of any sizes (the value depends on the
+/// bytes only, not on how they were cut): four independent multiply-rotate lanes over 32-byte
+/// blocks, in the manner of xxHash64 (whose constants it uses; not its exact value). Several
+/// GB/s, so hashing a file while it is parsed costs little. Not cryptographic: it detects
+/// accidental changes (an appended, truncated or edited metadata file), not forgeries.
+class stream_hash64 {
+ public:
+  void update(const char* p, std::size_t n) noexcept {
+    total_ += n;
+    if (pending_ != 0) {
+      const std::size_t take = std::min(n, block - pending_);
+      std::memcpy(buffer_ + pending_, p, take);
+      pending_ += take;
+      p += take;
+      n -= take;
+      if (pending_ < block) return;
+      consume(buffer_);
+      pending_ = 0;
+    }
+    for (; n >= block; p += block, n -= block) consume(p);
+    std::memcpy(buffer_, p, n);
+    pending_ = n;
+  }
+
+  /// The hash of every byte fed so far.
+  [[nodiscard]] std::uint64_t value() const noexcept {
+    std::uint64_t h =
+        total_ >= block ? rotl(v_[0], 1) + rotl(v_[1], 7) + rotl(v_[2], 12) + rotl(v_[3], 18) : p5;
+    if (total_ >= block)
+      for (const std::uint64_t v : v_) h = (h ^ round(0, v)) * p1 + p4;
+    h += total_;
+    std::size_t i = 0;
+    for (; i + 8 <= pending_; i += 8) h = rotl(h ^ round(0, word(buffer_ + i)), 27) * p1 + p4;
+    for (; i < pending_; ++i) h = rotl(h ^ (static_cast<unsigned char>(buffer_[i]) * p5), 11) * p1;
+    h ^= h >> 33;
+    h *= p2;
+    h ^= h >> 29;
+    h *= p3;
+    return h ^ (h >> 32);
+  }
+
+  /// Bytes fed so far.
+  [[nodiscard]] std::uint64_t bytes() const noexcept { return total_; }
+
+ private:
+  static constexpr std::size_t block = 32;
+  static constexpr std::uint64_t p1 = 0x9E3779B185EBCA87ULL, p2 = 0xC2B2AE3D27D4EB4FULL,
+                                 p3 = 0x165667B19E3779F9ULL, p4 = 0x85EBCA77C2B2AE63ULL,
+                                 p5 = 0x27D4EB2F165667C5ULL;
+  static constexpr std::uint64_t rotl(std::uint64_t x, int r) noexcept {
+    return (x << r) | (x >> (64 - r));
+  }
+  static constexpr std::uint64_t round(std::uint64_t acc, std::uint64_t in) noexcept {
+    return rotl(acc + in * p2, 31) * p1;
+  }
+  static std::uint64_t word(const char* p) noexcept {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    return w;
+  }
+  void consume(const char* p) noexcept {
+    v_[0] = round(v_[0], word(p));
+    v_[1] = round(v_[1], word(p + 8));
+    v_[2] = round(v_[2], word(p + 16));
+    v_[3] = round(v_[3], word(p + 24));
+  }
+
+  std::uint64_t v_[4] = {p1 + p2, p2, 0, 0 - p1};
+  char buffer_[block] = {};
+  std::size_t pending_ = 0;
+  std::uint64_t total_ = 0;
+};
 
 /// Names a file for `csv_reader` to read in chunks of `chunk_bytes` (the buffer grows beyond
 /// it only for a record longer than half of it).
@@ -207,6 +281,13 @@ class csv_reader {
   /// The bytes held for the text of a file being read (0 for a text in memory): one chunk,
   /// or up to four times the longest record when that is more.
   [[nodiscard]] std::size_t buffer_bytes() const noexcept { return capacity_; }
+
+  /// Feeds every byte read from the file from now on to `hash` (which must outlive the
+  /// reader); call before the first `next()` to hash the whole file.
+  void hash_into(stream_hash64* hash) noexcept { hash_ = hash; }
+
+  /// Whether the whole file has been read (the last `next()` returned false).
+  [[nodiscard]] bool at_end() const noexcept { return eof_ && pos_ == end_; }
 
   /// Names the columns, for messages about later rows.
   void set_columns(std::vector<std::string> names) { columns_ = std::move(names); }
@@ -391,6 +472,7 @@ class csv_reader {
                     ")");
       eof_ = true;
     }
+    if (hash_ != nullptr) hash_->update(data + kept, got);
     if (nul_ == nullptr) nul_ = static_cast<const char*>(std::memchr(data + kept, 0, got));
     end_ = data + kept + got;
     bytes_read_ += got;
@@ -408,6 +490,7 @@ class csv_reader {
 
   std::string where_;
   std::unique_ptr<std::FILE, file_closer> file_;  // null when reading a text in memory
+  stream_hash64* hash_ = nullptr;                 // fed every byte read, when set
   std::unique_ptr<char[]> buffer_;
   std::size_t capacity_ = 0;
   std::size_t chunk_ = 0;
@@ -704,32 +787,147 @@ inline meta_csv load_meta_csv_with_lines(const std::string& path) {
   return out;
 }
 
+namespace detail {
+
+/// What a file looked like: its size and modification time (regular files), and, once it has
+/// been read whole, its byte count and `stream_hash64`.
+struct file_identity {
+  bool regular = false;
+  std::uint64_t size = 0;
+  std::filesystem::file_time_type mtime{};
+  bool read = false;  // bytes and hash are known
+  std::uint64_t bytes = 0;
+  std::uint64_t hash = 0;
+};
+
+/// A regular file's size and modification time (nothing recorded for a pipe or a device).
+inline file_identity stat_identity(const std::string& path) {
+  file_identity id;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || ec) return id;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return id;
+  const auto mtime = std::filesystem::last_write_time(path, ec);
+  if (ec) return id;
+  id.regular = true;
+  id.size = static_cast<std::uint64_t>(size);
+  id.mtime = mtime;
+  return id;
+}
+
+/// What a `streamed_meta_csv` saw the first time, shared by its copies (a sampler keeps one),
+/// compared with every later read.
+class stream_record {
+ public:
+  /// Throws when `now` (the file before a read) has another size than the one first seen: the
+  /// rows would differ, so there is no point reading them.
+  void check_before(const std::string& path, const file_identity& now) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!seen_ || !first_.regular || !now.regular || now.size == first_.size) return;
+    fail(path, "its size is " + std::to_string(now.size) + " bytes, it was " +
+                   std::to_string(first_.size) + " bytes when this source first opened it" +
+                   (now.size > first_.size ? " (rows appended?)" : " (truncated?)"));
+  }
+
+  /// After a whole read: records `after` (the file's identity and the bytes read) the first time,
+  /// and compares it with the first read later. `before` is the file's identity when the read
+  /// started (a file that changes during a read is refused too).
+  void check_after(const std::string& path, const file_identity& before, file_identity after) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (before.regular && after.regular &&
+        (before.size != after.size || before.mtime != after.mtime || after.bytes != after.size))
+      fail(path, "it changed while it was being read (size " + std::to_string(before.size) +
+                     " -> " + std::to_string(after.size) + " bytes, " +
+                     std::to_string(after.bytes) + " read)");
+    if (!seen_ || !first_.read) {
+      if (seen_ && first_.regular && after.regular &&
+          (after.size != first_.size || after.mtime != first_.mtime))
+        fail(path,
+             "its size or modification time changed between the header check and the "
+             "first read");
+      first_ = after;
+      seen_ = true;
+      return;
+    }
+    std::string what;
+    if (after.bytes != first_.bytes)
+      what =
+          "size " + std::to_string(first_.bytes) + " -> " + std::to_string(after.bytes) + " bytes";
+    else if (after.hash != first_.hash)
+      what = "same size, different content";
+    if (!what.empty()) {
+      if (first_.regular && after.regular && after.mtime != first_.mtime)
+        what += ", modification time changed";
+      fail(path, "its content changed since it was first read (" + what + ")");
+    }
+    first_.mtime = after.mtime;  // touched, same bytes: the same samples
+  }
+
+  /// Records the file's identity when only its header was checked (`streamed_meta_csv::check`).
+  void record_header_check(const file_identity& now) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (seen_) return;
+    first_ = now;
+    seen_ = true;
+  }
+
+ private:
+  [[noreturn]] static void fail(const std::string& path, const std::string& what) {
+    throw error(path + ": the metadata file changed since this streamed source first read it: " +
+                what + ". Every epoch of a sampler must read the same samples; to train on a " +
+                "grown or edited dataset, give it as an explicit new version (a new file, or a " +
+                "new streamed source and sampler) taking effect at an epoch boundary");
+  }
+
+  std::mutex mutex_;
+  bool seen_ = false;
+  file_identity first_;
+};
+
+}  // namespace detail
+
 /// A metadata CSV file read in chunks each time its samples are needed, so that the whole
 /// table never exists: a `batch_sampler` over it streams the file when it plans an epoch and
 /// keeps only the bucket ids (2 bytes a sample, `compact_bucket_id`, for configs of up to
 /// 32767 buckets; else 4) instead of the table (16 bytes a sample). The
-/// batches are those of a sampler over `load_meta_csv(path)`. The file must not change while a
-/// sampler uses it.
+/// batches are those of a sampler over `load_meta_csv(path)`.
+/// The file must not change while a sampler uses it, and this is checked: the first read
+/// records the file's size, modification time and a 64-bit hash of its bytes (computed while it
+/// is parsed, `detail::stream_hash64`), and a later read refuses a file of another size before
+/// reading it, and one of other bytes once read, with a `vbucket::error` naming the file and
+/// what changed. A dataset that grows is given as an explicit new version (a new source and
+/// sampler) taking effect at an epoch boundary. Copies share the record (a sampler keeps a copy);
+/// make a new `streamed_meta_csv` for another file or version.
 ///
 ///     vbucket::batch_sampler sampler(vbucket::streamed_meta_csv{"meta.csv"}, config, rule, o);
 struct streamed_meta_csv {
   std::string path;
   /// Rows per chunk (at least 1).
   std::size_t chunk_rows = std::size_t{1} << 20;
+  /// What the first read saw (shared by copies).
+  std::shared_ptr<detail::stream_record> record = std::make_shared<detail::stream_record>();
 
   /// Opens the file and reads its header: throws what `load_meta_csv` throws for a file that
   /// cannot be read or a bad header, before any epoch needs the rows (their errors show then).
+  /// Records the file's size and modification time, which the first whole read must find.
   void check() const {
+    const detail::file_identity now = detail::stat_identity(path);
     detail::csv_reader reader(detail::csv_file{path});
     const detail::meta_csv_rows rows(reader);
+    if (record) record->record_header_check(now);
   }
 
   /// Reads the file from its start and calls `f(chunk)` for each chunk of rows in order; the
   /// chunk's table is valid during the call only. Returns the number of rows. Throws what
-  /// `load_meta_csv` throws, after the chunks before the error were handed over.
+  /// `load_meta_csv` throws, after the chunks before the error were handed over, and
+  /// `vbucket::error` when the file is not the one the first read saw (see the struct).
   template <class F>
   std::uint64_t for_each_chunk(F&& f) const {
+    const detail::file_identity before = detail::stat_identity(path);
+    if (record) record->check_before(path, before);
+    detail::stream_hash64 hash;
     detail::csv_reader reader(detail::csv_file{path});
+    if (record) reader.hash_into(&hash);
     detail::meta_csv_rows rows(reader);
     const std::size_t per_chunk = std::max<std::size_t>(chunk_rows, 1);
     meta_table table;
@@ -737,10 +935,18 @@ struct streamed_meta_csv {
     for (;;) {
       table.clear();
       const std::size_t n = rows.read(table, per_chunk, nullptr);
-      if (n == 0) return first;
+      if (n == 0) break;
       f(meta_chunk{table, first, static_cast<std::uint64_t>(reader.estimate_records())});
       first += n;
     }
+    if (record) {
+      detail::file_identity after = detail::stat_identity(path);
+      after.read = true;
+      after.bytes = hash.bytes();
+      after.hash = hash.value();
+      record->check_after(path, before, after);
+    }
+    return first;
   }
 };
 

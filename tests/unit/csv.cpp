@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -561,4 +563,110 @@ TEST_CASE("csv: load_meta_csv holds one chunk of the file, not its text") {
         std::vector<std::int64_t>{1, 5});
   CHECK(long_reader.buffer_bytes() >= long_caption.size());
   CHECK(long_reader.buffer_bytes() <= 4 * long_caption.size());
+}
+
+TEST_CASE("csv: stream_hash64 depends on the bytes only, not on how they are cut") {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += static_cast<char>((i * 37 + 11) & 0xff);
+  vbucket::detail::stream_hash64 whole;
+  whole.update(text.data(), text.size());
+  CHECK(whole.bytes() == text.size());
+  for (std::size_t cut : {1u, 3u, 7u, 31u, 32u, 33u, 64u, 299u}) {
+    vbucket::detail::stream_hash64 pieces;
+    for (std::size_t at = 0; at < text.size(); at += cut)
+      pieces.update(text.data() + at, std::min(cut, text.size() - at));
+    CHECK(pieces.value() == whole.value());
+  }
+  // One byte changed, one byte more or less: another value (every length up to the text's).
+  for (std::size_t n = 0; n < text.size(); ++n) {
+    vbucket::detail::stream_hash64 a, b, c;
+    a.update(text.data(), n);
+    b.update(text.data(), n + 1);
+    std::string edited = text.substr(0, n + 1);
+    edited[n] = static_cast<char>(edited[n] ^ 1);
+    c.update(edited.data(), edited.size());
+    CHECK(a.value() != b.value());
+    CHECK(b.value() != c.value());
+  }
+}
+
+namespace {
+
+/// Reads every row of `csv` (as a sampler does at each epoch); the row count.
+std::uint64_t read_rows(const vbucket::streamed_meta_csv& csv) {
+  return csv.for_each_chunk([](const vbucket::meta_chunk&) {});
+}
+
+/// The message of `read_rows(csv)`, or "" when it does not throw.
+std::string read_error(const vbucket::streamed_meta_csv& csv) {
+  try {
+    read_rows(csv);
+  } catch (const vbucket::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void write_text(const std::string& path, std::string_view text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+}  // namespace
+
+TEST_CASE("csv: a streamed CSV refuses a file that changed since its first read") {
+  std::string text = "num_frames,height,width,fps\n";
+  for (int i = 0; i < 50; ++i) text += std::to_string(20 + i) + ",720,1280,24\n";
+  const temp_csv file(text);
+  auto fresh = [&] { return vbucket::streamed_meta_csv{file.path(), 7}; };
+  auto restore = [&] { write_text(file.path(), text); };
+
+  SUBCASE("unchanged: every read gives the same rows, a touched file too") {
+    const auto csv = fresh();
+    CHECK(read_rows(csv) == 50);
+    CHECK(read_rows(csv) == 50);
+    std::filesystem::last_write_time(
+        file.path(), std::filesystem::last_write_time(file.path()) + std::chrono::seconds(5));
+    CHECK(read_rows(csv) == 50);
+  }
+  SUBCASE("rows appended") {
+    const auto csv = fresh();
+    CHECK(read_rows(csv) == 50);
+    write_text(file.path(), text + "30,720,1280,24\n31,720,1280,24\n");
+    const std::string message = read_error(csv);
+    CHECK(message.find(file.path() + ": the metadata file changed") == 0);
+    CHECK(message.find("its size is " + std::to_string(text.size() + 30) + " bytes, it was " +
+                       std::to_string(text.size()) + " bytes") != std::string::npos);
+    CHECK(message.find("explicit new version") != std::string::npos);
+    CHECK(message.find("epoch boundary") != std::string::npos);
+    // A copy (a sampler keeps one) shares the record.
+    const vbucket::streamed_meta_csv copy = csv;
+    CHECK(!read_error(copy).empty());
+    // A new source reads the new version.
+    CHECK(read_rows(fresh()) == 52);
+    restore();
+  }
+  SUBCASE("truncated") {
+    const auto csv = fresh();
+    CHECK(read_rows(csv) == 50);
+    write_text(file.path(), text.substr(0, text.size() - 15));
+    CHECK(read_error(csv).find("(truncated?)") != std::string::npos);
+    restore();
+  }
+  SUBCASE("one row edited, the same size") {
+    const auto csv = fresh();
+    CHECK(read_rows(csv) == 50);
+    std::string edited = text;
+    edited[edited.find("25,720")] = '3';  // 25 frames -> 35
+    write_text(file.path(), edited);
+    const std::string message = read_error(csv);
+    CHECK(message.find("same size, different content") != std::string::npos);
+    restore();
+  }
+  SUBCASE("edited between the header check and the first read") {
+    const auto csv = fresh();
+    csv.check();
+    write_text(file.path(), text + "30,720,1280,24\n");
+    CHECK(read_error(csv).find("first opened it") != std::string::npos);
+    restore();
+  }
 }
