@@ -61,11 +61,13 @@
 #include <stop_token>          // std::stop_source
 #include <string>              // std::string
 #include <thread>              // std::jthread
+#include <unordered_set>       // std::unordered_set (files that failed this epoch)
 #include <utility>             // std::move
 #include <vector>              // std::vector
 
 #include "epoch_plan.hpp"
 #include "error.hpp"
+#include "fields.hpp"
 #include "normalize.hpp"
 #include "packed_layout.hpp"
 #include "random.hpp"
@@ -166,6 +168,14 @@ struct clip_task {
 template <class D>
 concept clip_decoder = requires(D& d, const clip_task& t, std::span<std::uint8_t> out) {
   { d.decode(t, out) } -> std::convertible_to<std::optional<std::string>>;
+};
+
+/// A decoder that names each sample's file (`path(i)`, as `ffmpeg::file_decoder`): the loader
+/// then never picks, as a replacement, a sample whose file already failed this epoch (two rows
+/// may name one file).
+template <class D>
+concept file_naming_decoder = requires(const D& d, std::size_t i) {
+  { d.path(i) } -> std::convertible_to<std::string>;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -310,6 +320,13 @@ struct loader_options {
   normalization normalize{};  ///< mean/std on the [0, 1] scale, for f32 and bf16
   /// Replaces the built-in conversion (`clip_normalizer`) when set; runs for u8 too.
   clip_converter convert{};
+  /// Per-sample columns gathered with each batch (`loaded_batch::fields`); tensor files are
+  /// read per clip, and a file that cannot be read fails the clip like a failed decode.
+  std::shared_ptr<const field_table> fields{};
+  /// false: no clip is decoded (the decoder is never called, the batch tensor is empty, shape
+  /// B × 0 × 0 × 0 × 3): a batch is its fields alone, e.g. precomputed latents and text
+  /// embeddings read from tensor files instead of video.
+  bool pixels = true;
 };
 
 /// What a loader can follow besides an `epoch_schedule` and a rank: a source of one rank's
@@ -428,6 +445,9 @@ class loader {
     std::vector<substitution> substitutions;
     slot_type slot;  ///< the memory; `ring.submit(std::move(slot), ...)` copies it to a GPU
     std::optional<packed_clips> packed;  ///< set for a batch of a packed schedule
+    /// The columns of `loader_options::fields` for `samples` (after substitutions: a replaced
+    /// clip's fields are its replacement's), tensor files stacked.
+    batch_fields fields{};
   };
 
   /// Starts the workers on steps [first_step, schedule.steps()) of `rank`. The decoder and
@@ -468,6 +488,12 @@ class loader {
                   " slots cannot hold " + std::to_string(options_.prefetch) +
                   " prefetched batches and the one the trainer holds (need at least " +
                   std::to_string(options_.prefetch + 1) + ")");
+    if (options_.fields && options_.fields->has_tensors() && packed_)
+      throw error(
+          "loader: tensor files need fixed batches (a packed batch's clips differ in "
+          "shape, so their tensors cannot be stacked)");
+    if (!options_.pixels && options_.convert)
+      throw error("loader: pixels = false decodes nothing, so there is nothing to convert");
     if (first_step > total_steps())
       throw error("loader: first step " + std::to_string(first_step) + " is past the " +
                   std::to_string(total_steps()) + " steps of the schedule");
@@ -509,7 +535,13 @@ class loader {
   loader(const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
          loader_options options = {})
       : loader(fixed_of(source), packed_of(source), static_cast<std::uint32_t>(source.rank()),
-               decoder, ring, std::move(options), first_step_of(source)) {}
+               decoder, ring, std::move(options), first_step_of(source)) {
+    // The source's state names the plan (its fingerprint) and the world it was saved under:
+    // the loader's states are positions in that same plan, whatever the source does next.
+    const plan_state st = source.state();
+    recorded_world_ = st.world.has_value();
+    fingerprint_ = st.fingerprint;
+  }
 
   loader(const loader&) = delete;
   loader& operator=(const loader&) = delete;
@@ -605,12 +637,14 @@ class loader {
     if (!packed_) {
       const auto b = static_cast<std::int64_t>(j->samples.size());
       view.shape = clip_shape(b, j->info.frames, j->info.height, j->info.width);
+      if (!options_.pixels) view.shape = clip_shape(b, 0, 0, 0);
       return loaded_batch{tensor_traits<Tensor>::wrap(view),
                           j->info,
                           std::move(j->samples),
                           std::move(j->substitutions),
                           std::move(j->slot),
-                          std::nullopt};
+                          std::nullopt,
+                          std::move(j->fields)};
     }
     packed_clips p;
     const std::size_t es = element_size(options_.element);
@@ -634,14 +668,18 @@ class loader {
                         std::move(j->samples),
                         std::move(j->substitutions),
                         std::move(j->slot),
-                        std::move(p)};
+                        std::move(p),
+                        std::move(j->fields)};
   }
 
   /// The resume state after the batches handed out so far (steps × world global batches on
   /// top of the schedule's starting point).
   [[nodiscard]] plan_state state() const {
     std::lock_guard lock(mutex_);
-    return packed_ ? packed_->state_after(next_step_) : fixed_->state_after(next_step_);
+    plan_state s = packed_ ? packed_->state_after(next_step_) : fixed_->state_after(next_step_);
+    if (recorded_world_) s.world = world_size();
+    s.fingerprint = fingerprint_;
+    return s;
   }
 
   [[nodiscard]] loader_stats stats() const {
@@ -683,7 +721,11 @@ class loader {
     std::vector<bucket_id> buckets;    // per clip
     std::vector<std::size_t> offsets;  // n + 1 byte offsets in the slot (output element type)
     packed_layout layout;              // a packed batch's cu_seqlens and max_seqlen
-    std::size_t remaining = 0;         // clips not yet decoded (guarded by mutex_)
+    std::vector<std::vector<field_tensor>> tensors;  // per clip: its tensor files
+    batch_fields fields;
+    // Clips not yet decoded, plus one for the fields' gathering when there are fields
+    // (guarded by mutex_): 0 = ready.
+    std::size_t remaining = 0;
   };
   struct task {
     job* j = nullptr;
@@ -748,10 +790,13 @@ class loader {
     j->offsets.reserve(j->shapes.size() + 1);
     j->offsets.push_back(0);
     for (const sample_shape& s : j->shapes)
-      j->offsets.push_back(j->offsets.back() +
-                           static_cast<std::size_t>(s.frames * s.height * s.width * 3) * es);
+      j->offsets.push_back(
+          j->offsets.back() +
+          (options_.pixels ? static_cast<std::size_t>(s.frames * s.height * s.width * 3) * es : 0));
     j->samples.assign(j->info.indices.begin(), j->info.indices.end());
-    j->remaining = j->samples.size();
+    j->tensors.resize(fields() && fields()->has_tensors() ? j->samples.size() : 0);
+    j->remaining = j->samples.size() + (fields() && !j->samples.empty() ? 1 : 0);
+    if (fields() && j->samples.empty()) j->fields = fields()->gather({});
     return j;
   }
 
@@ -784,7 +829,44 @@ class loader {
 
   /// Whether the workers convert each decoded clip (else the decoder writes the output).
   [[nodiscard]] bool converts() const noexcept {
-    return options_.element != element_type::u8 || static_cast<bool>(options_.convert);
+    return options_.pixels &&
+           (options_.element != element_type::u8 || static_cast<bool>(options_.convert));
+  }
+  [[nodiscard]] const field_table* fields() const noexcept {
+    return options_.fields && !options_.fields->empty() ? options_.fields.get() : nullptr;
+  }
+
+  /// What identifies `sample`'s source in the set of failures of this epoch: its file when the
+  /// decoder names files (and decodes), else the sample.
+  [[nodiscard]] std::string failure_key(std::uint32_t sample) const {
+    if constexpr (file_naming_decoder<Decoder>)
+      if (options_.pixels) return "f" + std::string(decoder_.path(sample));
+    return "s" + std::to_string(sample);
+  }
+
+  /// One attempt at clip `clip` of `j` with `sample`: the decode (into `out`) and its tensor
+  /// files; nullopt on success, else the message.
+  std::optional<std::string> attempt(job& j, std::size_t clip, const sample_shape& shape,
+                                     std::uint32_t sample, std::span<std::uint8_t> out) {
+    std::optional<std::string> err;
+    if (options_.pixels) err = try_decode(task_of(shape, sample), out);
+    if (!err && !j.tensors.empty()) {
+      try {
+        err = fields()->read_tensors(sample, j.tensors[clip]);
+      } catch (const std::exception& e) {
+        err = std::string(e.what());
+      }
+    }
+    if (err) {
+      std::lock_guard lock(mutex_);
+      failed_keys_.insert(failure_key(sample));
+    }
+    return err;
+  }
+  [[nodiscard]] bool failed_before(std::uint32_t sample) const {
+    const std::string key = failure_key(sample);
+    std::lock_guard lock(mutex_);
+    return failed_keys_.contains(key);
   }
 
   void fail(std::exception_ptr e) {
@@ -903,20 +985,34 @@ class loader {
         const std::span<std::uint8_t> out(converts() ? scratch.data() : clip_out, decoded_bytes);
         const std::uint32_t planned = j.samples[tk.clip];
         std::uint32_t sample = planned;
-        std::optional<std::string> err = try_decode(task_of(shape, sample), out);
-        std::uint64_t decoded = 1, failed = err ? 1 : 0;
+        std::optional<std::string> err = attempt(j, tk.clip, shape, sample, out);
+        std::uint64_t decoded = options_.pixels ? 1 : 0, failed = err ? 1 : 0;
         std::optional<substitution> sub;
         if (err) {
           sub = substitution{j.info.position, tk.clip, planned, planned, *err};
-          // Replacement candidates: deterministic draws over the bucket's planned slots.
+          const std::string planned_key = failure_key(planned);
+          // Replacement candidates: deterministic draws over the bucket's planned slots. A
+          // candidate of the failed file (the sample itself, or another row naming its file)
+          // is passed over without counting as an attempt (at most 16 · max_attempts draws);
+          // one whose file failed elsewhere this epoch counts as a failed attempt without being
+          // tried, so the choice does not depend on which worker saw that failure first (a
+          // file that fails, fails every time).
           const std::span<const std::uint32_t> slots = candidates(bucket);
           auto draws = substitution_stream(seed(), epoch(), j.info.position, tk.clip);
-          for (unsigned a = 0; a < options_.max_attempts && err && !slots.empty(); ++a) {
-            const std::uint32_t candidate = slots[draws.next_u64() % slots.size()];
-            if (candidate == planned) continue;
+          const std::uint64_t max_draws = 16ULL * options_.max_attempts;
+          std::uint64_t drawn = 0;
+          for (unsigned a = 0;
+               a < options_.max_attempts && err && !slots.empty() && drawn < max_draws;
+               ++a, ++drawn) {
+            std::uint32_t candidate = slots[draws.next_u64() % slots.size()];
+            while ((candidate == planned || failure_key(candidate) == planned_key) &&
+                   ++drawn < max_draws)
+              candidate = slots[draws.next_u64() % slots.size()];
+            if (candidate == planned || failure_key(candidate) == planned_key) break;
+            if (failed_before(candidate)) continue;
             sample = candidate;
-            err = try_decode(task_of(shape, sample), out);
-            ++decoded;
+            err = attempt(j, tk.clip, shape, sample, out);
+            decoded += options_.pixels ? 1u : 0u;
             failed += err ? 1u : 0u;
           }
           if (err)
@@ -928,6 +1024,7 @@ class loader {
           sub->replacement = sample;
         }
         if (converts()) convert(task_of(shape, sample), out, clip_out);
+        bool gather = false;
         {
           std::lock_guard lock(mutex_);
           stats_.decoded += decoded;
@@ -937,6 +1034,14 @@ class loader {
             j.samples[tk.clip] = sample;
             j.substitutions.push_back(std::move(*sub));
           }
+          --j.remaining;
+          gather = fields() != nullptr && j.remaining == 1;
+        }
+        if (gather) {  // the batch's last clip: its fields, by the samples it holds
+          batch_fields f = fields()->gather(j.samples, j.tensors);
+          j.tensors.clear();
+          std::lock_guard lock(mutex_);
+          j.fields = std::move(f);
           --j.remaining;
         }
         cv_.notify_all();
@@ -956,6 +1061,8 @@ class loader {
   loader_options options_;
   clip_normalizer normalizer_;
   std::uint64_t first_step_;
+  bool recorded_world_ = false;               // state() records the world size
+  std::optional<std::uint64_t> fingerprint_;  // of the plan, as the source's state gave it
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
@@ -967,6 +1074,7 @@ class loader {
   std::exception_ptr failure_;
   loader_stats stats_;
   std::uint64_t ready_sum_ = 0, ready_samples_ = 0;
+  std::unordered_set<std::string> failed_keys_;  // failure_key of every failure this epoch
   std::atomic<std::int64_t> decode_ns_{0};
   std::atomic<std::int64_t> convert_ns_{0};
   std::optional<loaded_batch> current_;  // the range's current batch (trainer's thread only)

@@ -16,6 +16,7 @@
 #include <condition_variable>  // std::condition_variable
 #include <cstddef>             // std::size_t
 #include <cstdint>             // std::int64_t, std::uint8_t
+#include <cstring>             // std::memcpy
 #include <exception>           // std::exception_ptr
 #include <future>              // std::async (waiting for a batch while polling for Ctrl-C)
 #include <memory>              // std::shared_ptr, std::unique_ptr
@@ -363,13 +364,117 @@ class staged_batch {
   std::unique_ptr<batch_holder> holder_;
 };
 
+/// The field dtype of a NumPy dtype name ("float32", "int64", "bool", …).
+vbucket::field_dtype parse_field_dtype(const std::string& name, const std::string& column) {
+  for (int t = 0; t <= static_cast<int>(vbucket::field_dtype::f64); ++t) {
+    const auto d = static_cast<vbucket::field_dtype>(t);
+    if (name == vbucket::field_dtype_name(d)) return d;
+  }
+  throw vbucket::error("Loader: fields: column \"" + column + "\" has dtype " + name +
+                       ", not one of bool, int8-64, uint8-64, float16/32/64");
+}
+
+/// The strings of a Python sequence (str or os.PathLike for paths), naming the first that is not.
+std::vector<std::string> strings_of(nb::handle seq, const std::string& column, bool paths) {
+  nb::object fast = nb::steal(PySequence_Fast(seq.ptr(), "not a sequence"));
+  if (!fast.is_valid()) throw nb::python_error();
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.ptr());
+  PyObject** items = PySequence_Fast_ITEMS(fast.ptr());
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = items[i];
+    if (paths && !PyUnicode_Check(v))
+      v = PyOS_FSPath(v);  // a new reference, or null
+    else
+      Py_INCREF(v);
+    nb::object owned = nb::steal(v);
+    if (v == nullptr) PyErr_Clear();
+    if (v == nullptr || !PyUnicode_Check(v)) {
+      nb::handle item(items[i]);
+      throw nb::type_error(("Loader: column \"" + column + "\" row " + std::to_string(i) +
+                            " must be a " + (paths ? "path (str or os.PathLike)" : "str") +
+                            ", got " + nb::inst_name(item).c_str() + " " + nb::repr(item).c_str())
+                               .c_str());
+    }
+    Py_ssize_t size = 0;
+    const char* c = PyUnicode_AsUTF8AndSize(v, &size);
+    if (c == nullptr) throw nb::python_error();
+    out.emplace_back(c, static_cast<std::size_t>(size));
+  }
+  return out;
+}
+
+/// The fields of a Python spec: a list of (kind, name, payload) with kind "text" (payload a
+/// sequence of str), "numbers" (payload (dtype name, bytes)) or "tensors" (a sequence of paths).
+std::shared_ptr<const vbucket::field_table> make_fields(nb::list spec, std::size_t rows) {
+  if (spec.size() == 0) return nullptr;
+  auto table = std::make_shared<vbucket::field_table>(rows);
+  for (nb::handle item : spec) {
+    auto t = nb::cast<nb::tuple>(item);
+    const auto kind = nb::cast<std::string>(t[0]);
+    auto name = nb::cast<std::string>(t[1]);
+    if (kind == "text") {
+      const auto values = strings_of(t[2], name, false);
+      table->add_strings(name, values);
+    } else if (kind == "tensors") {
+      const auto values = strings_of(t[2], name, true);
+      table->add_tensor_files(name, values);
+    } else {
+      auto payload = nb::cast<nb::tuple>(t[2]);
+      const auto dtype = parse_field_dtype(nb::cast<std::string>(payload[0]), name);
+      auto raw = nb::cast<nb::bytes>(payload[1]);
+      std::vector<std::byte> bytes(raw.size());
+      if (!bytes.empty()) std::memcpy(bytes.data(), raw.c_str(), raw.size());
+      table->add_numbers(name, dtype, std::move(bytes));
+    }
+  }
+  return table;
+}
+
+/// A batch's field bytes as a flat uint8 numpy array that owns them (Python views it as the
+/// column's dtype and shape).
+nb::object owned_bytes(std::vector<std::byte>&& data) {
+  auto* v = new std::vector<std::byte>(std::move(data));
+  nb::capsule owner(v, [](void* p) noexcept { delete static_cast<std::vector<std::byte>*>(p); });
+  const std::size_t shape[1] = {v->size()};
+  return nb::cast(
+      nb::ndarray<nb::numpy, std::uint8_t>(v->empty() ? nullptr : v->data(), 1, shape, owner));
+}
+
+/// The fields of a batch: {name: list of str | (dtype, shape, bytes)}.
+nb::dict fields_dict(vbucket::batch_fields&& f) {
+  nb::dict d;
+  for (auto& c : f.text) {
+    nb::list values;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const std::string_view s = c.at(i);
+      values.append(nb::str(s.data(), s.size()));
+    }
+    d[c.name.c_str()] = values;
+  }
+  for (auto& c : f.numbers) {
+    const std::size_t n = c.data.size() / vbucket::field_dtype_size(c.dtype);
+    d[c.name.c_str()] = nb::make_tuple(vbucket::field_dtype_name(c.dtype), nb::make_tuple(n),
+                                       owned_bytes(std::move(c.data)));
+  }
+  for (auto& c : f.tensors) {
+    nb::list shape;
+    for (const auto x : c.stacked.shape) shape.append(x);
+    d[c.name.c_str()] = nb::make_tuple(vbucket::field_dtype_name(c.stacked.dtype), nb::tuple(shape),
+                                       owned_bytes(std::move(c.stacked.data)));
+  }
+  return d;
+}
+
 class py_loader {
  public:
   py_loader(const py_sampler& sampler, std::vector<std::string> paths, unsigned workers,
             std::size_t prefetch, std::size_t slots, const std::string& dtype,
             const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev,
-            int pin_device) {
+            int pin_device, nb::list fields, bool pixels) {
     vbucket::loader_options o;
+    o.pixels = pixels;
     o.workers = workers;
     o.prefetch = prefetch;
     o.layout = parse_clip_layout(layout) == ff::layout::thwc ? vbucket::clip_layout::thwc
@@ -386,7 +491,10 @@ class py_loader {
     } else {
       d.frame_interval = a.frame_interval;
     }
-    const sampler_position pos = sampler.locked([](sampler_base& b) {
+    // The plan's fingerprint with its schedule: the sampler may move on (set_epoch) while
+    // the loader runs, and the loader's states are positions in its own plan.
+    const sampler_position pos = sampler.locked([this](sampler_base& b) {
+      fingerprint_ = b.fingerprint();
       if (b.packed())
         return sampler_position{std::nullopt, b.rank(), b.state(), b.packing_schedule()};
       return sampler_position{b.schedule(), b.rank(), b.state(), std::nullopt};
@@ -407,6 +515,8 @@ class py_loader {
           "Loader: the sampler streams its metadata CSV (StreamedCsv), and the loader checks "
           "every decoded clip against the metadata table: give the sampler the table "
           "(a path, DataFrame or Meta) instead");
+    if (!pixels) paths.assign(sampler.meta()->size(), std::string());  // never opened
+    o.fields = make_fields(fields, sampler.meta()->size());
     core_->decoder =
         std::make_unique<ff::file_decoder>(std::move(paths), *sampler.meta(), d);  // checks sizes
     core_->loader = std::make_unique<file_loader>(pos, *core_->decoder, *core_->ring, o);
@@ -421,6 +531,7 @@ class py_loader {
   /// `submit` into a GPU tensor.
   nb::tuple next() {
     file_loader& l = running();
+    const std::shared_ptr<loader_core> keep = core_;  // close() from another thread keeps it
     if (core_->held.load() >= core_->slots)
       throw std::runtime_error(
           "Loader: all " + std::to_string(core_->slots) +
@@ -463,6 +574,10 @@ class py_loader {
       interrupted_state_ = std::move(before);
       throw nb::python_error();
     }
+    if (!b && closed_)  // not the end of the epoch: the trainer must not take it for one
+      throw vbucket::error(
+          "Loader: closed (by close() from another thread) while next() waited "
+          "for a batch; state_dict() resumes after the batches handed out");
     if (!b) throw nb::stop_iteration();
     core_->held.fetch_add(1);
     std::unique_ptr<batch_holder> holder(new batch_holder{core_, std::move(*b)});
@@ -505,19 +620,22 @@ class py_loader {
     }
     std::vector<std::uint32_t> samples(holder->batch.samples);
     std::vector<std::uint32_t> planned(info.indices.begin(), info.indices.end());
+    nb::dict fields = fields_dict(std::move(holder->batch.fields));
     // The tensor last: `holder` (and `info`) belong to it from here on.
     nb::object tensor = core_->backend->is_pinned() ? nb::cast(staged_batch(std::move(holder)))
                                                     : torch_tensor(std::move(holder), packed);
     return nb::make_tuple(tensor, to_numpy(std::move(samples)), to_numpy(std::move(planned)),
                           info.bucket, nb::make_tuple(info.frames, info.height, info.width),
-                          info.step, info.position, info.repeat, subs, packed);
+                          info.step, info.position, info.repeat, subs, packed, fields);
   }
 
-  /// The resume state after the batches handed out so far.
+  /// The resume state after the batches handed out so far (also after `close()`).
   [[nodiscard]] std::string state() const {
     if (interrupted_state_) return *interrupted_state_;
     return live().state().to_string();
   }
+  /// The fingerprint of the plan the loader runs (the sampler's when the loader was made).
+  [[nodiscard]] std::string fingerprint() const { return hex64(fingerprint_); }
   [[nodiscard]] std::uint64_t steps() const { return live().steps(); }
   [[nodiscard]] std::size_t held() const { return core_ ? core_->held.load() : 0; }
   /// The CUDA stream of pinned staging's copies (0 for host memory).
@@ -546,15 +664,17 @@ class py_loader {
     return vbucket::format_loader_stats(live().stats());
   }
 
-  /// Stops the workers (the batches handed out stay valid; the ring goes with the last).
+  /// Stops the workers (the batches handed out stay valid; the ring goes with the last). The
+  /// position stays: `state()` and `stats()` still answer. A `next()` waiting on another
+  /// thread raises.
   void close() {
-    if (!core_) return;
-    std::shared_ptr<loader_core> core = std::move(core_);
+    if (closed_ || !core_) return;
+    closed_ = true;
+    std::shared_ptr<loader_core> core = core_;
     nb::gil_scoped_release release;
     core->loader->stop();
-    core->loader.reset();
   }
-  [[nodiscard]] bool closed() const noexcept { return !core_; }
+  [[nodiscard]] bool closed() const noexcept { return closed_; }
 
   ~py_loader() {
     if (core_) {
@@ -564,11 +684,9 @@ class py_loader {
   }
 
  private:
-  file_loader& live() const {
-    if (!core_ || !core_->loader) throw vbucket::error("Loader: closed");
-    return *core_->loader;
-  }
+  file_loader& live() const { return *core_->loader; }
   file_loader& running() const {
+    if (closed_) throw vbucket::error("Loader: closed");
     if (interrupted_state_)
       throw vbucket::error(
           "Loader: stopped by KeyboardInterrupt; resume from its state_dict() with a new Loader");
@@ -577,6 +695,8 @@ class py_loader {
 
   /// Set by an interrupted `next()`: the state before it (the loader is stopped).
   std::optional<std::string> interrupted_state_;
+  std::uint64_t fingerprint_ = 0;
+  bool closed_ = false;
 
   std::shared_ptr<loader_core> core_;
 };
@@ -596,6 +716,11 @@ void bind_media(nb::module_& m) {
   m.def("decode_clip", &decode_clip_array, "path"_a, "start"_a, "frames"_a, "interval"_a,
         "height"_a, "width"_a, "layout"_a, "pad"_a, "filter"_a, "threads"_a);
 
+  m.def(
+      "sampler_rows",
+      [](const py_sampler& s) { return s.meta() ? s.meta()->size() : std::size_t{0}; },
+      "sampler"_a);
+
   nb::class_<staged_batch>(m, "StagedBatch")
       .def_prop_ro("shape", &staged_batch::shape)
       .def_prop_ro("dtype", &staged_batch::dtype)
@@ -605,11 +730,12 @@ void bind_media(nb::module_& m) {
   nb::class_<py_loader>(m, "Loader")
       .def(nb::init<const py_sampler&, std::vector<std::string>, unsigned, std::size_t, std::size_t,
                     const std::string&, const std::string&, std::array<double, 3>,
-                    std::array<double, 3>, int>(),
+                    std::array<double, 3>, int, nb::list, bool>(),
            "sampler"_a, "paths"_a, "workers"_a, "prefetch"_a, "slots"_a, "dtype"_a, "layout"_a,
-           "mean"_a, "std"_a, "pin_device"_a)
+           "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a)
       .def("next", &py_loader::next)
       .def("state", &py_loader::state)
+      .def("fingerprint", &py_loader::fingerprint)
       .def("steps", &py_loader::steps)
       .def_prop_ro("held", &py_loader::held)
       .def_prop_ro("cuda_stream", &py_loader::cuda_stream)

@@ -164,13 +164,21 @@ class Batch:
     ``tensors`` and ``cu_seqlens`` are on the device. ``packed`` says which kind it is; a
     fixed batch has ``tensors = None``, ``cu_seqlens = None``, ``max_seqlen = None``,
     ``offsets = None``.
+
+    ``fields``: the Loader's ``fields`` for the clips of this batch, in clip order (those of
+    ``indices``: a substituted clip's fields are its substitute's): a list of str for a string
+    column, a numpy array for a number column. A Loader with ``tensors`` gives a fixed batch's
+    ``tensors`` as a dict instead: name -> torch tensor, the clips' files stacked (B x the files'
+    shape); ``tensor`` is None when the Loader decodes no pixels (``paths=None``).
     """
 
     __slots__ = ("tensor", "indices", "planned", "bucket", "thw", "step", "position", "repeat",
-                 "substitutions", "packed", "tensors", "cu_seqlens", "max_seqlen", "offsets")
+                 "substitutions", "packed", "tensors", "cu_seqlens", "max_seqlen", "offsets",
+                 "fields")
 
     def __init__(self, tensor, indices, planned, bucket, thw, step, position, repeat,
-                 substitutions, packed=None):
+                 substitutions, packed=None, fields=None):
+        self.fields = {} if fields is None else fields
         self.tensor = tensor
         self.indices = indices
         self.planned = planned
@@ -197,6 +205,9 @@ class Batch:
             self.bucket = packed["buckets"]
 
     def __repr__(self) -> str:
+        if self.tensor is None:
+            return (f"Batch(bucket={self.bucket}, thw={self.thw}, size={len(self.indices)}, "
+                    f"step={self.step}, tensors={sorted(self.tensors or {})})")
         if self.packed:
             return (f"Batch(packed, clips={len(self.indices)}, tokens={int(self.cu_seqlens[-1])}, "
                     f"step={self.step}, substitutions={len(self.substitutions)})")
@@ -214,6 +225,107 @@ def _triple(name: str, v) -> Tuple[float, float, float]:
     if len(t) != 3:
         raise ValueError(f"Loader: {name} must have three values (R, G, B), got {len(t)}")
     return t
+
+
+def _dataset_column(dataset, name: str):
+    """Column ``name`` of a sampler's metadata (a DataFrame, pyarrow Table, dict of arrays, a
+    .csv or .parquet path, or a dataset with ``.data``)."""
+    seen = set()
+    while True:
+        mod = type(dataset).__module__
+        if isinstance(dataset, (str, os.PathLike)):
+            import pandas as pd
+
+            path = os.fspath(dataset)
+            if path.lower().endswith((".parquet", ".pq")):
+                import pyarrow.parquet as pq
+
+                if name not in pq.read_schema(path).names:
+                    raise KeyError(f"Loader: fields: {path} has no column {name!r}")
+                return pq.read_table(path, columns=[name]).column(name)
+            cols = pd.read_csv(path, nrows=0).columns
+            if name not in cols:
+                raise KeyError(f"Loader: fields: {path} has no column {name!r}")
+            return pd.read_csv(path, usecols=[name], keep_default_na=False,
+                               na_values=[""])[name]
+        if mod.startswith("pyarrow") and hasattr(dataset, "column_names"):
+            if name not in dataset.column_names:
+                raise KeyError(f"Loader: fields: the metadata has no column {name!r}")
+            return dataset.column(name)
+        if hasattr(dataset, "columns") or isinstance(dataset, dict):
+            try:
+                return dataset[name]
+            except KeyError:
+                raise KeyError(f"Loader: fields: the metadata has no column {name!r}") from None
+        data = getattr(dataset, "data", None)
+        if data is None or id(data) in seen:
+            raise TypeError(f"Loader: fields: cannot read column {name!r} of a "
+                            f"{type(dataset).__name__}; give the column itself "
+                            f"(fields={{{name!r}: values}})")
+        seen.add(id(data))
+        dataset = data
+
+
+_NUMBER_KINDS = {"b": "bool", "i": "int", "u": "uint", "f": "float"}
+
+
+def _field_spec(kind: str, name, values, rows: int):
+    """One (kind, name, payload) of the C++ field table; ``kind`` "text" or "tensors"
+    (paths); a column of numbers is "numbers" whatever ``kind`` was asked for text."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"Loader: {kind}: a column name must be a non-empty str, got {name!r}")
+    if hasattr(values, "to_pylist") and not hasattr(values, "to_numpy"):  # pyarrow ChunkedArray
+        values = values.to_pandas()
+    elif type(values).__module__.startswith("pyarrow"):
+        values = values.to_pandas()
+    arr = np.asarray(values)
+    if not hasattr(values, "dtype") and arr.dtype.kind in "US":  # a list mixing str and others
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = list(values)
+    if arr.ndim != 1:
+        raise ValueError(f"Loader: column {name!r} must be one value per row, got shape "
+                         f"{arr.shape}")
+    if len(arr) != rows:
+        raise ValueError(f"Loader: column {name!r} has {len(arr)} values for the sampler's "
+                         f"{rows} metadata rows")
+    if kind == "fields" and arr.dtype.kind in _NUMBER_KINDS:
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        dtype = "bool" if arr.dtype.kind == "b" else str(arr.dtype)
+        return ("numbers", name, (dtype, arr.tobytes()))
+    if kind == "fields" and arr.dtype.kind not in "OUS":
+        raise TypeError(f"Loader: column {name!r} has dtype {arr.dtype}: fields are strings or "
+                        "numbers (bool, int, uint, float)")
+    return ("text" if kind == "fields" else "tensors", name,
+            arr.tolist() if arr.dtype.kind in "US" else list(values))
+
+
+def _columns(kind: str, spec, sampler, rows: int) -> list:
+    """The specs of ``fields=`` or ``tensors=``: names looked up in the sampler's metadata, or
+    a dict name -> column."""
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        spec = [spec]
+    if isinstance(spec, dict):
+        items = list(spec.items())
+    else:
+        items = [(name, None) for name in spec]
+    out = []
+    for name, values in items:
+        if values is None:
+            if not isinstance(name, str):
+                raise TypeError(f"Loader: {kind}: a column name must be a str, got {name!r}")
+            values = _dataset_column(sampler.dataset, name)
+        out.append(_field_spec(kind, name, values, rows))
+    return out
+
+
+def _check_int(name: str, v, low: int, high: int, hint: str = "") -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise ValueError(f"Loader: {name} must be an int in [{low}, {high}]{hint}, got {v!r}")
+    return v
 
 
 class Loader:
@@ -247,12 +359,39 @@ class Loader:
     queued after ``next()``); the pinned slot goes back to the ring once its copy completes, so
     the ``slots`` limit does not apply to device batches. Without the adapter, batches are
     copied through ``tensor.pin_memory()``. Without a GPU it raises RuntimeError.
+
+    Per-sample fields: ``fields`` names metadata columns to return with each batch
+    (``batch.fields[name]``: a list of str, or a numpy array for numbers), gathered on the C++
+    workers by the samples the batch holds (after substitutions). Give names (looked up in the
+    sampler's metadata: its DataFrame, pyarrow Table, dict of arrays, .csv or .parquet path, or
+    a dataset's ``.data``) or a dict ``{name: column}`` (any sequence or array with one value per
+    metadata row). Strings are stored once in C++ (one buffer and offsets), numbers as a typed
+    column.
+
+    Precomputed tensors: ``tensors={"latent": df["latent_path"], "text": "text_path"}`` (a dict
+    name -> column of paths, or column names) reads each clip's ``.npy`` or ``.safetensors``
+    file (the tensor named like the key, or the file's only one) on the workers and gives
+    ``batch.tensors[name]`` stacked (B x the file's shape; every file of a batch must have one
+    shape and dtype). A file that cannot be read is replaced like a clip that fails to decode.
+    With ``paths=None`` nothing is decoded (``batch.tensor`` is None): Open-Sora's cached path
+    (``CachedVideoTextDataset``) on the sampler's batches, with the same resume.
+
+    ``state_dict()`` is a position in the plan the loader runs (its fingerprint is that plan's,
+    also after ``sampler.set_epoch``). ``close()`` (and the end of a ``with`` block) keeps the
+    position: ``state_dict()`` still answers, and the sampler is left at the loader's position
+    unless it was moved meanwhile (``set_epoch``, ``load_state_dict``). A ``close()`` from
+    another thread makes a ``next()`` waiting there raise ValueError, never end the loop as if
+    the epoch had ended.
     """
 
-    def __init__(self, sampler, paths: Sequence[PathLike], *, workers: int = 4,
+    #: The most workers, prefetched batches and staging slots a Loader takes.
+    MAX_WORKERS = 1024
+    MAX_PREFETCH = 1 << 16
+
+    def __init__(self, sampler, paths: Optional[Sequence[PathLike]], *, workers: int = 4,
                  prefetch: int = 2, dtype: str = "uint8", layout: str = "thwc",
                  mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pin_memory: bool = False,
-                 slots: Optional[int] = None):
+                 slots: Optional[int] = None, fields=None, tensors=None):
         _need_ffmpeg("Loader")
         import torch
 
@@ -264,19 +403,31 @@ class Loader:
             )
         if isinstance(paths, (str, os.PathLike)):
             raise TypeError("Loader: paths must be a sequence of paths (one per metadata row)")
-        paths = list(paths)
+        pixels = paths is not None
+        paths = [] if paths is None else list(paths)
         for i, p in enumerate(paths):
             if not isinstance(p, (str, os.PathLike)):
                 raise TypeError(f"Loader: path {i} (metadata row {i}) must be a str or "
                                 f"os.PathLike, got {type(p).__name__} {p!r}")
             paths[i] = os.fspath(p)
-        for name, v, low in (("workers", workers, 1), ("prefetch", prefetch, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise ValueError(f"Loader: {name} must be an int of at least {low}, got {v!r}")
+        _check_int("workers", workers, 1, self.MAX_WORKERS)
+        _check_int("prefetch", prefetch, 1, self.MAX_PREFETCH)
         if slots is None:
             slots = prefetch + 2
-        if isinstance(slots, bool) or not isinstance(slots, int):
-            raise ValueError(f"Loader: slots must be an int, got {slots!r}")
+        _check_int("slots", slots, prefetch + 1, self.MAX_PREFETCH + 2,
+                   f" (at least prefetch + 1 = {prefetch + 1})")
+        for name, v, allowed in (("dtype", dtype, ("uint8", "float32", "bfloat16")),
+                                 ("layout", layout, ("thwc", "cthw"))):
+            if v not in allowed:
+                raise ValueError(f"Loader: {name} must be one of {', '.join(allowed)}; "
+                                 f"got {v!r}")
+        if not isinstance(pin_memory, bool):
+            raise ValueError(f"Loader: pin_memory must be True or False, got {pin_memory!r}")
+        rows = _vbucket.sampler_rows(core)
+        spec = _columns("fields", fields, sampler, rows) + _columns("tensors", tensors, sampler,
+                                                                    rows)
+        if not pixels and not any(kind == "tensors" for kind, _, _ in spec) and not spec:
+            raise ValueError("Loader: paths=None decodes nothing: give tensors= (or fields=)")
         self._device = None
         self._stream = None
         pin_device = -1
@@ -291,8 +442,12 @@ class Loader:
                 pin_device = self._device.index
         self._torch = torch
         self._sampler = sampler
+        self._pixels = pixels
+        self._tensor_names = [name for kind, name, _ in spec if kind == "tensors"]
+        self._start = (core.state(), core.fingerprint())  # where the sampler was
         self._core = _vbucket.Loader(core, paths, workers, prefetch, slots, dtype, layout,
-                                     _triple("mean", mean), _triple("std", std), pin_device)
+                                     _triple("mean", mean), _triple("std", std), pin_device,
+                                     spec, pixels)
         if pin_device >= 0:
             self._stream = torch.cuda.ExternalStream(self._core.cuda_stream, device=self._device)
 
@@ -300,12 +455,40 @@ class Loader:
         return self
 
     def __next__(self) -> Batch:
-        t, indices, planned, bucket, thw, step, position, repeat, subs, packed = self._core.next()
-        if self._stream is not None:
+        (t, indices, planned, bucket, thw, step, position, repeat, subs, packed,
+         raw) = self._core.next()
+        fields, tensors = {}, {}
+        for name, v in raw.items():
+            if isinstance(v, list):
+                fields[name] = v
+                continue
+            dtype, shape, data = v
+            if name in self._tensor_names:
+                tensors[name] = self._to_torch(dtype, shape, data)
+            else:
+                fields[name] = data.view(np.dtype(dtype)).reshape(shape)
+        if not self._pixels:
+            t = None
+        elif self._stream is not None:
             t = self._to_device(t)
         elif self._device is not None:
             t = t.pin_memory().to(self._device, non_blocking=True)
-        return Batch(t, indices, planned, bucket, thw, step, position, repeat, subs, packed)
+        if self._device is not None:
+            tensors = {k: v.to(self._device, non_blocking=True) for k, v in tensors.items()}
+        b = Batch(t, indices, planned, bucket, thw, step, position, repeat, subs, packed, fields)
+        if self._tensor_names:
+            b.tensors = tensors
+        return b
+
+    def _to_torch(self, dtype: str, shape, data):
+        """A stacked tensor column as a torch tensor over the bytes C++ gathered (no copy)."""
+        torch = self._torch
+        if dtype == "bfloat16":
+            return torch.from_numpy(data.view(np.int16).reshape(shape)).view(torch.bfloat16)
+        arr = data.view(np.dtype(dtype)).reshape(shape)
+        if dtype in ("uint16", "uint32", "uint64") and not hasattr(torch, dtype):
+            return arr  # a torch without these types: the numpy array
+        return torch.from_numpy(arr)
 
     next = __next__
 
@@ -328,8 +511,12 @@ class Loader:
 
     def state_dict(self) -> dict:
         """The sampler's ``state_dict()`` after the batches handed out so far: load it into
-        the sampler (``sampler.load_state_dict``) and make a new Loader to continue exactly."""
-        return self._sampler._state_dict_of(self._core.state())
+        the sampler (``sampler.load_state_dict``) and make a new Loader to continue exactly.
+        It is a position in the plan this loader runs, with that plan's fingerprint (also when
+        the sampler has moved on, e.g. ``set_epoch``), and answers after ``close()`` too."""
+        d = self._sampler._state_dict_of(self._core.state())
+        d["fingerprint"] = self._core.fingerprint()
+        return d
 
     def stats(self) -> dict:
         """Loader figures: batches, samples, decoded, failed, substitutions, decode/convert
@@ -340,8 +527,15 @@ class Loader:
         return self._core.stats_table()
 
     def close(self) -> None:
-        """Stops the workers; batches already handed out stay valid. Idempotent."""
+        """Stops the workers; batches already handed out stay valid. Idempotent. The position
+        stays (``state_dict()``), and the sampler is left at it unless the sampler was moved
+        since the loader was made (``set_epoch``, ``load_state_dict``, its own iteration)."""
+        if self._core.closed:
+            return
         self._core.close()
+        core = self._sampler._s
+        if (core.state(), core.fingerprint()) == self._start:
+            core.load_state(self._core.state(), self._core.fingerprint())
 
     def __enter__(self) -> "Loader":
         return self
