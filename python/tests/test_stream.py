@@ -1,9 +1,12 @@
 """vbucket.stream_csv: a sampler over a metadata CSV read in chunks at each epoch's planning
 gives the batches, lengths, fingerprints, statistics and resume states of a sampler over the
 same CSV held whole, for both rules, both rngs and both batchings; bad files are refused with
-the file and row named, and what needs the table in memory says so."""
+the file and row named, and what needs the table in memory says so; a file appended to,
+truncated or edited after its first read is refused when an epoch is planned again."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -116,3 +119,53 @@ def test_the_loader_needs_the_table(meta_csv):
     paths = [f"clip{i}.mp4" for i in range(3001)]
     with pytest.raises(Exception, match="streams its metadata CSV"):
         vbucket.Loader(s, paths, workers=1)
+
+
+def _streamed_copy(tmp_path, meta_csv, name):
+    path = tmp_path / name
+    path.write_bytes(meta_csv.read_bytes())
+    s = vbucket.VariableVideoBatchSampler(
+        vbucket.stream_csv(path, chunk_rows=500), CONFIG_V2, seed=7, num_replicas=2, rank=0,
+        output="indices")
+    s.set_epoch(0)
+    first = [list(b) for b in s]
+    assert first and max(max(b) for b in first) < 3001
+    return path, s
+
+
+@pytest.mark.parametrize("change", ["append", "truncate", "edit"])
+def test_a_changed_file_is_refused_at_the_next_epoch(tmp_path, meta_csv, change):
+    path, s = _streamed_copy(tmp_path, meta_csv, f"{change}.csv")
+    text = path.read_text()
+    if change == "append":  # rows appended mid-run would be trained from the next epoch
+        path.write_text(text + "".join(f"{40 + i},720,1280,24,\n" for i in range(500)))
+        what = r"size is \d+ bytes, it was \d+ bytes .*rows appended"
+    elif change == "truncate":
+        path.write_text(text[: len(text) // 2].rsplit("\n", 1)[0] + "\n")
+        what = r"truncated"
+    else:  # one row edited in place, the same size
+        lines = text.split("\n")
+        k = next(i for i, line in enumerate(lines) if line.startswith("1,1080,1920"))
+        lines[k] = "2" + lines[k][1:]
+        path.write_text("\n".join(lines))
+        what = r"same size, different content"
+    # The next epoch's planning reads the file again: refused, whichever call plans it.
+    for plan_again in (lambda: s.set_epoch(1), lambda: s.set_epoch(0), s.reset):
+        with pytest.raises(ValueError, match=rf"{change}\.csv: the metadata file changed.*{what}"):
+            plan_again()
+            len(s)
+    with pytest.raises(ValueError, match="explicit new version .* epoch boundary"):
+        list(s)
+    # A new source is the explicit new version: it plans the file as it is now.
+    fresh = vbucket.VariableVideoBatchSampler(vbucket.stream_csv(path), CONFIG_V2, seed=7)
+    assert len(fresh) > 0
+
+
+def test_an_unchanged_file_plans_every_epoch(tmp_path, meta_csv):
+    path, s = _streamed_copy(tmp_path, meta_csv, "same.csv")
+    fp = s.fingerprint()
+    os.utime(path, None)  # touched: the same bytes, the same samples
+    s.set_epoch(1)
+    assert len(s) > 0
+    s.set_epoch(0)
+    assert s.fingerprint() == fp

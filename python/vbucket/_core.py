@@ -197,8 +197,12 @@ def stream_csv(path: PathLike, chunk_rows: int = 1 << 20) -> "_vbucket.StreamedC
     """A metadata CSV for ``VariableVideoBatchSampler`` (and ``stats``) that is read in chunks of
     ``chunk_rows`` rows each time an epoch is planned, never held whole: the sampler keeps 2
     bytes a sample (the epoch's bucket ids) instead of the table's 16, and gives the same batches
-    as over the path itself. For CSVs of hundreds of millions of rows. The file must not change
-    while a sampler uses it; its header is checked now, its rows when the first epoch is planned.
+    as over the path itself. For CSVs of hundreds of millions of rows. Its header is checked now,
+    its rows when the first epoch is planned. The file must not change while a sampler uses it:
+    the first read records its size, modification time and a hash of its bytes, and a later
+    epoch's read of a changed file (rows appended, truncated, edited) raises, naming the file and
+    what changed. A grown dataset is an explicit new version: a new ``stream_csv`` and sampler,
+    from an epoch boundary.
     ``Loader`` needs the table in memory: give its sampler the path instead."""
     if (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer))
             or chunk_rows < 1):
