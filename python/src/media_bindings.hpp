@@ -170,7 +170,9 @@ ff::resize_filter parse_filter(const std::string& s) {
   if (s == "bicubic") return ff::resize_filter::bicubic;
   if (s == "area") return ff::resize_filter::area;
   if (s == "nearest") return ff::resize_filter::nearest;
-  throw vbucket::error("filter: expected bilinear, bicubic, area or nearest, got \"" + s + "\"");
+  if (s == "opensora") return ff::resize_filter::opensora;
+  throw vbucket::error("filter: expected opensora, bilinear, bicubic, area or nearest, got \"" + s +
+                       "\"");
 }
 
 /// Frames start, start + interval, ... of `path` at height x width as a uint8 numpy array
@@ -472,7 +474,7 @@ class py_loader {
   py_loader(const py_sampler& sampler, std::vector<std::string> paths, unsigned workers,
             std::size_t prefetch, std::size_t slots, const std::string& dtype,
             const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev,
-            int pin_device, nb::list fields, bool pixels) {
+            int pin_device, nb::list fields, bool pixels, const std::string& filter) {
     vbucket::loader_options o;
     o.pixels = pixels;
     o.workers = workers;
@@ -485,6 +487,7 @@ class py_loader {
       o.normalize.std[c] = static_cast<float>(stdev[c]);
     }
     ff::file_decoder::options d;
+    d.filter = parse_filter(filter);
     const sampler_args& a = sampler.args();
     if (parse_rule(a.rule) == rule_kind::opensora_v2) {
       d.fps_max = a.fps_max;
@@ -730,9 +733,9 @@ void bind_media(nb::module_& m) {
   nb::class_<py_loader>(m, "Loader")
       .def(nb::init<const py_sampler&, std::vector<std::string>, unsigned, std::size_t, std::size_t,
                     const std::string&, const std::string&, std::array<double, 3>,
-                    std::array<double, 3>, int, nb::list, bool>(),
+                    std::array<double, 3>, int, nb::list, bool, const std::string&>(),
            "sampler"_a, "paths"_a, "workers"_a, "prefetch"_a, "slots"_a, "dtype"_a, "layout"_a,
-           "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a)
+           "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a, "filter"_a)
       .def("next", &py_loader::next)
       .def("state", &py_loader::state)
       .def("fingerprint", &py_loader::fingerprint)

@@ -294,7 +294,8 @@ def test_loader_tensor_values(scanned):
         assert torch.equal(c.tensor, ((a.tensor.float() / 255 - 0.5) / 0.5).bfloat16())
         if a.thw[0] == 1:
             for k, i in enumerate(a.indices):
-                ref = vbucket.decode_clip(scanned["path"][int(i)], 0, 1, 1, a.thw[1:])
+                ref = vbucket.decode_clip(scanned["path"][int(i)], 0, 1, 1, a.thw[1:],
+                                          filter="opensora")
                 assert a.tensor[k].numpy().tobytes() == ref.tobytes()
                 checked += 1
     assert checked >= 5
@@ -382,7 +383,7 @@ def test_pin_memory_without_gpu(scanned):
         vbucket.Loader(s, scanned["path"], pin_memory=True)
     core = s._s
     args = (core, list(scanned["path"]), 1, 1, 3, "uint8", "thwc", (0.5,) * 3, (0.5,) * 3, 0, [],
-            True)
+            True, "opensora")
     if vbucket.HAS_CUDA:
         with pytest.raises(ValueError, match="pin_memory=True: no CUDA device can be used"):
             _vbucket.Loader(*args)

@@ -360,6 +360,12 @@ class Loader:
     the ``slots`` limit does not apply to device batches. Without the adapter, batches are
     copied through ``tensor.pin_memory()``. Without a GPU it raises RuntimeError.
 
+    ``filter``: the resize. "opensora" (the default) computes Open-Sora's pixels: a video frame
+    in RGB at its size, resized as ``torch.nn.functional.interpolate(mode="bilinear")`` (no
+    antialiasing) and center-cropped with the offset floored, as Open-Sora's video transform; an
+    image resized bicubic with the offset rounded, as its image transform. "bilinear",
+    "bicubic", "area", "nearest": libswscale's filter (faster; the same offsets).
+
     Per-sample fields: ``fields`` names metadata columns to return with each batch
     (``batch.fields[name]``: a list of str, or a numpy array for numbers), gathered on the C++
     workers by the samples the batch holds (after substitutions). Give names (looked up in the
@@ -391,7 +397,8 @@ class Loader:
     def __init__(self, sampler, paths: Optional[Sequence[PathLike]], *, workers: int = 4,
                  prefetch: int = 2, dtype: str = "uint8", layout: str = "thwc",
                  mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pin_memory: bool = False,
-                 slots: Optional[int] = None, fields=None, tensors=None):
+                 slots: Optional[int] = None, fields=None, tensors=None,
+                 filter: str = "opensora"):
         _need_ffmpeg("Loader")
         import torch
 
@@ -417,6 +424,8 @@ class Loader:
         _check_int("slots", slots, prefetch + 1, self.MAX_PREFETCH + 2,
                    f" (at least prefetch + 1 = {prefetch + 1})")
         for name, v, allowed in (("dtype", dtype, ("uint8", "float32", "bfloat16")),
+                                 ("filter", filter, ("opensora", "bilinear", "bicubic", "area",
+                                                     "nearest")),
                                  ("layout", layout, ("thwc", "cthw"))):
             if v not in allowed:
                 raise ValueError(f"Loader: {name} must be one of {', '.join(allowed)}; "
@@ -447,7 +456,7 @@ class Loader:
         self._start = (core.state(), core.fingerprint())  # where the sampler was
         self._core = _vbucket.Loader(core, paths, workers, prefetch, slots, dtype, layout,
                                      _triple("mean", mean), _triple("std", std), pin_device,
-                                     spec, pixels)
+                                     spec, pixels, filter)
         if pin_device >= 0:
             self._stream = torch.cuda.ExternalStream(self._core.cuda_stream, device=self._device)
 

@@ -40,7 +40,9 @@ TEST_CASE("ffmpeg: resize_crop_geometry is Open-Sora's resize_crop_to_fill") {
   CHECK(g.scaled_width == 96);
   CHECK(g.scaled_height == 171);  // round(160 * 96 / 90) = round(170.67)
   CHECK(g.left == 0);
-  CHECK(g.top == 54);  // round(107 / 2) = round(53.5) = 54 (even)
+  CHECK(g.top == 53);  // a video: Open-Sora's video transform floors 107 / 2
+  g = ff::resize_crop_geometry(160, 90, 64, 96, ff::crop_offset::image_round);
+  CHECK(g.top == 54);  // an image: round(107 / 2) = round(53.5) = 54 (even), as Python's round
   // Same aspect ratio: no crop.
   g = ff::resize_crop_geometry(240, 320, 120, 160);
   CHECK((g.scaled_height == 120 && g.scaled_width == 160 && g.top == 0 && g.left == 0));

@@ -65,12 +65,19 @@ int enum_value(const E& field) noexcept {
 /// frame, then G, then B).
 enum class layout { thwc, cthw };
 
-/// libswscale's resampling filter.
-enum class resize_filter { bilinear, bicubic, area, nearest };
+/// The resampling filter: libswscale's, or `opensora`, Open-Sora's own: a video frame is
+/// converted to RGB at its size, then resized as `torch.nn.functional.interpolate(mode=
+/// "bilinear", align_corners=False)` without antialiasing (its video transform), each value
+/// rounded to uint8; an image is resized by libswscale's bicubic (Open-Sora resizes images with
+/// PIL's bicubic). A frame with a rotation or a non-square sample aspect ratio (Open-Sora reads
+/// neither) takes libswscale's bilinear.
+enum class resize_filter { bilinear, bicubic, area, nearest, opensora };
 
 /// Open-Sora's resize-crop: scale the (display) frame to `scaled_height` x `scaled_width`, the
 /// smallest size that covers the target keeping the aspect ratio (rounded half to even, as
-/// Python's round), then take the target from row `top`, column `left`.
+/// Python's round), then take the target from row `top`, column `left`. The offset is Open-
+/// Sora's too: its video transform floors (sw - tw) / 2, its image transform rounds it half to
+/// even.
 struct resize_crop {
   std::int64_t scaled_height = 0;
   std::int64_t scaled_width = 0;
@@ -78,11 +85,22 @@ struct resize_crop {
   std::int64_t left = 0;
 };
 
+/// Which of Open-Sora's two resize-crops: the video transform's (`video_transforms.
+/// resize_crop_to_fill`: `int(round(sw - tw) / 2.0)`, the offset floored) or the image
+/// transform's (`utils.resize_crop_to_fill`: `int(round((sw - tw) / 2.0))`, rounded).
+enum class crop_offset { video_floor, image_round };
+
 /// The geometry for a `height` x `width` source and a `target_height` x `target_width` target
-/// (all ≥ 1), as Open-Sora's `resize_crop_to_fill`.
+/// (all ≥ 1), as Open-Sora's `resize_crop_to_fill` of a video (`crop_offset::video_floor`) or
+/// an image (`image_round`).
 inline resize_crop resize_crop_geometry(std::int64_t height, std::int64_t width,
-                                        std::int64_t target_height,
-                                        std::int64_t target_width) noexcept {
+                                        std::int64_t target_height, std::int64_t target_width,
+                                        crop_offset offset = crop_offset::video_floor) noexcept {
+  const auto half = [offset](std::int64_t excess) {
+    return offset == crop_offset::video_floor
+               ? excess / 2
+               : static_cast<std::int64_t>(std::nearbyint(static_cast<double>(excess) / 2.0));
+  };
   const double rh = static_cast<double>(target_height) / static_cast<double>(height);
   const double rw = static_cast<double>(target_width) / static_cast<double>(width);
   resize_crop g;
@@ -90,14 +108,12 @@ inline resize_crop resize_crop_geometry(std::int64_t height, std::int64_t width,
     g.scaled_height = target_height;
     g.scaled_width = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(width) * rh));
     g.scaled_width = std::max(g.scaled_width, target_width);
-    g.left = static_cast<std::int64_t>(
-        std::nearbyint(static_cast<double>(g.scaled_width - target_width) / 2.0));
+    g.left = half(g.scaled_width - target_width);
   } else {
     g.scaled_height = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(height) * rw));
     g.scaled_height = std::max(g.scaled_height, target_height);
     g.scaled_width = target_width;
-    g.top = static_cast<std::int64_t>(
-        std::nearbyint(static_cast<double>(g.scaled_height - target_height) / 2.0));
+    g.top = half(g.scaled_height - target_height);
   }
   return g;
 }
@@ -199,6 +215,7 @@ inline int sws_flags_of(resize_filter f) noexcept {
     case resize_filter::nearest:
       return SWS_POINT;
     case resize_filter::bilinear:
+    case resize_filter::opensora:
       break;
   }
   return SWS_BILINEAR;
@@ -209,9 +226,11 @@ class frame_writer {
  public:
   /// `container_sar`: the stream's (AVStream::sample_aspect_ratio; 0/1 when the container
   /// records none, and then each frame's own is used, as ffmpeg does).
+  /// `image`: the source is a still image (Open-Sora's image transform: the crop offset
+  /// rounded; else its video transform's, floored).
   frame_writer(const clip_request& req, std::span<std::uint8_t> out, int rotation,
-               AVRational container_sar)
-      : req_(req), out_(out), rotation_(rotation), container_sar_(container_sar) {}
+               AVRational container_sar, bool image = false)
+      : req_(req), out_(out), rotation_(rotation), container_sar_(container_sar), image_(image) {}
 
   void write(const std::string& name, const AVFrame* f, std::int64_t slot, clip_info& info) {
     check_size(name, f->height, f->width, req_.limits);
@@ -222,7 +241,9 @@ class frame_writer {
     const bool swap = rotation_ == 90 || rotation_ == 270;
     const std::int64_t dh = swap ? shown_width : f->height;
     const std::int64_t dw = swap ? f->height : shown_width;
-    const resize_crop g = resize_crop_geometry(dh, dw, req_.height, req_.width);
+    const resize_crop g =
+        resize_crop_geometry(dh, dw, req_.height, req_.width,
+                             image_ ? crop_offset::image_round : crop_offset::video_floor);
     if (g.scaled_height > 4 * req_.limits.max_side || g.scaled_width > 4 * req_.limits.max_side)
       fail(name, "frame " + std::to_string(f->width) + "x" + std::to_string(f->height) +
                      " is too narrow to cover " + std::to_string(req_.width) + "x" +
@@ -238,8 +259,17 @@ class frame_writer {
       turn = 0;
     }
     const bool turned_after = turn == 90 || turn == 270;
-    const int cw = static_cast<int>(turned_after ? g.scaled_height : g.scaled_width);
-    const int ch = static_cast<int>(turned_after ? g.scaled_width : g.scaled_height);
+    // Open-Sora's video resize: RGB at the frame's own size, then torch's bilinear.
+    const bool torch_resize = req_.filter == resize_filter::opensora && !image_ && rotation_ == 0 &&
+                              shown_width == f->width;
+    const int cw = static_cast<int>(torch_resize   ? f->width
+                                    : turned_after ? g.scaled_height
+                                                   : g.scaled_width);
+    const int ch = static_cast<int>(torch_resize   ? f->height
+                                    : turned_after ? g.scaled_width
+                                                   : g.scaled_height);
+    const int flags = req_.filter == resize_filter::opensora ? (image_ ? SWS_BICUBIC : SWS_BILINEAR)
+                                                             : sws_flags_of(req_.filter);
     // CTHW too is converted to packed RGB24 and split into planes by the copy: libswscale's
     // planar RGB output interpolates chroma differently, and both layouts must agree.
     const bool planar = req_.layout == layout::cthw;
@@ -270,8 +300,7 @@ class frame_writer {
         break;
     }
     sws_.reset(sws_getCachedContext(sws_.release(), in->width, in->height, src_format, cw, ch,
-                                    dst_format, sws_flags_of(req_.filter), nullptr, nullptr,
-                                    nullptr));
+                                    dst_format, flags, nullptr, nullptr, nullptr));
     if (!sws_)
       fail(name, std::string("cannot convert pixel format ") +
                      (av_get_pix_fmt_name(src_format) ? av_get_pix_fmt_name(src_format) : "?") +
@@ -302,8 +331,8 @@ class frame_writer {
     const auto s = static_cast<std::size_t>(slot);
     std::uint8_t* dst[4] = {};
     int dst_stride[4] = {};
-    const bool direct =
-        !planar && turn == 0 && g.scaled_height == req_.height && g.scaled_width == req_.width;
+    const bool direct = !torch_resize && !planar && turn == 0 && g.scaled_height == req_.height &&
+                        g.scaled_width == req_.width;
     if (direct) {  // THWC without crop or rotation: straight into the buffer
       dst[0] = out_.data() + s * hw * 3;
       dst_stride[0] = static_cast<int>(req_.width * 3);
@@ -321,7 +350,10 @@ class frame_writer {
     }
     const int rows = sws_scale(sws_.get(), in->data, in->linesize, 0, in->height, dst, dst_stride);
     if (rows <= 0) fail(name, "cannot convert a frame to RGB");
-    if (!direct) copy_crop(dst[0], dst_stride[0], cw, ch, g, s, turn);
+    if (torch_resize)
+      resize_bilinear_crop(dst[0], dst_stride[0], cw, ch, g, s);
+    else if (!direct)
+      copy_crop(dst[0], dst_stride[0], cw, ch, g, s, turn);
     info.source_height = dh;
     info.source_width = dw;
     info.sar_num = sar.num;
@@ -458,6 +490,59 @@ class frame_writer {
     }
   }
 
+  /// Resizes the `width` x `height` RGB24 image to `g`'s scaled size as PyTorch's
+  /// `interpolate(mode="bilinear", align_corners=False, antialias=False)` does (source
+  /// coordinate (i + 0.5) · in / out − 0.5, clamped at 0; the two neighbours, the last one
+  /// clamped at the edge), keeping only the target window, each value rounded to uint8.
+  void resize_bilinear_crop(const std::uint8_t* src, int src_stride, int width, int height,
+                            const resize_crop& g, std::size_t s) noexcept {
+    const std::int64_t th = req_.height, tw = req_.width;
+    const auto hw = static_cast<std::size_t>(th * tw);
+    const auto n = static_cast<std::size_t>(req_.frames);
+    struct tap {
+      int i0, i1;
+      float w1;
+    };
+    const auto taps = [](std::int64_t out_size, int in_size, std::int64_t first,
+                         std::int64_t count) {
+      std::vector<tap> t(static_cast<std::size_t>(count));
+      const float scale = static_cast<float>(in_size) / static_cast<float>(out_size);
+      for (std::int64_t k = 0; k < count; ++k) {
+        const float x = std::max(0.0f, (static_cast<float>(first + k) + 0.5f) * scale - 0.5f);
+        const int i0 = std::min(static_cast<int>(x), in_size - 1);
+        const int i1 = std::min(i0 + 1, in_size - 1);
+        t[static_cast<std::size_t>(k)] = {i0, i1, x - static_cast<float>(i0)};
+      }
+      return t;
+    };
+    const std::vector<tap> ys = taps(g.scaled_height, height, g.top, th);
+    const std::vector<tap> xs = taps(g.scaled_width, width, g.left, tw);
+    const bool thwc = req_.layout == layout::thwc;
+    std::uint8_t* base = out_.data();
+    for (std::int64_t y = 0; y < th; ++y) {
+      const tap ty = ys[static_cast<std::size_t>(y)];
+      const std::uint8_t* r0 = src + static_cast<std::ptrdiff_t>(ty.i0) * src_stride;
+      const std::uint8_t* r1 = src + static_cast<std::ptrdiff_t>(ty.i1) * src_stride;
+      for (std::int64_t x = 0; x < tw; ++x) {
+        const tap tx = xs[static_cast<std::size_t>(x)];
+        const auto p = static_cast<std::size_t>(y * tw + x);
+        for (int c = 0; c < 3; ++c) {
+          const float a = static_cast<float>(r0[tx.i0 * 3 + c]) * (1 - tx.w1) +
+                          static_cast<float>(r0[tx.i1 * 3 + c]) * tx.w1;
+          const float b = static_cast<float>(r1[tx.i0 * 3 + c]) * (1 - tx.w1) +
+                          static_cast<float>(r1[tx.i1 * 3 + c]) * tx.w1;
+          const float v = a * (1 - ty.w1) + b * ty.w1;
+          const auto u = static_cast<std::uint8_t>(std::min(255.0f, std::max(0.0f, v + 0.5f)));
+          const auto cc = static_cast<std::size_t>(c);
+          if (thwc)
+            base[(s * hw + p) * 3 + cc] = u;
+          else
+            base[(cc * n + s) * hw + p] = u;
+        }
+      }
+    }
+  }
+
   /// Copies the target window of the scaled image into slot `s`, turning it by `rotation`
   /// (what is left to apply after scaling) for display.
   void copy_crop(const std::uint8_t* src, int src_stride, int cw, int ch, const resize_crop& g,
@@ -517,6 +602,7 @@ class frame_writer {
   std::span<std::uint8_t> out_;
   int rotation_ = 0;
   AVRational container_sar_{0, 1};
+  bool image_ = false;
   frame_ptr turned_;  // the frame turned a quarter, reused while the size stays
   sws_ptr sws_;
   av_buffer_ptr scratch_;
@@ -979,11 +1065,11 @@ inline clip_info decode_input(const source& src, const clip_request& req,
   clip_info info;
   auto s = std::make_unique<decode_session>(src, req);
   info.rotation = display_rotation(s->stream);
-  frame_writer writer(req, out, info.rotation, s->stream->sample_aspect_ratio);
+  const bool image = is_image_format(s->in->format());
+  frame_writer writer(req, out, info.rotation, s->stream->sample_aspect_ratio, image);
   // A copy: `s` is replaced when decoding restarts from the start (a reference into it would
   // dangle; fuzz_decode found that).
   const std::string name = src.name;
-  const bool image = is_image_format(s->in->format());
 
   // The frame index's entry for the file, when it is the file indexed (same size, mtime,
   // stream and time base; else it is stale and ignored).
