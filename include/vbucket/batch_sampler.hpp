@@ -56,11 +56,11 @@ namespace vbucket {
 /// first members are seed, world and rank, so `{.seed = 42, .world = 8, .rank = r}` reads as a
 /// call; the rest default to the CLI's defaults.
 struct sampler_options {
-  std::uint64_t seed = 0;         ///< the run's seed; with the epoch it keys every draw and shuffle
-  std::uint32_t world = 1;        ///< data-parallel ranks that share the epoch
-  std::uint32_t rank = 0;         ///< this rank, below `world`
-  rng_mode rng = rng_mode::fast;  ///< fast_source, or Open-Sora's NumPy draws (seed + epoch)
-  incomplete_policy policy = incomplete_policy::pad;
+  std::uint64_t seed = defaults::seed;    ///< the run's seed; with the epoch it keys every draw
+  std::uint32_t world = defaults::world;  ///< data-parallel ranks that share the epoch
+  std::uint32_t rank = 0;                 ///< this rank, below `world`
+  rng_mode rng = defaults::rng;  ///< Open-Sora's NumPy draws (seed + epoch), or fast_source
+  incomplete_policy policy = defaults::policy;
   /// Drop the incomplete last step instead of completing it with repeats of whole batches.
   bool drop_last = false;
   /// Step balance (`plan_options::balance_group`): 0 off, else chunks of G cost-sorted batches,
@@ -77,6 +77,9 @@ struct sampler_options {
   double token_budget = 0.0;
   /// Packed: drop (and count) samples costing more than the budget instead of an error.
   bool drop_oversized = false;
+  /// The latent token formula of a batch's cost: the packed budget's unit and the step
+  /// balance's cost (default: Open-Sora 2.0's, compression 4 × 8 × 8 and patches 1 × 2 × 2).
+  token_formula tokens{};
 };
 
 /// Samples a sampler can plan: a `meta_table`, `chunked_samples` read again for each epoch
@@ -319,23 +322,37 @@ class batch_sampler {
     consumed_ += steps * w;
   }
 
-  /// The resume state now: (seed, epoch, global batches consumed, balance group). Save
-  /// `state().to_string()` (and `fingerprint()` for the strictest check) in a checkpoint.
-  [[nodiscard]] plan_state state() const noexcept {
-    return {options_.seed, epoch_, consumed_, options_.balance_group,
-            packed() ? std::optional<double>(options_.token_budget) : std::nullopt};
+  /// The resume state now: (seed, epoch, global batches consumed, balance group, this world
+  /// size, the plan's fingerprint). Save `state().to_string()` in a checkpoint: `load_state`
+  /// refuses it for any other plan (the fingerprint is recorded). Makes the epoch's plan if it
+  /// is not made yet (for the fingerprint).
+  [[nodiscard]] plan_state state() const {
+    plan_state s{options_.seed, epoch_, consumed_, options_.balance_group,
+                 packed() ? std::optional<double>(options_.token_budget) : std::nullopt};
+    s.world = options_.world;
+    s.fingerprint = fingerprint();
+    return s;
   }
-  /// The resume state after `steps` more steps of this rank.
-  [[nodiscard]] plan_state state_after(std::uint64_t steps) const noexcept {
-    return state().advanced(steps, options_.world);
+  /// The resume state after `steps` more steps of this rank. Throws `vbucket::error` when the
+  /// position would overflow 64 bits or pass the end of the epoch (naming its size).
+  [[nodiscard]] plan_state state_after(std::uint64_t steps) const {
+    plan_state s = state().advanced(steps, options_.world);
+    check_position(s);
+    return s;
   }
 
   /// Resumes from a saved state (of any world size): the next `begin()` yields the global
   /// batches not yet consumed, dealt to this world. Throws `vbucket::error` when the state is
-  /// not of this plan: another seed, another epoch (call `set_epoch` first) or another
-  /// recorded balance group. Makes the epoch's plan if it is not made yet.
+  /// not of this plan: another seed, another epoch (call `set_epoch` first), another recorded
+  /// balance group or token budget, another recorded fingerprint (the samples, config, rule,
+  /// rng or policy changed since it was saved), or a position past the end of the epoch. Makes
+  /// the epoch's plan if it is not made yet.
   void load_state(const plan_state& s) {
     check_state(s);
+    s.check_for(options_.seed, epoch_, options_.balance_group,
+                packed() ? std::optional<double>(options_.token_budget) : std::nullopt);
+    if (s.fingerprint) check_fingerprint(s, *s.fingerprint);
+    check_position(s);
     // The plan's own check covers every recorded plan parameter of the state.
     if (packed()) {
       packed_schedule_ = ensure_packed_plan().deal(options_.world, s, options_.drop_last);
@@ -346,16 +363,18 @@ class batch_sampler {
   }
   /// As `load_state(s)`, and also refuses a state saved with another plan of the same seed and
   /// epoch (other samples, config, rule, rng or policy): `fingerprint` is the `fingerprint()`
-  /// saved with the state.
+  /// saved with the state (for states from before `plan_state::fingerprint` existed).
   void load_state(const plan_state& s, std::uint64_t fingerprint) {
     check_state(s);
-    const std::uint64_t mine = this->fingerprint();
-    if (mine != fingerprint)
-      throw error("batch_sampler: cannot load state \"" + s.to_string() +
-                  "\": it was saved with plan fingerprint " + hex(fingerprint) +
-                  ", this sampler's plan of epoch " + std::to_string(epoch_) + " is " + hex(mine) +
-                  " (the samples, config, rule, rng, policy or balance group differ)");
+    s.check_for(options_.seed, epoch_, options_.balance_group,
+                packed() ? std::optional<double>(options_.token_budget) : std::nullopt);
+    check_fingerprint(s, fingerprint);
     load_state(s);
+  }
+
+  /// The number of global batches of the epoch's plan (before dealing: no alignment repeats).
+  [[nodiscard]] std::uint64_t num_global_batches() const {
+    return packed() ? ensure_packed_plan().num_batches() : ensure_plan().num_batches();
   }
 
   // --- this rank's batches -----------------------------------------------------------------
@@ -450,6 +469,32 @@ class batch_sampler {
     }
   }
 
+  void check_fingerprint(const plan_state& s, std::uint64_t fingerprint) const {
+    const std::uint64_t mine = this->fingerprint();
+    if (mine != fingerprint)
+      throw error("batch_sampler: cannot load state \"" + s.to_string() +
+                  "\": it was saved with plan fingerprint " + plan_state::hex(fingerprint) +
+                  ", this sampler's plan of epoch " + std::to_string(epoch_) + " (" +
+                  std::string(packed() ? "packed" : "fixed") + " batching) is " +
+                  plan_state::hex(mine) +
+                  " (the samples, config, rule, rng, policy, balance group or batching differ: "
+                  "resuming would replay some samples and skip others)");
+  }
+
+  /// A position is a whole number of global batches up to the end of the epoch as dealt to the
+  /// world it was saved under (its last step may hold alignment repeats).
+  void check_position(const plan_state& s) const {
+    const std::uint64_t n = num_global_batches();
+    const std::uint64_t w = s.world.value_or(options_.world);
+    const std::uint64_t end = n % w == 0 ? n : n + (w - n % w);
+    if (s.consumed > end)
+      throw error("batch_sampler: position " + std::to_string(s.consumed) +
+                  " (consumed global batches) of state \"" + s.to_string() +
+                  "\" is past the end of epoch " + std::to_string(epoch_) + ", which has " +
+                  std::to_string(n) + " global batches (" + std::to_string(end / w) +
+                  " steps at world " + std::to_string(w) + ")");
+  }
+
   void check_state(const plan_state& s) const {
     if (s.seed != options_.seed)
       throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of seed " +
@@ -466,13 +511,12 @@ class batch_sampler {
     if (options_.rank >= options_.world)
       throw error("batch_sampler: rank " + std::to_string(options_.rank) +
                   " is not below the world size " + std::to_string(options_.world));
+    // rng chooses among the built-in sources (numpy by default); a user family draws its own.
     if (options_.rng == rng_mode::numpy) {
-      if constexpr (!std::same_as<Sources, builtin_sources>) {
+      if constexpr (std::same_as<Sources, builtin_sources> && !bucket_rule<Rule, numpy_source>) {
         throw error(
-            "batch_sampler: rng numpy applies to the built-in sources; this sampler "
-            "draws from its own source family");
-      } else if constexpr (!bucket_rule<Rule, numpy_source>) {
-        throw error("batch_sampler: rng numpy needs a rule that draws from numpy_source");
+            "batch_sampler: rng numpy (the default) needs a rule that draws from "
+            "numpy_source; this rule draws from fast_source only: set rng = rng_mode::fast");
       }
     }
     if (!packed() && (options_.token_budget != 0.0 || options_.drop_oversized))
@@ -484,6 +528,7 @@ class batch_sampler {
           "batch_sampler: packed batching needs a token budget that is a finite number > "
           "0, got " +
           detail::format_cost(options_.token_budget));
+    options_.tokens.validate();
     if constexpr (requires { rule_.validate(); }) rule_.validate();
   }
 
@@ -581,7 +626,8 @@ class batch_sampler {
       o.drop_oversized = options_.drop_oversized;
       o.balance_group = options_.balance_group;
       o.threads = options_.threads;
-      with_epoch_ids([&](auto ids) { packed_plan_ = make_packed_plan(ids, *config_, o); });
+      const latent_tokens_cost cost{options_.tokens};
+      with_epoch_ids([&](auto ids) { packed_plan_ = make_packed_plan(ids, *config_, o, cost); });
     }
     return *packed_plan_;
   }
@@ -603,7 +649,8 @@ class batch_sampler {
       o.policy = options_.policy;
       o.balance_group = options_.balance_group;
       o.threads = options_.threads;
-      with_epoch_ids([&](auto ids) { plan_ = make_epoch_plan(ids, *config_, o); });
+      const latent_tokens_cost cost{options_.tokens};
+      with_epoch_ids([&](auto ids) { plan_ = make_epoch_plan(ids, *config_, o, cost); });
     }
     return *plan_;
   }
@@ -614,13 +661,6 @@ class batch_sampler {
       dealt_from_ = consumed_;
     }
     return *schedule_;
-  }
-
-  static std::string hex(std::uint64_t v) {
-    constexpr char digits[] = "0123456789abcdef";
-    std::string s = "0x0000000000000000";
-    for (std::size_t i = 0; i < 16; ++i) s[17 - i] = digits[(v >> (4 * i)) & 0xf];
-    return s;
   }
 
   stored_samples samples_;

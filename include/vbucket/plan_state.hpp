@@ -24,14 +24,23 @@ namespace vbucket {
 /// `token_budget` is recorded by packed plans (`packed_options::token_budget`): their batches
 /// depend on it, so a packed plan refuses a state of another budget and a fixed plan any state
 /// with a budget.
-/// Written as "vbucket-plan seed=S epoch=E consumed=C balance=G budget=B" (without
-/// " balance=G" / " budget=B" when not recorded; B in the shortest form that reads back exactly).
+/// `world` is the world size the state was saved under (`batch_sampler::state()` records it):
+/// `consumed` is then a whole number of that world's steps, and the end of the epoch under that
+/// world bounds it. `fingerprint` is the plan's fingerprint (`plan_fingerprint`, a hash of the
+/// epoch's global batch sequence): a sampler refuses a state whose fingerprint is not its own
+/// plan's, so a state saved before the metadata, config, rule, rng or policy changed cannot
+/// resume a different plan silently.
+/// Written as "vbucket-plan seed=S epoch=E consumed=C balance=G budget=B world=W
+/// fingerprint=HHHHHHHHHHHHHHHH" (each optional field left out when not recorded; B in the
+/// shortest form that reads back exactly; the fingerprint as 16 lowercase hex digits).
 struct plan_state {
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
   std::uint64_t consumed = 0;
   std::optional<std::uint32_t> balance_group;
   std::optional<double> token_budget;
+  std::optional<std::uint32_t> world;
+  std::optional<std::uint64_t> fingerprint;
 
   constexpr plan_state() noexcept = default;
   constexpr plan_state(std::uint64_t seed_, std::uint64_t epoch_, std::uint64_t consumed_,
@@ -43,13 +52,26 @@ struct plan_state {
         balance_group(balance_group_),
         token_budget(token_budget_) {}
 
-  /// The state after `steps` more steps under world size `world`.
-  [[nodiscard]] constexpr plan_state advanced(std::uint64_t steps,
-                                              std::uint32_t world) const noexcept {
+  /// The state after `steps` more steps under world size `world_size`. Throws `vbucket::error`
+  /// when the count of global batches would not fit in 64 bits.
+  [[nodiscard]] constexpr plan_state advanced(std::uint64_t steps, std::uint32_t world_size) const {
     plan_state s = *this;
-    s.consumed += steps * world;
+    const std::uint64_t w = world_size == 0 ? 1 : world_size;
+    if (steps > (std::numeric_limits<std::uint64_t>::max() - consumed) / w)
+      throw error("plan state: " + std::to_string(steps) + " steps of world " + std::to_string(w) +
+                  " after " + std::to_string(consumed) +
+                  " consumed global batches overflow a 64-bit count");
+    s.consumed += steps * w;
+    s.world = static_cast<std::uint32_t>(w);
     return s;
   }
+
+  /// A fingerprint as 16 lowercase hex digits (the one format of every surface).
+  static VBUCKET_COMPILED_INLINE std::string hex(std::uint64_t fingerprint);
+  /// Parses 1 to 16 hex digits (either case; an optional "0x"). Throws `vbucket::error` naming
+  /// `what` and the text otherwise.
+  static VBUCKET_COMPILED_INLINE std::uint64_t parse_hex(std::string_view text,
+                                                         std::string_view what = "fingerprint");
 
   [[nodiscard]] VBUCKET_COMPILED_INLINE std::string to_string() const;
 
@@ -77,7 +99,31 @@ VBUCKET_COMPILED_INLINE std::string plan_state::to_string() const {
                   " consumed=" + std::to_string(consumed);
   if (balance_group) s += " balance=" + std::to_string(*balance_group);
   if (token_budget) s += " budget=" + budget_text(*token_budget);
+  if (world) s += " world=" + std::to_string(*world);
+  if (fingerprint) s += " fingerprint=" + hex(*fingerprint);
   return s;
+}
+
+VBUCKET_COMPILED_INLINE std::string plan_state::hex(std::uint64_t fingerprint) {
+  constexpr char digits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, fingerprint >>= 4)
+    out[static_cast<std::size_t>(i)] = digits[fingerprint & 0xf];
+  return out;
+}
+
+VBUCKET_COMPILED_INLINE std::uint64_t plan_state::parse_hex(std::string_view text,
+                                                            std::string_view what) {
+  std::string_view digits = text;
+  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+    digits.remove_prefix(2);
+  std::uint64_t v = 0;
+  const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, 16);
+  if (digits.empty() || digits.size() > 16 || ec != std::errc{} ||
+      p != digits.data() + digits.size())
+    throw error(std::string(what) + " \"" + std::string(text) +
+                "\" is not a 64-bit hex number (1 to 16 hex digits)");
+  return v;
 }
 
 VBUCKET_COMPILED_INLINE std::string plan_state::budget_text(double b) {
@@ -100,8 +146,15 @@ VBUCKET_COMPILED_INLINE void plan_state::check_for(std::uint64_t plan_seed,
                 "resuming would replay some batches and skip others; plan with balance group " +
                 std::to_string(*balance_group));
   if (token_budget && !plan_budget)
-    throw error("plan state " + to_string() + " was saved from a packed plan (token budget " +
-                budget_text(*token_budget) + ") but this plan has fixed batches");
+    throw error("plan state " + to_string() + " was saved from a packed plan (batching " +
+                "\"packed\", token budget " + budget_text(*token_budget) +
+                ") but this plan has fixed batches (batching \"fixed\", no token budget): " +
+                "resume it with batching \"packed\" and token budget " +
+                budget_text(*token_budget));
+  if (!token_budget && plan_budget && fingerprint)
+    throw error("plan state " + to_string() + " was saved from a plan with fixed batches " +
+                "(batching \"fixed\") but this plan is packed (batching \"packed\", token " +
+                "budget " + budget_text(*plan_budget) + "): resume it with batching \"fixed\"");
   if (token_budget && *token_budget != *plan_budget)
     throw error("plan state " + to_string() + " was saved from a packed plan with token " +
                 "budget " + budget_text(*token_budget) + " but this plan's budget is " +
@@ -117,11 +170,15 @@ VBUCKET_COMPILED_INLINE plan_state plan_state::parse(std::string_view text) {
   constexpr std::string_view tag = "vbucket-plan";
   std::size_t pos = text.find_first_not_of(' ');
   if (pos == std::string_view::npos || text.substr(pos, tag.size()) != tag)
-    return fail("expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G] [budget=B]\"");
+    return fail(
+        "expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G] [budget=B] [world=W] "
+        "[fingerprint=HEX]\"");
   pos += tag.size();
   plan_state s;
-  constexpr std::string_view names[] = {"seed", "epoch", "consumed", "balance", "budget"};
-  bool seen[5] = {false, false, false, false, false};
+  constexpr std::string_view names[] = {"seed",   "epoch", "consumed",   "balance",
+                                        "budget", "world", "fingerprint"};
+  constexpr int num_names = 7;
+  bool seen[num_names] = {};
   while (true) {
     const std::size_t start = text.find_first_not_of(' ', pos);
     if (start == std::string_view::npos) break;
@@ -131,7 +188,7 @@ VBUCKET_COMPILED_INLINE plan_state plan_state::parse(std::string_view text) {
     const std::size_t eq = field.find('=');
     const std::string_view name = field.substr(0, eq);
     int which = -1;
-    for (int k = 0; k < 5; ++k)
+    for (int k = 0; k < num_names; ++k)
       if (name == names[k]) which = k;
     if (eq == std::string_view::npos || which < 0)
       return fail("unknown field \"" + std::string(field) + "\"");
@@ -148,15 +205,28 @@ VBUCKET_COMPILED_INLINE plan_state plan_state::parse(std::string_view text) {
       pos = end;
       continue;
     }
+    if (which == 6) {
+      try {
+        s.fingerprint = parse_hex(value);
+      } catch (const error&) {
+        return fail("fingerprint must be 1 to 16 hex digits");
+      }
+      pos = end;
+      continue;
+    }
     std::uint64_t v = 0;
     const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (value.empty() || ec != std::errc{} || p != value.data() + value.size())
       return fail(std::string(name) + " must be a non-negative integer below 2^" +
-                  (which == 3 ? "32" : "64"));
+                  (which == 3 || which == 5 ? "32" : "64"));
     if (which == 3) {
       if (v > std::numeric_limits<std::uint32_t>::max())
         return fail("balance must be a non-negative integer below 2^32");
       s.balance_group = static_cast<std::uint32_t>(v);
+    } else if (which == 5) {
+      if (v == 0 || v > std::numeric_limits<std::uint32_t>::max())
+        return fail("world must be an integer from 1 to 2^32 - 1");
+      s.world = static_cast<std::uint32_t>(v);
     } else {
       (which == 0 ? s.seed : which == 1 ? s.epoch : s.consumed) = v;
     }

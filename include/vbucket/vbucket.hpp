@@ -2,24 +2,25 @@
 /// vbucket: the data side of variable-resolution video training. This umbrella header
 /// includes every core component; it never includes an adapter (JSON, FFmpeg, CUDA).
 
-#include "vbucket/aspect.hpp"         // aspect tables, resolutions, closest ratio
-#include "vbucket/assign.hpp"         // assign_all
-#include "vbucket/batch_sampler.hpp"  // batch_sampler: samples + config + rule -> batches
-#include "vbucket/batch_size.hpp"     // data-parallel size, tokens, micro-batching
-#include "vbucket/bucket_config.hpp"  // bucket_config
-#include "vbucket/compiled_rule.hpp"  // compiled_v2_rule (one draw per sample)
-#include "vbucket/csv.hpp"            // metadata CSV reader
-#include "vbucket/epoch_plan.hpp"     // epoch planner
-#include "vbucket/error.hpp"          // vbucket::error
-#include "vbucket/group.hpp"          // group_by_bucket
-#include "vbucket/loader.hpp"         // loader, tensor_traits, clip_decoder
-#include "vbucket/meta.hpp"           // video_meta, meta_table
-#include "vbucket/normalize.hpp"      // THWC uint8 -> CTHW float/bf16 (CPU reference)
-#include "vbucket/numpy_random.hpp"   // numpy_rng, big_seed
-#include "vbucket/packed_loader.hpp"  // packed batch -> flat buffer + cu_seqlens
-#include "vbucket/packed_plan.hpp"    // packed planner (token budget)
-#include "vbucket/plan_stats.hpp"     // plan statistics
-#include "vbucket/random.hpp"         // fast_source, numpy_source
-#include "vbucket/rules.hpp"          // opensora_v2_rule, opensora_v12_rule
-#include "vbucket/seeding.hpp"        // rng_mode, seed + epoch -> source, assign_epoch
-#include "vbucket/staging.hpp"        // staging_ring, host_backend
+#include "vbucket/aspect.hpp"              // aspect tables, resolutions, closest ratio
+#include "vbucket/assign.hpp"              // assign_all
+#include "vbucket/batch_sampler.hpp"       // batch_sampler: samples + config + rule -> batches
+#include "vbucket/batch_size.hpp"          // data-parallel size, tokens, micro-batching
+#include "vbucket/bucket_config.hpp"       // bucket_config
+#include "vbucket/compiled_rule.hpp"       // compiled_v2_rule (one draw per sample)
+#include "vbucket/csv.hpp"                 // metadata CSV reader
+#include "vbucket/epoch_plan.hpp"          // epoch planner
+#include "vbucket/error.hpp"               // vbucket::error
+#include "vbucket/group.hpp"               // group_by_bucket
+#include "vbucket/loader.hpp"              // loader, tensor_traits, clip_decoder
+#include "vbucket/meta.hpp"                // video_meta, meta_table
+#include "vbucket/normalize.hpp"           // THWC uint8 -> CTHW float/bf16 (CPU reference)
+#include "vbucket/numpy_random.hpp"        // numpy_rng, big_seed
+#include "vbucket/opensora_lifecycle.hpp"  // Open-Sora's set_step / state_dict(n) over a position
+#include "vbucket/packed_loader.hpp"       // packed batch -> flat buffer + cu_seqlens
+#include "vbucket/packed_plan.hpp"         // packed planner (token budget)
+#include "vbucket/plan_stats.hpp"          // plan statistics
+#include "vbucket/random.hpp"              // fast_source, numpy_source
+#include "vbucket/rules.hpp"               // opensora_v2_rule, opensora_v12_rule
+#include "vbucket/seeding.hpp"             // rng_mode, seed + epoch -> source, assign_epoch
+#include "vbucket/staging.hpp"             // staging_ring, host_backend

@@ -27,7 +27,9 @@
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/epoch_plan.hpp"
+#include "vbucket/explain.hpp"
 #include "vbucket/json/bucket_config.hpp"
+#include "vbucket/opensora_lifecycle.hpp"
 #include "vbucket/packed_plan.hpp"
 #include "vbucket/plan_stats.hpp"
 #include "vbucket/seeding.hpp"
@@ -73,24 +75,10 @@ vbucket::incomplete_policy parse_policy(std::string_view name) {
                        "\" (expected pad, drop or downgrade)");
 }
 
-std::string hex64(std::uint64_t v) {
-  constexpr char digits[] = "0123456789abcdef";
-  std::string s = "0x0000000000000000";
-  for (std::size_t i = 0; i < 16; ++i) s[17 - i] = digits[(v >> (4 * i)) & 0xf];
-  return s;
-}
+/// A fingerprint as Python shows it: "0x" and the library's 16 hex digits.
+std::string hex64(std::uint64_t v) { return "0x" + plan_state::hex(v); }
 
-std::uint64_t parse_hex64(std::string_view s) {
-  std::string_view digits = s;
-  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
-    digits.remove_prefix(2);
-  std::uint64_t v = 0;
-  const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, 16);
-  if (digits.empty() || ec != std::errc{} || p != digits.data() + digits.size())
-    throw vbucket::error("fingerprint \"" + std::string(s) +
-                         "\" is not a 64-bit hexadecimal number such as 0x0123456789abcdef");
-  return v;
-}
+std::uint64_t parse_hex64(std::string_view s) { return plan_state::parse_hex(s); }
 
 // ---------------------------------------------------------------------------------------------
 // Config
@@ -350,6 +338,9 @@ class sampler_base {
   virtual vbucket::plan_stats stats() const = 0;
   virtual vbucket::step_balance_stats balance() const = 0;
   virtual vbucket::epoch_schedule epoch_schedule_from_start() const = 0;
+  /// The epoch dealt to this world from global position `from` (whatever the state).
+  virtual vbucket::epoch_schedule schedule_from(std::uint64_t from) const = 0;
+  virtual vbucket::packed_schedule packing_schedule_from(std::uint64_t from) const = 0;
   /// The schedule the state walks (this world's deal of the epoch), for the loader.
   virtual vbucket::epoch_schedule schedule() const = 0;
   virtual std::uint32_t world() const = 0;
@@ -399,8 +390,12 @@ class sampler_impl final : public sampler_base {
     return vbucket::step_balance(s_.schedule());
   }
   /// The whole epoch dealt to this world, from its start (whatever the state).
-  vbucket::epoch_schedule epoch_schedule_from_start() const override {
-    return s_.plan().deal(s_.world_size(), 0, s_.options().drop_last);
+  vbucket::epoch_schedule epoch_schedule_from_start() const override { return schedule_from(0); }
+  vbucket::epoch_schedule schedule_from(std::uint64_t from) const override {
+    return s_.plan().deal(s_.world_size(), from, s_.options().drop_last);
+  }
+  vbucket::packed_schedule packing_schedule_from(std::uint64_t from) const override {
+    return s_.packing().deal(s_.world_size(), from, s_.options().drop_last);
   }
   vbucket::epoch_schedule schedule() const override { return s_.schedule(); }
   std::uint32_t world() const override { return s_.world_size(); }
@@ -408,7 +403,7 @@ class sampler_impl final : public sampler_base {
   bool packed() const override { return s_.packed(); }
   packed_steps packed_batches() const override { return s_.packed_batches(); }
   vbucket::packed_schedule packed_schedule_from_start() const override {
-    return s_.packing().deal(s_.world_size(), 0, s_.options().drop_last);
+    return packing_schedule_from(0);
   }
   vbucket::packed_schedule packing_schedule() const override { return s_.packing_schedule(); }
   vbucket::packed_stats packed_stats() const override {
@@ -422,11 +417,11 @@ class sampler_impl final : public sampler_base {
 
 struct sampler_args {
   std::string rule = "opensora-v2";
-  std::string rng = "fast";
-  std::string seed = "0";  ///< decimal: NumPy seeds may be 2^64 or more
-  std::uint32_t world = 1;
+  std::string rng{vbucket::to_string(vbucket::defaults::rng)};
+  std::string seed = std::to_string(vbucket::defaults::seed);  ///< decimal: NumPy seeds may be huge
+  std::uint32_t world = vbucket::defaults::world;
   std::uint32_t rank = 0;
-  std::string policy = "pad";
+  std::string policy{vbucket::policy_name(vbucket::defaults::policy)};
   bool drop_last = false;
   std::uint32_t balance_group = 0;
   double fps_max = 16.0;
@@ -435,7 +430,26 @@ struct sampler_args {
   std::string batching = "fixed";
   double token_budget = 0.0;
   bool drop_oversized = false;
+  /// The token formula (`vbucket::token_formula`): compression T, H, W and patch T, H, W.
+  std::vector<std::int64_t> compression = {vbucket::token_formula{}.compression_t,
+                                           vbucket::token_formula{}.compression_h,
+                                           vbucket::token_formula{}.compression_w};
+  std::vector<std::int64_t> patch = {vbucket::token_formula{}.patch_t,
+                                     vbucket::token_formula{}.patch_h,
+                                     vbucket::token_formula{}.patch_w};
 };
+
+/// The sampler's token formula from its (compression, patch) triples; errors name the argument.
+vbucket::token_formula token_formula_of(const sampler_args& a) {
+  for (const auto* v : {&a.compression, &a.patch})
+    if (v->size() != 3)
+      throw vbucket::error(std::string(v == &a.compression ? "compression" : "patch") +
+                           " must be three integers (T, H, W), got " + std::to_string(v->size()));
+  const vbucket::token_formula f{a.compression[0], a.compression[1], a.compression[2],
+                                 a.patch[0],       a.patch[1],       a.patch[2]};
+  f.validate();
+  return f;
+}
 
 template <class Samples, class Rule>
 std::unique_ptr<sampler_base> make_sampler_for(std::shared_ptr<const Samples> meta,
@@ -459,6 +473,7 @@ std::unique_ptr<sampler_base> make_sampler_for(std::shared_ptr<const Samples> me
   o.batching = *batching;
   o.token_budget = a.token_budget;
   o.drop_oversized = a.drop_oversized;
+  o.tokens = token_formula_of(a);
   o.seed = vbucket::plan_seed(seed);
   if (vbucket::seed_u64(seed)) {
     return std::make_unique<sampler_impl<Samples, Rule, vbucket::builtin_sources>>(
@@ -473,12 +488,12 @@ std::unique_ptr<sampler_base> make_sampler_for(std::shared_ptr<const Samples> me
 class py_sampler {
  public:
   py_sampler(const py_meta& meta, const py_config& cfg, const sampler_args& a)
-      : config_(cfg), meta_(meta.table), args_(a) {
+      : lifecycle(a.world), config_(cfg), meta_(meta.table), args_(a) {
     make(meta.table, cfg, a);
   }
   /// Over a streamed CSV: no table is held (`meta()` is null).
   py_sampler(const py_streamed_meta& meta, const py_config& cfg, const sampler_args& a)
-      : config_(cfg), args_(a) {
+      : lifecycle(a.world), config_(cfg), args_(a) {
     make(meta.csv, cfg, a);
   }
 
@@ -503,6 +518,9 @@ class py_sampler {
   /// A Python iteration ran to its end: the next one replays the epoch from its start, as
   /// iterating a torch sampler twice without set_epoch does. Cleared by set_epoch and loads.
   bool finished = false;
+  /// Open-Sora's lifecycle (the drop-in sampler's set_step / state_dict(n) / len): the anchor
+  /// of this epoch's step numbering. Used with the GIL held.
+  vbucket::opensora_lifecycle lifecycle;
 
  private:
   template <class Samples>
@@ -553,7 +571,9 @@ void load_state_text(py_sampler& s, const std::string& text,
 nb::tuple parse_state(const std::string& text) {
   const plan_state st = plan_state::parse(text);
   return nb::make_tuple(st.seed, st.epoch, st.consumed,
-                        st.balance_group ? nb::cast(*st.balance_group) : nb::none());
+                        st.balance_group ? nb::cast(*st.balance_group) : nb::none(),
+                        st.world ? nb::cast(*st.world) : nb::none(),
+                        st.fingerprint ? nb::cast(hex64(*st.fingerprint)) : nb::none());
 }
 
 /// The state after `steps` steps of this world from the start of the current epoch (Open-Sora's
@@ -573,6 +593,108 @@ void load_state_fields(py_sampler& s, const std::string& seed, std::uint64_t epo
                        std::optional<std::string> fingerprint) {
   const plan_state st(vbucket::plan_seed(big_seed::parse(seed)), epoch, consumed, balance_group);
   load_state_text(s, st.to_string(), std::move(fingerprint));
+}
+
+// --- Open-Sora's lifecycle (`vbucket::opensora_lifecycle`) -------------------------------------
+
+/// The end of the epoch under this world as dealt from global position `from`: from + its
+/// steps · world.
+std::uint64_t dealt_end(sampler_base& b, std::uint64_t from) {
+  const std::uint64_t steps =
+      b.packed() ? b.packing_schedule_from(from).steps() : b.schedule_from(from).steps();
+  return from + steps * b.world();
+}
+
+/// Moves a sampler to global position `consumed` of its current epoch.
+void move_to(sampler_base& b, std::uint64_t consumed) {
+  plan_state st = b.state();
+  st.consumed = consumed;
+  st.world.reset();  // a position of this world's deal
+  b.load_state(st, std::nullopt);
+}
+
+/// Open-Sora's set_epoch: sets the epoch only. The position carries over to the new epoch
+/// unless the current one is finished (iterated to its end, or its position at its end), as
+/// Open-Sora's index is reset when an epoch ends.
+void os_set_epoch(py_sampler& s, std::uint64_t e) {
+  s.locked([&](sampler_base& b) {
+    if (b.epoch() == e && !s.finished) return 0;
+    const std::uint64_t p = b.state().consumed;
+    const bool done = s.finished || p >= dealt_end(b, 0);
+    b.set_epoch(e);
+    if (done) {
+      s.lifecycle.reset();
+    } else if (p > 0) {
+      move_to(b, p);
+    }
+    return 0;
+  });
+  s.finished = false;
+}
+
+/// Open-Sora's set_step(k) (see `opensora_lifecycle::set_step`).
+void os_set_step(py_sampler& s, std::uint64_t k) {
+  s.locked([&](sampler_base& b) {
+    if (const auto p = s.lifecycle.set_step(k, dealt_end(b, 0))) move_to(b, *p);
+    return 0;
+  });
+  s.finished = false;
+}
+
+/// Open-Sora's reset(): the start of the current epoch.
+void os_reset(py_sampler& s) {
+  s.locked([&](sampler_base& b) {
+    b.set_epoch(b.epoch());
+    return 0;
+  });
+  s.lifecycle.reset();
+  s.finished = false;
+}
+
+/// Open-Sora's load_state_dict for a vbucket state: moves to its epoch and position (checked
+/// against the fingerprint it records or `fingerprint`) and anchors the step numbering there.
+void os_load(py_sampler& s, const std::string& text, std::optional<std::string> fingerprint) {
+  load_state_text(s, text, std::move(fingerprint));
+  s.lifecycle.load(plan_state::parse(text));
+}
+
+/// Open-Sora's state_dict(num_steps): the state after `num_steps` steps of this epoch in its
+/// step numbering (anchored where a resume started).
+std::string os_state(const py_sampler& s, std::uint64_t num_steps) {
+  return s.locked([&](sampler_base& b) {
+    const std::uint64_t from = s.lifecycle.anchor_position();
+    plan_state st = b.state();
+    st.consumed = s.lifecycle.position_after(num_steps, dealt_end(b, from));
+    st.world = b.world();
+    return st.to_string();
+  });
+}
+
+/// What a copy of the sampler needs besides its arguments: (state, finished, anchor step,
+/// anchor position).
+nb::tuple os_snapshot(const py_sampler& s) {
+  return nb::make_tuple(state_text(s), s.finished, s.lifecycle.anchor_step(),
+                        s.lifecycle.anchor_position());
+}
+
+/// Restores `os_snapshot()` in a sampler made with the same arguments.
+void os_restore(py_sampler& s, const nb::tuple& snap) {
+  if (snap.size() != 4) throw vbucket::error("sampler snapshot: expected 4 fields");
+  const auto text = nb::cast<std::string>(snap[0]);
+  const bool finished = nb::cast<bool>(snap[1]);
+  load_state_text(s, text, std::nullopt);
+  s.lifecycle.restore(nb::cast<std::uint64_t>(snap[2]), nb::cast<std::uint64_t>(snap[3]));
+  s.finished = finished;
+}
+
+/// The steps of the epoch in its step numbering: the whole epoch after an iteration ended,
+/// else the anchor step + the steps dealt from the anchor.
+std::uint64_t os_epoch_steps(const py_sampler& s) {
+  return s.locked([&](sampler_base& b) -> std::uint64_t {
+    if (s.finished) return (dealt_end(b, 0)) / b.world();
+    const std::uint64_t from = s.lifecycle.anchor_position();
+    return s.lifecycle.epoch_steps((dealt_end(b, from) - from) / b.world());
+  });
 }
 
 /// A batch as a Python list: Open-Sora's "idx-T-H-W" strings (`encode_opensora_index`) or ints.
@@ -628,11 +750,12 @@ nb::object packed_list(const vbucket::packed_batch& b, bool strings) {
 class py_batches {
  public:
   py_batches(py_sampler& s, bool strings) : s_(&s), strings_(strings) {
-    if (s.finished) {
+    if (s.finished) {  // Open-Sora's reset() at the end of an iteration
       s.locked([](sampler_base& b) {
         b.set_epoch(b.epoch());
         return 0;
       });
+      s.lifecycle.reset();
       s.finished = false;
     }
     if (s.locked([](sampler_base& b) { return b.packed(); })) {
@@ -826,6 +949,69 @@ nb::ndarray<nb::numpy, bucket_id, nb::ndim<1>> assign_epoch(
   return to_numpy(std::move(ids));
 }
 
+/// The cost of every rank's batch at every step of the epoch from its start, step-major
+/// (steps × world values; reshape with the world size): one plan, dealt once, for the report.
+nb::ndarray<nb::numpy, double, nb::ndim<1>> step_costs(const py_sampler& s) {
+  return to_numpy(s.locked([](sampler_base& b) {
+    std::vector<double> out;
+    if (b.packed()) {
+      const vbucket::packed_schedule sch = b.packed_schedule_from_start();
+      out.reserve(static_cast<std::size_t>(sch.steps() * sch.world_size()));
+      for (std::uint64_t k = 0; k < sch.steps(); ++k)
+        for (std::uint32_t r = 0; r < sch.world_size(); ++r) out.push_back(sch.at(k, r).cost);
+      return out;
+    }
+    const vbucket::epoch_schedule sch = b.epoch_schedule_from_start();
+    const vbucket::epoch_plan& plan = sch.plan();
+    out.reserve(static_cast<std::size_t>(sch.steps() * sch.world_size()));
+    for (std::uint64_t k = 0; k < sch.steps(); ++k)
+      for (std::uint32_t r = 0; r < sch.world_size(); ++r)
+        out.push_back(plan.bucket(sch.at(k, r).bucket).cost);
+    return out;
+  }));
+}
+
+/// One sample's walk through the rule (`vbucket::explain_sample`, the seed convention of
+/// `assign_epoch`): (bucket, the text, the events as dicts).
+nb::tuple explain_sample(const py_meta& meta, const py_config& cfg, const std::string& rng,
+                         const std::string& seed, std::uint64_t epoch, double fps_max,
+                         std::int64_t frame_interval, std::uint64_t index) {
+  const rng_mode mode = parse_rng(rng);
+  const big_seed s = big_seed::parse(seed);
+  vbucket::check_seed(mode, s);
+  vbucket::rule_explanation e;
+  if (cfg.rule == rule_kind::opensora_v2) {
+    const vbucket::opensora_v2_rule rule{fps_max};
+    rule.validate();
+    e = vbucket::explain_sample(*cfg.config, *meta.table, rule, index, mode, s, epoch);
+  } else {
+    const vbucket::opensora_v12_rule rule{frame_interval};
+    rule.validate();
+    e = vbucket::explain_sample(*cfg.config, *meta.table, rule, index, mode, s, epoch);
+  }
+  const bucket_config& c = *cfg.config;
+  nb::list events;
+  for (const vbucket::rule_event& ev : e.events) {
+    nb::dict d;
+    d["step"] = std::string(vbucket::step_name(ev.what));
+    d["resolution"] = nb::none();
+    d["frames"] = nb::none();
+    if (ev.resolution >= 0) {
+      const auto& r = c.resolutions()[static_cast<std::size_t>(ev.resolution)];
+      d["resolution"] = r.info.name;
+      if (ev.frames_index >= 0)
+        d["frames"] = r.frames[static_cast<std::size_t>(ev.frames_index)].frames;
+    }
+    d["draw"] = ev.draw;
+    d["probability"] = ev.probability;
+    d["value"] = ev.value;
+    d["passed"] = ev.passed;
+    d["bucket"] = ev.bucket;
+    events.append(d);
+  }
+  return nb::make_tuple(e.bucket, vbucket::describe(e, c), events);
+}
+
 #if VBUCKET_PY_HAS_FMT
 /// `format_plan_table` of the sampler's epoch with its step balance: the table `vbucket stats`
 /// prints.
@@ -858,6 +1044,19 @@ NB_MODULE(_vbucket, m) {
   });
 
   m.attr("DEFAULT_BALANCE_GROUP") = vbucket::default_balance_group;
+  {
+    // The run's defaults (vbucket::defaults): every Python keyword default is read from here.
+    nb::dict d;
+    d["rng"] = std::string(vbucket::to_string(vbucket::defaults::rng));
+    d["seed"] = vbucket::defaults::seed;
+    d["epoch"] = vbucket::defaults::epoch;
+    d["policy"] = std::string(vbucket::policy_name(vbucket::defaults::policy));
+    d["world"] = vbucket::defaults::world;
+    const vbucket::token_formula f{};
+    d["compression"] = nb::make_tuple(f.compression_t, f.compression_h, f.compression_w);
+    d["patch"] = nb::make_tuple(f.patch_t, f.patch_h, f.patch_w);
+    m.attr("DEFAULTS") = d;
+  }
   m.attr("HAS_FMT") = static_cast<bool>(VBUCKET_PY_HAS_FMT);
   m.attr("HAS_FFMPEG") = static_cast<bool>(VBUCKET_PY_HAS_FFMPEG);
   m.attr("HAS_CUDA") = static_cast<bool>(VBUCKET_PY_HAS_CUDA);
@@ -906,7 +1105,9 @@ NB_MODULE(_vbucket, m) {
       .def_rw("threads", &sampler_args::threads)
       .def_rw("batching", &sampler_args::batching)
       .def_rw("token_budget", &sampler_args::token_budget)
-      .def_rw("drop_oversized", &sampler_args::drop_oversized);
+      .def_rw("drop_oversized", &sampler_args::drop_oversized)
+      .def_rw("compression", &sampler_args::compression)
+      .def_rw("patch", &sampler_args::patch);
 
   nb::class_<py_steps>(m, "Steps")
       .def("__len__", &py_steps::size)
@@ -980,6 +1181,15 @@ NB_MODULE(_vbucket, m) {
              });
            })
       .def("epoch_state", &epoch_state_text, "steps"_a)
+      .def("os_set_epoch", &os_set_epoch, "epoch"_a)
+      .def("os_set_step", &os_set_step, "step"_a)
+      .def("os_reset", &os_reset)
+      .def("os_load", &os_load, "state"_a, "fingerprint"_a.none())
+      .def("os_state", &os_state, "num_steps"_a)
+      .def("os_epoch_steps", &os_epoch_steps)
+      .def("os_started", [](py_sampler& s) { s.lifecycle.started(); })
+      .def("os_snapshot", &os_snapshot)
+      .def("os_restore", &os_restore, "snapshot"_a)
       .def("load_state_fields", &load_state_fields, "seed"_a, "epoch"_a, "consumed"_a,
            "balance_group"_a.none(), "fingerprint"_a.none())
       .def("fingerprint",
@@ -993,6 +1203,9 @@ NB_MODULE(_vbucket, m) {
       ;
 
   m.def("parse_state", &parse_state, "state"_a);
+  m.def("explain_sample", &explain_sample, "meta"_a, "config"_a, "rng"_a, "seed"_a, "epoch"_a,
+        "fps_max"_a, "frame_interval"_a, "index"_a);
+  m.def("step_costs", &step_costs, "sampler"_a);
   m.def("assign_epoch", &assign_epoch, "meta"_a, "config"_a, "rng"_a, "seed"_a, "epoch"_a,
         "fps_max"_a, "frame_interval"_a, "threads"_a);
   m.def(

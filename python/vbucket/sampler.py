@@ -37,12 +37,18 @@ def _dist_world_rank(num_replicas, rank):
     return (w if num_replicas is None else num_replicas), (r if rank is None else rank)
 
 
-def _check_int(name: str, value, low: int = 0) -> int:
+_U64_MAX = (1 << 64) - 1
+_U32_MAX = (1 << 32) - 1
+
+
+def _check_int(name: str, value, low: int = 0, high: int = _U64_MAX) -> int:
+    """An int parameter in [low, high], or TypeError/ValueError naming it, its value and the
+    range (before it reaches the binding, whose own errors name no parameter)."""
     if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     value = int(value)
-    if value < low:
-        raise ValueError(f"{name} must be at least {low}, got {value}")
+    if value < low or value > high:
+        raise ValueError(f"{name} must be an integer from {low} to {high}, got {value}")
     return value
 
 
@@ -57,16 +63,28 @@ class VariableVideoBatchSampler(_SamplerBase):
     ``output="opensora"`` yields lists of "index-T-H-W" strings (what Open-Sora's dataset
     ``__getitem__`` parses), ``output="indices"`` lists of ints.
 
+    Open-Sora's lifecycle (`vbucket::opensora_lifecycle`): ``set_epoch(e)`` sets the epoch
+    only; the position moves through iteration, ``set_step``, ``reset`` and
+    ``load_state_dict``, and returns to 0 when an iteration ends. ``len()`` is the epoch's
+    global micro-batch count // ``num_groups`` (``train.py`` passes the data-parallel size, so
+    it is the steps per epoch). ``drop_last=True`` drops each bucket's remainder (policy
+    "drop", counted in ``stats()``) and the incomplete last step, as Open-Sora; ``False`` pads.
+
     Every batch is full (a bucket's last batch is padded with its own samples under policy
     "pad"), every rank runs the same number of steps, and the state advances as batches are
     yielded: ``state_dict()`` taken after k batches resumes at batch k + 1, on any rank and
-    under any world size.
+    under any world size. ``load_state_dict(saved)`` then ``set_step(k)`` with the k the state
+    was saved after (``train.py``'s resume) continues at the exact global batch, also under
+    another world size; the state records the world it was saved under and the plan's
+    fingerprint.
 
     ``batching="packed", token_budget=B`` packs instead: every batch holds samples of any
     shapes whose latent tokens sum to at most B (the library's whole-epoch packed planner), so
     ``output="opensora"`` strings of one batch have mixed T-H-W; ``policy`` does not apply.
     A sample above B is an error unless ``drop_oversized=True`` (then it is counted in
-    ``stats()``).
+    ``stats()``). A sample's tokens: ``compression=(ct, ch, cw)`` (the VAE's factors) and
+    ``patch=(pt, ph, pw)`` (the model's patch) give ceil((1 + (T - 1) // ct) / pt) * (H / (ch *
+    ph)) * (W / (cw * pw)); the defaults (4, 8, 8) and (1, 2, 2) are Open-Sora 2.0's.
     """
 
     def __init__(
@@ -76,19 +94,21 @@ class VariableVideoBatchSampler(_SamplerBase):
         num_replicas: Optional[int] = None,
         rank: Optional[int] = None,
         shuffle: bool = True,
-        seed: int = 0,
+        seed: int = _core.DEFAULTS["seed"],
         drop_last: bool = False,
         *,
         rule: str = "opensora-v2",
-        rng: str = "numpy",
+        rng: str = _core.DEFAULTS["rng"],
         fps_max: Optional[float] = None,
         frame_interval: Optional[int] = None,
-        policy: str = "pad",
+        policy: Optional[str] = None,
         balance: Union[bool, int] = False,
         output: str = "opensora",
         batching: str = "fixed",
         token_budget: Optional[float] = None,
         drop_oversized: bool = False,
+        compression=_core.DEFAULTS["compression"],
+        patch=_core.DEFAULTS["patch"],
         threads: int = 0,
         verbose: bool = False,
         num_bucket_build_workers: int = 1,
@@ -101,13 +121,15 @@ class VariableVideoBatchSampler(_SamplerBase):
                 "shuffle=False is not supported: vbucket's plan always shuffles within buckets "
                 "and the batch order (reproducibly, from seed and epoch)"
             )
-        if num_groups != 1:
-            raise ValueError(f"num_groups={num_groups} is not supported (only 1)")
+        num_groups = _check_int("num_groups", num_groups, 1, _U32_MAX)
         if output not in ("opensora", "indices"):
             raise ValueError(f'output must be "opensora" or "indices", got {output!r}')
         world, r = _dist_world_rank(num_replicas, rank)
-        world = _check_int("num_replicas", world, 1)
-        r = _check_int("rank", r, 0)
+        world = _check_int("num_replicas", world, 1, _U32_MAX)
+        r = _check_int("rank", r, 0, world - 1)
+        threads = _check_int("threads", threads, 0, _U32_MAX)
+        if policy is None:  # Open-Sora's drop_last: drop each bucket's remainder too
+            policy = "drop" if drop_last else _core.DEFAULTS["policy"]
         self.dataset = dataset
         self.num_replicas = world
         self.rank = r
@@ -120,6 +142,17 @@ class VariableVideoBatchSampler(_SamplerBase):
         self.output = output
         self._strings = output == "opensora"
         self.verbose = bool(verbose)
+        self.num_groups = num_groups
+        # What rebuilds this sampler (pickle, copy.deepcopy: `__reduce__`)
+        self._init_kwargs = dict(
+            dataset=dataset, bucket_config=bucket_config, num_replicas=world, rank=r,
+            shuffle=shuffle, seed=seed, drop_last=drop_last, rule=rule, rng=rng,
+            fps_max=fps_max, frame_interval=frame_interval, policy=policy, balance=balance,
+            output=output, batching=batching, token_budget=token_budget,
+            drop_oversized=drop_oversized, compression=compression, patch=patch,
+            threads=threads, verbose=verbose,
+            num_bucket_build_workers=num_bucket_build_workers, num_groups=num_groups,
+        )
         # Open-Sora's knobs for its own bucket building; vbucket's uses `threads` (0: all cores)
         self.num_bucket_build_workers = num_bucket_build_workers
         # As Open-Sora reads them: fps_max (2.0) and frame_interval (v1.2) from its dataset
@@ -141,17 +174,20 @@ class VariableVideoBatchSampler(_SamplerBase):
             drop_last=drop_last, balance=balance, fps_max=fps_max,
             frame_interval=frame_interval, threads=threads, batching=batching,
             token_budget=token_budget, drop_oversized=drop_oversized,
+            compression=compression, patch=patch,
         )
         self.batching = batching
         self.token_budget = token_budget
         self._s = _vbucket.Sampler(_core._samples(dataset),
                                    _core._config(self.bucket_config, rule), args)
 
-    # --- epochs ---------------------------------------------------------------------------
+    # --- epochs (Open-Sora's lifecycle: vbucket::opensora_lifecycle) ----------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """Starts epoch ``epoch`` from its beginning (its plan is made when first needed)."""
-        self._s.set_epoch(_check_int("epoch", epoch))
+        """Sets the epoch number only, as Open-Sora's: the position (from ``set_step``,
+        ``load_state_dict`` or a partial iteration) carries over; a finished epoch starts the
+        new one at its beginning. Use ``reset()`` to go back to the start of an epoch."""
+        self._s.os_set_epoch(_check_int("epoch", epoch))
 
     @property
     def epoch(self) -> int:
@@ -159,12 +195,14 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     def reset(self) -> None:
         """Open-Sora's reset(): back to the start of the current epoch."""
-        self.set_epoch(self._s.epoch)
+        self._s.os_reset()
 
     def set_step(self, start_step: int) -> None:
-        """Open-Sora's set_step(): the next iteration starts at this rank's step ``start_step``
-        of the current epoch."""
-        self._s.load_state(self._s.epoch_state(_check_int("start_step", start_step)), None)
+        """Open-Sora's set_step(): the next iteration starts at step ``start_step`` of this
+        world. Right after ``load_state_dict(saved)`` with the steps ``saved`` was taken after
+        (what ``train.py`` passes), it keeps the loaded position exactly, also when ``saved``
+        was taken under another world size. Past the end of the epoch raises ValueError."""
+        self._s.os_set_step(_check_int("start_step", start_step))
 
     @property
     def last_micro_batch_access_index(self) -> int:
@@ -183,18 +221,27 @@ class VariableVideoBatchSampler(_SamplerBase):
         by one step (a C++ iterator: no Python work per batch beyond building its list)."""
         if self.verbose and self.rank == 0 and _vbucket.HAS_FMT and self.batching == "fixed":
             print(self._s.stats_table(), end="", flush=True)
+        self._s.os_started()
         return self._s.iterate(self._strings)
 
     def __len__(self) -> int:
-        """This rank's steps from the current state (the whole epoch after ``set_epoch``)."""
+        """Open-Sora's ``len()``: the epoch's global micro-batches as dealt to this world
+        (steps x world, alignment repeats included) // ``num_groups``. With ``num_groups`` =
+        the data-parallel size (what ``train.py`` passes) it is the steps of the epoch, in its
+        step numbering (after a resume under another world size: the resumed step + the steps
+        left). Open-Sora counts only whole batches before padding (fewer with
+        ``drop_last=False``); see the README's migration table."""
+        return self.get_num_batch() // self.num_groups
+
+    def get_num_batch(self) -> int:
+        """Global micro-batches of the epoch as dealt to this world (steps x world)."""
+        return self._s.os_epoch_steps() * self.num_replicas
+
+    def steps_left(self) -> int:
+        """This rank's steps from the current position (what the next iteration yields)."""
         if self._s.finished:  # the next iteration replays the epoch
             return self._s.epoch_steps()
         return self._s.size()
-
-    def get_num_batch(self) -> int:
-        """Global batches of the whole epoch as dealt to this world (steps x world), so that
-        Open-Sora's ``get_num_batch() // world_size`` is the steps per epoch."""
-        return self._s.epoch_batches()
 
     def batches(self):
         """This rank's batches from the current state without advancing it: a sequence of
@@ -224,7 +271,7 @@ class VariableVideoBatchSampler(_SamplerBase):
         if num_steps is None:
             state = self._s.state()
         else:
-            state = self._s.epoch_state(_check_int("num_steps", num_steps))
+            state = self._s.os_state(_check_int("num_steps", num_steps))
         return self._state_dict_of(state)
 
     def _state_dict_of(self, state: str) -> dict:
@@ -233,12 +280,12 @@ class VariableVideoBatchSampler(_SamplerBase):
         return {
             "format": STATE_FORMAT,
             "state": state,
-            "fingerprint": self._s.fingerprint(),
+            "fingerprint": fields["fingerprint"] or self._s.fingerprint(),
             "seed": self.seed,
             "epoch": fields["epoch"],
             "consumed_batches": fields["consumed"],
             "balance_group": fields["balance"],
-            "world_size": self.num_replicas,
+            "world_size": fields["world"] or self.num_replicas,
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -250,12 +297,23 @@ class VariableVideoBatchSampler(_SamplerBase):
         if "state" in state_dict:
             if state_dict.get("format", STATE_FORMAT) != STATE_FORMAT:
                 raise ValueError(f"state_dict: unknown format {state_dict.get('format')!r}")
-            if state_dict.get("seed", self.seed) != self.seed:
+            seed = state_dict.get("seed", self.seed)
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise TypeError(
+                    f"state_dict['seed'] must be an int, got {type(seed).__name__} {seed!r}")
+            if seed != self.seed:
                 raise ValueError(
-                    f"cannot load state: it is of seed {state_dict['seed']}, this sampler's "
-                    f"seed is {self.seed}"
+                    f"cannot load state: it is of seed {seed}, this sampler's seed is {self.seed}"
                 )
-            self._s.load_state(str(state_dict["state"]), state_dict.get("fingerprint"))
+            state = state_dict["state"]
+            if not isinstance(state, str):
+                raise TypeError(
+                    f"state_dict['state'] must be a str, got {type(state).__name__} {state!r}")
+            fingerprint = state_dict.get("fingerprint")
+            if fingerprint is not None and not isinstance(fingerprint, str):
+                raise TypeError(f"state_dict['fingerprint'] must be a str, got "
+                                f"{type(fingerprint).__name__} {fingerprint!r}")
+            self._s.os_load(state, fingerprint)
         elif "last_micro_batch_access_index" in state_dict:
             # Open-Sora's sampler counts positions in its own batch order, not in this plan's:
             # resuming from it would replay and skip samples silently.
@@ -283,17 +341,21 @@ class VariableVideoBatchSampler(_SamplerBase):
             return mine
         world = dist.get_world_size(group)
         gathered: List[Any] = [None] * world
-        dist.all_gather_object(gathered, (dist.get_rank(), mine), group=group)
-        ref = gathered[0][1]
-        bad = [(r, fp) for r, fp in gathered if fp != ref]
-        if bad:
-            raise RuntimeError(
-                f"vbucket: ranks disagree on the plan of epoch {self.epoch}: rank "
-                f"{gathered[0][0]} has {ref}, "
-                + ", ".join(f"rank {r} has {fp}" for r, fp in bad)
-                + " (the samples, config, rule, rng, seed, policy or balance differ)"
-            )
+        dist.all_gather_object(gathered, (dist.get_rank(), mine, self._s.consumed()),
+                               group=group)
+        _check_same_plan(self.epoch, gathered)
         return mine
+
+    # --- copies (pickle, copy.deepcopy: frameworks copy samplers) -------------------------
+
+    def __reduce__(self):
+        """Rebuilt from its arguments (a streamed CSV by its path and chunk size), then moved to
+        this one's epoch, position and step numbering: the copy yields the same batches."""
+        kwargs = dict(self._init_kwargs)
+        ds = kwargs["dataset"]
+        if isinstance(ds, _vbucket.StreamedCsv):
+            kwargs["dataset"] = _StreamedCsvArgs(ds.path, ds.chunk_rows)
+        return (_rebuild_sampler, (kwargs, self._s.os_snapshot()))
 
     def __repr__(self) -> str:
         return (
@@ -302,7 +364,45 @@ class VariableVideoBatchSampler(_SamplerBase):
         )
 
 
+def _check_same_plan(epoch: int, gathered) -> None:
+    """Raises RuntimeError naming the ranks whose (fingerprint, position) differ from the
+    first rank's; ``gathered`` is a list of (rank, fingerprint, consumed global batches)."""
+    r0, fp0, pos0 = gathered[0]
+    bad = [(r, fp, pos) for r, fp, pos in gathered if fp != fp0]
+    if bad:
+        raise RuntimeError(
+            f"vbucket: ranks disagree on the plan of epoch {epoch}: rank {r0} has {fp0}, "
+            + ", ".join(f"rank {r} has {fp}" for r, fp, _ in bad)
+            + " (the samples, config, rule, rng, seed, policy or balance differ)"
+        )
+    moved = [(r, pos) for r, _, pos in gathered if pos != pos0]
+    if moved:
+        raise RuntimeError(
+            f"vbucket: ranks agree on the plan of epoch {epoch} but not on the position: rank "
+            f"{r0} is at global batch {pos0}, "
+            + ", ".join(f"rank {r} at {pos}" for r, pos in moved)
+            + " (they resumed from different states or ran different numbers of steps)"
+        )
+
+
 def _state_fields(state: str) -> dict:
     """The fields of a state string, read by the library's parser."""
-    seed, epoch, consumed, balance = _vbucket.parse_state(state)
-    return {"seed": seed, "epoch": epoch, "consumed": consumed, "balance": balance}
+    seed, epoch, consumed, balance, world, fingerprint = _vbucket.parse_state(state)
+    return {"seed": seed, "epoch": epoch, "consumed": consumed, "balance": balance,
+            "world": world, "fingerprint": fingerprint}
+
+
+class _StreamedCsvArgs:
+    """A streamed CSV in a pickled sampler: opened again (and checked) when unpickled."""
+
+    def __init__(self, path: str, chunk_rows: int) -> None:
+        self.path, self.chunk_rows = path, chunk_rows
+
+
+def _rebuild_sampler(kwargs: dict, snapshot) -> "VariableVideoBatchSampler":
+    ds = kwargs["dataset"]
+    if isinstance(ds, _StreamedCsvArgs):
+        kwargs = dict(kwargs, dataset=_core.stream_csv(ds.path, ds.chunk_rows))
+    sampler = VariableVideoBatchSampler(**kwargs)
+    sampler._s.os_restore(snapshot)
+    return sampler

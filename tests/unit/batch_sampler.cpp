@@ -263,6 +263,11 @@ static_assert(vbucket::schedule_source<records_sampler>);
 static_assert(vbucket::sampler_options{3, 4, 2}.seed == 3 &&
               vbucket::sampler_options{3, 4, 2}.world == 4 &&
               vbucket::sampler_options{3, 4, 2}.rank == 2);
+// Its defaults are the run's (vbucket::defaults), as the CLI's flags and Python's keywords.
+static_assert(vbucket::sampler_options{}.rng == vbucket::defaults::rng &&
+              vbucket::sampler_options{}.seed == vbucket::defaults::seed &&
+              vbucket::sampler_options{}.world == vbucket::defaults::world &&
+              vbucket::sampler_options{}.policy == vbucket::defaults::policy);
 
 }  // namespace
 
@@ -384,14 +389,18 @@ TEST_CASE("batch_sampler: a user rule and a user source family") {
   check_equal(s, plan.deal(2).rank(1));
   for (const batch& b : s) CHECK(b.frames == 1);  // the rule's own choice: images only
 
-  // A rule that cannot draw from numpy_source, or a family of one's own, cannot take numpy.
+  // A rule that cannot draw from numpy_source cannot take numpy (the default) from the built-in
+  // sources: the error says to choose fast. A family of one's own draws its own whatever rng.
+  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, images_only_rule{}),
+                       doctest::Contains("set rng = rng_mode::fast"), vbucket::error);
   CHECK_THROWS_WITH_AS(
       vbucket::batch_sampler(records, config, images_only_rule{}, {.rng = rng_mode::numpy}),
-      doctest::Contains("rng numpy needs a rule that draws from numpy_source"), vbucket::error);
-  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, images_only_rule{},
-                                              {.rng = rng_mode::numpy}, tripled),
-                       doctest::Contains("rng numpy applies to the built-in sources"),
-                       vbucket::error);
+      doctest::Contains("rng numpy (the default) needs a rule that draws from numpy_source"),
+      vbucket::error);
+  vbucket::batch_sampler own(records, config, images_only_rule{},
+                             {.seed = 11, .world = 2, .rank = 1, .rng = rng_mode::numpy}, tripled);
+  own.set_epoch(5);
+  check_equal(own, plan.deal(2).rank(1));
 }
 
 TEST_CASE("batch_sampler: bad options are refused with a clear error") {
@@ -554,8 +563,14 @@ TEST_CASE("batch_sampler: states of another seed, epoch or plan are refused") {
   vbucket::batch_sampler s(records, config, {.seed = 11, .world = 2, .rank = 0});
   s.set_epoch(3);
   s.advance(2);
-  CHECK(s.state() == plan_state(11, 3, 4, 0));
-  CHECK(s.state_after(3) == plan_state(11, 3, 10, 0));
+  // The state records the world it was saved under and the plan's fingerprint.
+  plan_state expected(11, 3, 4, 0);
+  expected.world = 2;
+  expected.fingerprint = s.fingerprint();
+  CHECK(s.state() == expected);
+  expected.consumed = 10;
+  CHECK(s.state_after(3) == expected);
+  CHECK(plan_state::parse(s.state().to_string()) == s.state());
 
   CHECK_THROWS_WITH_AS(s.load_state(plan_state(11, 2, 4)),
                        doctest::Contains("it is of epoch 2, the sampler is at epoch 3 (call "
@@ -579,9 +594,45 @@ TEST_CASE("batch_sampler: states of another seed, epoch or plan are refused") {
   s.load_state(plan_state(11, 3, 6, 0), s.fingerprint());
   CHECK(s.state().consumed == 6);
 
+  // A state that records its fingerprint is refused by any other plan without being told:
+  // the plan of the same seed and epoch over metadata with one row changed.
+  {
+    std::vector<clip_record> edited = records;
+    edited[17].rows = edited[17].rows * 3;  // another bucket for this sample
+    vbucket::batch_sampler other(edited, config, {.seed = 11, .world = 2, .rank = 0});
+    other.set_epoch(3);
+    REQUIRE(other.fingerprint() != s.fingerprint());
+    const plan_state saved = s.state();
+    CHECK_THROWS_WITH_AS(other.load_state(saved), doctest::Contains("saved with plan fingerprint"),
+                         vbucket::error);
+    CHECK_THROWS_WITH_AS(other.load_state(plan_state::parse(saved.to_string())),
+                         doctest::Contains("resuming would replay some samples and skip others"),
+                         vbucket::error);
+  }
+
+  // Positions past the end of the epoch, and counts that overflow, are errors naming its size.
+  {
+    const std::uint64_t n = s.num_global_batches();
+    plan_state past(11, 3, n + 2, 0);
+    past.world = 2;
+    CHECK_THROWS_WITH_AS(s.load_state(past), doctest::Contains("is past the end of epoch 3"),
+                         vbucket::error);
+    CHECK_THROWS_WITH_AS(s.load_state(plan_state(11, 3, ~std::uint64_t{0}, 0)),
+                         doctest::Contains((std::to_string(n) + " global batches").c_str()),
+                         vbucket::error);
+    CHECK_THROWS_WITH_AS((void)s.state_after(~std::uint64_t{0} / 2 + 1),
+                         doctest::Contains("overflow"), vbucket::error);
+    CHECK_THROWS_WITH_AS((void)s.state_after(n), doctest::Contains("past the end"), vbucket::error);
+    plan_state end(11, 3, n + (n % 2), 0);  // the last step's alignment repeat included
+    end.world = 2;
+    s.load_state(end);
+    CHECK(s.size() == 0);
+  }
+
   // set_epoch starts the epoch over.
   s.set_epoch(4);
-  CHECK(s.state() == plan_state(11, 4, 0, 0));
+  CHECK(s.state().consumed == 0);
+  CHECK(s.state().epoch == 4);
   s.load_state(plan_state(11, 4, 2));  // a state without a recorded balance group is accepted
   CHECK(s.state().consumed == 2);
 }
