@@ -197,6 +197,34 @@ for f in a.mkv a.ts; do
     --size 24x32 --index "$tmp/long.vbidx" --out "$tmp/with.rgb"
   check "decode $f deep: the index is used" grep -q 'frame index used' "$tmp/stdout"
 done
+# Another spelling of an indexed path finds its entry (one canonical key): ./, .., a relative
+# path from an index of absolute ones and the other way round, a symlinked directory; a file
+# with no entry is named in a warning.
+vbucket_abs=$(cd "$(dirname "$vbucket")" && pwd)/$(basename "$vbucket")
+ln -s "$tmp/long" "$tmp/long-link"
+(cd "$tmp" && "$vbucket_abs" scan long --out rel.csv --index >/dev/null 2>&1)
+check "scan --index from a relative directory" test -s "$tmp/rel.vbidx"
+for spelling in "$tmp/long/./a.mkv" "$tmp/long/../long/a.mkv" "$tmp/long-link/a.mkv"; do
+  expect_ok "decode $spelling --index" decode "$spelling" --start 200 --frames 4 --interval 2 \
+    --size 24x32 --index "$tmp/long.vbidx" --out "$tmp/with.rgb"
+  check "decode $spelling: the index is used" grep -q 'frame index used' "$tmp/stdout"
+  check "decode $spelling: no warning" test ! -s "$tmp/stderr"
+done
+# (The index's relative paths, as META.csv's, are relative to the directory of the run.)
+(cd "$tmp" && "$vbucket_abs" decode "$tmp/long/a.mkv" --start 200 --frames 4 --interval 2 \
+  --size 24x32 --index rel.vbidx --out with.rgb >"$tmp/stdout" 2>"$tmp/stderr")
+check "decode absolute, relative index: the index is used" grep -q 'frame index used' \
+  "$tmp/stdout"
+(cd "$tmp/long" && "$vbucket_abs" decode ./a.mkv --start 200 --frames 4 --interval 2 \
+  --size 24x32 --index ../long.vbidx --out ../with.rgb >"$tmp/stdout" 2>"$tmp/stderr")
+check "decode ./a.mkv from its directory: the index is used" grep -q 'frame index used' \
+  "$tmp/stdout"
+cp "$tmp/long/a.mkv" "$tmp/other.mkv"
+expect_ok "decode a file the index does not list" decode "$tmp/other.mkv" --start 200 \
+  --frames 4 --interval 2 --size 24x32 --index "$tmp/long.vbidx" --out "$tmp/with.rgb"
+check "decode unlisted: one warning naming the file" grep -q \
+  "^vbucket decode: warning: $tmp/other.mkv: no entry in the frame index" "$tmp/stderr"
+check "decode unlisted: one line" test "$(wc -l <"$tmp/stderr")" -eq 1
 touch -d '2001-01-01' "$tmp/long/a.ts"
 expect_ok "decode stale --index" decode "$tmp/long/a.ts" --start 200 --frames 4 --interval 2 \
   --size 24x32 --index "$tmp/long.vbidx" --out "$tmp/stale.rgb"

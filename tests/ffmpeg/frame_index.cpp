@@ -229,3 +229,41 @@ TEST_CASE("ffmpeg: a damaged, truncated or foreign frame index is an error namin
   CHECK(ff::index_path_for("out/META.csv") == "out/META.vbidx");
   CHECK(ff::index_path_for("META") == "META.vbidx");
 }
+
+TEST_CASE("ffmpeg: the frame index finds a file under any spelling of its path") {
+  const vbucket_test::temp_dir dir("frame_index_paths");
+  (void)dir.write("a.mkv", "not a video: the lookup only needs the path");
+  fs::create_directory_symlink(dir.path, dir.path.string() + "-link");
+  const std::string abs = (dir.path / "a.mkv").string();
+  ff::frame_index idx;
+  ff::file_index e;
+  e.path = abs;
+  idx.add(e);
+  const ff::file_index* const entry = idx.find(abs);
+  REQUIRE(entry != nullptr);
+  const fs::path cwd = fs::current_path();
+  const std::string relative = fs::relative(abs, cwd).string();
+  for (const std::string& spelling :
+       {dir.path.string() + "/./a.mkv",
+        dir.path.string() + "/../" + dir.path.filename().string() + "/a.mkv",
+        dir.path.string() + "-link/a.mkv", relative, "./" + relative}) {
+    CAPTURE(spelling);
+    CHECK(idx.find(spelling) == entry);
+    CHECK(idx.find_exact(spelling) == nullptr);
+  }
+  CHECK(idx.find((dir.path / "b.mkv").string()) == nullptr);
+  // An index of relative paths (scanned from the current directory) finds the absolute one.
+  ff::frame_index rel;
+  e.path = "./" + relative;
+  rel.add(e);
+  CHECK(rel.find(abs) != nullptr);
+  // Copies look up the same way (their own keys); an added entry is found under any spelling.
+  const ff::frame_index copy = idx;
+  CHECK(copy.find(dir.path.string() + "/./a.mkv") == &copy.files()[0]);
+  (void)dir.write("c.mkv", "");
+  e.path = (dir.path / "c.mkv").string();
+  ff::frame_index grown = copy;
+  grown.add(e);
+  CHECK(grown.find(dir.path.string() + "-link/c.mkv") == &grown.files()[1]);
+  fs::remove(dir.path.string() + "-link");
+}

@@ -11,7 +11,8 @@
 ///     version  u32 = 1
 ///     files    u32
 ///     per file:
-///       path     u32 length (1 to 65536), the bytes (no NUL): the path as scanned (META.csv's)
+///       path     u32 length (1 to 65536), the bytes (no NUL): the path as scanned (META.csv's;
+///                a lookup matches any spelling of the same file, `canonical_media_path`)
 ///       size     i64 bytes of the file when indexed
 ///       mtime    i64 its modification time (ns since the file clock's epoch)
 ///       stream   u32 the video stream's index
@@ -42,6 +43,8 @@
 #include <fstream>        // std::ifstream
 #include <iterator>       // std::istreambuf_iterator
 #include <limits>         // std::numeric_limits
+#include <memory>         // std::unique_ptr (the canonical keys)
+#include <mutex>          // std::call_once, std::once_flag
 #include <optional>       // std::optional
 #include <span>           // std::span
 #include <string>         // std::string
@@ -121,11 +124,39 @@ inline std::string index_path_for(const std::string& csv) {
   return p.string();
 }
 
+/// The one key of a path in the frame index: the absolute path with `.`, `..` and symlinks of
+/// its existing part resolved (`std::filesystem::weakly_canonical`), so that `v/a.mkv`,
+/// `./v/a.mkv`, `/data/v/a.mkv` and a path through a symlinked directory name the same file.
+/// Relative paths resolve against the current directory, as opening the file does.
+inline std::string canonical_media_path(std::string_view path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(fs::path(path), ec);
+  if (ec) return std::string(path);
+  const fs::path canonical = fs::weakly_canonical(absolute, ec);
+  return ec ? absolute.lexically_normal().string() : canonical.string();
+}
+
 /// The entries of many files, by path.
 class frame_index {
  public:
+  frame_index() = default;
+  frame_index(const frame_index& other) : files_(other.files_), by_path_(other.by_path_) {}
+  frame_index& operator=(const frame_index& other) {
+    if (this != &other) {
+      files_ = other.files_;
+      by_path_ = other.by_path_;
+      canonical_ = std::make_unique<canonical_keys>();
+    }
+    return *this;
+  }
+  frame_index(frame_index&&) noexcept = default;
+  frame_index& operator=(frame_index&&) noexcept = default;
+  ~frame_index() = default;
+
   /// Adds (or replaces) a file's entry.
   void add(file_index e) {
+    canonical_ = std::make_unique<canonical_keys>();  // rebuilt when next needed
     const auto it = by_path_.find(e.path);
     if (it != by_path_.end()) {
       files_[it->second] = std::move(e);
@@ -135,8 +166,24 @@ class frame_index {
     files_.push_back(std::move(e));
   }
 
-  /// The entry of `path` (exactly as scanned), or nullptr.
+  /// The entry of the file at `path`, or nullptr: the path as scanned, or any other spelling of
+  /// the same file (`canonical_media_path`: relative or absolute, with `./` or `..`, through a
+  /// symlink). Safe to call from several threads at once.
   [[nodiscard]] const file_index* find(std::string_view path) const {
+    if (const file_index* exact = find_exact(path)) return exact;
+    if (!canonical_) return nullptr;  // moved from
+    canonical_keys& c = *canonical_;
+    std::call_once(c.once, [&] {
+      c.by_key.reserve(files_.size());
+      for (std::size_t i = 0; i < files_.size(); ++i)
+        c.by_key.emplace(canonical_media_path(files_[i].path), i);  // the first of a file wins
+    });
+    const auto it = c.by_key.find(canonical_media_path(path));
+    return it == c.by_key.end() ? nullptr : &files_[it->second];
+  }
+
+  /// The entry of `path` exactly as scanned, or nullptr.
+  [[nodiscard]] const file_index* find_exact(std::string_view path) const {
     const auto it = by_path_.find(std::string(path));
     return it == by_path_.end() ? nullptr : &files_[it->second];
   }
@@ -260,7 +307,7 @@ class frame_index {
           last = k.frame;
         }
       }
-      if (idx.find(f.path) != nullptr) r.bad(file + ": listed twice");
+      if (idx.find_exact(f.path) != nullptr) r.bad(file + ": listed twice");
       idx.add(std::move(f));
     }
     if (r.left() != 0)
@@ -315,8 +362,16 @@ class frame_index {
     for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
   }
 
+  /// The entries by `canonical_media_path`, built at the first lookup of another spelling (it
+  /// touches the filesystem, so an index whose paths are used as scanned never pays for it).
+  struct canonical_keys {
+    std::once_flag once;
+    std::unordered_map<std::string, std::size_t> by_key;
+  };
+
   std::vector<file_index> files_;
   std::unordered_map<std::string, std::size_t> by_path_;
+  std::unique_ptr<canonical_keys> canonical_ = std::make_unique<canonical_keys>();
 };
 
 }  // namespace vbucket::ffmpeg
