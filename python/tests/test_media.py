@@ -499,3 +499,24 @@ def test_loader_stops_on_a_real_ctrl_c(tmp_path):
     # becomes ready loses nothing on resume.
     assert int(words[2]) == int(words[4])
     assert int(words[5]) == 0  # every thread joined
+
+
+def test_scan_progress_rate_is_windowed_and_waits_a_second(capsys):
+    """The progress line's rate: "—" during the first second (a jump of the count over 0.1 s
+    read as 403010 file/s in tqdm's rate), then files per second over the last few seconds."""
+    from vbucket import media
+
+    now = [100.0]
+    p = media._Progress(1_000_000, True, clock=lambda: now[0])
+    if p.bar is not None:
+        p.bar.close()
+    p.bar = None  # the plain count on stderr, whether or not tqdm is installed
+    now[0] = 100.1
+    p.update(40301)
+    assert p.rate() == "— file/s"
+    for k in range(1, 101):  # then 100 files a second for 10 s
+        now[0] = 100.1 + 0.1 * k
+        p.update(40301 + 10 * k)
+    assert p.rate() == "100 file/s"
+    p.close()
+    assert "40301/1000000 files, — file/s" in capsys.readouterr().err

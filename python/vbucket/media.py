@@ -8,8 +8,10 @@ arguments and results.
 
 from __future__ import annotations
 
+import collections
 import os
 import sys
+import time
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -42,30 +44,65 @@ def _scan_paths(dir_or_list) -> List[str]:
     return paths
 
 
-class _Progress:
-    """tqdm when it is installed, else a plain count on stderr (at most every 2 %)."""
+def _rate_text(history, now: float, start: float) -> str:
+    """The scan rate for the progress line: files per second over the last few seconds of
+    ``history`` ((time, done) pairs, oldest first), or "—" during the first second, when one
+    jump of the count over a few milliseconds would read as hundreds of thousands of files a
+    second (tqdm's own rate does that)."""
+    if now - start < _Progress.MIN_ELAPSED or not history:
+        return "— file/s"
+    t0, done0 = history[0]
+    t1, done1 = history[-1]
+    if now - t0 <= 0:
+        return "— file/s"
+    rate = (done1 - done0) / (now - t0)
+    return f"{rate:.0f} file/s" if rate >= 10 else f"{rate:.1f} file/s"
 
-    def __init__(self, total: int, enabled: bool):
+
+class _Progress:
+    """tqdm when it is installed, else a plain count on stderr (at most every 2 %). The rate is
+    ``_rate_text``'s: over the last WINDOW seconds, "—" before MIN_ELAPSED."""
+
+    WINDOW = 5.0
+    MIN_ELAPSED = 1.0
+
+    def __init__(self, total: int, enabled: bool, clock=time.monotonic):
         self.total, self.shown, self.bar = total, 0, None
         self.enabled = enabled and total > 0
+        self.clock = clock
+        self.start = clock()
+        self.history = collections.deque([(self.start, 0)])
         if not self.enabled:
             return
         try:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, unit="file", desc="scan")
+            self.bar = tqdm(total=total, unit="file", desc="scan",
+                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+            self.bar.set_postfix_str(_rate_text(self.history, self.start, self.start),
+                                     refresh=False)
         except ImportError:
             self.bar = None
+
+    def rate(self) -> str:
+        """The rate now (see ``_rate_text``)."""
+        return _rate_text(self.history, self.clock(), self.start)
 
     def update(self, done: int) -> None:
         if not self.enabled or done <= self.shown:
             return
+        now = self.clock()
+        self.history.append((now, done))
+        while len(self.history) > 2 and now - self.history[1][0] >= self.WINDOW:
+            self.history.popleft()
         if self.bar is not None:
+            self.bar.set_postfix_str(self.rate(), refresh=False)
             self.bar.update(done - self.shown)
             self.shown = done
         elif done == self.total or (done - self.shown) * 50 >= self.total:
             self.shown = done
-            print(f"\rscan: {done}/{self.total} files", end="", file=sys.stderr, flush=True)
+            print(f"\rscan: {done}/{self.total} files, {self.rate()}", end="", file=sys.stderr,
+                  flush=True)
 
     def close(self) -> None:
         if not self.enabled:
