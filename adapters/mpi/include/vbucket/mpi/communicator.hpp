@@ -7,6 +7,7 @@
 ///     vbucket::mpi::communicator comm;                  // MPI_COMM_WORLD
 ///     options.rank = comm.rank(); options.world = comm.size();  // or with_rank_world(comm, o)
 
+#include <cstddef>  // std::size_t
 #include <cstdint>  // std::uint32_t
 #include <string>   // std::string
 
@@ -81,6 +82,15 @@ class communicator {
  private:
   MPI_Comm comm_;
 };
+
+/// The name of the machine this process runs on (`MPI_Get_processor_name`: usually the host
+/// name), for messages that say where something happened.
+inline std::string processor_name() {
+  char name[MPI_MAX_PROCESSOR_NAME + 1] = {};
+  int length = 0;
+  detail::check(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name");
+  return std::string(name, static_cast<std::size_t>(length > 0 ? length : 0));
+}
 
 /// `options` with its rank and world taken from `comm`: one data-parallel rank per process.
 inline sampler_options with_rank_world(const communicator& comm, sampler_options options) {

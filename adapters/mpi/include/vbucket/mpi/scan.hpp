@@ -2,8 +2,8 @@
 /// A metadata scan spread over the ranks of a communicator: each rank probes a share of the
 /// files with `vbucket::ffmpeg::probe_all` (the single-process scan's code), shares balanced by
 /// file size, and every rank receives every result in the input's order, so a scan under
-/// mpirun gives exactly what a single-process scan gives. Needs vbucket::ffmpeg besides
-/// vbucket::mpi.
+/// mpirun gives what a single-process scan gives (a failed file's message also names the rank and
+/// host). Needs vbucket::ffmpeg besides vbucket::mpi.
 ///
 ///     auto paths = vbucket::ffmpeg::list_media("videos/");        // the same list on every rank
 ///     auto infos = vbucket::mpi::scan_sharded(comm, paths);        // infos[i] for paths[i]
@@ -180,8 +180,9 @@ inline void broadcast(const communicator& comm, std::string& bytes, std::uint32_
 /// Probes `paths` (the same list on every rank: checked first, an error on every rank if it
 /// is not) over the ranks of `comm`, `threads` workers per rank (0: one per core), and returns
 /// every file's result on every rank: results[i] is paths[i]'s, exactly what
-/// `ffmpeg::probe_all(paths, ...)` returns in one process. Each rank reads the sizes of a
-/// contiguous slice of the list; the shares are `scan_shares` of all the sizes.
+/// `ffmpeg::probe_all(paths, ...)` returns in one process, but that the message of a file that
+/// failed ends with " (rank R on HOST)", the rank that probed it and its host. Each rank reads the
+/// sizes of a contiguous slice of the list; the shares are `scan_shares` of all the sizes.
 /// `progress(done, share)` (optional) reports this rank's share as `probe_all` does.
 /// Collective.
 inline std::vector<ffmpeg::result<ffmpeg::video_info>> scan_sharded(
@@ -219,7 +220,12 @@ inline std::vector<ffmpeg::result<ffmpeg::video_info>> scan_sharded(
   std::vector<std::string> mine;
   for (std::size_t i = 0; i < n; ++i)
     if (owner[i] == me) mine.push_back(paths[i]);
-  const auto probed = ffmpeg::probe_all(mine, threads, opt, progress);
+  auto probed = ffmpeg::probe_all(mine, threads, opt, progress);
+  // A file one rank could not read may be readable elsewhere (a mount missing on one host):
+  // its message says where it was read.
+  const std::string where = " (rank " + std::to_string(me) + " on " + processor_name() + ")";
+  for (auto& p : probed)
+    if (!p) p = ffmpeg::result<ffmpeg::video_info>::failure(p.error() + where);
 
   // Every rank's results to every rank, placed back in the input's order.
   std::vector<ffmpeg::result<ffmpeg::video_info>> results(
