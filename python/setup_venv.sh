@@ -46,5 +46,24 @@ if ! .venv/bin/python -c "import pyarrow" >/dev/null 2>&1; then
   fi
   "${pip[@]}" install -q "${pyarrow}" || echo "python: pyarrow not installed (optional)" >&2
 fi
+# The loaders video trainers use, for python/tests/test_frameworks.py: torchdata's
+# StatefulDataLoader and HF Accelerate. Debian's torch is 1.13: torchdata 0.8 (the first with
+# StatefulDataLoader) pins torch 2.4, so it goes in without its dependencies (its
+# StatefulDataLoader runs on 1.13; the test proves it); Accelerate 0.34 is the last release for
+# torch < 2 (it brings huggingface_hub, safetensors, psutil and pyyaml).
+if ! .venv/bin/python -c "import torchdata.stateful_dataloader" >/dev/null 2>&1; then
+  if .venv/bin/python -c "import torch, sys; sys.exit(int(torch.__version__.split('.')[0]) >= 2)"; then
+    "${pip[@]}" install -q --no-deps "torchdata==0.8.0"
+  else
+    "${pip[@]}" install -q "torchdata>=0.8"
+  fi
+fi
+if ! .venv/bin/python -c "import accelerate" >/dev/null 2>&1; then
+  accelerate="accelerate"
+  if .venv/bin/python -c "import torch, sys; sys.exit(int(torch.__version__.split('.')[0]) >= 2)"; then
+    accelerate="accelerate==0.34.2"
+  fi
+  "${pip[@]}" install -q "${accelerate}"
+fi
 "${pip[@]}" install -q --no-build-isolation .
 echo "python: vbucket $(.venv/bin/python -c 'import vbucket; print(vbucket.__version__)') installed in .venv"

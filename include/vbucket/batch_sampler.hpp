@@ -481,18 +481,19 @@ class batch_sampler {
                   "resuming would replay some samples and skip others)");
   }
 
-  /// A position is a whole number of global batches up to the end of the epoch as dealt to the
-  /// world it was saved under (its last step may hold alignment repeats).
+  /// A position is at most the end of the epoch's last step under the world it was saved under:
+  /// its N global batches, plus fewer than a world of alignment repeats in that step (wherever
+  /// a resume under another world size put the step boundaries).
   void check_position(const plan_state& s) const {
     const std::uint64_t n = num_global_batches();
     const std::uint64_t w = s.world.value_or(options_.world);
-    const std::uint64_t end = n % w == 0 ? n : n + (w - n % w);
+    const std::uint64_t end = n + (w - 1);
     if (s.consumed > end)
       throw error("batch_sampler: position " + std::to_string(s.consumed) +
                   " (consumed global batches) of state \"" + s.to_string() +
                   "\" is past the end of epoch " + std::to_string(epoch_) + ", which has " +
-                  std::to_string(n) + " global batches (" + std::to_string(end / w) +
-                  " steps at world " + std::to_string(w) + ")");
+                  std::to_string(n) + " global batches (" + std::to_string((n + w - 1) / w) +
+                  " steps at world " + std::to_string(w) + " from its start)");
   }
 
   void check_state(const plan_state& s) const {

@@ -104,3 +104,17 @@ def test_verify_same_plan_compares_positions():
         _check_same_plan(0, [(0, "0xa", 12), (1, "0xa", 30), (2, "0xa", 30)])
     with pytest.raises(RuntimeError, match="disagree on the plan"):
         _check_same_plan(0, [(0, "0xa", 12), (1, "0xb", 12)])
+
+
+def test_the_end_of_an_epoch_resumed_under_another_world_loads_again(sample_df):
+    # after a resume at world 3 from a world-2 position, the last step's alignment repeats can
+    # end past the epoch's N batches (and past its end dealt from the start): still a state
+    for k in range(1, 8):
+        saved = make(sample_df, num_replicas=2).state_dict(k)
+        s = make(sample_df, num_replicas=3, rank=0)
+        s.load_state_dict(saved)
+        s.set_step(k)
+        list(iter(s))
+        fresh = make(sample_df, num_replicas=3, rank=2)
+        fresh.load_state_dict(s.state_dict())
+        assert fresh.steps_left() == 0
