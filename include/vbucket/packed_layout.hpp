@@ -13,18 +13,21 @@
 
 #include "error.hpp"
 #include "packed_plan.hpp"
+#include "plan_options.hpp"  // token_formula
 
 namespace vbucket {
 
-/// The token sequence length of one sample of shape (T, H, W) after a VAE that compresses time
-/// by 4 (keeping the first frame) and space by 8, patchified 2×2: (1 + (T − 1) / 4) ·
-/// ⌈H / 16⌉ · ⌈W / 16⌉ — the integer counterpart of `latent_tokens` (equal when H and W are
-/// multiples of 16).
+/// The token sequence length of one sample of shape (T, H, W) under `formula` (default: a VAE
+/// that compresses time by 4, keeping the first frame, and space by 8, patchified 2×2):
+/// `formula.frames(T)` · ⌈H / cell_h⌉ · ⌈W / cell_w⌉ — the integer counterpart of
+/// `latent_tokens` (equal when H and W are multiples of the cells).
 struct latent_sequence_length {
+  token_formula formula{};
   constexpr std::int64_t operator()(std::int64_t frames, std::int64_t height,
                                     std::int64_t width) const noexcept {
-    const std::int64_t t = frames < 1 ? 1 : 1 + (frames - 1) / 4;
-    return t * ((height + 15) / 16) * ((width + 15) / 16);
+    const std::int64_t ch = formula.cell_h();
+    const std::int64_t cw = formula.cell_w();
+    return formula.frames(frames) * ((height + ch - 1) / ch) * ((width + cw - 1) / cw);
   }
 };
 

@@ -1,16 +1,36 @@
 #pragma once
 /// What an epoch plan depends on besides the samples and the config (`plan_options`: seed,
-/// epoch, incomplete-batch policy, step balance), and the cost of a batch (`batch_cost`, by
-/// default latent tokens × batch size). See epoch_plan.hpp for how a plan is made.
+/// epoch, incomplete-batch policy, step balance), the run's defaults (`defaults`: the one place
+/// the C++ sampler, the CLI and Python take them from), and the cost of a batch (`batch_cost`,
+/// by default latent tokens × batch size). See epoch_plan.hpp for how a plan is made.
 
 #include <concepts>     // std::convertible_to
 #include <cstdint>      // std::uint8_t, std::uint32_t, std::uint64_t, std::int64_t
 #include <optional>     // std::optional
+#include <string>       // std::string, std::to_string (token_formula errors)
 #include <string_view>  // std::string_view
+#include <utility>      // std::pair
 
 #include "bucket_config.hpp"
+#include "error.hpp"
 
 namespace vbucket {
+
+/// Which draws assign samples to buckets: `fast` (counter-based, any sample alone) or `numpy`
+/// (Open-Sora's, bit for bit).
+enum class rng_mode { fast, numpy };
+
+/// "fast" or "numpy".
+[[nodiscard]] constexpr std::string_view to_string(rng_mode mode) noexcept {
+  return mode == rng_mode::fast ? "fast" : "numpy";
+}
+
+/// The mode named "fast" or "numpy"; nullopt for any other text.
+[[nodiscard]] constexpr std::optional<rng_mode> parse_rng_mode(std::string_view name) noexcept {
+  if (name == "fast") return rng_mode::fast;
+  if (name == "numpy") return rng_mode::numpy;
+  return std::nullopt;
+}
 
 /// What happens to a bucket's last, incomplete batch.
 enum class incomplete_policy : std::uint8_t {
@@ -40,22 +60,72 @@ constexpr std::optional<incomplete_policy> parse_policy(std::string_view s) noex
   return std::nullopt;
 }
 
-/// Latent tokens of one sample of shape (T, H, W) for a video VAE that compresses time by 4
-/// (keeping the first frame) and space by 16: (1 + (T − 1) / 4) · (H / 16) · (W / 16), with an
-/// integer division for time and exact (fractional) spatial factors.
-constexpr double latent_tokens(std::int64_t frames, std::int64_t height,
-                               std::int64_t width) noexcept {
-  const std::int64_t t = frames < 1 ? 1 : 1 + (frames - 1) / 4;
-  return static_cast<double>(t) * (static_cast<double>(height) / 16.0) *
-         (static_cast<double>(width) / 16.0);
+/// The defaults of a run, defined once: the member initialisers of `sampler_options` and
+/// `plan_options`, the CLI's flag defaults and (through the binding's `DEFAULTS`) every Python
+/// keyword default take them from here. Open-Sora's draws (`fast` is opt-in), seed 0, epoch 0,
+/// a bucket's last batch padded, one rank.
+namespace defaults {
+inline constexpr rng_mode rng = rng_mode::numpy;
+inline constexpr std::uint64_t seed = 0;
+inline constexpr std::uint64_t epoch = 0;
+inline constexpr incomplete_policy policy = incomplete_policy::pad;
+inline constexpr std::uint32_t world = 1;
+}  // namespace defaults
+
+/// The latent token formula of a video diffusion model: its VAE compresses time by
+/// `compression_t` (keeping the first frame) and space by `compression_h` × `compression_w`,
+/// and the model cuts the latent into patches of `patch_t` × `patch_h` × `patch_w`. The default
+/// (4 × 8 × 8, patches 1 × 2 × 2) is Open-Sora 2.0's: (1 + (T − 1) / 4) · (H / 16) · (W / 16).
+struct token_formula {
+  std::int64_t compression_t = 4;
+  std::int64_t compression_h = 8;
+  std::int64_t compression_w = 8;
+  std::int64_t patch_t = 1;
+  std::int64_t patch_h = 2;
+  std::int64_t patch_w = 2;
+
+  /// Latent frames after patching: ⌈(1 + (T − 1) / compression_t) / patch_t⌉ (T < 1 counts 1).
+  [[nodiscard]] constexpr std::int64_t frames(std::int64_t t) const noexcept {
+    const std::int64_t latent = t < 1 ? 1 : 1 + (t - 1) / compression_t;
+    return (latent + patch_t - 1) / patch_t;
+  }
+  /// Pixels per token along H and along W: compression × patch.
+  [[nodiscard]] constexpr std::int64_t cell_h() const noexcept { return compression_h * patch_h; }
+  [[nodiscard]] constexpr std::int64_t cell_w() const noexcept { return compression_w * patch_w; }
+
+  /// Throws `vbucket::error` naming the factor that is not an integer in [1, 2^16].
+  void validate() const {
+    const std::pair<const char*, std::int64_t> all[] = {{"compression_t", compression_t},
+                                                        {"compression_h", compression_h},
+                                                        {"compression_w", compression_w},
+                                                        {"patch_t", patch_t},
+                                                        {"patch_h", patch_h},
+                                                        {"patch_w", patch_w}};
+    for (const auto& [name, v] : all)
+      if (v < 1 || v > 65536)
+        throw error(std::string("token formula: ") + name + " must be an integer from 1 to " +
+                    "65536, got " + std::to_string(v));
+  }
+  friend constexpr bool operator==(const token_formula&, const token_formula&) = default;
+};
+
+/// Latent tokens of one sample of shape (T, H, W) under `f` (by default a video VAE that
+/// compresses time by 4, keeping the first frame, and space by 16 with its patches):
+/// `f.frames(T)` · (H / cell_h) · (W / cell_w), with exact (fractional) spatial factors.
+constexpr double latent_tokens(std::int64_t frames, std::int64_t height, std::int64_t width,
+                               const token_formula& f = {}) noexcept {
+  return static_cast<double>(f.frames(frames)) *
+         (static_cast<double>(height) / static_cast<double>(f.cell_h())) *
+         (static_cast<double>(width) / static_cast<double>(f.cell_w()));
 }
 
 /// The default cost of one batch: latent tokens of the bucket's target shape × batch size.
 struct latent_tokens_cost {
+  token_formula formula{};  ///< the model's token formula
   double operator()(const bucket_config& config, bucket_id b,
                     std::int64_t batch_size) const noexcept {
     const auto& r = config.ratio_of(b);
-    return latent_tokens(config.frames_of(b).frames, r.height, r.width) *
+    return latent_tokens(config.frames_of(b).frames, r.height, r.width, formula) *
            static_cast<double>(batch_size);
   }
 };
@@ -78,9 +148,9 @@ inline constexpr std::uint32_t default_balance_group = 960;
 
 /// What a plan depends on besides the groups and the config.
 struct plan_options {
-  std::uint64_t seed = 0;   ///< the run's seed
-  std::uint64_t epoch = 0;  ///< the epoch (shuffles differ per epoch)
-  incomplete_policy policy = incomplete_policy::pad;
+  std::uint64_t seed = defaults::seed;    ///< the run's seed
+  std::uint64_t epoch = defaults::epoch;  ///< the epoch (shuffles differ per epoch)
+  incomplete_policy policy = defaults::policy;
   /// Step balance. 0: the global order is a plain shuffle of all batches. G > 0: batches are
   /// sorted by cost (ties in shuffled order), cut into chunks of G consecutive batches and
   /// the chunks put in shuffled order, the remainder (count mod G, the cheapest) last.

@@ -1,7 +1,8 @@
 #pragma once
 /// Bucket rules as policies: `opensora_v2_rule` and `opensora_v12_rule` reproduce Open-Sora's
 /// `get_bucket_id` exactly (draw for draw, given `numpy_source`); a user rule plugs in by
-/// satisfying `bucket_rule`.
+/// satisfying `bucket_rule`. Both built-in rules report their walk to a trace
+/// (`assign_traced`, `rule_event`): what `explain_assignment` (explain.hpp) shows for one sample.
 
 #include <cmath>     // std::isnan, std::ceil
 #include <concepts>  // std::same_as
@@ -9,6 +10,7 @@
 #include <cstdint>   // std::int64_t, std::uint64_t
 #include <limits>    // std::numeric_limits
 #include <string>    // std::to_string
+#include <vector>    // std::vector (rule_trace)
 
 #include "bucket_config.hpp"
 #include "error.hpp"
@@ -32,7 +34,54 @@ concept bucket_rule = random_source<Source> &&
   { r.assign(c, m, i, s) } -> std::same_as<bucket_id>;
 };
 
+/// One decision of a built-in rule's walk over one sample (`assign_traced`): which resolution
+/// and frames key were tried, the draw and the probability tested, and the outcome.
+struct rule_event {
+  enum class step : std::uint8_t {
+    invalid,       ///< the metadata cannot be bucketed (no frame, or a side outside [1, 2^24])
+    frames,        ///< the frames the rule works with: `value` (v2: after fps thinning by the
+                   ///< interval `probability`; v1.2: the longest key allowed, T > key · interval)
+    too_small,     ///< `resolution` skipped: H·W < 0.8 · its pixels
+    no_image_key,  ///< an image, and `resolution` has no frames key 1
+    too_long,      ///< key `frames_index` skipped: more frames than the clip has (or the key 1)
+    fewer_frames,  ///< a pair's p_frames test: `passed` = moved on to fewer frames
+    keep,          ///< the p_resolution test (p for an image): `passed` = bucket taken, else
+                   ///< a downgrade (the walk leaves the resolution)
+    fast_draw,     ///< fast draws: the one uniform `draw` that picks the outcome
+    fast_outcome,  ///< fast draws: an outcome (`probability`, cumulative `value`); `passed`:
+                   ///< draw < cumulative, the outcome taken
+    chosen,        ///< the bucket `bucket`
+    none,          ///< no bucket: the sample is not used this epoch
+  };
+  step what = step::none;
+  std::int64_t resolution = -1;    ///< index into `bucket_config::resolutions()`
+  std::int64_t frames_index = -1;  ///< index into that resolution's `frames`
+  double draw = std::numeric_limits<double>::quiet_NaN();  ///< NaN: the test drew nothing
+  double probability = std::numeric_limits<double>::quiet_NaN();
+  double value = std::numeric_limits<double>::quiet_NaN();
+  bool passed = false;
+  bucket_id bucket = no_bucket;
+};
+
+/// A trace that records every event of a walk (`assign_traced`).
+struct rule_trace {
+  static constexpr bool enabled = true;
+  std::vector<rule_event> events;
+  void operator()(const rule_event& e) { events.push_back(e); }
+};
+
 namespace detail {
+/// The trace of `assign`: records nothing, costs nothing.
+struct no_trace {
+  static constexpr bool enabled = false;
+  void operator()(const rule_event&) const noexcept {}
+};
+/// Records `e` when the trace records (the argument is not even built otherwise).
+template <class Trace, class Make>
+inline void note(Trace& trace, Make&& make) {
+  if constexpr (Trace::enabled) trace(make());
+}
+using ev = rule_event::step;
 /// Samples with fewer than one frame or pixel row/column cannot be bucketed; sizes are
 /// capped so that H·W is exact in a double, as Python's exact int/float comparison needs.
 inline constexpr std::int64_t max_side = max_meta_side;
@@ -193,47 +242,124 @@ struct opensora_v2_rule {
   template <random_source Source>
   [[nodiscard]] bucket_id assign(const bucket_config& c, const sample_meta& m, std::uint64_t index,
                                  const Source& source) const noexcept {
-    if (!detail::valid_meta(m)) return invalid_sample;
+    detail::no_trace trace;
+    return assign_traced(c, m, index, source, trace);
+  }
+
+  /// `assign`, reporting each decision of the walk to `trace` (a `rule_trace`).
+  template <random_source Source, class Trace>
+  bucket_id assign_traced(const bucket_config& c, const sample_meta& m, std::uint64_t index,
+                          const Source& source, Trace& trace) const noexcept(!Trace::enabled) {
+    using detail::ev;
+    using detail::note;
+    if (!detail::valid_meta(m)) {
+      note(trace, [] { return rule_event{.what = ev::invalid, .bucket = invalid_sample}; });
+      return invalid_sample;
+    }
     const std::int64_t t_eff = effective_frames(m.num_frames, m.fps);
+    const std::size_t r0 = detail::too_large(c, m);
+    note(trace, [&] {
+      return rule_event{.what = ev::frames,
+                        .probability = static_cast<double>(frame_interval(m.fps, fps_max)),
+                        .value = static_cast<double>(t_eff)};
+    });
+    for (std::size_t ri = 0; ri < r0; ++ri)
+      note(trace, [&] {
+        return rule_event{.what = ev::too_small, .resolution = static_cast<std::int64_t>(ri)};
+      });
+    auto taken = [&](const resolution_entry& r, std::size_t k) {
+      const bucket_id b = detail::ratio_bucket(r, k, m);
+      note(trace, [&] {
+        return rule_event{.what = ev::chosen,
+                          .resolution = static_cast<std::int64_t>(&r - c.resolutions().data()),
+                          .frames_index = static_cast<std::int64_t>(k),
+                          .bucket = b};
+      });
+      return b;
+    };
+    auto none = [&] {
+      note(trace, [] { return rule_event{.what = ev::none}; });
+      return no_bucket;
+    };
     if constexpr (detail::fast_draws<Source>) {
       const double u = source.stream(index, 0).random();
-      bucket_id out = no_bucket;
-      const auto& all = c.resolutions();
-      detail::v2_outcomes(c, detail::too_large(c, m), t_eff == 1, t_eff,
-                          [&](std::size_t ri, std::size_t k, double, double cumulative) {
-                            if (!(u < cumulative)) return false;
-                            out = detail::ratio_bucket(all[ri], k, m);
+      note(trace, [&] { return rule_event{.what = ev::fast_draw, .draw = u}; });
+      const resolution_entry* hit = nullptr;
+      std::size_t hit_key = 0;
+      detail::v2_outcomes(c, r0, t_eff == 1, t_eff,
+                          [&](std::size_t ri, std::size_t k, double q, double cumulative) {
+                            const bool in = u < cumulative;
+                            note(trace, [&] {
+                              return rule_event{.what = ev::fast_outcome,
+                                                .resolution = static_cast<std::int64_t>(ri),
+                                                .frames_index = static_cast<std::int64_t>(k),
+                                                .probability = q,
+                                                .value = cumulative,
+                                                .passed = in};
+                            });
+                            if (!in) return false;
+                            hit = &c.resolutions()[ri];
+                            hit_key = k;
                             return true;
                           });
-      return out;
+      return hit ? taken(*hit, hit_key) : none();
     }
-    const resolution_entry* res = c.resolutions().data();
-    const resolution_entry* const end = res + c.resolutions().size();
-    res += detail::too_large(c, m);
+    const resolution_entry* const first = c.resolutions().data();
+    const resolution_entry* res = first + r0;
+    const resolution_entry* const end = first + c.resolutions().size();
     auto rng = source.stream(index, 0);
+    auto event = [&](const resolution_entry* r, std::size_t k, detail::ev what, double u, double p,
+                     bool passed) {
+      note(trace, [&] {
+        return rule_event{.what = what,
+                          .resolution = r - first,
+                          .frames_index = static_cast<std::int64_t>(k),
+                          .draw = u,
+                          .probability = p,
+                          .passed = passed};
+      });
+    };
+    constexpr double no_draw = std::numeric_limits<double>::quiet_NaN();
     if (t_eff == 1) {
       for (; res != end; ++res) {
-        if (res->image_index < 0) continue;
+        if (res->image_index < 0) {
+          event(res, 0, ev::no_image_key, no_draw, no_draw, false);
+          continue;
+        }
         const auto k = static_cast<std::size_t>(res->image_index);
-        if (rng.random() < res->frames[k].p_resolution) return detail::ratio_bucket(*res, k, m);
+        const double u = rng.random();
+        const bool in = u < res->frames[k].p_resolution;
+        event(res, k, ev::keep, u, res->frames[k].p_resolution, in);
+        if (in) return taken(*res, k);
       }
-      return no_bucket;
+      return none();
     }
     for (; res != end; ++res) {
       const frames_entry* const keys = res->frames.data();
       // Keys are in descending order: those longer than the clip are a prefix and draw
       // nothing, and the key 1 (never a video key) is the last.
       const std::size_t n = detail::video_keys(*res);
-      for (std::size_t k = detail::longer_keys(keys, n, t_eff); k < n; ++k) {
+      const std::size_t longer = detail::longer_keys(keys, n, t_eff);
+      for (std::size_t k = 0; k < longer; ++k) event(res, k, ev::too_long, no_draw, no_draw, false);
+      for (std::size_t k = longer; k < n; ++k) {
         const frames_entry& f = keys[k];
         // A pair's p_t is Open-Sora 2.0's chance to drop to fewer frames.
-        if (f.pair && (f.p_frames >= 1.0 || rng.random() <= f.p_frames)) continue;
-        if (f.p_resolution >= 1.0 || rng.random() <= f.p_resolution)
-          return detail::ratio_bucket(*res, k, m);
+        if (f.pair) {
+          double u = no_draw;
+          bool fewer = f.p_frames >= 1.0;
+          if (!fewer) fewer = (u = rng.random()) <= f.p_frames;
+          event(res, k, ev::fewer_frames, u, f.p_frames, fewer);
+          if (fewer) continue;
+        }
+        double u = no_draw;
+        bool in = f.p_resolution >= 1.0;
+        if (!in) in = (u = rng.random()) <= f.p_resolution;
+        event(res, k, ev::keep, u, f.p_resolution, in);
+        if (in) return taken(*res, k);
         break;  // downgrade: leave this resolution
       }
     }
-    return no_bucket;
+    return none();
   }
 };
 
@@ -250,28 +376,88 @@ struct opensora_v12_rule {
   template <random_source Source>
   [[nodiscard]] bucket_id assign(const bucket_config& c, const sample_meta& m, std::uint64_t index,
                                  const Source& source) const noexcept {
-    if (!detail::valid_meta(m)) return invalid_sample;
+    detail::no_trace trace;
+    return assign_traced(c, m, index, source, trace);
+  }
+
+  /// `assign`, reporting each decision of the walk to `trace` (a `rule_trace`). With
+  /// independent streams (`fast_source`) a check whose draws cannot change the answer draws
+  /// nothing, as in `assign`: the trace shows it decided without a draw.
+  template <random_source Source, class Trace>
+  bucket_id assign_traced(const bucket_config& c, const sample_meta& m, std::uint64_t index,
+                          const Source& source, Trace& trace) const noexcept(!Trace::enabled) {
+    using detail::ev;
+    using detail::note;
+    if (!detail::valid_meta(m)) {
+      note(trace, [] { return rule_event{.what = ev::invalid, .bucket = invalid_sample}; });
+      return invalid_sample;
+    }
     const std::int64_t t = m.num_frames;
     const std::int64_t interval = frame_interval < 1 ? 1 : frame_interval;
     // T > t · interval, without overflow: t ≤ (T − 1) / interval.
     const std::int64_t longest = (t - 1) / interval;
-    const resolution_entry* res = c.resolutions().data();
+    const resolution_entry* const first = c.resolutions().data();
+    const resolution_entry* res = first;
     const resolution_entry* const end = res + c.resolutions().size();
-    res += detail::too_large(c, m);
+    note(trace, [&] {
+      return rule_event{.what = ev::frames,
+                        .probability = static_cast<double>(interval),
+                        .value = static_cast<double>(t == 1 ? 1 : longest)};
+    });
+    const std::size_t r0 = detail::too_large(c, m);
+    for (std::size_t ri = 0; ri < r0; ++ri)
+      note(trace, [&] {
+        return rule_event{.what = ev::too_small, .resolution = static_cast<std::int64_t>(ri)};
+      });
+    res += r0;
+    constexpr double no_draw = std::numeric_limits<double>::quiet_NaN();
+    auto event = [&](const resolution_entry* r, std::size_t k, detail::ev what, double u, double p,
+                     bool passed) {
+      note(trace, [&] {
+        return rule_event{.what = what,
+                          .resolution = r - first,
+                          .frames_index = static_cast<std::int64_t>(k),
+                          .draw = u,
+                          .probability = p,
+                          .passed = passed};
+      });
+    };
+    auto taken = [&](const resolution_entry* r, std::size_t k) {
+      const bucket_id b = detail::ratio_bucket(*r, k, m);
+      note(trace, [&] {
+        return rule_event{.what = ev::chosen,
+                          .resolution = r - first,
+                          .frames_index = static_cast<std::int64_t>(k),
+                          .bucket = b};
+      });
+      return b;
+    };
+    auto none = [&] {
+      note(trace, [] { return rule_event{.what = ev::none}; });
+      return no_bucket;
+    };
     if (t == 1) {  // an image never matches a video key (T > t · interval fails)
       for (; res != end; ++res) {
-        if (res->image_index < 0) continue;
+        if (res->image_index < 0) {
+          event(res, 0, ev::no_image_key, no_draw, no_draw, false);
+          continue;
+        }
         const auto k = static_cast<std::size_t>(res->image_index);
         const double p = res->frames[k].p_resolution;
         if constexpr (detail::independent_streams<Source>) {
           // random() < p always holds for p = 1 and never for p = 0: no stream needed.
-          if (p >= 1.0) return detail::ratio_bucket(*res, k, m);
-          if (!(p > 0.0)) continue;
+          if (p >= 1.0 || !(p > 0.0)) {
+            event(res, k, ev::keep, no_draw, p, p >= 1.0);
+            if (p >= 1.0) return taken(res, k);
+            continue;
+          }
         }
         auto rng = source.stream(index, static_cast<std::uint64_t>(res->first_pair) + k);
-        if (rng.random() < p) return detail::ratio_bucket(*res, k, m);
+        const double u = rng.random();
+        event(res, k, ev::keep, u, p, u < p);
+        if (u < p) return taken(res, k);
       }
-      return no_bucket;
+      return none();
     }
     for (; res != end; ++res) {
       const frames_entry* const keys = res->frames.data();
@@ -283,33 +469,53 @@ struct opensora_v12_rule {
         // in descending order), and the checks of keys whose test is decided without a draw
         // (random() > 1 and random() < 0 never hold, random() < 1 always does).
         const std::size_t n = detail::video_keys(*res);
-        for (std::size_t k = detail::longer_keys(keys, n, longest); k < n; ++k) {
+        const std::size_t longer = detail::longer_keys(keys, n, longest);
+        for (std::size_t k = 0; k < longer; ++k)
+          event(res, k, ev::too_long, no_draw, no_draw, false);
+        for (std::size_t k = longer; k < n; ++k) {
           const frames_entry& f = keys[k];
           const bool skip_drawn = f.pair && f.p_frames < 1.0;
           const bool accept_drawn = f.p_resolution > 0.0 && f.p_resolution < 1.0;
           if (!skip_drawn && !accept_drawn) {
-            if (f.p_resolution >= 1.0) return detail::ratio_bucket(*res, k, m);
+            event(res, k, ev::keep, no_draw, f.p_resolution, f.p_resolution >= 1.0);
+            if (f.p_resolution >= 1.0) return taken(res, k);
             break;
           }
           auto rng = source.stream(index, first_sub + k);
-          if (f.pair && rng.random() > f.p_frames) continue;  // a pair always draws first
-          if (f.p_resolution >= 1.0 || (accept_drawn && rng.random() < f.p_resolution))
-            return detail::ratio_bucket(*res, k, m);
+          if (f.pair) {  // a pair always draws first
+            const double u = rng.random();
+            event(res, k, ev::fewer_frames, u, f.p_frames, u > f.p_frames);
+            if (u > f.p_frames) continue;
+          }
+          double u = no_draw;
+          const bool in =
+              f.p_resolution >= 1.0 || (accept_drawn && (u = rng.random()) < f.p_resolution);
+          event(res, k, ev::keep, u, f.p_resolution, in);
+          if (in) return taken(res, k);
           break;
         }
       } else {
         for (std::size_t k = 0; k < res->frames.size(); ++k) {
           const frames_entry& f = keys[k];
           auto rng = source.stream(index, first_sub + k);
-          if (f.pair && rng.random() > f.p_frames) continue;
-          if (f.frames == 1 || f.frames > longest) continue;
-          if (f.p_resolution >= 1.0 || rng.random() < f.p_resolution)
-            return detail::ratio_bucket(*res, k, m);
+          if (f.pair) {
+            const double u = rng.random();
+            event(res, k, ev::fewer_frames, u, f.p_frames, u > f.p_frames);
+            if (u > f.p_frames) continue;
+          }
+          if (f.frames == 1 || f.frames > longest) {
+            event(res, k, ev::too_long, no_draw, no_draw, false);
+            continue;
+          }
+          double u = no_draw;
+          const bool in = f.p_resolution >= 1.0 || (u = rng.random()) < f.p_resolution;
+          event(res, k, ev::keep, u, f.p_resolution, in);
+          if (in) return taken(res, k);
           break;
         }
       }
     }
-    return no_bucket;
+    return none();
   }
 };
 

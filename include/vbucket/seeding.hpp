@@ -25,26 +25,11 @@
 #include "error.hpp"
 #include "meta.hpp"
 #include "numpy_random.hpp"
+#include "plan_options.hpp"  // rng_mode, to_string, parse_rng_mode
 #include "random.hpp"
 #include "rules.hpp"
 
 namespace vbucket {
-
-/// Which draws assign samples to buckets: `fast` (counter-based, any sample alone) or `numpy`
-/// (Open-Sora's, bit for bit).
-enum class rng_mode { fast, numpy };
-
-/// "fast" or "numpy".
-[[nodiscard]] constexpr std::string_view to_string(rng_mode mode) noexcept {
-  return mode == rng_mode::fast ? "fast" : "numpy";
-}
-
-/// The mode named "fast" or "numpy"; nullopt for any other text.
-[[nodiscard]] constexpr std::optional<rng_mode> parse_rng_mode(std::string_view name) noexcept {
-  if (name == "fast") return rng_mode::fast;
-  if (name == "numpy") return rng_mode::numpy;
-  return std::nullopt;
-}
 
 /// The seed's value when it is below 2^64.
 [[nodiscard]] inline std::optional<std::uint64_t> seed_u64(const big_seed& seed) noexcept {

@@ -11,6 +11,7 @@
 #include "vbucket/csv.hpp"                 // metadata CSV reader
 #include "vbucket/epoch_plan.hpp"          // epoch planner
 #include "vbucket/error.hpp"               // vbucket::error
+#include "vbucket/explain.hpp"             // explain_sample: the rule's decisions for one sample
 #include "vbucket/group.hpp"               // group_by_bucket
 #include "vbucket/loader.hpp"              // loader, tensor_traits, clip_decoder
 #include "vbucket/meta.hpp"                // video_meta, meta_table

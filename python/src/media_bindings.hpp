@@ -94,7 +94,8 @@ class py_scan {
     if (runner_.joinable()) runner_.join();
   }
 
-  /// The columns: path, num_frames, height, width, fps, duration, codec, error, warning
+  /// The columns: path, num_frames, height, width, fps, duration, codec, error, warning,
+  /// stored_height, stored_width, sar ("num:den"), rotation, as `vbucket scan` writes them
   /// (numbers of failed files: -1 and NaN; Python turns them into missing values).
   nb::dict columns() {
     {
@@ -106,7 +107,8 @@ class py_scan {
     const std::size_t n = results_.size();
     std::vector<std::int64_t> frames(n, -1), height(n, -1), width(n, -1);
     std::vector<double> fps(n, std::numeric_limits<double>::quiet_NaN()), duration = fps;
-    nb::list codec, error, warning, path;
+    std::vector<std::int64_t> stored_height(n, -1), stored_width(n, -1), rotation(n, -1);
+    nb::list codec, error, warning, path, sar;
     for (std::size_t i = 0; i < n; ++i) {
       const auto& r = results_[i];
       path.append(nb::str(paths_[i].c_str(), paths_[i].size()));
@@ -119,10 +121,15 @@ class py_scan {
         codec.append(r->codec);
         error.append("");
         warning.append(r->warning);
+        stored_height[i] = r->coded_height;
+        stored_width[i] = r->coded_width;
+        rotation[i] = r->rotation;
+        sar.append(std::to_string(r->sar_num) + ":" + std::to_string(r->sar_den));
       } else {
         codec.append("");
         error.append(r.error());
         warning.append("");
+        sar.append("");
       }
     }
     nb::dict d;
@@ -135,6 +142,10 @@ class py_scan {
     d["codec"] = codec;
     d["error"] = error;
     d["warning"] = warning;
+    d["stored_height"] = to_numpy(std::move(stored_height));
+    d["stored_width"] = to_numpy(std::move(stored_width));
+    d["sar"] = sar;
+    d["rotation"] = to_numpy(std::move(rotation));
     return d;
   }
 

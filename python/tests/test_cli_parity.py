@@ -37,7 +37,8 @@ def test_sampler_equals_vbucket_plan(case, cli, tmp_path, sample_df):
             sample_df, config, num_replicas=world, rank=rank, seed=seed, drop_last=drop_last,
             rule=rule, rng=rng, policy=policy, balance=balance, output="indices")
         s.set_epoch(epoch)
-        assert len(s) == len(expected) > 0
+        # len() is Open-Sora's (the epoch's global micro-batches); this rank's steps:
+        assert s.steps_left() == len(expected) > 0 and len(s) == world * len(expected)
         got = list(s)
         assert got == [e["indices"] for e in expected]
         # the strings carry each step's target shape
@@ -56,6 +57,9 @@ def test_assign_equals_vbucket_assign(cli, tmp_path):
     expected = pd.read_csv(out, keep_default_na=False, dtype=str)
     got = vbucket.assign(SAMPLE_META, CONFIG_V2, seed=9, epoch=2, rng="numpy")
     assert len(got) == len(expected)
+    # the CLI's T, H, W are Python's bucket_t, bucket_h, bucket_w (df.T is pandas' transpose)
+    assert not {"T", "H", "W"} & set(got.columns)
+    got = got.rename(columns={"bucket_t": "T", "bucket_h": "H", "bucket_w": "W"})
     as_text = pd.DataFrame({
         "index": got.index.astype(str),
         **{c: got[c].astype(object).where(got.bucket >= 0, "").astype(str)

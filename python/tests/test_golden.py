@@ -37,7 +37,7 @@ def test_golden(name, rule):
         else:
             ok = (g.bucket >= 0
                   and [g.resolution, int(g.frames), g.ratio] == r["bucket"]
-                  and [int(g["T"]), int(g["H"]), int(g["W"])] == r["thw"])
+                  and [int(g["bucket_t"]), int(g["bucket_h"]), int(g["bucket_w"])] == r["thw"])
         if not ok:
             mismatches.append(i)
     assert not mismatches, f"{len(mismatches)} samples differ, first {mismatches[:5]}"

@@ -38,7 +38,7 @@ def test_mixed_shape_strings_within_the_budget_and_each_sample_once():
     world = 2
     samplers = [_packed(num_replicas=world, rank=r) for r in range(world)]
     assigned = vbucket.assign(str(SAMPLE_META), CONFIG_V2, seed=3, rng="numpy")
-    shape_of = {i: (int(row["T"]), int(row["H"]), int(row["W"]))
+    shape_of = {i: (int(row["bucket_t"]), int(row["bucket_h"]), int(row["bucket_w"]))
                 for i, row in assigned.iterrows() if row["bucket"] >= 0}
     st = samplers[0].stats()  # from the epoch's start (iterating advances the state)
     seen = collections.Counter()
@@ -115,3 +115,64 @@ def test_bad_arguments_are_refused():
     s = _packed(token_budget=100.0, drop_oversized=True)
     list(s)
     assert s.stats()["dropped_oversized"] > 0
+
+
+# --- the token formula (compression, patch): settable from Python and the CLI ----------------
+
+
+def _indices(sampler):
+    return [[int(x.split("-")[0]) for x in b] for b in sampler]
+
+
+def _thw(sampler):
+    return [[_parse(x)[1:] for x in b] for b in sampler]
+
+
+def test_the_default_formula_is_the_documented_one():
+    d = vbucket._vbucket.DEFAULTS
+    assert tuple(d["compression"]) == (4, 8, 8) and tuple(d["patch"]) == (1, 2, 2)
+    # the same formula written another way (16 x 16 compression, no patch): the same packing
+    assert _indices(_packed(compression=(4, 16, 16), patch=(1, 1, 1))) == _indices(_packed())
+
+
+def test_a_patch_four_times_larger_packs_as_a_budget_four_times_larger():
+    # tokens with patch (1, 4, 4) are exactly a quarter of the default's (H/32 * W/32): packing
+    # to B with them must be packing to 4B with the default formula, batch for batch.
+    quarter = _packed(patch=(1, 4, 4), token_budget=BUDGET)
+    four = _packed(token_budget=4 * BUDGET)
+    assert _indices(quarter) == _indices(four)
+    assert len(_indices(quarter)) < len(_indices(_packed()))  # fuller batches, fewer of them
+
+
+def test_temporal_compression_changes_the_packing_as_the_formula_says():
+    def tokens_8(t, h, w):  # compression 8 in time
+        return (1 + (t - 1) // 8) * (h / 16) * (w / 16)
+
+    budget = 60000.0
+    s = _packed(compression=(8, 8, 8), token_budget=budget)
+    batches = _thw(s)
+    assert all(sum(tokens_8(*x) for x in b) <= budget for b in batches)
+    # ... and those batches would not fit under the default formula: the formula was used
+    assert any(sum(tokens(*x) for x in b) > budget for b in batches)
+
+
+def test_the_cli_takes_the_same_formula(cli, tmp_path):
+    out = tmp_path / "p.jsonl"
+    subprocess.run([cli, "plan", "--config", str(CONFIG_V2), "--meta", str(SAMPLE_META),
+                    "--seed", "3", "--epoch", "0", "--world", "1", "--rank", "0", "--batching",
+                    "packed", "--token-budget", str(BUDGET), "--compression", "8,8,8",
+                    "--patch", "1,4,4", "--out", str(out), "--quiet"], check=True)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    mine = _indices(_packed(compression=(8, 8, 8), patch=(1, 4, 4)))
+    assert [x["indices"] for x in lines] == mine
+    r = subprocess.run([cli, "plan", "--config", str(CONFIG_V2), "--meta", str(SAMPLE_META),
+                        "--seed", "3", "--epoch", "0", "--world", "1", "--rank", "0",
+                        "--patch", "1,0,2", "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and "--patch: expected three integers from 1 to 65536" in r.stderr
+
+
+def test_bad_formulas_are_refused():
+    with pytest.raises(ValueError, match=r"patch must be three integers \(T, H, W\)"):
+        _packed(patch=(1, 2))
+    with pytest.raises(ValueError, match="compression_h must be an integer from 1 to 65536"):
+        _packed(compression=(4, 0, 8))

@@ -154,3 +154,87 @@ def test_report_with_profile(profile, tmp_path):
                         str(bad), "--memory-gib", "24", "--out", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "bad.csv" in r.stderr and "peak_memory_gib" in r.stderr
+
+
+# --- issue 29 item 9: one plan per picture, readable labels, 0 samples, H/W order, integers ------
+
+
+def test_step_costs_from_one_plan_equal_each_ranks_own_sampler():
+    # The report deals one plan to every rank; each rank's own sampler must see the same costs.
+    from vbucket.sampler import VariableVideoBatchSampler
+
+    world = 3
+    for balance in (False, True):
+        costs, _ = plots.step_costs(SAMPLE_META, CONFIG_360P, world=world, balance=balance,
+                                    seed=2)
+        st = vbucket.stats(SAMPLE_META, CONFIG_360P, world=world, balance=balance, seed=2)
+        per_batch = (st["tokens"] / st["batches"].where(st["batches"] > 0)).fillna(0)
+        for r in range(world):
+            s = VariableVideoBatchSampler(SAMPLE_META, CONFIG_360P, num_replicas=world, rank=r,
+                                          seed=2, balance=balance)
+            s.set_epoch(0)
+            assert costs[:, r].tolist() == [per_batch[b[0]] for b in s.batches()]
+
+
+def _many_bucket_stats(n=600):
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    h = rng.integers(100, 1000, n)
+    w = rng.integers(100, 1000, n)
+    return pd.DataFrame({
+        "resolution": [f"r{k % 7}" for k in range(n)], "frames": [k % 50 for k in range(n)],
+        "ratio": [f"{a}:{b}" for a, b in zip(w, h)], "T": 1, "H": h, "W": w,
+        "samples": rng.integers(0, 9, n), "batches": rng.integers(0, 3, n),
+        "pads": rng.integers(0, 5, n), "dropped": rng.integers(0, 2, n),
+        "moved_in": 0, "moved_out": 0}).rename_axis("bucket")
+
+
+def test_many_buckets_show_the_top_and_an_other_bar():
+    plt = plots._pyplot()
+    st = _many_bucket_stats()
+    fig, ax = plt.subplots()
+    plots._changes(ax, st)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(labels) == plots.TOP_N and labels[-1].startswith("other (")
+    assert "summed as \"other\"" in ax.get_title()
+    pads = sum(b.get_height() for b in ax.containers[0])
+    assert pads == st["pads"].sum()  # nothing lost: the top plus "other" sum to the total
+    fig2, ax2 = plt.subplots()
+    plots._ratio_bars(ax2, st)
+    assert len(ax2.get_xticklabels()) == plots.TOP_N
+    assert sum(b.get_height() for c in ax2.containers for b in c) == st["samples"].sum()
+    plt.close(fig)
+    plt.close(fig2)
+
+
+def test_ratio_bars_in_h_over_w_order_and_integer_axes():
+    plt = plots._pyplot()
+    st = vbucket.stats(SAMPLE_META, CONFIG_360P)
+    # each ratio's H/W from the config's own bucket table, independently of the picture
+    table = vbucket.BucketConfig(CONFIG_360P).buckets()
+    hw = {r: h / w for r, h, w in zip(table["ratio"], table["H"], table["W"])}
+    fig, ax = plt.subplots()
+    plots._ratio_bars(ax, st)
+    names = [t.get_text().split(" (")[0] for t in ax.get_xticklabels()]
+    values = [hw[n] for n in names]
+    assert values == sorted(values) and len(names) > 3
+    assert all(float(v).is_integer() for v in ax.get_yticks())
+    fig2, ax2 = plt.subplots()
+    plots._changes(ax2, st)
+    assert all(float(v).is_integer() for v in ax2.get_yticks())
+    plt.close(fig)
+    plt.close(fig2)
+
+
+def test_report_with_no_sample_in_a_bucket_says_so_without_warnings(tmp_path):
+    import warnings
+
+    tiny = {"num_frames": np.array([1, 51]), "height": np.array([8, 8]),
+            "width": np.array([8, 8]), "fps": np.array([np.nan, 24.0])}
+    out = tmp_path / "empty.html"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = plots.render_report(tiny, CONFIG_360P, out)
+    assert r["images"] == 0 and "No sample is in a bucket" in r["message"]
+    assert "No sample is in a bucket" in out.read_text()

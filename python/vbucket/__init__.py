@@ -7,8 +7,10 @@ values and calls it, so the Python results are the CLI's and the C++ API's, numb
 
 from . import _vbucket
 from ._core import (
+    DEFAULTS,
     BucketConfig,
     assign,
+    explain,
     read_meta,
     stats,
     stats_table,
@@ -35,6 +37,7 @@ __all__ = [
     "HAS_CUDA",
     "Batch",
     "BucketConfig",
+    "DEFAULTS",
     "DecodeError",
     "Loader",
     "VariableVideoBatchSampler",
@@ -42,6 +45,7 @@ __all__ = [
     "decode_clip",
     "decode_opensora_index",
     "encode_opensora_index",
+    "explain",
     "plot_stats",
     "read_meta",
     "scan",

@@ -16,6 +16,13 @@ import numpy as np
 from . import _vbucket
 
 RULES = ("opensora-v2", "opensora-v1.2")
+
+#: The run's defaults, defined once in C++ (``vbucket::defaults``): rng, seed, epoch, policy and
+#: world of every Python surface (``stats``, ``assign``, ``report``, the sampler) come from here.
+DEFAULTS: Mapping[str, Any] = dict(_vbucket.DEFAULTS)
+_RNG, _SEED, _EPOCH = DEFAULTS["rng"], DEFAULTS["seed"], DEFAULTS["epoch"]
+_POLICY, _WORLD = DEFAULTS["policy"], DEFAULTS["world"]
+
 REQUIRED_COLUMNS = ("num_frames", "height", "width", "fps")
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -112,6 +119,16 @@ class BucketConfig:
             rows, columns=["resolution", "frames", "ratio", "T", "H", "W", "batch_size"]
         ).rename_axis("bucket")
 
+    def __getstate__(self) -> dict:
+        # The validated core configs are rebuilt from the source (pickle, copy.deepcopy)
+        return {"text": self._text, "where": self._where, "path": self._path, "rule": self.rule}
+
+    def __setstate__(self, state: dict) -> None:
+        self._text, self._where, self._path = state["text"], state["where"], state["path"]
+        self.rule = state["rule"]
+        self._by_rule = {}
+        self._core(self.rule)
+
     def __repr__(self) -> str:
         src = self._path if self._path is not None else "dict"
         return f"BucketConfig({src!r}, rule={self.rule!r}, num_buckets={self.num_buckets})"
@@ -141,12 +158,36 @@ def _missing(names) -> None:
         )
 
 
+_ACCEPTED_DTYPES = (
+    "accepted are integer and floating-point dtypes (fps may be NaN = unknown); convert it "
+    "first, e.g. df[\"{name}\"].astype(\"float64\")"
+)
+
+
+def _check_kind(kind: str, dtype, name: str) -> None:
+    """The one dtype check of every metadata form (DataFrame, dict of arrays, pyarrow Table,
+    Parquet): a column is planned only when it holds integers or floats. Dates, durations,
+    complex numbers, booleans, strings and objects are refused, never coerced."""
+    if kind not in "iuf":
+        raise TypeError(f'metadata: column "{name}" has dtype {dtype}, which is not a number: '
+                        + _ACCEPTED_DTYPES.format(name=name))
+
+
+def _arrow_kind(arrow_type) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_integer(arrow_type):
+        return "u" if pa.types.is_unsigned_integer(arrow_type) else "i"
+    return "f" if pa.types.is_floating(arrow_type) else "O"
+
+
 def _numeric(col, name: str) -> np.ndarray:
     """A column as a 1-D numeric numpy array, without a per-row Python loop (no copy when it is
     already one)."""
     if hasattr(col, "dtype") and hasattr(col, "to_numpy") and not isinstance(col, np.ndarray):
         dtype = col.dtype
-        if isinstance(dtype, np.dtype) and dtype.kind in "iuf":
+        _check_kind(getattr(dtype, "kind", "O"), dtype, name)
+        if isinstance(dtype, np.dtype):
             arr = col.to_numpy()  # a view of the column
         else:
             # pandas extension dtypes (nullable Int64, Float64): NA as NaN
@@ -158,8 +199,7 @@ def _numeric(col, name: str) -> np.ndarray:
         arr = np.asarray(col)
     if arr.ndim != 1:
         raise TypeError(f'metadata: column "{name}" must be one-dimensional, got shape {arr.shape}')
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(f'metadata: column "{name}" must hold numbers, got dtype {arr.dtype}')
+    _check_kind(arr.dtype.kind, arr.dtype, name)
     if arr.dtype == np.float16 or not arr.dtype.isnative:
         arr = arr.astype(np.float64 if arr.dtype.kind == "f" else arr.dtype.newbyteorder("="))
     return arr
@@ -254,6 +294,7 @@ def _from_arrow(table, where: str) -> "_vbucket.Meta":
     cols = {}
     for c in REQUIRED_COLUMNS:
         col = table.column(c)
+        _check_kind(_arrow_kind(col.type), col.type, c)
         cols[c] = col.to_numpy() if col.null_count == 0 else col.to_pandas().to_numpy(
             dtype="float64", na_value=np.nan
         )
@@ -305,7 +346,8 @@ def _balance_group(balance) -> int:
 
 def _sampler_args(*, rule, rng, seed, world, rank, policy, drop_last, balance, fps_max,
                   frame_interval, threads, batching="fixed", token_budget=None,
-                  drop_oversized=False) -> "_vbucket.SamplerArgs":
+                  drop_oversized=False, compression=None,
+                  patch=None) -> "_vbucket.SamplerArgs":
     a = _vbucket.SamplerArgs()
     a.rule = rule
     a.rng = rng
@@ -322,6 +364,15 @@ def _sampler_args(*, rule, rng, seed, world, rank, policy, drop_last, balance, f
     a.batching = str(batching)
     a.token_budget = 0.0 if token_budget is None else float(token_budget)
     a.drop_oversized = bool(drop_oversized)
+    # The token formula: the library's default unless given; the library checks the range.
+    for name, value in (("compression", compression), ("patch", patch)):
+        if value is None:
+            continue
+        if (isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 3
+                or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                       for v in value)):
+            raise ValueError(f"{name} must be three integers (T, H, W), got {value!r}")
+        setattr(a, name, [int(v) for v in value])
     return a
 
 
@@ -330,14 +381,16 @@ def _sampler_args(*, rule, rng, seed, world, rank, policy, drop_last, balance, f
 # ------------------------------------------------------------------------------------------
 
 
-def assign(meta, config, *, seed: int = 0, epoch: int = 0, rule: str = "opensora-v2",
-           rng: str = "fast", fps_max: float = 16, frame_interval: int = 1, threads: int = 0,
+def assign(meta, config, *, seed: int = _SEED, epoch: int = _EPOCH, rule: str = "opensora-v2",
+           rng: str = _RNG, fps_max: float = 16, frame_interval: int = 1, threads: int = 0,
            as_arrays: bool = False):
     """The bucket of every sample, as `vbucket assign` writes it (same seed convention).
 
     Returns a DataFrame indexed by sample with columns bucket (id; -1 no bucket, -2 invalid
-    metadata), resolution, frames, ratio, T, H, W (missing where no bucket); with
-    ``as_arrays=True`` the bucket ids as a numpy int32 array.
+    metadata), resolution, frames, ratio, bucket_t, bucket_h, bucket_w (the bucket's target
+    T, H, W; missing where no bucket; not named T/H/W, which are pandas attributes: ``df.T`` is
+    the transpose); with ``as_arrays=True`` the bucket ids as a numpy int32 array. The CLI's
+    CSV names them T, H, W (``python -m vbucket assign --out`` writes the CLI's header).
     """
     cfg = _config(config, rule)
     ids = _vbucket.assign_epoch(_meta(meta), cfg, rng, _seed_text(seed), int(epoch),
@@ -345,6 +398,10 @@ def assign(meta, config, *, seed: int = 0, epoch: int = 0, rule: str = "opensora
     if as_arrays:
         return ids
     return _bucket_frame(cfg, ids)
+
+
+#: ``assign()``'s target-shape columns and the names `vbucket assign`'s CSV gives them.
+ASSIGN_CSV_NAMES = {"bucket_t": "T", "bucket_h": "H", "bucket_w": "W"}
 
 
 def _bucket_frame(cfg, ids: np.ndarray):
@@ -372,9 +429,9 @@ def _bucket_frame(cfg, ids: np.ndarray):
             "resolution": cats(res_code, res_names),
             "frames": ints(1),
             "ratio": cats(ratio_code, ratio_names),
-            "T": ints(3),
-            "H": ints(4),
-            "W": ints(5),
+            "bucket_t": ints(3),
+            "bucket_h": ints(4),
+            "bucket_w": ints(5),
         }
     ).rename_axis("index")
 
@@ -401,8 +458,8 @@ def _stats_frame(d: dict):
     return df
 
 
-def stats(meta, config, *, seed: int = 0, epoch: int = 0, world: int = 1,
-          rule: str = "opensora-v2", rng: str = "fast", policy: str = "pad",
+def stats(meta, config, *, seed: int = _SEED, epoch: int = _EPOCH, world: int = _WORLD,
+          rule: str = "opensora-v2", rng: str = _RNG, policy: str = _POLICY,
           drop_last: bool = False, balance=False, fps_max: float = 16, frame_interval: int = 1,
           threads: int = 0):
     """Per-bucket statistics of one epoch's plan, the numbers `vbucket stats` prints.
@@ -419,14 +476,43 @@ def stats(meta, config, *, seed: int = 0, epoch: int = 0, world: int = 1,
     return _stats_frame(s.stats())
 
 
+def _plan_args(kwargs: Mapping, where: str) -> dict:
+    """`stats`'s arguments with the library's defaults filled in (unknown names refused)."""
+    defaults = dict(seed=_SEED, epoch=_EPOCH, world=_WORLD, rule="opensora-v2", rng=_RNG,
+                    policy=_POLICY, drop_last=False, balance=False, fps_max=16,
+                    frame_interval=1, threads=0)
+    unknown = set(kwargs) - set(defaults)
+    if unknown:
+        raise TypeError(f"{where}: unexpected arguments {sorted(unknown)}")
+    defaults.update(kwargs)
+    return defaults
+
+
+def _plan(meta, config, **kwargs) -> "_vbucket.Sampler":
+    """The one plan `stats` makes (rank 0 of ``world``), for several readings of it."""
+    return _stats_sampler(meta, config, **_plan_args(kwargs, "plan"))
+
+
 def stats_table(meta, config, **kwargs) -> str:
     """The statistics table exactly as `vbucket stats` prints it (same arguments as `stats`)."""
     if not _vbucket.HAS_FMT:
         raise RuntimeError("vbucket was built without {fmt}: stats_table is not available")
-    defaults = dict(seed=0, epoch=0, world=1, rule="opensora-v2", rng="fast", policy="pad",
-                    drop_last=False, balance=False, fps_max=16, frame_interval=1, threads=0)
-    unknown = set(kwargs) - set(defaults)
-    if unknown:
-        raise TypeError(f"stats_table: unexpected arguments {sorted(unknown)}")
-    defaults.update(kwargs)
-    return _stats_sampler(meta, config, **defaults).stats_table()
+    return _stats_sampler(meta, config, **_plan_args(kwargs, "stats_table")).stats_table()
+
+
+def explain(meta, config, index: int, *, seed: int = _SEED, epoch: int = _EPOCH,
+            rule: str = "opensora-v2", rng: str = _RNG, fps_max: float = 16,
+            frame_interval: int = 1) -> dict:
+    """Why sample ``index`` got its bucket, a smaller one or none: the rule's own walk for that
+    sample (the library's ``explain_sample``; the same draws as ``assign`` with these
+    arguments). Returns {"bucket": id (-1 none, -2 invalid metadata), "text": the walk in
+    words, "events": one dict per decision: step, resolution, frames, draw (NaN: no draw),
+    probability, value, passed, bucket}."""
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
+        raise ValueError(f"index must be a non-negative int (a row of the metadata), got "
+                         f"{index!r}")
+    cfg = _config(config, rule)
+    bucket, text, events = _vbucket.explain_sample(
+        _meta(meta), cfg, rng, _seed_text(seed), int(epoch), float(fps_max),
+        int(frame_interval), int(index))
+    return {"bucket": int(bucket), "text": text, "events": list(events)}

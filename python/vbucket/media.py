@@ -21,7 +21,7 @@ from . import _vbucket
 PathLike = Union[str, os.PathLike]
 
 SCAN_COLUMNS = ("path", "num_frames", "height", "width", "fps", "duration", "codec", "error",
-                "warning")
+                "warning", "stored_height", "stored_width", "sar", "rotation")  # `vbucket scan`'s
 
 
 def _need_ffmpeg(what: str) -> None:
@@ -114,8 +114,9 @@ class _Progress:
 
 
 def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
-    """Probes media files into a pandas DataFrame with columns path, num_frames, height,
-    width, fps, duration, codec, error, warning (one row per file, in path order for a
+    """Probes media files into a pandas DataFrame with `vbucket scan`'s columns: path,
+    num_frames, height, width, fps, duration, codec, error, warning, stored_height,
+    stored_width, sar ("num:den"), rotation (one row per file, in path order for a
     directory). ``dir_or_list``: a directory (scanned recursively for media extensions), a text
     file listing paths (one a line), or a sequence of paths. A file that cannot be used keeps
     its row with the reason in ``error`` (empty for good files) and missing numbers; the
@@ -147,7 +148,8 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
     cols = job.columns()
     df = pd.DataFrame({c: cols[c] for c in SCAN_COLUMNS})
     bad = (df["error"] != "").to_numpy()
-    for c in ("num_frames", "height", "width"):  # missing for files that failed
+    for c in ("num_frames", "height", "width", "stored_height", "stored_width",
+              "rotation"):  # missing for files that failed
         values = pd.array(df[c].to_numpy(), dtype="Int64")
         values[bad] = pd.NA
         df[c] = values

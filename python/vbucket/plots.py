@@ -25,6 +25,24 @@ def _pyplot():
     return plt
 
 
+#: Bars drawn per chart at most: the rest are summed into one "other" bar (a config can have
+#: thousands of buckets, whose labels would be unreadable).
+TOP_N = 40
+
+
+def _integer_axis(axis) -> None:
+    """Sample counts are whole numbers: ticks only at integers."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _thin_ticks(labels: List[str], most: int = TOP_N) -> List[str]:
+    """Every k-th label kept (the others blank) so that at most ``most`` are drawn."""
+    step = max(1, -(-len(labels) // most))
+    return [t if i % step == 0 else "" for i, t in enumerate(labels)]
+
+
 def _frames_key(v) -> float:
     try:
         return float(v)
@@ -47,8 +65,9 @@ def _grid(stats, column: str) -> Tuple[List[str], List[str], np.ndarray]:
 def _heatmap(ax, stats, column: str, title: str) -> None:
     res, frames, grid = _grid(stats, column)
     im = ax.imshow(grid, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(frames)), frames, rotation=90 if len(frames) > 12 else 0)
-    ax.set_yticks(range(len(res)), res)
+    ax.set_xticks(range(len(frames)), _thin_ticks(frames),
+                  rotation=90 if len(frames) > 12 else 0)
+    ax.set_yticks(range(len(res)), _thin_ticks(res))
     ax.set_xlabel("frames")
     ax.set_ylabel("resolution")
     ax.set_title(title)
@@ -62,19 +81,46 @@ def _heatmap(ax, stats, column: str, title: str) -> None:
     ax.figure.colorbar(im, ax=ax)
 
 
+def _ratio_order(stats) -> Dict[str, float]:
+    """Each aspect ratio's numeric H/W (from its buckets' target H and W), to sort by: the
+    ratio names ("16:9" W:H in 2.0 tables, "0.56" H/W in v1.2's) do not sort as numbers."""
+    hw = (stats["H"].astype(float) / stats["W"].astype(float)).groupby(
+        stats["ratio"].astype(str)).first()
+    return hw.to_dict()
+
+
 def _ratio_bars(ax, stats) -> None:
     res = list(dict.fromkeys(stats["resolution"].astype(str)))
     by = stats.groupby([stats["resolution"].astype(str), stats["ratio"].astype(str)])[
         "samples"].sum()
-    ratios = sorted({r for _, r in by.index}, key=_frames_key)
+    order = _ratio_order(stats)
+    totals = by.groupby(level=1).sum()
+    ratios = list(totals.index)
+    other: List[str] = []
+    if len(ratios) > TOP_N:  # the ratios with most samples; the rest as one bar
+        keep = set(totals.sort_values(ascending=False, kind="stable").index[:TOP_N - 1])
+        other = [q for q in ratios if q not in keep]
+        ratios = [q for q in ratios if q in keep]
+    ratios.sort(key=lambda q: order.get(q, float("inf")))
+    labels = [f"{q} ({order[q]:.2f})" if q in order else q for q in ratios]
+    if other:
+        labels.append(f"other ({len(other)})")
     width = 0.8 / max(1, len(res))
-    x = np.arange(len(ratios))
+    x = np.arange(len(labels))
     for k, r in enumerate(res):
-        ax.bar(x + k * width, [by.get((r, q), 0) for q in ratios], width, label=r)
-    ax.set_xticks(x + width * (len(res) - 1) / 2, ratios, rotation=90 if len(ratios) > 8 else 0)
-    ax.set_xlabel("aspect ratio (H/W)")
+        values = [by.get((r, q), 0) for q in ratios]
+        if other:
+            values.append(sum(by.get((r, q), 0) for q in other))
+        ax.bar(x + k * width, values, width, label=r)
+    ax.set_xticks(x + width * (len(res) - 1) / 2, labels, rotation=90 if len(labels) > 8 else 0,
+                  fontsize=7)
+    ax.set_xlabel("aspect ratio, in order of H/W (its H/W)")
+    _integer_axis(ax.yaxis)
     ax.set_ylabel("samples")
-    ax.set_title("samples per aspect ratio, by resolution")
+    title = "samples per aspect ratio, by resolution"
+    if other:
+        title += f" ({TOP_N - 1} ratios with most samples; {len(other)} more as \"other\")"
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
 
 
@@ -86,14 +132,31 @@ def _label(stats, b) -> str:
 def _changes(ax, stats) -> None:
     cols = ["pads", "dropped", "moved_in", "moved_out"]
     used = stats[(stats[cols + ["samples"]].sum(axis=1) > 0)]
-    x = np.arange(len(used))
+    changed = used[cols].sum(axis=1)
+    n_used = len(used)
+    rest = None
+    if n_used > TOP_N:  # the buckets with most pads, drops and moves; the rest summed
+        top = changed.sort_values(ascending=False, kind="stable").index[:TOP_N - 1]
+        rest = used.drop(index=top)
+        used = used.loc[[b for b in used.index if b in set(top)]]
+    labels = [_label(stats, b) for b in used.index]
+    if rest is not None:
+        labels.append(f"other ({len(rest)} buckets)")
+    x = np.arange(len(labels))
     width = 0.2
     for k, c in enumerate(cols):
-        ax.bar(x + k * width, used[c].to_numpy(), width, label=c.replace("_", " "))
-    ax.set_xticks(x + 1.5 * width, [_label(stats, b) for b in used.index], rotation=90,
-                  fontsize=6)
+        values = list(used[c].to_numpy())
+        if rest is not None:
+            values.append(rest[c].sum())
+        ax.bar(x + k * width, values, width, label=c.replace("_", " "))
+    ax.set_xticks(x + 1.5 * width, labels, rotation=90, fontsize=6)
+    _integer_axis(ax.yaxis)
     ax.set_ylabel("samples")
-    ax.set_title("pads, drops and moves per bucket")
+    title = "pads, drops and moves per bucket"
+    if rest is not None:
+        title += (f" ({TOP_N - 1} of {n_used} buckets with the most; the other {len(rest)} "
+                  "summed as \"other\")")
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
 
 
@@ -120,7 +183,7 @@ def plot_stats(stats, path, *, title: Optional[str] = None) -> str:
 
 def _check_stats(stats) -> None:
     need = {"resolution", "frames", "ratio", "samples", "batches", "pads", "dropped", "moved_in",
-            "moved_out"}
+            "moved_out", "H", "W"}
     missing = need - set(getattr(stats, "columns", ()))
     if missing:
         raise TypeError("plot_stats: expected vbucket.stats(...)'s DataFrame; missing columns "
@@ -132,24 +195,18 @@ def _check_stats(stats) -> None:
 
 def step_costs(meta, config, *, world: int, balance, **kw) -> Tuple[np.ndarray, dict]:
     """Steps × ranks: the cost (latent tokens × batch size) of each rank's batch at each step
-    of the epoch, from the sampler's batches and the plan's per-bucket tokens; and the plan's
-    own step-balance figures (``stats(...).attrs["step_balance"]``)."""
+    of the epoch, from one plan dealt to ``world`` ranks (the library's schedule); and the
+    plan's own step-balance figures (``stats(...).attrs["step_balance"]``)."""
     from . import _core
-    from .sampler import VariableVideoBatchSampler
 
-    st = _core.stats(meta, config, world=world, balance=balance, **kw)
-    per_batch = (st["tokens"] / st["batches"].where(st["batches"] > 0)).fillna(0).to_dict()
-    cols = []
-    for r in range(world):
-        s = VariableVideoBatchSampler(meta, config, num_replicas=world, rank=r,
-                                      seed=kw.get("seed", 0), rule=kw.get("rule", "opensora-v2"),
-                                      rng=kw.get("rng", "fast"), policy=kw.get("policy", "pad"),
-                                      drop_last=kw.get("drop_last", False), balance=balance,
-                                      fps_max=kw.get("fps_max"),
-                                      frame_interval=kw.get("frame_interval"))
-        s.set_epoch(kw.get("epoch", 0))
-        cols.append([per_batch[b[0]] for b in s.batches()])
-    return np.array(cols, dtype=float).T, dict(st.attrs.get("step_balance", {}))
+    s = _core._plan(meta, config, world=world, balance=balance, **kw)
+    return _step_costs_of(s, world), dict(s.stats().get("step_balance", {}))
+
+
+def _step_costs_of(sampler, world: int) -> np.ndarray:
+    from . import _vbucket
+
+    return np.asarray(_vbucket.step_costs(sampler), dtype=float).reshape(-1, world)
 
 
 def _step_panel(ax, costs: np.ndarray, balance: dict, title: str) -> None:
@@ -217,53 +274,67 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def render_report(meta, config, out, *, world: int = 1, profile=None,
+def render_report(meta, config, out, *, world: Optional[int] = None, profile=None,
                   memory_gib: Optional[float] = None, margin: float = 0.05,
                   **kw) -> Dict[str, Any]:
-    """Writes the HTML report to ``out``; returns {"images": n, "path": out}."""
+    """Writes the HTML report to ``out``; returns {"images": n, "path": out, "message": text
+    or None}. The epoch is planned twice (without and with step balance), each plan dealt to
+    every rank at once; arguments as ``vbucket.stats`` (the library's defaults)."""
     from . import _core
 
     if (profile is None) != (memory_gib is None):
         raise ValueError("report: --profile and --memory-gib go together")
-    plt = _pyplot()
-    cfg = _core.BucketConfig(config, rule=kw.get("rule", "opensora-v2"))
-    st = _core.stats(meta, cfg, world=world, **kw)
-    figures: List[Tuple[str, str]] = []
-
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5))
-    _heatmap(axes[0], st, "samples", "samples per (resolution, frames)")
-    _heatmap(axes[1], st, "batches", "batches per (resolution, frames)")
-    fig.tight_layout()
-    figures.append(("Samples and batches per resolution and frames", _png(fig)))
-
-    fig, ax = plt.subplots(figsize=(14, 5))
-    _ratio_bars(ax, st)
-    fig.tight_layout()
-    figures.append(("Aspect ratios per resolution", _png(fig)))
-
-    fig, ax = plt.subplots(figsize=(14, 5))
-    _changes(ax, st)
-    fig.tight_layout()
-    figures.append(("Pads, drops and moves per bucket", _png(fig)))
-
-    plain = step_costs(meta, cfg, world=world, balance=False, **kw)
-    balanced = step_costs(meta, cfg, world=world, balance=True, **kw)
-    fig, axes = plt.subplots(1, 2, figsize=(14, 4.5), sharey=True)
-    _step_panel(axes[0], *plain, f"per-step cost over {world} ranks, without --balance")
-    _step_panel(axes[1], *balanced, f"per-step cost over {world} ranks, with --balance")
-    fig.tight_layout()
-    figures.append(("Per-step cost across ranks", _png(fig)))
-
-    if profile is not None:
-        mem = memory_prediction(cfg, profile, memory_gib, margin=margin,
-                                rule=kw.get("rule", "opensora-v2"))
-        fig, ax = plt.subplots(figsize=(14, 5))
-        _memory_panel(ax, mem)
-        fig.tight_layout()
-        figures.append((f"Predicted peak memory per bucket against {memory_gib:g} GiB",
-                        _png(fig)))
-
+    opts = _core._plan_args(dict(kw, world=_core.DEFAULTS["world"] if world is None else world),
+                            "report")
+    world = int(opts["world"])
+    cfg = _core.BucketConfig(config, rule=opts["rule"])
+    plain = _core._plan(meta, cfg, **dict(opts, balance=False))
+    st = _core._stats_frame(plain.stats())
     a = st.attrs
+    figures: List[Tuple[str, str]] = []
+    message = None
+    if int(st["samples"].sum()) == 0:
+        message = (f"No sample is in a bucket this epoch ({a.get('unassigned', 0)} without a "
+                   f"bucket, {a.get('invalid', 0)} with invalid metadata): nothing to draw. "
+                   "Check the config's resolutions and frames against the metadata; "
+                   "`python -m vbucket explain --index I ...` shows the rule's decisions for "
+                   "sample I.")
+    else:
+        plt = _pyplot()
+        fig, axes = plt.subplots(1, 2, figsize=(14, 5))
+        _heatmap(axes[0], st, "samples", "samples per (resolution, frames)")
+        _heatmap(axes[1], st, "batches", "batches per (resolution, frames)")
+        fig.tight_layout()
+        figures.append(("Samples and batches per resolution and frames", _png(fig)))
+
+        fig, ax = plt.subplots(figsize=(14, 5))
+        _ratio_bars(ax, st)
+        fig.tight_layout()
+        figures.append(("Aspect ratios per resolution", _png(fig)))
+
+        fig, ax = plt.subplots(figsize=(14, 5))
+        _changes(ax, st)
+        fig.tight_layout()
+        figures.append(("Pads, drops and moves per bucket", _png(fig)))
+
+        balanced = _core._plan(meta, cfg, **dict(opts, balance=True))
+        fig, axes = plt.subplots(1, 2, figsize=(14, 4.5), sharey=True)
+        _step_panel(axes[0], _step_costs_of(plain, world), dict(a.get("step_balance", {})),
+                    f"per-step cost over {world} ranks, without --balance")
+        _step_panel(axes[1], _step_costs_of(balanced, world),
+                    dict(balanced.stats().get("step_balance", {})),
+                    f"per-step cost over {world} ranks, with --balance")
+        fig.tight_layout()
+        figures.append(("Per-step cost across ranks", _png(fig)))
+
+        if profile is not None:
+            mem = memory_prediction(cfg, profile, memory_gib, margin=margin, rule=opts["rule"])
+            fig, ax = plt.subplots(figsize=(14, 5))
+            _memory_panel(ax, mem)
+            fig.tight_layout()
+            figures.append((f"Predicted peak memory per bucket against {memory_gib:g} GiB",
+                            _png(fig)))
+
     totals = {k: a[k] for k in ("total", "images", "videos") if k in a}
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th>" + "".join(
@@ -273,16 +344,21 @@ def render_report(meta, config, out, *, world: int = 1, profile=None,
                                       for c in next(iter(totals.values()), {}).keys()) + "</tr>")
     table_text = ""
     if getattr(_core._vbucket, "HAS_FMT", False):
-        table_text = _core.stats_table(meta, cfg, world=world, **kw)
+        table_text = plain.stats_table()
+    run = "; ".join(f"{k}: {opts[k]}" for k in ("rule", "rng", "seed", "epoch", "world",
+                                                  "policy", "drop_last"))
     body = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>vbucket report</title>",
         "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style>",
         "</head><body><h1>vbucket report</h1>",
-        f"<p>metadata: {html.escape(str(meta))}; config: {html.escape(str(config))}; "
-        f"world: {world}; unassigned: {a.get('unassigned')}, invalid: {a.get('invalid')}</p>",
+        f"<p>metadata: {html.escape(str(meta))}; config: {html.escape(str(config))}</p>",
+        f"<p class='run'>{html.escape(run)}; fingerprint: {html.escape(plain.fingerprint())}</p>",
+        f"<p>unassigned: {a.get('unassigned')}, invalid: {a.get('invalid')}</p>",
         f"<table>{head}{rows}</table>",
     ]
+    if message:
+        body.append(f"<p class='message'><b>{html.escape(message)}</b></p>")
     for title, data in figures:
         body.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
                     f"src='data:image/png;base64,{data}'>")
@@ -292,4 +368,4 @@ def render_report(meta, config, out, *, world: int = 1, profile=None,
     out = os.fspath(out)
     with open(out, "w", encoding="utf-8") as f:
         f.write("\n".join(body))
-    return {"images": len(figures), "path": out}
+    return {"images": len(figures), "path": out, "message": message}

@@ -23,9 +23,10 @@ constexpr flag assign_flags[] = {
      "metadata CSV with columns num_frames,height,width,fps (any order, others ignored; "
      "fps empty, nan or 0 = unknown; sizes may be written as floats such as 51.0)"},
     {"rule", "RULE", true, "opensora-v2 (Open-Sora 2.0) or opensora-v1.2"},
-    {"rng", "RNG", true, "numpy (Open-Sora's draws, bit for bit) or fast (counter-based)"},
-    {"seed", "S", true,
-     "the run's seed, a non-negative integer (below 2^64 with --rng fast), as plan's --seed"},
+    {"rng", "RNG", false,
+     "numpy (Open-Sora's draws, bit for bit; default) or fast (counter-based), as plan's --rng"},
+    {"seed", "S", false,
+     "the run's seed, a non-negative integer (below 2^64 with --rng fast), as plan's --seed (0)"},
     {"epoch", "E", false, "the epoch, an integer in [0, 2^64) (0), as plan's --epoch"},
     {"out", "OUT.csv", true, "output CSV: index,resolution,frames,ratio,T,H,W per sample"},
     {"fps-max", "F", false, "opensora-v2: frames are thinned to at most F per second (16)"},
@@ -44,6 +45,9 @@ constexpr std::string_view assign_description =
     "fast_source(S, E) (for opensora-v2, one draw per sample through compiled_v2_rule).\n"
     "Unless --quiet, prints a table of the non-empty buckets.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
+
+static_assert(defaults::rng == rng_mode::numpy && defaults::seed == 0 && defaults::epoch == 0,
+              "assign_flags name the defaults");
 
 struct assign_options {
   plan_flags plan;  // the rule, random source, seed and epoch, as plan and stats read them

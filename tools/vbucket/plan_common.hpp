@@ -43,12 +43,14 @@ inline constexpr std::string_view meta =
     "fps empty, nan or 0 = unknown; sizes may be written as floats such as 51.0)";
 inline constexpr std::string_view rule = "opensora-v2 (Open-Sora 2.0, default) or opensora-v1.2";
 inline constexpr std::string_view rng =
-    "fast (counter-based, default) or numpy (Open-Sora's draws with seed + epoch)";
+    "numpy (Open-Sora's draws with seed + epoch, default) or fast (counter-based)";
+static_assert(defaults::rng == rng_mode::numpy, "plan_help::rng names the default");
 inline constexpr std::string_view seed =
     "the run's seed, a non-negative integer (below 2^64 with --rng fast)";
 inline constexpr std::string_view epoch = "the epoch, an integer in [0, 2^64)";
 inline constexpr std::string_view policy =
     "incomplete batches: pad (default), drop, or downgrade (to a smaller bucket, then pad)";
+static_assert(defaults::policy == incomplete_policy::pad, "plan_help::policy names the default");
 inline constexpr std::string_view drop_last =
     "drop incomplete steps instead of repeating batches (and --policy drop unless given)";
 inline constexpr std::string_view balance =
@@ -70,6 +72,11 @@ inline constexpr std::string_view batching =
 inline constexpr std::string_view token_budget =
     "packed: the most latent tokens one rank's step may hold, (1 + (T-1)/4) * (H/16) * (W/16) "
     "summed over its samples (see `vbucket fit-bs` for the budget that fits a GPU)";
+inline constexpr std::string_view compression =
+    "the latent token formula's VAE compression T,H,W (4,8,8): a sample costs "
+    "ceil((1 + (T-1)/ct) / pt) * (H/(ch*ph)) * (W/(cw*pw)) tokens (--token-budget, --balance)";
+inline constexpr std::string_view patch = "the latent token formula's patch T,H,W (1,2,2)";
+static_assert(token_formula{} == token_formula{4, 8, 8, 1, 2, 2}, "plan_help names the default");
 inline constexpr std::string_view drop_oversized =
     "packed: drop (and count) samples costing more than --token-budget instead of failing";
 }  // namespace plan_help
@@ -89,6 +96,8 @@ inline constexpr flag sampler_flags[] = {
     {"batching", "MODE", false, plan_help::batching},
     {"token-budget", "B", false, plan_help::token_budget},
     {"drop-oversized", "", false, plan_help::drop_oversized},
+    {"compression", "T,H,W", false, plan_help::compression},
+    {"patch", "T,H,W", false, plan_help::patch},
 };
 
 /// Flag tables one after another, as one table (at compile time).
@@ -107,21 +116,44 @@ struct plan_flags {
   std::string config_path;
   std::string meta_path;
   plan_rule rule = plan_rule::opensora_v2;
-  rng_mode rng = rng_mode::fast;
-  big_seed seed;  ///< any size with --rng numpy, below 2^64 with --rng fast (check_seed)
-  std::uint64_t epoch = 0;
+  rng_mode rng = defaults::rng;
+  /// Any size with --rng numpy, below 2^64 with --rng fast (check_seed).
+  big_seed seed{defaults::seed};
+  std::uint64_t epoch = defaults::epoch;
   double fps_max = 16.0;
   std::int64_t frame_interval = 1;
-  incomplete_policy policy = incomplete_policy::pad;
+  incomplete_policy policy = defaults::policy;
   bool drop_last = false;
-  std::uint32_t world = 1;
+  std::uint32_t world = defaults::world;
   std::uint32_t balance_group = 0;
   unsigned threads = 0;
   double pad_warn = 0.25;
   batching_mode batching = batching_mode::fixed;
   double token_budget = 0.0;
   bool drop_oversized = false;
+  token_formula tokens{};
 };
+
+/// Three positive integers "T,H,W" (the token formula's factors).
+inline std::array<std::int64_t, 3> parse_triple_flag(std::string_view name,
+                                                     const std::string& text) {
+  std::array<std::int64_t, 3> out{};
+  std::size_t pos = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::size_t end = i < 2 ? text.find(',', pos) : text.size();
+    if (end == std::string::npos) break;
+    const std::string part = text.substr(pos, end - pos);
+    const char* const last = part.data() + part.size();
+    const auto [p, ec] = std::from_chars(part.data(), last, out[i]);
+    if (part.empty() || ec != std::errc{} || p != last || out[i] < 1 || out[i] > 65536)
+      throw usage_error("--" + std::string(name) +
+                        ": expected three integers from 1 to 65536 as T,H,W, got \"" + text + "\"");
+    pos = end + 1;
+    if (i == 2) return out;
+  }
+  throw usage_error("--" + std::string(name) + ": expected three integers from 1 to 65536 as " +
+                    "T,H,W, got \"" + text + "\"");
+}
 
 /// Reads the plan-defining flags present in `a` (those a command does not declare are absent).
 inline plan_flags read_plan_flags(const args& a) {
@@ -137,7 +169,7 @@ inline plan_flags read_plan_flags(const args& a) {
     throw usage_error("--rule: unknown rule \"" + rule +
                       "\" (expected opensora-v2 or opensora-v1.2)");
   }
-  f.rng = parse_rng_flag("rng", a.value_or("rng", "fast"));
+  f.rng = parse_rng_flag("rng", a.value_or("rng", std::string(to_string(defaults::rng))));
   constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
   if (a.has("seed")) f.seed = parse_seed_flag("seed", a.value("seed"), f.rng);
   if (a.has("epoch")) f.epoch = parse_uint_flag("epoch", a.value("epoch"), 0, u64_max);
@@ -203,6 +235,18 @@ inline plan_flags read_plan_flags(const args& a) {
       if (a.has(name))
         throw usage_error("--" + std::string(name) + " applies to --batching packed only");
   }
+  if (a.has("compression")) {
+    const auto c = parse_triple_flag("compression", a.value("compression"));
+    f.tokens.compression_t = c[0];
+    f.tokens.compression_h = c[1];
+    f.tokens.compression_w = c[2];
+  }
+  if (a.has("patch")) {
+    const auto c = parse_triple_flag("patch", a.value("patch"));
+    f.tokens.patch_t = c[0];
+    f.tokens.patch_h = c[1];
+    f.tokens.patch_w = c[2];
+  }
   return f;
 }
 
@@ -220,6 +264,7 @@ inline sampler_options sampler_options_of(const plan_flags& f, std::uint32_t ran
   o.batching = f.batching;
   o.token_budget = f.token_budget;
   o.drop_oversized = f.drop_oversized;
+  o.tokens = f.tokens;
   return o;
 }
 

@@ -24,6 +24,8 @@ constexpr flag stats_own_flags[] = {
     {"epoch", "E", false, "the epoch (0)"},
     {"drop-last", "", false, plan_help::drop_last},
 };
+static_assert(defaults::world == 1 && defaults::seed == 0 && defaults::epoch == 0,
+              "stats_own_flags name the defaults");
 constexpr auto stats_cmd_flags = join_flags(stats_own_flags, sampler_flags);
 
 constexpr std::string_view stats_description =
