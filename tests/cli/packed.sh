@@ -125,7 +125,7 @@ EOF
 seed=11
 expect_ok "assign" assign --config "$cfg" --meta "$meta" --rule opensora-v2 --rng fast \
   --seed "$seed" --out "$tmp/assign.csv" --quiet
-common=(--config "$cfg" --meta "$meta" --seed "$seed" --epoch 0 --batching packed)
+common=(--config "$cfg" --meta "$meta" --seed "$seed" --epoch 0 --rng fast --batching packed)
 
 # Budget 80000: larger than every bucket's sample of this config.
 expect_ok "plan all" plan "${common[@]}" --token-budget 80000 --world 3 --rank all \

@@ -34,14 +34,16 @@ constexpr flag plan_own_flags[] = {
     {"seed", "S", true, plan_help::seed},
     {"epoch", "E", true, plan_help::epoch},
     {"out", "BATCHES.jsonl", true,
-     "output: one JSON object per step; with --rank mpi, {rank} is replaced by the rank"},
+     "output: one JSON object per step; {rank} is replaced by the rank (not with --rank all); "
+     "- is standard output (the summary then goes to standard error)"},
     {"drop-last", "", false, plan_help::drop_last},
     {"start-step", "K", false, "K steps of this world size are done: write steps K, K+1, ..."},
     {"consumed-batches", "N", false,
      "N global batches are done (under any world size): write the rest, dealt to W ranks"},
     {"state", "STATE", false,
-     "resume from a state a run printed (\"vbucket-plan seed=S epoch=E consumed=N balance=G\"): "
-     "as --consumed-batches N, refused when seed, epoch or balance group differ"},
+     "resume from a state a run printed (\"vbucket-plan seed=S epoch=E consumed=N balance=G "
+     "world=W fingerprint=F\"): as --consumed-batches N, refused when seed, epoch, balance "
+     "group or the plan's fingerprint (metadata, config, rule, rng, policy) differ"},
 };
 constexpr flag plan_quiet_flag[] = {{"quiet", "", false, "do not print the summary"}};
 constexpr auto plan_cmd_flags = join_flags(plan_own_flags, sampler_flags, plan_quiet_flag);
@@ -98,6 +100,17 @@ void append_number(std::string& out, std::uint64_t v) {
   out.append(digits, end);
 }
 
+/// `path` with every "{rank}" replaced by `rank`.
+std::string rank_path(std::string path, std::uint32_t rank) {
+  const std::string key = "{rank}", value = std::to_string(rank);
+  std::size_t at = 0;
+  while ((at = path.find(key, at)) != std::string::npos) {
+    path.replace(at, key.size(), value);
+    at += value.size();
+  }
+  return path;
+}
+
 struct plan_request {
   plan_flags plan;
   std::string out_path;
@@ -120,6 +133,12 @@ plan_request read_request(const args& a) {
       throw usage_error("--rank " + rank + " is not below --world " + std::to_string(r.plan.world) +
                         " (ranks are 0 to " + std::to_string(r.plan.world - 1) + ", or all)");
     r.rank = static_cast<std::uint32_t>(v);
+    r.out_path = rank_path(r.out_path, *r.rank);  // as under mpirun: one file per rank
+  } else if (r.out_path.find("{rank}") != std::string::npos) {
+    throw usage_error("--out " + r.out_path +
+                      ": {rank} names one rank's file, but --rank all writes every rank's steps "
+                      "to one file (with a \"rank\" field); give a name without {rank}, or one "
+                      "--rank R per file");
   }
   if (static_cast<int>(a.has("start-step")) + static_cast<int>(a.has("consumed-batches")) +
           static_cast<int>(a.has("state")) >
@@ -128,7 +147,8 @@ plan_request read_request(const args& a) {
   const std::uint64_t world = r.plan.world;
   constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
   if (a.has("start-step")) {
-    r.start_step = parse_uint_flag("start-step", a.value("start-step"), 0, u64_max / world);
+    // Any count reads; one past the epoch's last step is refused once the plan is known.
+    r.start_step = parse_uint_flag("start-step", a.value("start-step"), 0, u64_max);
     r.first_label = *r.start_step;
   } else if (a.has("consumed-batches")) {
     r.consumed_batches =
@@ -188,10 +208,64 @@ void append_cost(std::string& out, double v) {
   out.append(digits, end);
 }
 
+/// Refuses --start-step K past the last step of this world, and --consumed-batches N past the
+/// last position a run at this world can reach (the end of its last step: at most W - 1 past the
+/// epoch's global batches, as the last step may hold alignment repeats), naming the epoch's
+/// size: a position past the end would plan nothing and exit 0, which hides a wrong number.
+template <class Sampler>
+void check_resume_flags(const Sampler& sampler, const plan_request& r) {
+  if (!r.start_step && !r.consumed_batches) return;
+  const std::uint64_t batches =
+      sampler.packed() ? sampler.packing().num_batches() : sampler.plan().num_batches();
+  const std::uint64_t world = sampler.world_size();
+  const std::uint64_t steps =
+      batches / world + (!sampler.options().drop_last && batches % world != 0 ? 1 : 0);
+  const std::uint64_t end = batches == 0 ? 0 : batches + (world - 1);  // no overflow: world < 2^25
+  const std::string size = "epoch " + std::to_string(sampler.epoch()) + " has " +
+                           std::to_string(batches) + " global batches, " + std::to_string(steps) +
+                           " steps at world " + std::to_string(world);
+  if (r.start_step && *r.start_step > steps)
+    throw usage_error("--start-step " + std::to_string(*r.start_step) +
+                      " is past the end of the epoch: " + size + " (--start-step " +
+                      std::to_string(steps) + " is its end)");
+  if (r.consumed_batches && *r.consumed_batches > end)
+    throw usage_error("--consumed-batches " + std::to_string(*r.consumed_batches) +
+                      " is past the end of the epoch: " + size + " (a run at world " +
+                      std::to_string(world) + " ends at most " + std::to_string(end) +
+                      " global batches in, its last step completed by repeats)");
+}
+
+/// --state with a fingerprint: refused unless it is this plan's, naming both and the inputs; a
+/// state without one (written before states carried it) loads with a warning that it cannot be
+/// checked.
+template <class Sampler>
+void check_state_fingerprint(const Sampler& sampler, const plan_request& r) {
+  const plan_state& s = *r.state;
+  if (!s.fingerprint) {
+    const std::string line = "vbucket plan: warning: --state \"" + one_line(s.to_string()) +
+                             "\" has no fingerprint (an older state line): it cannot be checked "
+                             "against this plan, so a change of the metadata, config, rule, rng "
+                             "or policy since it was saved would go unnoticed\n";
+    std::fputs(line.c_str(), stderr);
+    return;
+  }
+  const std::uint64_t mine = sampler.fingerprint();
+  if (*s.fingerprint == mine) return;
+  throw vbucket::error(
+      "--state \"" + s.to_string() + "\" was saved from a plan with fingerprint " +
+      fingerprint_text(*s.fingerprint) + ", but this plan of epoch " +
+      std::to_string(sampler.epoch()) + " (--meta " + r.plan.meta_path + ", --config " +
+      r.plan.config_path + ") has fingerprint " + fingerprint_text(mine) +
+      ": the metadata, config, rule, rng, seed or policy differ from the run that saved it "
+      "(resuming would replay some samples and skip others); resume with the same inputs, or "
+      "start the changed data as a new epoch");
+}
+
 /// Moves the sampler to where the resume flags say: --start-step K is K steps done
 /// (`advance`), --consumed-batches N and --state are states to load.
 template <class Sampler>
 void resume(Sampler& sampler, const plan_request& r) {
+  check_resume_flags(sampler, r);
   if (r.start_step) {
     sampler.advance(*r.start_step);
   } else if (r.consumed_batches) {
@@ -205,16 +279,16 @@ void resume(Sampler& sampler, const plan_request& r) {
     } else {
       (void)sampler.plan().deal(sampler.world_size(), *r.state, sampler.options().drop_last);
     }
+    check_state_fingerprint(sampler, r);
     sampler.load_state(*r.state);
   }
 }
 
 /// Writes this rank's batches (the sampler's range) or, with --rank all, every rank's (its
-/// schedule), step by step.
+/// schedule), step by step, to `out` (opened before planning), and commits it.
 template <class Sampler>
-void write_batches(const plan_request& r, const Sampler& sampler) {
+void write_batches(const plan_request& r, const Sampler& sampler, output_file& out) {
   const std::vector<std::string> prefixes = bucket_prefixes(sampler.config());
-  output_file out(r.out_path);
   std::string buffer;
   constexpr std::size_t flush_at = std::size_t{1} << 20;
   buffer.reserve(flush_at + 4096);
@@ -258,9 +332,8 @@ void write_batches(const plan_request& r, const Sampler& sampler) {
 
 /// As `write_batches`, for a packing sampler.
 template <class Sampler>
-void write_packed_batches(const plan_request& r, const Sampler& sampler) {
+void write_packed_batches(const plan_request& r, const Sampler& sampler, output_file& out) {
   const std::vector<bucket_json> parts = bucket_parts(sampler.config());
-  output_file out(r.out_path);
   std::string buffer;
   constexpr std::size_t flush_at = std::size_t{1} << 20;
   buffer.reserve(flush_at + 4096);
@@ -327,7 +400,9 @@ void print_deal_summary(const plan_request& r, const Sampler& sampler, const Sch
       static_cast<unsigned long long>(s.dropped_batches()),
       static_cast<unsigned long long>(s.dropped_samples()));
   std::printf("resume state after these steps: %s\n",
-              sampler.state_after(s.steps()).to_string().c_str());
+              // advanced, not state_after: after a change of world size the last step may end
+              // up to W - 1 batches past the global batches, a position state_after refuses.
+              sampler.state().advanced(s.steps(), s.world_size()).to_string().c_str());
 }
 
 /// As `print_summary`, for a packing sampler.
@@ -370,16 +445,6 @@ void print_summary(const plan_request& r, const Sampler& sampler) {
 namespace {
 
 #if VBUCKET_CLI_HAS_MPI
-/// `path` with every "{rank}" replaced by `rank`.
-std::string rank_path(std::string path, std::uint32_t rank) {
-  const std::string key = "{rank}", value = std::to_string(rank);
-  std::size_t at = 0;
-  while ((at = path.find(key, at)) != std::string::npos) {
-    path.replace(at, key.size(), value);
-    at += value.size();
-  }
-  return path;
-}
 
 /// argv with "--rank mpi" and "--world mpi" (or --x=mpi) replaced by this process's numbers.
 std::vector<std::string> with_mpi_numbers(int argc, char** argv, std::uint32_t rank,
@@ -412,12 +477,12 @@ int plan_mpi(int argc, char** argv) {
       throw usage_error(
           "--rank mpi and --world mpi go together (the rank and the world size "
           "both come from MPI)");
-    plan_request r = read_request(a);
-    if (world > 1 && r.out_path.find("{rank}") == std::string::npos)
-      throw usage_error("--out " + r.out_path +
+    const plan_request r = read_request(a);  // its out_path has {rank} replaced
+    if (world > 1 && a.value("out").find("{rank}") == std::string::npos)
+      throw usage_error("--out " + a.value("out") +
                         ": with --rank mpi each rank writes its own file; put {rank} in the "
                         "name (e.g. 'batches.{rank}.jsonl')");
-    r.out_path = rank_path(r.out_path, me);
+    output_file out(r.out_path);  // before planning: an unwritable path fails at once
     return with_sampler(r.plan, me, [&](auto& sampler) {
       resume(sampler, r);
       const std::uint64_t fingerprint = sampler.fingerprint();
@@ -426,9 +491,9 @@ int plan_mpi(int argc, char** argv) {
       mpi::agree(comm, fingerprint, "plan fingerprint");
       mpi::agree(comm, consumed, "resume position (global batches consumed)");
       if (sampler.packed()) {
-        write_packed_batches(r, sampler);
+        write_packed_batches(r, sampler, out);
       } else {
-        write_batches(r, sampler);
+        write_batches(r, sampler, out);
       }
       if (me == 0) {
         if (!sampler.packed()) warn_pads("plan", sampler.plan(), sampler.config(), r.plan.pad_warn);
@@ -489,18 +554,19 @@ int cmd_plan(int argc, char** argv) {
       return exit_ok;
     }
     const plan_request r = read_request(a);
+    output_file out(r.out_path);  // before planning: an unwritable path fails at once
     // With --rank all, rank 0's sampler: the batches come from its schedule (every rank's).
     return with_sampler(r.plan, r.rank.value_or(0), [&](auto& sampler) {
       resume(sampler, r);
       if (sampler.packed()) {
-        write_packed_batches(r, sampler);
+        write_packed_batches(r, sampler, out);
         if (!r.quiet) {
           print_packed_summary(r, sampler);
           std::fflush(stdout);
         }
         return exit_ok;
       }
-      write_batches(r, sampler);
+      write_batches(r, sampler, out);
       // Only once the output is written, so that an error stays the one line on stderr.
       warn_pads("plan", sampler.plan(), sampler.config(), r.plan.pad_warn);
       if (!r.quiet) {
