@@ -46,7 +46,37 @@
 #include "random.hpp"
 #include "rules.hpp"
 
+/// 1 where `compiled_v2_rule` has its AVX2 path (x86 with GCC or Clang), chosen at run time
+/// by the CPU, so the library still builds for baseline x86-64 and for other architectures.
+/// Define VBUCKET_NO_SIMD to leave it out.
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__CUDACC__) && !defined(VBUCKET_NO_SIMD)
+#define VBUCKET_AVX2_DISPATCH 1
+#include <immintrin.h>  // AVX2 intrinsics (used only in target("avx2") functions)
+#else
+#define VBUCKET_AVX2_DISPATCH 0
+#endif
+
 namespace vbucket {
+
+/// Which code `compiled_v2_rule::assign_rows` runs: the vector path where the CPU has it
+/// (`automatic`), or one forced (tests and benchmarks compare them).
+enum class simd_path { automatic, scalar, avx2 };
+
+namespace detail {
+/// Whether this CPU runs AVX2 code (false where vbucket has no AVX2 path).
+inline bool cpu_has_avx2() noexcept {
+#if VBUCKET_AVX2_DISPATCH
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+}  // namespace detail
 
 class compiled_v2_rule {
  public:
@@ -152,14 +182,54 @@ class compiled_v2_rule {
   /// (sizes and classes, then the draws and picks, then the ratios), so that each stage is a
   /// short loop whose iterations the CPU overlaps. `assign_into` uses it. Preconditions:
   /// begin ≤ end ≤ table.size() == out.size(); `c` is the config the rule was built from.
+  ///
+  /// With the fast draws (`fast_source`, also through `shifted_source`) on a CPU with AVX2, the
+  /// rows go four at a time through a vector path (`path` = `simd_path::automatic`); both paths
+  /// give the same ids, bit for bit (every value is the same IEEE operation on the same
+  /// operands). `simd_path::scalar` forces the scalar path, `simd_path::avx2` the vector one
+  /// where the CPU has it (for tests and benchmarks).
   template <random_source Source>
   void assign_rows(const bucket_config& c, const meta_table& table, std::size_t begin,
-                   std::size_t end, std::span<bucket_id> out, const Source& source) const {
+                   std::size_t end, std::span<bucket_id> out, const Source& source,
+                   simd_path path = simd_path::automatic) const {
     if (!tabled()) {
       for (std::size_t i = begin; i < end; ++i)
         out[i] = assign(c, table[i], static_cast<std::uint64_t>(i), source);
       return;
     }
+#if VBUCKET_AVX2_DISPATCH
+    if constexpr (detail::fast_draws<Source>) {
+      if (path != simd_path::scalar && vectorised() && detail::cpu_has_avx2() &&
+          table.fps_values().size() <= std::size_t{1} << 31) {
+        std::uint64_t key = 0, first = 0;
+        if constexpr (std::is_same_v<Source, fast_source>) {
+          key = source.key();
+        } else {
+          key = source.inner.key();
+          first = source.first;
+        }
+        const std::size_t vector_end = begin + (end - begin) / 4 * 4;
+        assign_rows_avx2(c, table, begin, vector_end, out, source, key, first);
+        begin = vector_end;
+      }
+    }
+#endif
+    (void)path;
+    assign_rows_scalar(c, table, begin, end, out, source);
+  }
+
+  /// Whether `assign_rows` can take the vector path for this config (tabled, with at most
+  /// `max_vector_groups` ratio groups); it does where the CPU has AVX2.
+  [[nodiscard]] bool vectorised() const noexcept { return pick_cells_ > 0; }
+  /// The most ratio groups the vector path looks ratios up in (their parameters are lanes of
+  /// one register).
+  static constexpr std::size_t max_vector_groups = 8;
+
+ private:
+  /// `assign_rows` on the scalar path.
+  template <random_source Source>
+  void assign_rows_scalar(const bucket_config& c, const meta_table& table, std::size_t begin,
+                          std::size_t end, std::span<bucket_id> out, const Source& source) const {
     constexpr std::size_t block = 256;
     std::uint32_t row[block];
     double ratio[block];
@@ -228,7 +298,221 @@ class compiled_v2_rule {
     }
   }
 
- private:
+#if VBUCKET_AVX2_DISPATCH
+  // The vector path: four rows a lane each, as assign_rows_scalar's stages, with the same
+  // IEEE operations (divisions, compares, roundings) on the same values, so the same ids.
+  using v4d = __m256d;
+  using v4i = __m256i;
+  using v4i32 = __m128i;
+
+  /// a · c mod 2^64 for a constant c (c_lo, c_hi: its low and high 32 bits in each lane).
+  [[gnu::target("avx2")]] static v4i mul64(v4i a, v4i c_lo, v4i c_hi) noexcept {
+    const v4i lo = _mm256_mul_epu32(a, c_lo);
+    const v4i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo),
+                                       _mm256_mul_epu32(a, c_hi));
+    return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+  }
+  /// detail::mix64 in each lane.
+  [[gnu::target("avx2")]] static v4i mix64(v4i z) noexcept {
+    const v4i m1_lo = _mm256_set1_epi64x(0x1ce4e5b9LL), m1_hi = _mm256_set1_epi64x(0xbf58476dLL);
+    const v4i m2_lo = _mm256_set1_epi64x(0x133111ebLL), m2_hi = _mm256_set1_epi64x(0x94d049bbLL);
+    z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1_lo, m1_hi);
+    z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2_lo, m2_hi);
+    return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+  }
+  /// detail::to_unit_double in each lane: the top 53 bits as a double (high 21 and low 32 bits
+  /// placed in the mantissas of 2^84 and 2^52, both subtracted: every step is exact), · 2^-53.
+  [[gnu::target("avx2")]] static v4d to_unit(v4i x) noexcept {
+    const v4i v = _mm256_srli_epi64(x, 11);
+    const v4i lo = _mm256_blend_epi32(v, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
+    const v4i hi =
+        _mm256_or_si256(_mm256_srli_epi64(v, 32), _mm256_set1_epi64x(0x4530000000000000LL));
+    const v4d d_hi = _mm256_sub_pd(_mm256_castsi256_pd(hi), _mm256_set1_pd(0x1p84));
+    const v4d d =
+        _mm256_add_pd(d_hi, _mm256_sub_pd(_mm256_castsi256_pd(lo), _mm256_set1_pd(0x1p52)));
+    return _mm256_mul_pd(d, _mm256_set1_pd(0x1.0p-53));
+  }
+  /// The low 32 bits of each 64-bit lane.
+  [[gnu::target("avx2")]] static v4i32 narrow(v4i x) noexcept {
+    return _mm256_castsi256_si128(
+        _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+  }
+  // Gathers with an explicit zero source (GCC 12 warns that the plain forms' undefined source
+  // may be used uninitialised).
+  [[gnu::target("avx2")]] static v4d gather(const double* p, v4i32 index) noexcept {
+    const v4d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+    return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), p, index, all, 8);
+  }
+  [[gnu::target("avx2")]] static v4i32 gather(const int* p, v4i32 index) noexcept {
+    return _mm_mask_i32gather_epi32(_mm_setzero_si128(), p, index, _mm_set1_epi32(-1), 4);
+  }
+  [[gnu::target("avx2")]] static v4i gather(const long long* p, v4i32 index) noexcept {
+    const v4i all = _mm256_set1_epi64x(-1);
+    return _mm256_mask_i32gather_epi64(_mm256_setzero_si256(), p, index, all, 8);
+  }
+  /// Eight 32-bit lanes from memory.
+  [[gnu::target("avx2")]] static v4i lanes(const std::int32_t* v) noexcept {
+    return _mm256_loadu_si256(reinterpret_cast<const v4i*>(v));
+  }
+  /// 1.0 where the mask is set, else 0.0.
+  [[gnu::target("avx2")]] static v4d ones_where(v4d mask) noexcept {
+    return _mm256_and_pd(mask, _mm256_set1_pd(1.0));
+  }
+
+  /// Rows [begin, end) (a multiple of 4 apart) with the draws of fast_source key `key` for
+  /// samples first + i: assign_rows_scalar's stages, four rows at a time.
+  template <random_source Source>
+  [[gnu::target("avx2")]] void assign_rows_avx2(const bucket_config& c, const meta_table& table,
+                                                std::size_t begin, std::size_t end,
+                                                std::span<bucket_id> out, const Source& source,
+                                                std::uint64_t key, std::uint64_t first) const {
+    const std::uint32_t* const frames = table.num_frames_data();
+    const std::uint32_t* const height = table.height_data();
+    const std::uint32_t* const width = table.width_data();
+    const std::uint32_t* const fps_code = table.fps_code_data();
+    const double* const fps = table.fps_values().data();
+    const v4d fps_max = _mm256_set1_pd(rule_.fps_max);
+    const v4d one = _mm256_set1_pd(1.0);
+    const v4d image_class_d = _mm256_set1_pd(static_cast<double>(image_class()));
+    const v4d num_classes_d = _mm256_set1_pd(static_cast<double>(num_classes_));
+    const v4i32 one32 = _mm_set1_epi32(1),
+                side = _mm_set1_epi32(static_cast<int>(detail::max_side));
+    const v4i32 minus_one32 = _mm_set1_epi32(-1);
+    const v4i32 sign32 = _mm_set1_epi32(std::numeric_limits<std::int32_t>::min());
+    const v4i key_v = _mm256_set1_epi64x(static_cast<long long>(key));
+    const v4i gamma = _mm256_set1_epi64x(static_cast<long long>(detail::golden_gamma));
+    const v4i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+    const v4d pick_cells_d = _mm256_set1_pd(static_cast<double>(pick_cells_));
+    const v4i32 pick_last32 = _mm_set1_epi32(static_cast<int>(pick_cells_ - 1));
+    const v4i32 pick_cells32 = _mm_set1_epi32(static_cast<int>(pick_cells_));
+    const v4i32 pick_span32 = _mm_set1_epi32(static_cast<int>(pick_span_));
+    const v4i32 ratio_span32 = _mm_set1_epi32(static_cast<int>(cell_span_));
+    const v4i group_shift = lanes(group_lanes_.shift), group_lo = lanes(group_lanes_.lo_cell);
+    const v4i group_last = lanes(group_lanes_.last_cell), group_offset = lanes(group_lanes_.offset);
+    const v4i group_table_only = lanes(group_lanes_.table_only);
+    const v4i32 no_bucket32 = _mm_set1_epi32(no_bucket);
+    const v4i32 invalid32 = _mm_set1_epi32(invalid_sample);
+    const v4d ratio_max = _mm256_set1_pd(0x1p25);
+    const auto* const pick_outcomes = reinterpret_cast<const long long*>(pick_outcomes_.data());
+    const auto* const ratio_results = reinterpret_cast<const int*>(ratio_results_.data());
+    for (std::size_t i = begin; i < end; i += 4) {
+      // Stage 1: validity, effective length, class, resolutions too large, ratio.
+      const v4i32 f = _mm_loadu_si128(reinterpret_cast<const v4i32*>(frames + i));
+      const v4i32 h = _mm_loadu_si128(reinterpret_cast<const v4i32*>(height + i));
+      const v4i32 w = _mm_loadu_si128(reinterpret_cast<const v4i32*>(width + i));
+      const v4i32 code = _mm_loadu_si128(reinterpret_cast<const v4i32*>(fps_code + i));
+      // A side s is valid when s - 1 (as a signed 32-bit value) is in [0, max_side).
+      const v4i32 h1 = _mm_sub_epi32(h, one32), w1 = _mm_sub_epi32(w, one32);
+      const v4i32 valid32 = _mm_andnot_si128(
+          _mm_cmpeq_epi32(f, _mm_setzero_si128()),
+          _mm_and_si128(
+              _mm_and_si128(_mm_cmpgt_epi32(h1, minus_one32), _mm_cmpgt_epi32(side, h1)),
+              _mm_and_si128(_mm_cmpgt_epi32(w1, minus_one32), _mm_cmpgt_epi32(side, w1))));
+      const v4d valid = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(valid32));
+      const v4d hs = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, h, valid32));
+      const v4d ws = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, w, valid32));
+      // Frames are unsigned 32-bit: flip the sign bit, convert as signed, add 2^31 back.
+      const v4d fs = _mm256_add_pd(
+          _mm256_cvtepi32_pd(_mm_xor_si128(_mm_blendv_epi8(one32, f, valid32), sign32)),
+          _mm256_set1_pd(0x1p31));
+      const v4d rate = gather(fps, code);
+      const v4d thin = _mm256_cmp_pd(rate, fps_max, _CMP_GE_OQ);  // false for NaN
+      const v4d x_raw = _mm256_div_pd(rate, fps_max);
+      const v4d not_thin = _mm256_xor_pd(thin, _mm256_castsi256_pd(_mm256_set1_epi64x(-1)));
+      const v4d exact_v =
+          _mm256_or_pd(not_thin, _mm256_cmp_pd(x_raw, _mm256_set1_pd(0x1p52), _CMP_LT_OQ));
+      const v4d keep = _mm256_and_pd(thin, exact_v);
+      const v4d x = _mm256_max_pd(_mm256_and_pd(x_raw, keep), one);
+      const v4d fe = _mm256_blendv_pd(one, fs, exact_v);
+      const v4d q = _mm256_round_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+      const v4d t_eff =
+          _mm256_round_pd(_mm256_div_pd(fe, q), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const v4d pixels = _mm256_mul_pd(hs, ws);
+      v4d r0 = _mm256_setzero_pd();
+      for (std::size_t k = 0; k < num_res_; ++k)
+        r0 = _mm256_add_pd(
+            r0, ones_where(_mm256_cmp_pd(pixels, _mm256_set1_pd(min_pixels_[k]), _CMP_LT_OQ)));
+      v4d cls = _mm256_setzero_pd();
+      for (const double k : keys_d_)
+        cls = _mm256_add_pd(cls, ones_where(_mm256_cmp_pd(_mm256_set1_pd(k), t_eff, _CMP_LE_OQ)));
+      cls = _mm256_blendv_pd(cls, image_class_d, _mm256_cmp_pd(t_eff, one, _CMP_EQ_OQ));
+      const v4d row_d = _mm256_and_pd(valid, _mm256_add_pd(_mm256_mul_pd(r0, num_classes_d), cls));
+      const v4d ratio = _mm256_div_pd(hs, ws);
+      const int slow = _mm256_movemask_pd(_mm256_andnot_pd(exact_v, valid));
+
+      // Stage 2: the draw (fast_stream's first) and its pick.
+      const v4i sample =
+          _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first + i)), lane);
+      const v4d u = to_unit(mix64(_mm256_add_epi64(mix64(_mm256_xor_si256(key_v, sample)), gamma)));
+      const v4i32 row = _mm256_cvttpd_epi32(row_d);
+      const v4i32 cell =
+          _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(u, pick_cells_d)), pick_last32);
+      const v4i32 at = _mm_add_epi32(_mm_mullo_epi32(row, pick_cells32), cell);
+      const v4i32 first_th = _mm_mullo_epi32(at, pick_span32);
+      v4i count = _mm256_setzero_si256();
+      for (std::size_t k = 0; k < pick_span_; ++k) {
+        const v4d th = gather(pick_thresholds_.data() + k, first_th);
+        count = _mm256_sub_epi64(count, _mm256_castpd_si256(_mm256_cmp_pd(th, u, _CMP_LE_OQ)));
+      }
+      const v4i picked =
+          gather(pick_outcomes, _mm_add_epi32(_mm_add_epi32(first_th, at), narrow(count)));
+      const v4i32 base = narrow(picked);
+      const v4i32 group = narrow(_mm256_srli_epi64(picked, 32));
+
+      // Stage 3: the closest ratio in the outcome's group, its parameters by lane.
+      const v4i32 shift = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_shift, _mm256_castsi128_si256(group)));
+      const v4i32 lo_cell = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_lo, _mm256_castsi128_si256(group)));
+      const v4i32 last_cell = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_last, _mm256_castsi128_si256(group)));
+      const v4i32 cell_offset = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_offset, _mm256_castsi128_si256(group)));
+      const v4i32 table_only = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_table_only, _mm256_castsi128_si256(group)));
+      const v4i32 top =
+          narrow(_mm256_srlv_epi64(_mm256_castpd_si256(ratio), _mm256_cvtepu32_epi64(shift)));
+      const v4i32 rcell = _mm_add_epi32(
+          _mm_min_epi32(_mm_max_epi32(_mm_sub_epi32(top, lo_cell), _mm_setzero_si128()), last_cell),
+          cell_offset);
+      const v4i32 first_rth = _mm_mullo_epi32(rcell, ratio_span32);
+      v4i32 pos = _mm_setzero_si128();
+      for (std::size_t k = 0; k < cell_span_; ++k) {
+        const v4d th = gather(ratio_thresholds_.data() + k, first_rth);
+        pos = _mm_sub_epi32(pos, narrow(_mm256_castpd_si256(_mm256_cmp_pd(th, ratio, _CMP_LE_OQ))));
+      }
+      const v4i32 closest =
+          gather(ratio_results, _mm_add_epi32(_mm_add_epi32(first_rth, rcell), pos));
+      const int fallback =
+          _mm_movemask_ps(_mm_castsi128_ps(table_only)) |
+          _mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(ratio, ratio_max, _CMP_NLT_UQ),
+                                          _mm256_cmp_pd(ratio, _mm256_setzero_pd(), _CMP_NGT_UQ)));
+      const v4i32 id = _mm_add_epi32(base, closest);
+      const v4i32 bucket =
+          _mm_blendv_epi8(id, no_bucket32, _mm_cmpgt_epi32(_mm_setzero_si128(), base));
+      const v4i32 result = _mm_blendv_epi8(invalid32, bucket, valid32);
+      _mm_storeu_si128(reinterpret_cast<v4i32*>(out.data() + i), result);
+      if ((fallback | slow) != 0) [[unlikely]] {
+        alignas(16) std::int32_t bases[4], groups[4], valids[4];
+        alignas(32) double ratios[4];
+        _mm_store_si128(reinterpret_cast<v4i32*>(bases), base);
+        _mm_store_si128(reinterpret_cast<v4i32*>(groups), group);
+        _mm_store_si128(reinterpret_cast<v4i32*>(valids), valid32);
+        _mm256_store_pd(ratios, ratio);
+        for (std::size_t k = 0; k < 4; ++k) {
+          const std::size_t r = i + k;
+          if ((slow >> k) & 1) {
+            out[r] = assign(c, table[r], static_cast<std::uint64_t>(r), source);
+          } else if (((fallback >> k) & 1) && valids[k] != 0 && bases[k] >= 0) {
+            out[r] = bases[k] + static_cast<bucket_id>(
+                                    closest_of(c, static_cast<std::size_t>(groups[k]), ratios[k]));
+          }
+        }
+      }
+    }
+  }
+#endif  // VBUCKET_AVX2_DISPATCH
+
   struct outcome {
     bucket_id base;      // id of (resolution, key, ratio 0), or no_bucket
     std::int32_t group;  // the resolution's ratio group (0 for no_bucket)
@@ -387,6 +671,7 @@ class compiled_v2_rule {
   std::size_t span_ = 0;            // compares per pick after the guide's start
   std::vector<double> min_pixels_;  // per resolution, descending; -inf padding
   std::vector<std::int64_t> keys_;  // the config's distinct frames keys, ascending; padded
+  std::vector<double> keys_d_;      // the distinct keys as doubles (unpadded), for the vector path
   static constexpr std::int64_t max_lut_key = 1 << 15;  // counts fit uint16
   std::vector<std::uint16_t> class_lut_;   // length t -> keys ≤ t, when the keys are short
   std::vector<double> cumulative_;         // rows × width_ cumulative probabilities, +inf padded
@@ -399,6 +684,25 @@ class compiled_v2_rule {
   std::vector<double> padded_thresholds_;  // per group: thresholds, then cell_span_ × +inf
   std::vector<std::uint32_t> results_;     // per group: threshold count -> table index
   std::vector<std::uint32_t> cell_base_;   // per group and cell: thresholds ≤ its first value
+
+  // The vector path's tables (built when the outcome tables are, with at most
+  // max_vector_groups ratio groups; pick_cells_ = 0: none). A finer guide whose cells hold at
+  // most pick_span_ cumulatives strictly inside, stored with the outcomes they separate, so a
+  // pick is pick_span_ + 1 gathers; and each ratio group's cells likewise, their cell_span_
+  // thresholds and the results between them.
+  static constexpr std::size_t max_pick_bytes = std::size_t{128} << 10;
+  std::size_t pick_cells_ = 0;                // cells per row (a power of two)
+  std::size_t pick_span_ = 0;                 // thresholds per cell
+  std::vector<double> pick_thresholds_;       // rows × pick_cells_ × pick_span_, +inf padded
+  std::vector<outcome> pick_outcomes_;        // rows × pick_cells_ × (pick_span_ + 1)
+  std::vector<double> ratio_thresholds_;      // the lookup groups' cells × cell_span_
+  std::vector<std::uint32_t> ratio_results_;  // the lookup groups' cells × (cell_span_ + 1)
+  /// Per ratio group (a lane each): its cell parameters, where its cells start in
+  /// ratio_thresholds_ / cell_span_, and -1 when its ratios take the table's own closest.
+  struct group_lanes {
+    std::int32_t shift[8], lo_cell[8], last_cell[8], offset[8], table_only[8];
+  } group_lanes_{};
+  VBUCKET_COMPILED_INLINE void build_vector_tables();
 };
 
 #if VBUCKET_HEADER_DEFINITIONS
@@ -416,6 +720,9 @@ VBUCKET_COMPILED_INLINE compiled_v2_rule::compiled_v2_rule(const bucket_config& 
   }
   std::sort(keys_.begin(), keys_.end());
   keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+  // As doubles, for counting keys ≤ an effective length below 2^32 (exact: a key from 2^53 on
+  // rounds to a double ≥ 2^53, which is above every such length too).
+  for (const std::int64_t k : keys_) keys_d_.push_back(static_cast<double>(k));
   num_classes_ = keys_.size() + 2;  // video classes 0..U, then the image class
 
   // Resolutions whose tables have the same ratios in the same order share a ratio group:
@@ -447,6 +754,7 @@ VBUCKET_COMPILED_INLINE compiled_v2_rule::compiled_v2_rule(const bucket_config& 
   thresholds_.clear();
 
   build_tables(config, slots);
+  build_vector_tables();
 
   // The counts in assign() go four at a time: pad with values that never count.
   while (min_pixels_.size() % 4 != 0)
@@ -528,6 +836,73 @@ VBUCKET_COMPILED_INLINE void compiled_v2_rule::build_tables(const bucket_config&
                 cumulative_.begin() + static_cast<std::ptrdiff_t>(row * width_));
     std::copy_n(outs.begin() + static_cast<std::ptrdiff_t>(row * used), used,
                 outcomes_.begin() + static_cast<std::ptrdiff_t>(row * width_));
+  }
+}
+
+VBUCKET_COMPILED_INLINE void compiled_v2_rule::build_vector_tables() {
+  if (!tabled() || groups_.size() > max_vector_groups) return;
+  const std::size_t rows = (num_res_ + 1) * num_classes_;
+  // The count of a row's cumulatives ≤ u is its outcome. For u in cell g, [g / C, (g + 1) / C):
+  // those ≤ g / C count, those ≥ (g + 1) / C do not, the ones strictly between are compared.
+  const auto layout = [&](std::size_t cells, bool fill) {
+    std::size_t span = 0;
+    const double scale = static_cast<double>(cells);
+    for (std::size_t row = 0; row < rows; ++row) {
+      const double* const cum = cumulative_.data() + row * width_;
+      for (std::size_t g = 0; g < cells; ++g) {
+        const double lo = static_cast<double>(g) / scale, hi = static_cast<double>(g + 1) / scale;
+        std::size_t below = 0, inside = 0;
+        for (std::size_t j = 0; j < width_; ++j) {
+          below += static_cast<std::size_t>(cum[j] <= lo);
+          inside += static_cast<std::size_t>(cum[j] > lo && cum[j] < hi);
+        }
+        span = std::max(span, inside);
+        if (!fill) continue;
+        for (std::size_t k = 0; k < pick_span_; ++k)
+          pick_thresholds_.push_back(k < inside ? cum[below + k]
+                                                : std::numeric_limits<double>::infinity());
+        for (std::size_t k = 0; k <= pick_span_; ++k)
+          pick_outcomes_.push_back(outcomes_[row * width_ + std::min(below + k, width_ - 1)]);
+      }
+    }
+    return span;
+  };
+  std::size_t best_cells = 0, best_span = std::numeric_limits<std::size_t>::max();
+  for (std::size_t cells = 16; cells <= 4096; cells *= 2) {
+    const std::size_t span = layout(cells, false);
+    if (best_cells > 0 &&
+        rows * cells * (sizeof(double) * span + sizeof(outcome) * (span + 1)) > max_pick_bytes)
+      break;
+    if (span < best_span) {
+      best_span = span;
+      best_cells = cells;
+    }
+    if (span <= 1) break;
+  }
+  pick_cells_ = best_cells;
+  pick_span_ = best_span;
+  layout(pick_cells_, true);
+
+  // The ratio groups' cells: thresholds from the cell's first count on, and the results.
+  for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+    const ratio_group& grp = groups_[gi];
+    group_lanes_.table_only[gi] = grp.lookup ? 0 : -1;
+    if (!grp.lookup) continue;
+    group_lanes_.shift[gi] = static_cast<std::int32_t>(grp.shift);
+    group_lanes_.lo_cell[gi] = static_cast<std::int32_t>(grp.lo_cell);
+    group_lanes_.last_cell[gi] = static_cast<std::int32_t>(grp.last_cell);
+    group_lanes_.offset[gi] = static_cast<std::int32_t>(ratio_results_.size() / (cell_span_ + 1));
+    for (std::int64_t cell = 0; cell <= grp.last_cell; ++cell) {
+      const std::size_t pos = cell_base_[grp.cells + static_cast<std::size_t>(cell)];
+      for (std::size_t k = 0; k < cell_span_; ++k)
+        ratio_thresholds_.push_back(padded_thresholds_[grp.thresholds + pos + k]);
+      for (std::size_t k = 0; k <= cell_span_; ++k)
+        ratio_results_.push_back(results_[grp.results + std::min(pos + k, grp.count)]);
+    }
+  }
+  if (ratio_results_.empty()) {  // every group takes the table's own: one cell read, unused
+    ratio_thresholds_.assign(cell_span_, std::numeric_limits<double>::infinity());
+    ratio_results_.assign(cell_span_ + 1, 0);
   }
 }
 

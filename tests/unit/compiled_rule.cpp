@@ -510,3 +510,157 @@ TEST_CASE("compiled_rule: a config with 600 resolutions stays small and gives th
   CHECK(sum == doctest::Approx(1.0).epsilon(1e-12));
 }
 #endif  // VBUCKET_TEST_HAS_JSON
+
+namespace {
+
+/// SplitMix64 for the random configs and metadata of the vector-path test.
+struct test_random {
+  std::uint64_t state;
+  std::uint64_t next() {
+    state += vbucket::detail::golden_gamma;
+    return vbucket::detail::mix64(state);
+  }
+  std::uint64_t below(std::uint64_t n) { return next() % n; }
+  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+};
+
+/// A random probability: often 0 or 1 exactly, else a short or a full-precision fraction.
+double random_probability(test_random& r) {
+  switch (r.below(6)) {
+    case 0:
+      return 0.0;
+    case 1:
+      return 1.0;
+    case 2:
+      return static_cast<double>(r.below(21)) / 20.0;
+    default:
+      return r.unit();
+  }
+}
+
+/// A random config: 1 to 5 resolutions (Open-Sora 2.0's tables, or user tables of random
+/// ratios, some shared, so there are 1 to 9 ratio groups), random frames keys (1 included at
+/// times), single probabilities and pairs.
+vbucket::bucket_config random_config(test_random& r) {
+  const std::size_t num_res = 1 + r.below(5);
+  const bool user = r.below(2) == 0;
+  vbucket::user_tables tables;
+  std::vector<vbucket::aspect_table> shared;
+  std::vector<vbucket::bucket_spec> specs;
+  for (std::size_t k = 0; k < num_res; ++k) {
+    const std::int64_t side = 128 + static_cast<std::int64_t>(r.below(1000));
+    const std::string name = std::to_string(side + static_cast<std::int64_t>(k) * 1000) + "px";
+    if (user) {
+      if (shared.empty() || r.below(3) == 0) {
+        std::vector<vbucket::aspect_entry> entries;
+        const std::size_t n = 1 + r.below(12);
+        for (std::size_t i = 0; i < n; ++i) {
+          double ratio = std::exp((r.unit() * 2.0 - 1.0) * 1.5);
+          if (i > 0 && r.below(6) == 0) ratio = entries[r.below(i)].ratio;  // a duplicate
+          if (i > 0 && r.below(10) == 0) ratio = std::nextafter(entries[i - 1].ratio, 10.0);
+          entries.push_back({"r" + std::to_string(i), ratio, 16, 16});
+        }
+        shared.emplace_back(entries);
+      }
+      tables.add(name, side * side, shared[r.below(shared.size())]);
+    }
+    const std::size_t num_keys = 1 + r.below(6);
+    std::vector<std::int64_t> keys;
+    for (std::size_t i = 0; i < num_keys; ++i) {
+      const std::int64_t t = r.below(5) == 0 ? 1 : 1 + static_cast<std::int64_t>(r.below(200));
+      if (std::find(keys.begin(), keys.end(), t) == keys.end()) keys.push_back(t);
+    }
+    for (const std::int64_t t : keys) {
+      const bool pair = t != 1 && r.below(2) == 0;
+      specs.push_back({name, t, random_probability(r),
+                       pair ? std::optional<double>(random_probability(r)) : std::nullopt,
+                       1 + static_cast<std::int64_t>(r.below(8))});
+    }
+  }
+  if (user) return vbucket::bucket_config(specs, tables);
+  return vbucket::bucket_config(specs, vbucket::opensora_v2_tables{});
+}
+
+/// Random rows: web-video-like sizes and rates, edge sizes (0, 1, 2^24, 2^24 + 1, 2^32 - 1),
+/// odd rates (NaN, 0, negative, tiny, huge, infinite) and lengths up to 2^32 - 1.
+vbucket::meta_table random_rows(test_random& r, std::size_t n) {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  constexpr std::int64_t tmax = vbucket::meta_table::max_size;
+  const double rates[] = {nan,       0.0,    -1.0,   1e-300, 7.5,  15.999, 16.0,
+                          16.000001, 23.976, 24.0,   29.97,  30.0, 48.0,   60.0,
+                          240.0,     1e15,   0x1p56, 1e300,  inf,  -inf,   0x1p53};
+  const std::int64_t sides[] = {0,    1,    2,    16,      240,           480, 720,
+                                1080, 1920, 4096, 1 << 24, (1 << 24) + 1, tmax};
+  const vbucket::meta_table synth = vbucket::bench::synthetic_table(n, r.next());
+  vbucket::meta_table table;
+  for (std::size_t i = 0; i < n; ++i) {
+    vbucket::sample_meta m = synth[i];
+    if (r.below(8) == 0) m.fps = rates[r.below(std::size(rates))];
+    if (r.below(16) == 0) m.height = sides[r.below(std::size(sides))];
+    if (r.below(16) == 0) m.width = sides[r.below(std::size(sides))];
+    if (r.below(4) == 0) m.height = 1 + static_cast<std::int64_t>(r.below(4096));
+    if (r.below(16) == 0)
+      m.num_frames = r.below(2) == 0 ? static_cast<std::int64_t>(r.below(3))
+                                     : tmax - static_cast<std::int64_t>(r.below(3));
+    if (r.below(8) == 0) m.num_frames = 1 + static_cast<std::int64_t>(r.below(400));
+    table.push_back(m);
+  }
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("compiled_rule: the vector path gives the scalar path's ids, bit for bit") {
+  // Random configs, rates and metadata; rows in ranges that start and end anywhere; the fast
+  // source direct and shifted (a chunk of a larger table). Each path forced.
+  const bool vector = vbucket::detail::cpu_has_avx2();
+  if (!vector) MESSAGE("no AVX2 on this CPU: the vector path is not tested here");
+  test_random r{2026};
+  std::size_t configs = 0, vectorised = 0, rows = 0, bucketed = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    CAPTURE(trial);
+    const vbucket::bucket_config config = random_config(r);
+    const double maxima[] = {16.0, 7.5, 23.976, 1e-300, 1e300};
+    const vbucket::opensora_v2_rule rule{maxima[r.below(std::size(maxima))]};
+    const vbucket::compiled_v2_rule compiled(config, rule);
+    if (!compiled.tabled()) continue;
+    ++configs;
+    vectorised += compiled.vectorised();
+    const vbucket::meta_table table = random_rows(r, 3000 + r.below(3000));
+    const vbucket::fast_source fast(r.next(), r.below(5));
+    const vbucket::shifted_source<vbucket::fast_source> shifted{fast, r.below(1u << 20)};
+    const std::size_t n = table.size();
+    const std::size_t cuts[] = {0, 1 + r.below(7), 256 + r.below(5), n / 2 + r.below(3), n - 1, n};
+    for (const int source : {0, 1}) {
+      std::vector<vbucket::bucket_id> scalar(n, 12345), simd(n, 54321);
+      for (std::size_t k = 0; k + 1 < std::size(cuts); ++k) {
+        if (source == 0) {
+          compiled.assign_rows(config, table, cuts[k], cuts[k + 1], scalar, fast,
+                               vbucket::simd_path::scalar);
+          compiled.assign_rows(config, table, cuts[k], cuts[k + 1], simd, fast,
+                               vbucket::simd_path::avx2);
+        } else {
+          compiled.assign_rows(config, table, cuts[k], cuts[k + 1], scalar, shifted,
+                               vbucket::simd_path::scalar);
+          compiled.assign_rows(config, table, cuts[k], cuts[k + 1], simd, shifted,
+                               vbucket::simd_path::avx2);
+        }
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        CAPTURE(source);
+        CAPTURE(i);
+        REQUIRE(simd[i] == scalar[i]);
+        bucketed += scalar[i] >= 0;
+      }
+      rows += n;
+      // And the scalar path is the per-sample assignment (every 7th row).
+      for (std::size_t i = 0; i < n; i += 7)
+        CHECK(scalar[i] == (source == 0 ? compiled.assign(config, table[i], i, fast)
+                                        : compiled.assign(config, table[i], i, shifted)));
+    }
+  }
+  CHECK(configs >= 40);
+  CHECK(vectorised >= 30);
+  CHECK(bucketed > rows / 10);
+}
