@@ -1,7 +1,8 @@
 #pragma once
 /// The FFmpeg C API behind vbucket::ffmpeg: owning wrappers (every AVFormatContext,
 /// AVCodecContext, AVFrame, AVPacket, SwsContext and custom AVIOContext is freed on every path),
-/// an opened input (a file or a block of memory) with an interrupt deadline, the choice of the
+/// an opened input (a file, a URL, a tar member, or a block of memory; media_source.hpp) with an
+/// interrupt deadline and retries of a network open, the choice of the
 /// video stream, an opened decoder, and FFmpeg error strings. Internals: failures throw
 /// `vbucket::error`, which the public functions turn into error values.
 
@@ -16,6 +17,7 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <thread>       // std::this_thread::sleep_for (waits between retries)
 #include <vector>       // std::vector
 
 #if __has_include(<unistd.h>) && __has_include(<fcntl.h>)
@@ -39,6 +41,7 @@ extern "C" {
 }
 
 #include "vbucket/error.hpp"
+#include "vbucket/ffmpeg/media_source.hpp"
 
 namespace vbucket::ffmpeg {
 
@@ -48,6 +51,7 @@ struct limits {
   std::int64_t max_pixels = std::int64_t{1} << 26;  ///< largest height · width (64 Mpixel)
   std::int64_t max_packets_without_frame = 1024;    ///< packets sent with no frame coming out
   double timeout_seconds = 120.0;  ///< wall-clock bound on one probe or decode (interrupts I/O)
+  network_options network{};       ///< timeouts and retries of URLs (media_source.hpp)
 };
 
 /// Silences FFmpeg's own log output (it writes to stderr); a process-wide setting, which the
@@ -171,48 +175,25 @@ class input {
         deadline_(std::chrono::steady_clock::now() +
                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                       std::chrono::duration<double>(lim.timeout_seconds))) {
-    AVFormatContext* raw = avformat_alloc_context();
-    if (raw == nullptr) throw std::bad_alloc();
-    raw->interrupt_callback.callback = &input::interrupted;
-    raw->interrupt_callback.opaque = this;
-    AVDictionary* options = nullptr;
-    std::string url;
     in_memory_ = src.in_memory;
-    if (src.in_memory) {
-      reader_.data = src.memory.data();
-      reader_.size = static_cast<std::int64_t>(src.memory.size());
-      constexpr int buffer_size = 1 << 15;
-      auto* buffer = static_cast<std::uint8_t*>(av_malloc(buffer_size));
-      if (buffer == nullptr) {
-        avformat_free_context(raw);
-        throw std::bad_alloc();
-      }
-      avio_.reset(avio_alloc_context(buffer, buffer_size, 0, &reader_, &memory_reader::read,
-                                     nullptr, &memory_reader::seek));
-      if (!avio_) {
-        av_free(buffer);
-        avformat_free_context(raw);
-        throw std::bad_alloc();
-      }
-      raw->pb = avio_.get();
-      raw->flags |= AVFMT_FLAG_CUSTOM_IO;
-      // Nothing in memory may make a demuxer (HLS, concat, ...) open other files.
-      av_dict_set(&options, "protocol_whitelist", "none", 0);
-    } else {
-      // "file:" so that a colon in a path is not read as a protocol; other protocols (network)
-      // are refused, also for playlists that name other files.
-      url = "file:" + src.name;
-      av_dict_set(&options, "protocol_whitelist", "file", 0);
+    const network_options& net = lim.network;
+    for (int attempt = 0;; ++attempt) {
+      const int rc = open(src, lim);
+      if (rc >= 0) break;
+      if (interrupted(this) != 0)
+        fail(name_,
+             "timed out while opening (deadline " + std::to_string(lim.timeout_seconds) + " s" +
+                 (attempt > 0 ? ", " + std::to_string(attempt + 1) + " attempts" : "") + ")");
+      if (!io_.network() || !retryable(rc) || attempt >= net.retries)
+        fail(name_, "cannot open: " + av_error_text(rc) +
+                        (attempt > 0 ? " (" + std::to_string(attempt + 1) + " attempts)" : ""));
+      // Backoff before the next attempt, never past the deadline.
+      auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(net.retry_backoff_seconds *
+                                        double(1 << std::min(attempt, 16))));
+      wait = std::min(wait, deadline_ - std::chrono::steady_clock::now());
+      if (wait > wait.zero()) std::this_thread::sleep_for(wait);
     }
-    // A '%' in a file name is not an image-sequence pattern.
-    av_dict_set(&options, "pattern_type", "none", 0);
-    const int rc = avformat_open_input(&raw, src.in_memory ? "" : url.c_str(), nullptr, &options);
-    av_dict_free(&options);
-    if (rc < 0) {  // FFmpeg freed `raw`
-      if (interrupted(this) != 0) fail(name_, "timed out while opening");
-      fail(name_, "cannot open: " + av_error_text(rc));
-    }
-    format_.reset(raw);
   }
   input(const input&) = delete;
   input& operator=(const input&) = delete;
@@ -228,6 +209,7 @@ class input {
   [[nodiscard]] bool peek(std::int64_t pos, std::span<std::uint8_t> out) {
     const auto n = static_cast<std::int64_t>(out.size());
     if (pos < 0) return false;
+    if (const auto done = io_.peek(pos, out)) return *done;  // a tar member or a URL
     if (in_memory_) {
       if (pos > reader_.size - n) return false;
       std::memcpy(out.data(), reader_.data + pos, out.size());
@@ -319,6 +301,52 @@ class input {
   }
 
  private:
+  /// One attempt at opening: 0, or a negative AVERROR (a network failure may be retried).
+  int open(const source& src, const limits& lim) {
+    format_.reset();
+    avio_.reset();
+    io_.close();
+    AVDictionary* options = nullptr;
+    struct dict_freer {
+      AVDictionary** d;
+      ~dict_freer() { av_dict_free(d); }
+    } free_options{&options};
+    std::string url;
+    const AVIOInterruptCB interrupt{&input::interrupted, this};
+    if (src.in_memory) {
+      reader_.data = src.memory.data();
+      reader_.size = static_cast<std::int64_t>(src.memory.size());
+      constexpr int buffer_size = 1 << 15;
+      auto* buffer = static_cast<std::uint8_t*>(av_malloc(buffer_size));
+      if (buffer == nullptr) throw std::bad_alloc();
+      avio_.reset(avio_alloc_context(buffer, buffer_size, 0, &reader_, &memory_reader::read,
+                                     nullptr, &memory_reader::seek));
+      if (!avio_) {
+        av_free(buffer);
+        throw std::bad_alloc();
+      }
+      // Nothing in memory may make a demuxer (HLS, concat, ...) open other files.
+      av_dict_set(&options, "protocol_whitelist", "none", 0);
+    } else {
+      const int rc = io_.prepare(src.name, lim.network, interrupt, &options);
+      if (rc < 0) return rc;
+      url = io_.url();
+    }
+    AVFormatContext* raw = avformat_alloc_context();
+    if (raw == nullptr) throw std::bad_alloc();
+    raw->interrupt_callback = interrupt;
+    if (AVIOContext* pb = src.in_memory ? avio_.get() : io_.pb()) {
+      raw->pb = pb;
+      raw->flags |= AVFMT_FLAG_CUSTOM_IO;
+    }
+    // A '%' in a file name is not an image-sequence pattern.
+    av_dict_set(&options, "pattern_type", "none", 0);
+    const int rc = avformat_open_input(&raw, url.c_str(), nullptr, &options);
+    if (rc < 0) return rc;  // FFmpeg freed `raw`
+    format_.reset(raw);
+    return 0;
+  }
+
   static int interrupted(void* opaque) noexcept {
     return static_cast<const input*>(opaque)->timed_out() ? 1 : 0;
   }
@@ -329,6 +357,7 @@ class input {
   int peek_fd_ = -1;  // a second descriptor for peek(); -2: could not be opened
   memory_reader reader_;
   avio_ptr avio_;  // destroyed after format_ (members are destroyed in reverse order)
+  media_io io_;    // likewise: a file, a URL or a tar member (media_source.hpp)
   format_ptr format_;
 };
 
