@@ -436,7 +436,8 @@ TEST_CASE("batch_sampler: every sample once across ranks, apart from counted pad
       std::vector<std::uint32_t> count(records.size(), 0);
       std::uint64_t steps = 0, slots = 0, pads = 0, repeat_samples = 0, dropped = 0;
       for (std::uint32_t r = 0; r < world; ++r) {
-        vbucket::sampler_options o{.seed = 21, .world = world, .rank = r};
+        // fast draws: the ids above are fast_source's (numpy is the default)
+        vbucket::sampler_options o{.seed = 21, .world = world, .rank = r, .rng = rng_mode::fast};
         if (drop) {
           o.policy = incomplete_policy::drop;
           o.drop_last = true;
@@ -847,7 +848,7 @@ TEST_CASE("batch_sampler: packed batching equals the hand-wired packed path, res
     for (const std::uint32_t world : {1u, 3u, 4u}) {
       const vbucket::packed_schedule schedule = plan.deal(world);
       for (std::uint32_t r = 0; r < world; ++r) {
-        vbucket::sampler_options o{.seed = 7, .world = world, .rank = r};
+        vbucket::sampler_options o{.seed = 7, .world = world, .rank = r, .rng = rng_mode::fast};
         o.balance_group = 4;
         o.batching = vbucket::batching_mode::packed;
         o.token_budget = budget;
