@@ -395,119 +395,150 @@ class compiled_v2_rule {
     const v4d ratio_max = _mm256_set1_pd(0x1p25);
     const auto* const pick_outcomes = reinterpret_cast<const long long*>(pick_outcomes_.data());
     const auto* const ratio_results = reinterpret_cast<const int*>(ratio_results_.data());
-    for (std::size_t i = begin; i < end; i += 4) {
+    // Stages over blocks of rows, as assign_rows_scalar's: each a short loop whose iterations
+    // the CPU overlaps (one loop of all three is a chain of divisions and gathers too long for
+    // the out-of-order window).
+    constexpr std::size_t block = 256;
+    alignas(32) std::int32_t row_of[block], valid_of[block], base_of[block], group_of[block];
+    alignas(32) double ratio_of[block];
+    std::uint32_t odd[block];  // rows past the exact fast arithmetic, or a table's own closest
+    for (std::size_t b = begin; b < end; b += block) {
+      const std::size_t n = std::min(block, end - b);
+      std::size_t num_slow = 0, num_odd = 0;
+      std::uint32_t slow_at[block];
       // Stage 1: validity, effective length, class, resolutions too large, ratio.
-      const v4i32 f = _mm_loadu_si128(reinterpret_cast<const v4i32*>(frames + i));
-      const v4i32 h = _mm_loadu_si128(reinterpret_cast<const v4i32*>(height + i));
-      const v4i32 w = _mm_loadu_si128(reinterpret_cast<const v4i32*>(width + i));
-      const v4i32 code = _mm_loadu_si128(reinterpret_cast<const v4i32*>(fps_code + i));
-      // A side s is valid when s - 1 (as a signed 32-bit value) is in [0, max_side).
-      const v4i32 h1 = _mm_sub_epi32(h, one32), w1 = _mm_sub_epi32(w, one32);
-      const v4i32 valid32 = _mm_andnot_si128(
-          _mm_cmpeq_epi32(f, _mm_setzero_si128()),
-          _mm_and_si128(
-              _mm_and_si128(_mm_cmpgt_epi32(h1, minus_one32), _mm_cmpgt_epi32(side, h1)),
-              _mm_and_si128(_mm_cmpgt_epi32(w1, minus_one32), _mm_cmpgt_epi32(side, w1))));
-      const v4d valid = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(valid32));
-      const v4d hs = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, h, valid32));
-      const v4d ws = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, w, valid32));
-      // Frames are unsigned 32-bit: flip the sign bit, convert as signed, add 2^31 back.
-      const v4d fs = _mm256_add_pd(
-          _mm256_cvtepi32_pd(_mm_xor_si128(_mm_blendv_epi8(one32, f, valid32), sign32)),
-          _mm256_set1_pd(0x1p31));
-      const v4d rate = gather(fps, code);
-      const v4d thin = _mm256_cmp_pd(rate, fps_max, _CMP_GE_OQ);  // false for NaN
-      const v4d x_raw = _mm256_div_pd(rate, fps_max);
-      const v4d not_thin = _mm256_xor_pd(thin, _mm256_castsi256_pd(_mm256_set1_epi64x(-1)));
-      const v4d exact_v =
-          _mm256_or_pd(not_thin, _mm256_cmp_pd(x_raw, _mm256_set1_pd(0x1p52), _CMP_LT_OQ));
-      const v4d keep = _mm256_and_pd(thin, exact_v);
-      const v4d x = _mm256_max_pd(_mm256_and_pd(x_raw, keep), one);
-      const v4d fe = _mm256_blendv_pd(one, fs, exact_v);
-      const v4d q = _mm256_round_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
-      const v4d t_eff =
-          _mm256_round_pd(_mm256_div_pd(fe, q), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const v4d pixels = _mm256_mul_pd(hs, ws);
-      v4d r0 = _mm256_setzero_pd();
-      for (std::size_t k = 0; k < num_res_; ++k)
-        r0 = _mm256_add_pd(
-            r0, ones_where(_mm256_cmp_pd(pixels, _mm256_set1_pd(min_pixels_[k]), _CMP_LT_OQ)));
-      v4d cls = _mm256_setzero_pd();
-      for (const double k : keys_d_)
-        cls = _mm256_add_pd(cls, ones_where(_mm256_cmp_pd(_mm256_set1_pd(k), t_eff, _CMP_LE_OQ)));
-      cls = _mm256_blendv_pd(cls, image_class_d, _mm256_cmp_pd(t_eff, one, _CMP_EQ_OQ));
-      const v4d row_d = _mm256_and_pd(valid, _mm256_add_pd(_mm256_mul_pd(r0, num_classes_d), cls));
-      const v4d ratio = _mm256_div_pd(hs, ws);
-      const int slow = _mm256_movemask_pd(_mm256_andnot_pd(exact_v, valid));
-
-      // Stage 2: the draw (fast_stream's first) and its pick.
-      const v4i sample =
-          _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first + i)), lane);
-      const v4d u = to_unit(mix64(_mm256_add_epi64(mix64(_mm256_xor_si256(key_v, sample)), gamma)));
-      const v4i32 row = _mm256_cvttpd_epi32(row_d);
-      const v4i32 cell =
-          _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(u, pick_cells_d)), pick_last32);
-      const v4i32 at = _mm_add_epi32(_mm_mullo_epi32(row, pick_cells32), cell);
-      const v4i32 first_th = _mm_mullo_epi32(at, pick_span32);
-      v4i count = _mm256_setzero_si256();
-      for (std::size_t k = 0; k < pick_span_; ++k) {
-        const v4d th = gather(pick_thresholds_.data() + k, first_th);
-        count = _mm256_sub_epi64(count, _mm256_castpd_si256(_mm256_cmp_pd(th, u, _CMP_LE_OQ)));
-      }
-      const v4i picked =
-          gather(pick_outcomes, _mm_add_epi32(_mm_add_epi32(first_th, at), narrow(count)));
-      const v4i32 base = narrow(picked);
-      const v4i32 group = narrow(_mm256_srli_epi64(picked, 32));
-
-      // Stage 3: the closest ratio in the outcome's group, its parameters by lane.
-      const v4i32 shift = _mm256_castsi256_si128(
-          _mm256_permutevar8x32_epi32(group_shift, _mm256_castsi128_si256(group)));
-      const v4i32 lo_cell = _mm256_castsi256_si128(
-          _mm256_permutevar8x32_epi32(group_lo, _mm256_castsi128_si256(group)));
-      const v4i32 last_cell = _mm256_castsi256_si128(
-          _mm256_permutevar8x32_epi32(group_last, _mm256_castsi128_si256(group)));
-      const v4i32 cell_offset = _mm256_castsi256_si128(
-          _mm256_permutevar8x32_epi32(group_offset, _mm256_castsi128_si256(group)));
-      const v4i32 table_only = _mm256_castsi256_si128(
-          _mm256_permutevar8x32_epi32(group_table_only, _mm256_castsi128_si256(group)));
-      const v4i32 top =
-          narrow(_mm256_srlv_epi64(_mm256_castpd_si256(ratio), _mm256_cvtepu32_epi64(shift)));
-      const v4i32 rcell = _mm_add_epi32(
-          _mm_min_epi32(_mm_max_epi32(_mm_sub_epi32(top, lo_cell), _mm_setzero_si128()), last_cell),
-          cell_offset);
-      const v4i32 first_rth = _mm_mullo_epi32(rcell, ratio_span32);
-      v4i32 pos = _mm_setzero_si128();
-      for (std::size_t k = 0; k < cell_span_; ++k) {
-        const v4d th = gather(ratio_thresholds_.data() + k, first_rth);
-        pos = _mm_sub_epi32(pos, narrow(_mm256_castpd_si256(_mm256_cmp_pd(th, ratio, _CMP_LE_OQ))));
-      }
-      const v4i32 closest =
-          gather(ratio_results, _mm_add_epi32(_mm_add_epi32(first_rth, rcell), pos));
-      const int fallback =
-          _mm_movemask_ps(_mm_castsi128_ps(table_only)) |
-          _mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(ratio, ratio_max, _CMP_NLT_UQ),
-                                          _mm256_cmp_pd(ratio, _mm256_setzero_pd(), _CMP_NGT_UQ)));
-      const v4i32 id = _mm_add_epi32(base, closest);
-      const v4i32 bucket =
-          _mm_blendv_epi8(id, no_bucket32, _mm_cmpgt_epi32(_mm_setzero_si128(), base));
-      const v4i32 result = _mm_blendv_epi8(invalid32, bucket, valid32);
-      _mm_storeu_si128(reinterpret_cast<v4i32*>(out.data() + i), result);
-      if ((fallback | slow) != 0) [[unlikely]] {
-        alignas(16) std::int32_t bases[4], groups[4], valids[4];
-        alignas(32) double ratios[4];
-        _mm_store_si128(reinterpret_cast<v4i32*>(bases), base);
-        _mm_store_si128(reinterpret_cast<v4i32*>(groups), group);
-        _mm_store_si128(reinterpret_cast<v4i32*>(valids), valid32);
-        _mm256_store_pd(ratios, ratio);
-        for (std::size_t k = 0; k < 4; ++k) {
-          const std::size_t r = i + k;
-          if ((slow >> k) & 1) {
-            out[r] = assign(c, table[r], static_cast<std::uint64_t>(r), source);
-          } else if (((fallback >> k) & 1) && valids[k] != 0 && bases[k] >= 0) {
-            out[r] = bases[k] + static_cast<bucket_id>(
-                                    closest_of(c, static_cast<std::size_t>(groups[k]), ratios[k]));
-          }
+      for (std::size_t j = 0; j < n; j += 4) {
+        const std::size_t i = b + j;
+        const v4i32 f = _mm_loadu_si128(reinterpret_cast<const v4i32*>(frames + i));
+        const v4i32 h = _mm_loadu_si128(reinterpret_cast<const v4i32*>(height + i));
+        const v4i32 w = _mm_loadu_si128(reinterpret_cast<const v4i32*>(width + i));
+        const v4i32 code = _mm_loadu_si128(reinterpret_cast<const v4i32*>(fps_code + i));
+        // A side s is valid when s - 1 (as a signed 32-bit value) is in [0, max_side).
+        const v4i32 h1 = _mm_sub_epi32(h, one32), w1 = _mm_sub_epi32(w, one32);
+        const v4i32 valid32 = _mm_andnot_si128(
+            _mm_cmpeq_epi32(f, _mm_setzero_si128()),
+            _mm_and_si128(
+                _mm_and_si128(_mm_cmpgt_epi32(h1, minus_one32), _mm_cmpgt_epi32(side, h1)),
+                _mm_and_si128(_mm_cmpgt_epi32(w1, minus_one32), _mm_cmpgt_epi32(side, w1))));
+        const v4d valid = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(valid32));
+        const v4d hs = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, h, valid32));
+        const v4d ws = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, w, valid32));
+        // Frames are unsigned 32-bit: flip the sign bit, convert as signed, add 2^31 back.
+        const v4d fs = _mm256_add_pd(
+            _mm256_cvtepi32_pd(_mm_xor_si128(_mm_blendv_epi8(one32, f, valid32), sign32)),
+            _mm256_set1_pd(0x1p31));
+        const v4d rate = gather(fps, code);
+        const v4d thin = _mm256_cmp_pd(rate, fps_max, _CMP_GE_OQ);  // false for NaN
+        const v4d x_raw = _mm256_div_pd(rate, fps_max);
+        const v4d not_thin = _mm256_xor_pd(thin, _mm256_castsi256_pd(_mm256_set1_epi64x(-1)));
+        const v4d exact_v =
+            _mm256_or_pd(not_thin, _mm256_cmp_pd(x_raw, _mm256_set1_pd(0x1p52), _CMP_LT_OQ));
+        const v4d keep = _mm256_and_pd(thin, exact_v);
+        const v4d x = _mm256_max_pd(_mm256_and_pd(x_raw, keep), one);
+        const v4d fe = _mm256_blendv_pd(one, fs, exact_v);
+        const v4d q = _mm256_round_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+        const v4d t_eff =
+            _mm256_round_pd(_mm256_div_pd(fe, q), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const v4d pixels = _mm256_mul_pd(hs, ws);
+        v4d r0 = _mm256_setzero_pd();
+        for (std::size_t k = 0; k < num_res_; ++k)
+          r0 = _mm256_add_pd(
+              r0, ones_where(_mm256_cmp_pd(pixels, _mm256_set1_pd(min_pixels_[k]), _CMP_LT_OQ)));
+        v4d cls = _mm256_setzero_pd();
+        for (const double k : keys_d_)
+          cls = _mm256_add_pd(cls, ones_where(_mm256_cmp_pd(_mm256_set1_pd(k), t_eff, _CMP_LE_OQ)));
+        cls = _mm256_blendv_pd(cls, image_class_d, _mm256_cmp_pd(t_eff, one, _CMP_EQ_OQ));
+        const v4d row_d =
+            _mm256_and_pd(valid, _mm256_add_pd(_mm256_mul_pd(r0, num_classes_d), cls));
+        const v4d ratio = _mm256_div_pd(hs, ws);
+        const int slow = _mm256_movemask_pd(_mm256_andnot_pd(exact_v, valid));
+        _mm_store_si128(reinterpret_cast<v4i32*>(row_of + j), _mm256_cvttpd_epi32(row_d));
+        _mm_store_si128(reinterpret_cast<v4i32*>(valid_of + j), valid32);
+        _mm256_store_pd(ratio_of + j, ratio);
+        for (int k = 0; k < 4; ++k) {
+          slow_at[num_slow] = static_cast<std::uint32_t>(j) + static_cast<std::uint32_t>(k);
+          num_slow += static_cast<std::size_t>((slow >> k) & 1);
         }
+      }
+      // Stage 2: the draw (fast_stream's first) and its pick.
+      for (std::size_t j = 0; j < n; j += 4) {
+        const std::size_t i = b + j;
+        const v4i sample =
+            _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first + i)), lane);
+        const v4d u =
+            to_unit(mix64(_mm256_add_epi64(mix64(_mm256_xor_si256(key_v, sample)), gamma)));
+        const v4i32 row = _mm_load_si128(reinterpret_cast<const v4i32*>(row_of + j));
+        const v4i32 cell =
+            _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(u, pick_cells_d)), pick_last32);
+        const v4i32 at = _mm_add_epi32(_mm_mullo_epi32(row, pick_cells32), cell);
+        const v4i32 first_th = _mm_mullo_epi32(at, pick_span32);
+        v4i count = _mm256_setzero_si256();
+        for (std::size_t k = 0; k < pick_span_; ++k) {
+          const v4d th = gather(pick_thresholds_.data() + k, first_th);
+          count = _mm256_sub_epi64(count, _mm256_castpd_si256(_mm256_cmp_pd(th, u, _CMP_LE_OQ)));
+        }
+        const v4i picked =
+            gather(pick_outcomes, _mm_add_epi32(_mm_add_epi32(first_th, at), narrow(count)));
+        _mm_store_si128(reinterpret_cast<v4i32*>(base_of + j), narrow(picked));
+        _mm_store_si128(reinterpret_cast<v4i32*>(group_of + j),
+                        narrow(_mm256_srli_epi64(picked, 32)));
+      }
+      // Stage 3: the closest ratio in the outcome's group, its parameters by lane.
+      for (std::size_t j = 0; j < n; j += 4) {
+        const v4i32 base = _mm_load_si128(reinterpret_cast<const v4i32*>(base_of + j));
+        const v4i32 group = _mm_load_si128(reinterpret_cast<const v4i32*>(group_of + j));
+        const v4i32 valid32 = _mm_load_si128(reinterpret_cast<const v4i32*>(valid_of + j));
+        const v4d ratio = _mm256_load_pd(ratio_of + j);
+        const v4i32 shift = _mm256_castsi256_si128(
+            _mm256_permutevar8x32_epi32(group_shift, _mm256_castsi128_si256(group)));
+        const v4i32 lo_cell = _mm256_castsi256_si128(
+            _mm256_permutevar8x32_epi32(group_lo, _mm256_castsi128_si256(group)));
+        const v4i32 last_cell = _mm256_castsi256_si128(
+            _mm256_permutevar8x32_epi32(group_last, _mm256_castsi128_si256(group)));
+        const v4i32 cell_offset = _mm256_castsi256_si128(
+            _mm256_permutevar8x32_epi32(group_offset, _mm256_castsi128_si256(group)));
+        const v4i32 table_only = _mm256_castsi256_si128(
+            _mm256_permutevar8x32_epi32(group_table_only, _mm256_castsi128_si256(group)));
+        const v4i32 top =
+            narrow(_mm256_srlv_epi64(_mm256_castpd_si256(ratio), _mm256_cvtepu32_epi64(shift)));
+        const v4i32 rcell = _mm_add_epi32(
+            _mm_min_epi32(_mm_max_epi32(_mm_sub_epi32(top, lo_cell), _mm_setzero_si128()),
+                          last_cell),
+            cell_offset);
+        const v4i32 first_rth = _mm_mullo_epi32(rcell, ratio_span32);
+        v4i32 pos = _mm_setzero_si128();
+        for (std::size_t k = 0; k < cell_span_; ++k) {
+          const v4d th = gather(ratio_thresholds_.data() + k, first_rth);
+          pos =
+              _mm_sub_epi32(pos, narrow(_mm256_castpd_si256(_mm256_cmp_pd(th, ratio, _CMP_LE_OQ))));
+        }
+        const v4i32 closest =
+            gather(ratio_results, _mm_add_epi32(_mm_add_epi32(first_rth, rcell), pos));
+        const int fallback = _mm_movemask_ps(_mm_castsi128_ps(table_only)) |
+                             _mm256_movemask_pd(_mm256_or_pd(
+                                 _mm256_cmp_pd(ratio, ratio_max, _CMP_NLT_UQ),
+                                 _mm256_cmp_pd(ratio, _mm256_setzero_pd(), _CMP_NGT_UQ)));
+        const v4i32 id = _mm_add_epi32(base, closest);
+        const v4i32 bucket =
+            _mm_blendv_epi8(id, no_bucket32, _mm_cmpgt_epi32(_mm_setzero_si128(), base));
+        const v4i32 result = _mm_blendv_epi8(invalid32, bucket, valid32);
+        _mm_storeu_si128(reinterpret_cast<v4i32*>(out.data() + b + j), result);
+        // A bucketed row whose group takes the table's own closest (or of an odd ratio).
+        const int odd_lanes = fallback & _mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(
+                                             _mm_cmpgt_epi32(_mm_setzero_si128(), base), valid32)));
+        for (int k = 0; k < 4; ++k) {
+          odd[num_odd] = static_cast<std::uint32_t>(j) + static_cast<std::uint32_t>(k);
+          num_odd += static_cast<std::size_t>((odd_lanes >> k) & 1);
+        }
+      }
+      for (std::size_t k = 0; k < num_odd; ++k) {
+        const std::size_t j = odd[k];
+        out[b + j] = base_of[j] + static_cast<bucket_id>(closest_of(
+                                      c, static_cast<std::size_t>(group_of[j]), ratio_of[j]));
+      }
+      for (std::size_t k = 0; k < num_slow; ++k) {
+        const std::size_t r = b + slow_at[k];
+        out[r] = assign(c, table[r], static_cast<std::uint64_t>(r), source);
       }
     }
   }
