@@ -1,13 +1,18 @@
-/// `vbucket scan`: probes every media file under a directory (or listed in a text file), in
-/// parallel, and writes META.csv (path,num_frames,height,width,fps,duration,codec,error,warning,
-/// stored_height,stored_width,sar,rotation), the metadata table `vbucket assign` and `plan`
-/// read (they read columns by name and ignore the extra ones).
+/// `vbucket scan`: probes every media file under a directory (or listed in a text file), the
+/// members of tar shards (WebDataset) and URLs, in parallel, and writes META.csv (path,
+/// num_frames,height,width,fps,duration,codec,error,warning,stored_height,stored_width,sar,
+/// rotation; with shards also shard,member,member_offset,member_size and the sidecar fields),
+/// the metadata table `vbucket assign` and `plan` read (they read columns by name and ignore
+/// the extra ones).
 
+#include <algorithm>    // std::find
 #include <charconv>     // std::to_chars
 #include <cmath>        // std::isfinite
 #include <cstdint>      // std::uint64_t
 #include <cstdio>       // std::fputs, std::fprintf
+#include <cstdlib>      // std::strtod
 #include <exception>    // std::exception
+#include <functional>   // std::function
 #include <memory>       // std::unique_ptr
 #include <string>       // std::string
 #include <string_view>  // std::string_view
@@ -20,6 +25,7 @@
 #include "positional.hpp"
 #include "vbucket/ffmpeg/decode.hpp"  // index_video
 #include "vbucket/ffmpeg/scan.hpp"
+#include "vbucket/ffmpeg/sources.hpp"
 #if VBUCKET_CLI_HAS_MPI
 #include "vbucket/mpi/scan.hpp"
 #endif
@@ -36,6 +42,8 @@ constexpr flag scan_flags[] = {
     {"skip-failed", "", false, "leave files that fail out of META.csv (they are still counted)"},
     {"index", "", false,
      "also write a frame index next to META.csv (META.vbidx) for decode --index and loaders"},
+    {"timeout", "SECONDS", false,
+     "deadline of one file's probe, network included; a file past it fails (120)"},
     {"quiet", "", false, "no progress and no summary"},
 };
 
@@ -50,6 +58,12 @@ constexpr std::string_view scan_description =
     "the frames that decode: an MP4's edit list is applied, and a file cut short or damaged\n"
     "gets a warning saying what was counted. Images have 1 frame and an empty fps. Progress\n"
     "goes to stderr on a terminal, else a count to stdout.\n"
+    "Tar shards (WebDataset; a .tar under DIR, given as the input, or a line of LIST.txt, local\n"
+    "or http(s)://): one row per media member, its path SHARD#MEMBER@OFFSET+SIZE (decode,\n"
+    "assign, plan and the loaders open it in place), with the columns shard, member,\n"
+    "member_offset, member_size and its key's sidecars (key.txt -> column txt, key.json -> one\n"
+    "column per top-level field). URLs (http://, https://) are probed over ranged HTTP, --threads\n"
+    "at once, each within --timeout.\n"
     "Under mpirun (or srun), the files are shared out over the processes, balanced by size,\n"
     "and rank 0 writes the same META.csv and prints one progress line.\n"
     "Exit codes: 0 success (also when some files fail), 1 bad data, 2 bad usage.";
@@ -75,6 +89,7 @@ struct scan_job {
   bool index = false;
   ffmpeg::probe_options opt;
   std::vector<std::string> paths;
+  ffmpeg::media_listing listing;     // paths, with shards' columns and sidecar fields
   std::unique_ptr<output_file> out;  // not movable itself
   std::unique_ptr<output_file> index_out;
 };
@@ -102,6 +117,14 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
   job.skip_failed = a.has("skip-failed");
   job.index = a.has("index");
   job.opt.always_decode_count = a.has("decode-count");
+  if (a.has("timeout")) {
+    const std::string& t = a.value("timeout");
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (end == t.c_str() || *end != '\0' || !(v > 0.0) || !(v <= 1e6))
+      throw usage_error("--timeout: expected seconds (a number > 0), got '" + t + "'");
+    job.opt.limits.timeout_seconds = v;
+  }
   job.out_path = a.value("out");
   if (job.index && job.out_path == "-")
     throw usage_error(
@@ -109,7 +132,8 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
         "not - (standard output)");
   ffmpeg::quiet_logs();
   ffmpeg::cap_allocations(std::size_t{1} << 30);
-  job.paths = ffmpeg::list_media(where);
+  job.listing = ffmpeg::list_sources(where, job.threads, job.opt.limits.network);
+  job.paths = job.listing.paths;
   if (writer) {
     job.out = std::make_unique<output_file>(job.out_path);
     if (job.index)
@@ -121,10 +145,34 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
 /// Writes META.csv from the probe results (results[i] for job.paths[i]) and the summary.
 void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_info>>& results) {
   const std::vector<std::string>& paths = job.paths;
+  const ffmpeg::media_listing& l = job.listing;
   // New columns go at the end: pipelines read them by name, older ones by position.
   std::string text =
       "path,num_frames,height,width,fps,duration,codec,error,warning,stored_height,stored_width,"
-      "sar,rotation\n";
+      "sar,rotation";
+  // Shards: where each member lies, and its key's sidecar fields (a name taken by a column
+  // above gets the prefix "sidecar.").
+  const bool shards = l.from_shards && l.paths.size() == paths.size();
+  if (shards) {
+    constexpr std::string_view taken[] = {
+        "path",     "num_frames", "height",  "width",         "fps",          "duration",
+        "codec",    "error",      "warning", "stored_height", "stored_width", "sar",
+        "rotation", "shard",      "member",  "member_offset", "member_size"};
+    text += ",shard,member,member_offset,member_size";
+    for (const std::string& name : l.field_names) {
+      const bool clash = std::find(std::begin(taken), std::end(taken), name) != std::end(taken);
+      text += "," + csv_field(clash ? "sidecar." + name : name);
+    }
+  }
+  text += "\n";
+  auto shard_columns = [&](std::size_t i) {
+    if (!shards) return std::string();
+    std::string c = "," + csv_field(l.shard[i]) + "," + csv_field(l.member[i]) + "," +
+                    (l.offset[i] >= 0 ? std::to_string(l.offset[i]) : "") + "," +
+                    (l.size[i] >= 0 ? std::to_string(l.size[i]) : "");
+    for (const auto& f : l.fields) c += "," + csv_field(f[i]);
+    return c;
+  };
   std::uint64_t failed = 0, warned = 0;
   for (std::size_t i = 0; i < paths.size(); ++i) {
     const auto& r = results[i];
@@ -132,7 +180,8 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
     if (!r) {
       ++failed;
       if (job.skip_failed) continue;
-      text += csv_field(paths[i]) + ",,,,,,," + csv_field(r.error()) + ",,,,,\n";
+      text += csv_field(paths[i]) + ",,,,,,," + csv_field(r.error()) + ",,,,," + shard_columns(i) +
+              "\n";
       continue;
     }
     text += csv_field(paths[i]) + "," + std::to_string(r->num_frames) + "," +
@@ -140,7 +189,7 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
             "," + number(r->duration) + "," + csv_field(r->codec) + ",," + csv_field(r->warning) +
             "," + std::to_string(r->coded_height) + "," + std::to_string(r->coded_width) + "," +
             std::to_string(r->sar_num) + ":" + std::to_string(r->sar_den) + "," +
-            std::to_string(r->rotation) + "\n";
+            std::to_string(r->rotation) + shard_columns(i) + "\n";
     if (text.size() > (1u << 20)) {
       job.out->write(text);
       text.clear();
@@ -151,8 +200,11 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
   std::string indexed;
   if (job.index_out) {
     std::vector<std::string> videos;  // the files that probed, images left out
+    // Local files only: a tar member or a URL has no size and mtime of its own to check.
     for (std::size_t i = 0; i < paths.size(); ++i)
-      if (results[i] && std::isfinite(results[i]->fps)) videos.push_back(paths[i]);
+      if (results[i] && std::isfinite(results[i]->fps) && !ffmpeg::is_url(paths[i]) &&
+          !ffmpeg::parse_media_path(paths[i]).in_tar())
+        videos.push_back(paths[i]);
     const auto entries = ffmpeg::index_all(videos, job.threads);
     ffmpeg::frame_index index;
     std::size_t failed_index = 0;
@@ -182,6 +234,32 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
   }
 }
 
+/// Probes the listed paths; a shard that could not be listed keeps its reason, unprobed.
+std::vector<ffmpeg::result<ffmpeg::video_info>> probe_listed(
+    const scan_job& job, const std::function<void(std::size_t, std::size_t)>& progress) {
+  const ffmpeg::media_listing& l = job.listing;
+  std::vector<std::string> probed;
+  std::vector<std::size_t> where;
+  for (std::size_t i = 0; i < job.paths.size(); ++i) {
+    if (i < l.errors.size() && !l.errors[i].empty()) continue;
+    probed.push_back(job.paths[i]);
+    where.push_back(i);
+  }
+  if (probed.size() == job.paths.size())
+    return ffmpeg::probe_all(job.paths, job.threads, job.opt, progress);
+  const std::size_t skipped = job.paths.size() - probed.size();
+  auto part =
+      ffmpeg::probe_all(probed, job.threads, job.opt, [&](std::size_t done, std::size_t total) {
+        if (progress) progress(done + skipped, total + skipped);
+      });
+  std::vector<ffmpeg::result<ffmpeg::video_info>> results;
+  results.reserve(job.paths.size());
+  for (std::size_t i = 0; i < job.paths.size(); ++i)
+    results.push_back(ffmpeg::result<ffmpeg::video_info>::failure(l.errors[i]));
+  for (std::size_t k = 0; k < where.size(); ++k) results[where[k]] = std::move(part[k]);
+  return results;
+}
+
 /// One process probes every file, with a progress bar (terminal) or count.
 int scan_alone(int argc, char** argv) {
   scan_job job = prepare_scan(argc, argv, true);
@@ -200,7 +278,7 @@ int scan_alone(int argc, char** argv) {
       std::printf("scanned %zu/%zu\n", done, total);
     }
   };
-  const auto results = ffmpeg::probe_all(job.paths, job.threads, job.opt, progress);
+  const auto results = probe_listed(job, progress);
   write_scan(job, results);
   return exit_ok;
 }

@@ -265,6 +265,10 @@ class media_io {
       // One range request from the member's header to its end.
       av_dict_set_int(&opts, "offset", std::max<std::int64_t>(0, p.offset - 512), 0);
       av_dict_set_int(&opts, "end_offset", p.offset + p.size, 0);
+      // FFmpeg (5.1) takes the end of such a range, short of the file's end, for a lost
+      // connection and reconnects, waiting: a member is read without reconnects (a clip whose
+      // connection drops fails, and the loader substitutes it).
+      av_dict_set(&opts, "reconnect", "0", 0);
     }
     const int rc = avio_open2(&reader_.inner, p.container.c_str(), AVIO_FLAG_READ, &cb, &opts);
     av_dict_free(&opts);
@@ -273,6 +277,15 @@ class media_io {
       return rc;
     }
     AVIOContext* inner = reader_.inner;
+    if (p.offset >= 0) {
+      // The context counts from 0 at the `offset` it was opened at, but its seeks go to
+      // positions in the shard (and a short one forward reads on): its position is set to the
+      // request's start, where HTTP is (nothing is buffered yet), so that the two agree.
+      const std::int64_t from = std::max<std::int64_t>(0, p.offset - 512);
+      if (avio_tell(inner) != 0 || inner->buf_ptr != inner->buf_end)
+        throw vbucket::error(name + ": the HTTP context read before its first read");
+      inner->pos = from;
+    }
     const std::int64_t total = avio_size(inner);  // the shard's size (Content-Range), or < 0
     if (p.offset < 0) {
       find_member(
