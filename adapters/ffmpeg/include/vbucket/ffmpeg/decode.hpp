@@ -11,17 +11,18 @@
 /// keyframe shortly before the first wanted frame instead of at the file's start (checked
 /// against the packets read; any doubt falls back to the whole scan). Then the input seeks to
 /// the keyframe before the first wanted frame, decodes up to the last wanted frame only
-/// (non-reference frames that are not wanted are skipped), and converts only the wanted frames,
-/// straight to the target size (libswscale). Streams without timestamps (AVI, some MPEG-PS/TS)
-/// number frames in the decoder's output order; a deep clip there starts at a keyframe whose
-/// frame number the AVI index or a demux pass gives (decode_output_order_from_keyframe).
+/// (non-reference frames that are not wanted are skipped, and the decoder is drained once the
+/// last wanted frame's packet is in it: clip_request::skip_unwanted), and converts only the
+/// wanted frames, straight to the target size (libswscale). Streams without timestamps (AVI, some
+/// MPEG-PS/TS) number frames in the decoder's output order; a deep clip there starts at a keyframe
+/// whose frame number the AVI index or a demux pass gives (decode_output_order_from_keyframe).
 ///
 ///     vbucket::ffmpeg::clip_request req{.start = 10, .frames = 16, .interval = 2,
 ///                                       .height = 192, .width = 336};
 ///     std::vector<std::uint8_t> buf(vbucket::ffmpeg::clip_bytes(req));
 ///     auto info = vbucket::ffmpeg::decode_clip("clip.mp4", req, buf);  // info.error() if bad
 
-#include <algorithm>    // std::sort, std::binary_search, std::unique, std::max
+#include <algorithm>    // std::sort, std::lower_bound, std::unique, std::adjacent_find, std::max
 #include <bit>          // std::endian
 #include <cmath>        // std::nearbyint
 #include <cstddef>      // std::size_t
@@ -132,6 +133,13 @@ struct clip_request {
   int threads = 1;
   /// A video that ends early: false = an error; true = the last decoded frame is repeated.
   bool pad = false;
+  /// Decode only what the clip needs (streams with timestamps): from the keyframe on, a packet
+  /// whose frame is not wanted is sent with AVDISCARD_NONREF (a frame no other frame refers to
+  /// is then not decoded at all), and once every wanted frame's packet is in the decoder it is
+  /// drained instead of fed more packets. The same bytes either way (tests/ffmpeg/decode_skip.cpp
+  /// compares them across codecs and GOP structures); false decodes every frame from the
+  /// keyframe until the last wanted one comes out (the tests' reference).
+  bool skip_unwanted = true;
   /// MP4/MOV: map frame indices to timestamps from the container's sample table, demuxing
   /// from shortly before `start`; streams without timestamps: start decoding at a keyframe
   /// found in the AVI index or by a demux pass (false: always demux, and for those decode, from
@@ -163,7 +171,9 @@ inline std::size_t clip_bytes(const clip_request& r) noexcept {
 
 /// What `decode_clip` did.
 struct clip_info {
-  std::int64_t frames_decoded = 0;    ///< frames that came out of the decoder
+  /// Frames the decoder decoded: those that came out of it, and those it still held back for
+  /// reordering when the clip was complete (clip_request::skip_unwanted leaves none).
+  std::int64_t frames_decoded = 0;
   std::int64_t frames_converted = 0;  ///< frames resized into the buffer
   std::int64_t frames_padded = 0;     ///< slots filled by repeating the last frame
   std::int64_t source_height = 0;     ///< display size of the (last converted) frame
@@ -677,18 +687,38 @@ inline void check_request(const std::string& name, const clip_request& req, std:
                    std::to_string(need) + " (frames x height x width x 3)");
 }
 
+/// The packets a decode needs (streams with timestamps), by packet timestamp: `wanted`, the
+/// wanted frames' timestamps (sorted, distinct). Any other packet is sent with
+/// AVDISCARD_NONREF: its frame is decoded only when other frames refer to it. A decoder decides
+/// by decode order, but the wanted set is by timestamp, so a wanted B-frame whose packet comes
+/// after reference frames it is shown before is still decoded, and a reference frame is decoded
+/// whatever it is. With `drain_after_wanted` (the stream's timestamps are distinct), once every
+/// wanted timestamp has been sent the decoder is drained: what is still to come out is in it,
+/// and the packets after it are neither shown nor referenced by what is wanted.
+struct packet_plan {
+  const std::vector<std::int64_t>* wanted = nullptr;
+  bool drain_after_wanted = false;
+  bool drained = false;  ///< out: decoding stopped that way (a wanted frame not out is missing)
+};
+
 /// Frames come out of the decoder; `take` sees each one and returns true when it is done.
+/// `plan` (optional): which packets' frames need not be decoded (packet_plan).
 /// `first` (optional): a packet already read, sent before the ones read after it.
+/// Returns the frames still in the decoder when `take` was done (decoded, or being decoded by
+/// its threads, but not yet out: a decoder holds frames back to reorder them); they are drained
+/// and counted, not shown to `take`, so that frames decoded = frames out + that count.
 template <class Take>
-void decode_frames(decode_session& s, const clip_request& req,
-                   const std::vector<std::int64_t>* wanted_pts, Take&& take,
-                   AVPacket* first = nullptr) {
+std::int64_t decode_frames(decode_session& s, const clip_request& req, packet_plan* plan,
+                           Take&& take, AVPacket* first = nullptr) {
   packet_ptr pkt = make_packet();
   bool held = first != nullptr;
   if (held) av_packet_move_ref(pkt.get(), first);
   frame_ptr frame = make_frame();
   AVCodecContext* ctx = s.codec.get();
   std::int64_t since_frame = 0;
+  // Which wanted timestamps have been sent (a duplicate packet counts once).
+  std::vector<bool> sent(plan != nullptr ? plan->wanted->size() : 0, false);
+  std::size_t sent_count = 0;
   // true when done
   auto drain = [&]() -> bool {
     for (;;) {
@@ -701,12 +731,24 @@ void decode_frames(decode_session& s, const clip_request& req,
       if (done) return true;
     }
   };
+  auto held_back = [&]() -> std::int64_t {
+    ctx->skip_frame = AVDISCARD_DEFAULT;
+    avcodec_send_packet(ctx, nullptr);
+    std::int64_t left = 0;
+    for (; avcodec_receive_frame(ctx, frame.get()) >= 0; ++left) av_frame_unref(frame.get());
+    return left;
+  };
   for (; held || next_packet(s, pkt.get()); held = false) {
-    if (wanted_pts != nullptr) {
-      // Non-reference frames that are not wanted need not be decoded at all.
-      const bool wanted = pkt->pts == AV_NOPTS_VALUE ||
-                          std::binary_search(wanted_pts->begin(), wanted_pts->end(), pkt->pts);
+    if (plan != nullptr) {
+      const std::vector<std::int64_t>& w = *plan->wanted;
+      const auto at = std::lower_bound(w.begin(), w.end(), pkt->pts);
+      const bool wanted = pkt->pts == AV_NOPTS_VALUE || (at != w.end() && *at == pkt->pts);
       ctx->skip_frame = wanted ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+      if (wanted && at != w.end() && *at == pkt->pts) {
+        const auto i = static_cast<std::size_t>(at - w.begin());
+        if (!sent[i]) ++sent_count;
+        sent[i] = true;
+      }
     }
     const int rc = avcodec_send_packet(ctx, pkt.get());
     av_packet_unref(pkt.get());
@@ -714,11 +756,15 @@ void decode_frames(decode_session& s, const clip_request& req,
       fail(s.in->name(), "cannot decode: " + av_error_text(rc));
     if (++since_frame > req.limits.max_packets_without_frame)
       fail(s.in->name(), "no frame decoded from " + std::to_string(since_frame) + " packets");
-    if (drain()) return;
+    if (drain()) return held_back();
+    if (plan != nullptr && plan->drain_after_wanted && sent_count == sent.size()) {
+      plan->drained = true;
+      break;
+    }
   }
   ctx->skip_frame = AVDISCARD_DEFAULT;
   avcodec_send_packet(ctx, nullptr);
-  drain();
+  return drain() ? held_back() : 0;
 }
 
 /// Timestamps of presentation indices base, base + 1, ... (unsorted), from `indexed_pts`.
@@ -1042,7 +1088,8 @@ inline bool decode_output_order_from_keyframe(decode_session& s, const clip_requ
     }
     // Frames decoded more than the margin before K need not come out: the ones no other
     // frame refers to are not decoded.
-    ctx->skip_frame = sent > k0 && sent < checked_from ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+    ctx->skip_frame = req.skip_unwanted && sent > k0 && sent < checked_from ? AVDISCARD_NONREF
+                                                                            : AVDISCARD_DEFAULT;
     pkt->pts = sent++;  // the tag
     const int r = avcodec_send_packet(ctx, pkt.get());
     av_packet_unref(pkt.get());
@@ -1177,7 +1224,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       info.frames_converted = 0;
       if (!image) s = std::make_unique<decode_session>(src, req);  // the pass read packets
       std::int64_t k = 0;
-      decode_frames(*s, req, nullptr, [&](const AVFrame* f) {
+      const std::int64_t held_back = decode_frames(*s, req, nullptr, [&](const AVFrame* f) {
         ++info.frames_decoded;
         const std::int64_t index = k++;
         if (index >= req.start && (index - req.start) % req.interval == 0) {
@@ -1186,6 +1233,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
         }
         return filled == n;
       });
+      info.frames_decoded += held_back;
     }
   } else {
     // 2b. Presentation index i is the i-th smallest timestamp.
@@ -1201,6 +1249,8 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       fail(name, "clip too short: frames " + std::to_string(req.start) + " to " +
                      std::to_string(last) + " asked, the video has " +
                      std::to_string(base + static_cast<std::int64_t>(pts.size())) + " frames");
+    // Distinct timestamps (as in any sound stream) let decoding stop at the last wanted packet.
+    const bool distinct = std::adjacent_find(pts.begin(), pts.end()) == pts.end();
     std::vector<std::int64_t> sorted_wanted = wanted;
     std::sort(sorted_wanted.begin(), sorted_wanted.end());
     sorted_wanted.erase(std::unique(sorted_wanted.begin(), sorted_wanted.end()),
@@ -1222,6 +1272,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       while (d < fi->keys.size() && fi->keys[d].pts <= wanted.front()) ++d;
     const bool key_seek = d >= 2;  // D = keys[d - 1], not the first
     bool decoded = false;          // the decoder has had packets
+    bool skip = req.skip_unwanted;
     for (int attempt = key_seek ? -1 : 0; attempt <= seek_attempts; ++attempt) {
       bool seek = attempt < seek_attempts;
       packet_ptr landed;
@@ -1240,8 +1291,9 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       bool overshot = false, first = true;
       filled = 0;
       info.frames_decoded = 0;
-      decode_frames(
-          *s, req, &sorted_wanted,
+      packet_plan plan{.wanted = &sorted_wanted, .drain_after_wanted = distinct};
+      const std::int64_t held_back = decode_frames(
+          *s, req, skip ? &plan : nullptr,
           [&](const AVFrame* f) {
             ++info.frames_decoded;
             const std::int64_t p = frame_pts(f);
@@ -1260,6 +1312,17 @@ inline clip_info decode_input(const source& src, const clip_request& req,
             return filled == available;
           },
           landed.get());
+      info.frames_decoded += held_back;
+      // Every wanted packet was sent and the decoder drained, yet a wanted frame did not come
+      // out (the decoder dropped it: corrupt data, or an open GOP's leading frames that refer
+      // to frames before the keyframe): the same landing again without skipping, so that what
+      // follows (an error, padding) is what decoding on gives.
+      if (plan.drained && !overshot && filled < available) {
+        avcodec_flush_buffers(s->codec.get());
+        skip = false;
+        --attempt;
+        continue;
+      }
       if (!overshot && (filled > 0 || !seek)) break;
       // Landed after the first wanted frame, or nothing at all came out (some demuxers seek
       // badly, e.g. MPEG-TS near its end): earlier, then from the start.
