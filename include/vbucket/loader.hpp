@@ -677,12 +677,9 @@ class loader {
   [[nodiscard]] plan_state state() const {
     std::lock_guard lock(mutex_);
     plan_state s = packed_ ? packed_->state_after(next_step_) : fixed_->state_after(next_step_);
-    // The last step may be padded with alignment repeats: its end is the epoch's end, not past
-    // it (a state past the end is refused on load; the kill test found this at world 3 after a
-    // resume from world 2).
-    const std::uint64_t total =
-        packed_ ? packed_->plan().num_batches() : fixed_->plan().num_batches();
-    if (s.consumed > total) s.consumed = total;
+    // After the last step the position may lie past the epoch's N batches (alignment repeats,
+    // wherever a resume under another world size put the step boundaries): the sampler accepts
+    // up to N + world - 1 (the kill test found a refused end at world 3 after world 2).
     if (recorded_world_) s.world = world_size();
     s.fingerprint = fingerprint_;
     return s;
