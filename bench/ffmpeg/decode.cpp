@@ -3,6 +3,8 @@
 /// $VBUCKET_BENCH_VIDEO_DIR:
 ///  - `decode/clip/<height>p/start:<S>`: `decode_clip`, 33 frames from S at interval 2,
 ///    192x336 (seek, decode up to the last wanted frame, convert only the wanted frames).
+///  - `decode/random_clips/<height>p/skip:<0|1>`: eight such clips at seeded random starts,
+///    with clip_request::skip_unwanted and without; frames decoded per frame delivered.
 ///  - `decode/deep_clip/container:<C>/start:<S>`: the same clip at frame S of a 5-minute 360p
 ///    video in MP4, MPEG-TS, AVI and MPEG-PS (see BM_decode_deep_clip).
 ///  - `decode/long_video_index/container:<C>/index:<0|1>`: a clip at frame 8900 of the
@@ -16,7 +18,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>   // std::copy_n
-#include <cstdint>     // std::int64_t, std::uint8_t
+#include <cstdint>     // std::int64_t, std::uint8_t, std::uint64_t
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem::exists
 #include <optional>    // std::optional
@@ -25,6 +27,7 @@
 #include <vector>      // std::vector
 
 #include "vbucket/ffmpeg/decode.hpp"
+#include "vbucket/ffmpeg/probe.hpp"
 
 namespace {
 
@@ -151,6 +154,53 @@ void BM_decode_whole_clip_first(benchmark::State& state) {
   state.counters["frames_decoded"] = static_cast<double>(decoded);
 }
 
+/// Clips at seeded random starts (Open-Sora's temporal_random_crop: 33 frames at interval 2),
+/// eight an iteration, with clip_request::skip_unwanted (skip:1: unwanted non-reference frames
+/// not decoded, the decoder drained after the last wanted packet) and without (skip:0: every
+/// frame from the keyframe). Counter: frames decoded per frame delivered.
+void BM_decode_random_clips(benchmark::State& state) {
+  ff::quiet_logs();
+  const std::string path = video(state.range(0));
+  if (path.empty()) {
+    state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
+    return;
+  }
+  const auto probed = ff::probe(path);
+  if (!probed.ok()) {
+    state.SkipWithError(probed.error().c_str());
+    return;
+  }
+  constexpr int clips = 8;
+  std::vector<ff::clip_request> reqs;
+  for (std::uint64_t seed = 0; seed < clips; ++seed) {
+    const auto start =
+        ff::temporal_random_crop(probed->num_frames, clip_frames, clip_interval, seed);
+    if (!start) {
+      state.SkipWithError("the clip is too short");
+      return;
+    }
+    ff::clip_request req = bench_request(*start);
+    req.skip_unwanted = state.range(1) != 0;
+    reqs.push_back(req);
+  }
+  std::vector<std::uint8_t> out(ff::clip_bytes(reqs.front()));
+  std::int64_t decoded = 0, delivered = 0;
+  for (auto _ : state) {
+    for (const ff::clip_request& req : reqs) {
+      const auto r = ff::decode_clip(path, req, out);
+      if (!r.ok()) {
+        state.SkipWithError(r.error().c_str());
+        return;
+      }
+      decoded += r->frames_decoded;
+      delivered += r->frames_converted;
+      benchmark::DoNotOptimize(out.data());
+    }
+  }
+  state.counters["decoded_per_delivered"] =
+      delivered > 0 ? static_cast<double>(decoded) / static_cast<double>(delivered) : 0.0;
+}
+
 /// A clip far into a long video (5 min, 360p, 30 fps, GOP 60: h264_360p_300s.mp4 from
 /// scripts/bench_decode.sh), with frame timestamps from the MP4 sample table (index:1) or by
 /// demuxing from the file's start (index:0). The gap is what the sample table saves.
@@ -236,6 +286,11 @@ void clip_args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_decode_clip)->Name("decode/clip")->Apply(clip_args);
+BENCHMARK(BM_decode_random_clips)
+    ->Name("decode/random_clips")
+    ->ArgNames({"height", "skip"})
+    ->ArgsProduct({{720, 1080}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_whole_clip_first)->Name("decode/whole_clip_first")->Apply(clip_args);
 BENCHMARK(BM_decode_long_video)
     ->Name("decode/long_video")
