@@ -288,14 +288,24 @@ class media_io {
     }
     const std::int64_t total = avio_size(inner);  // the shard's size (Content-Range), or < 0
     if (p.offset < 0) {
-      find_member(
-          name, p,
-          [inner](std::int64_t pos, std::span<std::uint8_t> out) -> std::int64_t {
-            if (avio_seek(inner, pos, SEEK_SET) < 0) return 0;
-            const int got = avio_read(inner, out.data(), static_cast<int>(out.size()));
-            return got == AVERROR_EOF ? 0 : got;
-          },
-          total);
+      int failure = 0;  // a read error while listing (a timeout: AVERROR_EXIT) is the result
+      const auto read = [inner, &failure](std::int64_t pos,
+                                          std::span<std::uint8_t> out) -> std::int64_t {
+        if (const std::int64_t s = avio_seek(inner, pos, SEEK_SET); s < 0) {
+          failure = static_cast<int>(s);
+          return -1;
+        }
+        const int got = avio_read(inner, out.data(), static_cast<int>(out.size()));
+        if (got == AVERROR_EOF) return 0;
+        if (got < 0) failure = got;
+        return got;
+      };
+      try {
+        find_member(name, p, read, total);
+      } catch (const vbucket::error&) {
+        if (failure < 0) return failure;
+        throw;
+      }
       return 0;
     }
     check_range(name, p, total);

@@ -1,0 +1,217 @@
+/// Tests of vbucket/ffmpeg/tar.hpp and sources.hpp: the tar reader (ustar, GNU long names, pax),
+/// clip paths of members, members decoded in place with the same bytes as the plain file, and
+/// bad shards and paths that fail with messages naming the shard, member and what is wrong.
+#include "vbucket/ffmpeg/tar.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>     // std::uint8_t, std::int64_t
+#include <cstdio>      // std::snprintf
+#include <filesystem>  // std::filesystem
+#include <fstream>     // std::ofstream
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+#include "vbucket/ffmpeg/decode.hpp"
+#include "vbucket/ffmpeg/probe.hpp"
+#include "vbucket/ffmpeg/sources.hpp"
+
+#include "tar_writer.hpp"
+#include "vbucket_test/ffmpeg_media.hpp"
+
+namespace ff = vbucket::ffmpeg;
+namespace fs = std::filesystem;
+
+namespace {
+using namespace vbucket_test;  // ffmpeg_media.hpp, tar_writer.hpp
+
+std::string slurp(const std::string& path) {
+  const auto v = read_file(path);
+  return std::string(v.begin(), v.end());
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("vbucket_tar_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::uint8_t> decode_bytes(const std::string& path, const ff::clip_request& req) {
+  std::vector<std::uint8_t> out(ff::clip_bytes(req));
+  const auto r = ff::decode_clip(path, req, out);
+  REQUIRE_MESSAGE(r, (r ? "" : r.error()));
+  return out;
+}
+
+const std::string mp4 = "h264_160x120_25fps.mp4";
+const std::string mkv = "h264_176x144_60fps.mkv";
+}  // namespace
+
+TEST_CASE("tar: members with short, GNU long and pax names, their offsets and sizes") {
+  const std::string long_name = std::string(120, 'd') + "/k01.mp4";
+  tar_writer w;
+  w.directory("dir/");
+  w.add("k00.txt", "a caption\n");
+  w.add(long_name, std::string(700, 'x'));
+  w.add(std::string(130, 'p') + ".json", "{}", tar_writer::long_names::pax);
+  w.end();
+  const auto read = [&](std::int64_t pos, std::span<std::uint8_t> out) -> std::int64_t {
+    if (pos >= static_cast<std::int64_t>(w.bytes.size())) return 0;
+    const auto n = std::min<std::int64_t>(static_cast<std::int64_t>(out.size()),
+                                          static_cast<std::int64_t>(w.bytes.size()) - pos);
+    std::memcpy(out.data(), w.bytes.data() + pos, static_cast<std::size_t>(n));
+    return n;
+  };
+  const auto m = ff::list_tar(read, static_cast<std::int64_t>(w.bytes.size()), "t.tar");
+  REQUIRE(m.size() == 3);
+  CHECK(m[0].name == "k00.txt");
+  CHECK(m[0].offset == 1024);
+  CHECK(m[0].size == 10);
+  CHECK(m[1].name == long_name);
+  CHECK(m[1].size == 700);
+  CHECK(w.bytes.substr(static_cast<std::size_t>(m[1].offset), 700) == std::string(700, 'x'));
+  CHECK(m[2].name == std::string(130, 'p') + ".json");
+  CHECK(w.bytes.substr(static_cast<std::size_t>(m[2].offset), 2) == "{}");
+
+  SUBCASE("a bad checksum names the byte") {
+    std::string bad = w.bytes;
+    bad[512 + 10] = 'Z';  // inside k00.txt's header
+    const auto read_bad = [&](std::int64_t pos, std::span<std::uint8_t> out) -> std::int64_t {
+      const auto n = std::min<std::int64_t>(static_cast<std::int64_t>(out.size()),
+                                            static_cast<std::int64_t>(bad.size()) - pos);
+      std::memcpy(out.data(), bad.data() + pos, static_cast<std::size_t>(n));
+      return n;
+    };
+    CHECK_THROWS_WITH_AS(ff::list_tar(read_bad, static_cast<std::int64_t>(bad.size()), "t.tar"),
+                         doctest::Contains("t.tar: corrupt tar at byte 512: bad header checksum"),
+                         vbucket::error);
+  }
+  SUBCASE("a member cut short names the member and the sizes") {
+    const std::int64_t cut = m[1].offset + 100;
+    std::string what;
+    try {
+      (void)ff::list_tar(read, cut, "t.tar");
+    } catch (const vbucket::error& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(what.find("t.tar: member " + long_name + " (700 bytes at byte " +
+                            std::to_string(m[1].offset) + ") runs past the end of the archive") !=
+                      std::string::npos,
+                  what);
+  }
+}
+
+TEST_CASE("tar: clip paths of members and URLs taken apart") {
+  auto p = ff::parse_media_path("d/s-000.tar#k1.mp4@1536+2048");
+  CHECK(p.container == "d/s-000.tar");
+  CHECK(p.member == "k1.mp4");
+  CHECK(p.offset == 1536);
+  CHECK(p.size == 2048);
+  CHECK(!p.url());
+  p = ff::parse_media_path("https://h/b/s.tar?X-Sig=a#b#k@1.mp4@512+10");
+  CHECK(p.container == "https://h/b/s.tar?X-Sig=a");
+  CHECK(p.member == "b#k@1.mp4");
+  CHECK(p.offset == 512);
+  CHECK(p.url());
+  p = ff::parse_media_path("s.tar#k1.mp4");
+  CHECK(p.member == "k1.mp4");
+  CHECK(p.offset == -1);
+  CHECK(ff::parse_media_path("clip#1.mp4").container == "clip#1.mp4");
+  CHECK(!ff::parse_media_path("x.tar#").in_tar());
+  CHECK(!ff::parse_media_path("http://h/a.mp4").in_tar());
+  CHECK(ff::member_path("s.tar", {"k.mp4", 0, 512, 9}) == "s.tar#k.mp4@512+9");
+  CHECK(ff::is_shard_path("https://h/s.tar?sig=1"));
+  CHECK(!ff::is_shard_path("a.mp4"));
+}
+
+TEST_CASE("tar: a member decodes and probes in place with the plain file's bytes") {
+  const fs::path dir = scratch("decode");
+  tar_writer w;
+  w.add("k0.txt", "first\n");
+  w.add("k0.mp4", slurp(media(mp4)));
+  w.add(std::string(110, 'l') + ".mkv", slurp(media(mkv)));
+  w.end();
+  const std::string shard = (dir / "s.tar").string();
+  w.save(shard);
+  const auto members = ff::list_tar_file(shard);
+  REQUIRE(members.size() == 3);
+  for (const auto& [file, m] : {std::pair{mp4, members[1]}, std::pair{mkv, members[2]}}) {
+    CAPTURE(file);
+    for (const std::string& path : {ff::member_path(shard, m), shard + "#" + m.name}) {
+      const auto a = ff::probe(media(file)), b = ff::probe(path);
+      REQUIRE(a);
+      REQUIRE_MESSAGE(b, (b ? "" : b.error()));
+      CHECK(a->num_frames == b->num_frames);
+      CHECK(a->width == b->width);
+      CHECK(a->fps == b->fps);
+      const auto req = request(3, 4, 2, 48, 64);
+      CHECK(decode_bytes(path, req) == decode_bytes(media(file), req));
+    }
+  }
+
+  SUBCASE("bad paths name the member and what is wrong") {
+    const std::string base = shard + "#k0.mp4@";
+    const auto at = std::to_string(members[1].offset), size = std::to_string(members[1].size);
+    const std::pair<std::string, std::string> bad[] = {
+        {base + "1024+" + size, "no tar header before byte 1024"},
+        {base + at + "+7", "has " + size + " bytes, the path says 7"},
+        {base + at + "+99999999", "lies past the end of the shard"},
+        {shard + "#k9.mp4", "the shard has no member k9.mp4"},
+        {(dir / "none.tar").string() + "#k0.mp4@512+10", "cannot open the shard"},
+        {base + "100+10", "start at byte 512 or later"},
+    };
+    for (const auto& [path, what] : bad) {
+      const auto r = ff::probe(path);
+      REQUIRE(!r);
+      CHECK_MESSAGE(r.error().find(path + ": ") == 0, r.error());
+      CHECK_MESSAGE(r.error().find(what) != std::string::npos, r.error());
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tar: list_sources lists members with their key's sidecar fields") {
+  const fs::path dir = scratch("sources");
+  tar_writer w;
+  w.add("a/k0.mp4", slurp(media(mp4)));
+  w.add("a/k0.txt", "first caption\n");
+  w.add("a/k0.json",
+        R"({"caption": "line\n\u00e9\"", "score": 0.5, "tags": ["x", {"y": 1}], "n": null})");
+  w.add("a/k1.mkv", slurp(media(mkv)));
+  w.add("a/k1.caption.txt", "second");
+  w.add("a/k1.npy", "ignored");
+  w.end();
+  w.save((dir / "s0.tar").string());
+  // A shard cut inside its second member: the first is kept, the damage is a row of its own.
+  const std::string cut = w.bytes.substr(0, w.bytes.size() / 2 + 700);
+  std::ofstream((dir / "s1.tar").string(), std::ios::binary)
+      .write(cut.data(), static_cast<std::streamsize>(cut.size()));
+  fs::copy_file(media(mp4), dir / "plain.mp4");
+
+  const auto l = ff::list_sources(dir.string(), 2);
+  REQUIRE(l.paths.size() == 5);
+  CHECK(l.from_shards);
+  CHECK(l.paths[0] == (dir / "plain.mp4").string());
+  CHECK(l.shard[0].empty());
+  const std::string s0 = (dir / "s0.tar").string();
+  CHECK(l.paths[1].starts_with(s0 + "#a/k0.mp4@"));
+  CHECK(l.member[2] == "a/k1.mkv");
+  CHECK(l.errors[1].empty());
+  CHECK(l.errors[4].find("runs past the end of the archive") != std::string::npos);
+  CHECK(l.paths[4] == (dir / "s1.tar").string());
+  std::map<std::string, std::vector<std::string>> col;
+  for (std::size_t c = 0; c < l.field_names.size(); ++c) col[l.field_names[c]] = l.fields[c];
+  CHECK(col["txt"][1] == "first caption");
+  CHECK(col["caption"][1] == "line\n\xc3\xa9\"");
+  CHECK(col["score"][1] == "0.5");
+  CHECK(col["tags"][1] == R"(["x", {"y": 1}])");
+  CHECK(col["n"][1].empty());
+  CHECK(col["caption.txt"][2] == "second");
+  CHECK(col["txt"][2].empty());
+  CHECK(col["txt"][3] == "first caption");  // s1.tar's k0, before the damage
+  CHECK(!col.contains("npy"));
+  // What scan probes: every listed member decodes.
+  for (std::size_t i = 1; i < 4; ++i) CHECK_MESSAGE(ff::probe(l.paths[i]), l.paths[i]);
+  fs::remove_all(dir);
+}
