@@ -17,6 +17,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   clang clang-format libclang-rt-14-dev libfuzzer-14-dev
   python3-matplotlib python3-av python3-tqdm
+  nginx
 )
 
 # shellcheck source=scripts/apt_packages.sh
