@@ -130,9 +130,10 @@ clip=$tmp/media/clip.mp4
 expect_ok "decode" decode "$clip" --start 2 --frames 4 --interval 3 --size 32x40 --out "$tmp/o.rgb"
 check "decode: N*H*W*3 bytes" test "$(stat -c %s "$tmp/o.rgb")" -eq $((4 * 32 * 40 * 3))
 # The same with the ffmpeg command: 64x48 covered at 32x40 -> scale to 43x32 (round(42.67)),
-# crop 40x32 from column round(1.5) = 2.
+# crop 40x32 from column floor(1.5) = 1 (a video's crop offset is floored, as Open-Sora's video
+# path does; an image's is rounded).
 ffmpeg -nostdin -v error -threads 1 -i "$clip" \
-  -vf "select='between(n\,2\,11)*not(mod(n-2\,3))',scale=43:32:flags=bilinear,crop=40:32:2:0" \
+  -vf "select='between(n\,2\,11)*not(mod(n-2\,3))',scale=43:32:flags=bilinear,crop=40:32:1:0" \
   -fps_mode passthrough -frames:v 4 -f rawvideo -pix_fmt rgb24 -y "$tmp/ref.rgb"
 psnr=$(ffmpeg -nostdin -v info -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/o.rgb" \
   -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/ref.rgb" -lavfi psnr -f null - 2>&1 |
@@ -141,12 +142,12 @@ check "decode: PSNR against the ffmpeg command ($psnr dB) >= 35" \
   awk -v p="$psnr" 'BEGIN { exit !(p == "inf" || p + 0 >= 35) }'
 
 # Anamorphic: the 76x48 display shape covered at 32x40 -> scale the stored 64x48 straight to
-# round(76 * 32 / 48) = round(50.67) = 51 x 32, crop 40x32 from column round(5.5) = 6.
+# round(76 * 32 / 48) = round(50.67) = 51 x 32, crop 40x32 from column floor(5.5) = 5.
 expect_ok "decode anamorphic" decode "$tmp/media/sub/wide.mp4" --start 2 --frames 4 --interval 3 \
   --size 32x40 --out "$tmp/w.rgb"
 check "decode anamorphic: says so" grep -q 'sample aspect ratio 32:27' "$tmp/stdout"
 ffmpeg -nostdin -v error -threads 1 -i "$tmp/media/sub/wide.mp4" \
-  -vf "select='between(n\,2\,11)*not(mod(n-2\,3))',scale=51:32:flags=bilinear,crop=40:32:6:0" \
+  -vf "select='between(n\,2\,11)*not(mod(n-2\,3))',scale=51:32:flags=bilinear,crop=40:32:5:0" \
   -fps_mode passthrough -frames:v 4 -f rawvideo -pix_fmt rgb24 -y "$tmp/wref.rgb"
 psnr=$(ffmpeg -nostdin -v info -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/w.rgb" \
   -f rawvideo -pix_fmt rgb24 -s 40x32 -i "$tmp/wref.rgb" -lavfi psnr -f null - 2>&1 |
