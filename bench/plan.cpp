@@ -5,14 +5,18 @@
 ///    `per_sample` (time per sample), `assign_ns` and `plan_ns` (per sample: assignment, and
 ///    grouping + plan + deal), `extra_B_per_sample` (peak RSS during the iterations above the
 ///    RSS before them, per sample: the memory an epoch needs beyond the metadata table) and
-///    `peak_rss_MB`.
+///    `peak_rss_MB`; `bytes_per_second` counts a metadata row read and an id written per
+///    sample, and `limit_ns` is the time per sample of a streaming pass that does just that on
+///    the same table (`vbucket::bench::stream_rows`, one thread, timed in every iteration
+///    outside the benchmark's time), `x_limit` = (assignment + plan) / that pass.
 ///  - `plan/scale/<N>`: an epoch of N samples (up to 10^9) with no metadata table: synthetic
 ///    samples are generated and assigned in chunks of 2^22 rows of a compact `meta_table`
 ///    (streamed, as rows come from a reader), only their bucket ids are kept; then grouping +
 ///    plan + dealing to 1024 ranks. One iteration. Counters: `gen_s`, `assign_s` (generating
 ///    and assigning, both per epoch), `plan_s`, `deal_s`, `peak_rss_MB`, `ids_B_per_sample`
 ///    (what the streamed ids cost) and `extra_B_per_sample` (peak RSS above the RSS before,
-///    per sample).
+///    per sample); `limit_ns` (the streaming pass over each chunk of rows, per sample) and
+///    `x_limit` = (assign + plan + deal) / those passes.
 ///  - `plan/packed/<N>`: the packed planner (`make_packed_plan`, grouping + packing + order +
 ///    deal to 64 ranks) against the fixed plan (`make_epoch_plan` + deal) on the same samples
 ///    and config (Open-Sora 2.0), both timed in every iteration, with the packed budget the
@@ -88,10 +92,18 @@ void plan_epoch(benchmark::State& state) {
 #endif
   const long rss_before = proc_status_kb("VmRSS");
   const bool peak_reset = reset_peak_rss();
-  double assign_s = 0.0, plan_s = 0.0;
+  double assign_s = 0.0, plan_s = 0.0, limit_s = 0.0;
   std::uint64_t batches = 0, steps = 0;
   std::uint64_t epoch = 0;
+  std::vector<vbucket::bucket_id> streamed(n);
   for (auto _ : state) {
+    state.PauseTiming();  // the memory-bandwidth limit on the same table, outside the time
+    const double l0 = vbucket::bench::wall_seconds();
+    vbucket::bench::stream_rows(table, std::span<vbucket::bucket_id>(streamed));
+    benchmark::DoNotOptimize(streamed.data());
+    benchmark::ClobberMemory();
+    limit_s += vbucket::bench::wall_seconds() - l0;
+    state.ResumeTiming();
     // A new epoch every iteration, as in training: new draws, new shuffles.
     auto t0 = std::chrono::steady_clock::now();
     const std::vector<vbucket::bucket_id> ids =
@@ -120,6 +132,10 @@ void plan_epoch(benchmark::State& state) {
       samples, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.counters["assign_ns"] = 1e9 * assign_s / iterations / samples;
   state.counters["plan_ns"] = 1e9 * plan_s / iterations / samples;
+  state.SetBytesProcessed(static_cast<std::int64_t>(
+      iterations * samples * vbucket::bench::stream_bytes_per_row<vbucket::bucket_id>()));
+  state.counters["limit_ns"] = 1e9 * limit_s / iterations / samples;
+  state.counters["x_limit"] = (assign_s + plan_s) / limit_s;
   state.counters["batches"] = static_cast<double>(batches);
   state.counters["steps"] = static_cast<double>(steps);
   if (rss_before >= 0 && rss_peak >= 0) {
@@ -142,7 +158,7 @@ void plan_scale(benchmark::State& state) {
 #endif
   const long rss_before = proc_status_kb("VmRSS");
   const bool peak_reset = reset_peak_rss();
-  double gen_s = 0.0, assign_s = 0.0, plan_s = 0.0, deal_s = 0.0;
+  double gen_s = 0.0, assign_s = 0.0, plan_s = 0.0, deal_s = 0.0, limit_s = 0.0;
   std::uint64_t batches = 0, steps = 0, grouped = 0;
   for (auto _ : state) {
     const vbucket::fast_source source(plan_seed, 0);
@@ -161,6 +177,12 @@ void plan_scale(benchmark::State& state) {
       rows.clear();
       rows.append(std::span<const vbucket::sample_meta>(made.data(), count));
       gen_s += seconds_since(t0);
+      // The memory-bandwidth limit on the same rows.
+      t0 = std::chrono::steady_clock::now();
+      vbucket::bench::stream_rows(rows, std::span<vbucket::bucket_id>(chunk_ids.data(), count));
+      benchmark::DoNotOptimize(chunk_ids.data());
+      benchmark::ClobberMemory();
+      limit_s += seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
       const vbucket::shifted_source<vbucket::fast_source> at{source, first};
       vbucket::assign_into(std::span<vbucket::bucket_id>(chunk_ids.data(), count), config, rows,
@@ -197,6 +219,8 @@ void plan_scale(benchmark::State& state) {
   state.counters["assign_s"] = assign_s;
   state.counters["plan_s"] = plan_s;
   state.counters["deal_s"] = deal_s;
+  state.counters["limit_ns"] = 1e9 * limit_s / samples;
+  state.counters["x_limit"] = (assign_s + plan_s + deal_s) / limit_s;
   state.counters["batches"] = static_cast<double>(batches);
   state.counters["steps"] = static_cast<double>(steps);
   state.counters["grouped"] = static_cast<double>(grouped);
