@@ -226,6 +226,38 @@ nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, 
   return nb::ndarray<nb::numpy, std::uint8_t>(data, 4, shape, owner);
 }
 
+/// The same decode, for measurements (examples/python/compare_decoders.py): the buffer is
+/// dropped and what the decoder did comes back (`ff::clip_info`: frames decoded, converted,
+/// padded; whether it seeked, used the sample table). `skip_unwanted`: clip_request's.
+nb::dict decode_clip_info(const std::string& path, std::int64_t start, std::int64_t frames,
+                          std::int64_t interval, std::int64_t height, std::int64_t width,
+                          int threads, bool skip_unwanted) {
+  ff::clip_request req;
+  req.start = start;
+  req.frames = frames;
+  req.interval = interval;
+  req.height = height;
+  req.width = width;
+  req.threads = threads;
+  req.skip_unwanted = skip_unwanted;
+  std::vector<std::uint8_t> buffer(ff::clip_bytes(req));
+  std::optional<ff::result<ff::clip_info>> r;
+  {
+    nb::gil_scoped_release release;
+    ff::quiet_logs();
+    r = ff::decode_clip(path, req, buffer);
+  }
+  if (!*r) throw decode_failure(r->error());
+  const ff::clip_info& info = **r;
+  nb::dict d;
+  d["frames_decoded"] = info.frames_decoded;
+  d["frames_converted"] = info.frames_converted;
+  d["frames_padded"] = info.frames_padded;
+  d["seeked"] = info.seeked;
+  d["indexed"] = info.indexed;
+  return d;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The loader
 // ---------------------------------------------------------------------------------------------
@@ -729,6 +761,8 @@ void bind_media(nb::module_& m) {
 
   m.def("decode_clip", &decode_clip_array, "path"_a, "start"_a, "frames"_a, "interval"_a,
         "height"_a, "width"_a, "layout"_a, "pad"_a, "filter"_a, "threads"_a);
+  m.def("decode_clip_info", &decode_clip_info, "path"_a, "start"_a, "frames"_a, "interval"_a,
+        "height"_a, "width"_a, "threads"_a, "skip_unwanted"_a);
 
   m.def(
       "sampler_rows",
