@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# CLI test of `vbucket scan` and `vbucket decode` over tar shards (WebDataset, made here with GNU
+# tar: long names too): one row per media member with its path SHARD#MEMBER@OFFSET+SIZE, the
+# columns shard, member, member_offset, member_size and the sidecar fields; the member decoded in
+# place with the plain file's bytes; a cut shard and bad member paths named. Skipped (exit 0)
+# when the CLI has no scan/decode or the ffmpeg or tar command is missing.
+#
+#   bash tests/cli/scan_shards.sh <path to vbucket> <absolute path of tests/data>
+set -uo pipefail
+
+cli_timeout=60
+source "$(dirname "${BASH_SOURCE[0]}")/../support/cli.sh" scan_shards "$@"
+if ! "$vbucket" --help | grep -q '^  scan '; then
+  echo "scan_shards: this vbucket has no scan/decode (built without FFmpeg); skipped"
+  exit 0
+fi
+if ! command -v ffmpeg >/dev/null || ! command -v tar >/dev/null; then
+  echo "scan_shards: no ffmpeg or tar command; skipped"
+  exit 0
+fi
+check() {
+  local name=$1
+  shift
+  if "$@"; then pass; else fail "$name"; fi
+}
+
+mkdir -p "$tmp/src" "$tmp/shards"
+long=$(printf 'k%.0s' {1..110})
+ffmpeg -nostdin -v error -f lavfi -i "testsrc=size=96x64:rate=25:duration=1" -c:v libx264 -g 5 \
+  -pix_fmt yuv420p "$tmp/src/k0.mp4"
+cp "$tmp/src/k0.mp4" "$tmp/src/$long.mp4"
+printf 'a caption\n' >"$tmp/src/k0.txt"
+printf '{"caption": "hello, \\"x\\"", "score": 3}' >"$tmp/src/k0.json"
+(cd "$tmp/src" && tar --format=gnu -cf "$tmp/shards/s0.tar" k0.mp4 k0.txt k0.json "$long.mp4")
+head -c 14000 "$tmp/shards/s0.tar" >"$tmp/shards/s1.tar"  # inside the long-named member
+
+expect_ok "scan shards" scan "$tmp/shards" --out "$tmp/meta.csv" --quiet
+check "scan: the header has the shard and sidecar columns" grep -q \
+  '^path,num_frames,.*,rotation,shard,member,member_offset,member_size,txt,caption,score$' \
+  "$tmp/meta.csv"
+check "scan: k0's row" grep -q "^$tmp/shards/s0.tar#k0.mp4@512+[0-9]*,25,64,96,.*,$tmp/shards/s0.tar,k0.mp4,512,[0-9]*,a caption,\"hello, \"\"x\"\"\",3$" "$tmp/meta.csv"
+check "scan: the long-named member" grep -q "^$tmp/shards/s0.tar#$long.mp4@[0-9]*+[0-9]*,25," \
+  "$tmp/meta.csv"
+check "scan: the cut shard is named with its member" grep -q \
+  "^$tmp/shards/s1.tar,.*member $long.mp4 (.*runs past the end of the archive" "$tmp/meta.csv"
+check "scan: 4 rows" test "$(($(wc -l <"$tmp/meta.csv") - 1))" -eq 4
+
+member=$(grep -o "^$tmp/shards/s0.tar#k0.mp4@[0-9]*+[0-9]*" "$tmp/meta.csv")
+expect_ok "decode the plain file" decode "$tmp/src/k0.mp4" --start 2 --frames 3 --interval 2 \
+  --size 32x48 --out "$tmp/plain.rgb"
+expect_ok "decode the member" decode "$member" --start 2 --frames 3 --interval 2 --size 32x48 \
+  --out "$tmp/member.rgb"
+check "decode: the member's bytes are the plain file's" cmp -s "$tmp/plain.rgb" "$tmp/member.rgb"
+expect_error "decode: a wrong offset" 1 "no tar header before byte 1024" decode \
+  "$tmp/shards/s0.tar#k0.mp4@1024+10" --start 0 --frames 1 --interval 1 --size 8x8 \
+  --out "$tmp/x.rgb"
+expect_error "decode: past the shard's end" 1 "lies past the end of the shard" decode \
+  "$tmp/shards/s0.tar#k0.mp4@512+99999999" --start 0 --frames 1 --interval 1 --size 8x8 \
+  --out "$tmp/x.rgb"
+expect_error "decode: no such member" 1 "the shard has no member k9.mp4" decode \
+  "$tmp/shards/s0.tar#k9.mp4" --start 0 --frames 1 --interval 1 --size 8x8 --out "$tmp/x.rgb"
+
+if ((failures > 0)); then
+  echo "scan_shards: $failures of $checks checks FAILED" >&2
+  exit 1
+fi
+echo "scan_shards: $checks checks passed"
