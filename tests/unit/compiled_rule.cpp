@@ -581,8 +581,9 @@ vbucket::bucket_config random_config(test_random& r) {
   return vbucket::bucket_config(specs, vbucket::opensora_v2_tables{});
 }
 
-/// Random rows: web-video-like sizes and rates, edge sizes (0, 1, 2^24, 2^24 + 1, 2^32 - 1),
-/// odd rates (NaN, 0, negative, tiny, huge, infinite) and lengths up to 2^32 - 1.
+/// Random rows: web-video-like sizes and rates, small sides, edge sizes (0, 1, 2^24,
+/// 2^24 + 1, 2^32 - 1), odd rates (NaN, 0, negative, tiny, huge, infinite) and lengths up to 2^32
+/// - 1.
 vbucket::meta_table random_rows(test_random& r, std::size_t n) {
   constexpr double nan = std::numeric_limits<double>::quiet_NaN();
   constexpr double inf = std::numeric_limits<double>::infinity();
@@ -600,6 +601,10 @@ vbucket::meta_table random_rows(test_random& r, std::size_t n) {
     if (r.below(16) == 0) m.height = sides[r.below(std::size(sides))];
     if (r.below(16) == 0) m.width = sides[r.below(std::size(sides))];
     if (r.below(4) == 0) m.height = 1 + static_cast<std::int64_t>(r.below(4096));
+    if (r.below(4) == 0) {  // small sides: many exact ratios, midpoints between table ratios too
+      m.height = 1 + static_cast<std::int64_t>(r.below(64));
+      m.width = 1 + static_cast<std::int64_t>(r.below(64));
+    }
     if (r.below(16) == 0)
       m.num_frames = r.below(2) == 0 ? static_cast<std::int64_t>(r.below(3))
                                      : tmax - static_cast<std::int64_t>(r.below(3));
