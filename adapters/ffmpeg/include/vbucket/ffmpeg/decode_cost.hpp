@@ -1,0 +1,200 @@
+#pragma once
+/// The decode cost of a sample, from the frame index, for step balancing: a clip is decoded
+/// from the keyframe before its first frame to its last one, so its cost is about (frames from
+/// that keyframe) × (coded pixels) × (the codec's seconds per pixel-frame). A long GOP costs a
+/// clip far more than a short one, and the same bucket holds both; the planner's default batch
+/// cost (latent tokens of the bucket shape) sees neither.
+///
+/// - `key_frames` / `frames_from_keyframe`: the frame numbers of a file's keyframes (from its
+///   `file_index` entry) and what one clip decodes;
+/// - `expected_frames_from_keyframe`: the mean over Open-Sora's random starts
+///   (`temporal_random_crop`), exact, in O(keyframes);
+/// - `decode_cost_model` + `fit_decode_cost`: seconds per megapixel-frame per codec, fitted by
+///   least squares from measured decodes (`clip_info::frames_decoded` and the time taken);
+/// - `decode_aware_cost`: a `vbucket::batch_cost` for `make_epoch_plan` / the sampler's step
+///   balance: the default latent-token cost plus the mean decode cost of the samples the
+///   assignment put in each bucket, weighted.
+///
+///     std::vector<double> cost(n);  // seconds, per sample
+///     for (i...) cost[i] = model.seconds(codec[i], coded_h[i] * coded_w[i],
+///                                        expected_frames_from_keyframe(keys[i], total[i], T, I));
+///     vbucket::ffmpeg::decode_aware_cost c(config, ids, cost, /*tokens_per_second=*/2e5);
+///     auto plan = vbucket::make_epoch_plan(ids, config, {.balance_group = 960}, c);
+
+#include <algorithm>    // std::max, std::min, std::upper_bound
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::int64_t
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <vector>       // std::vector
+
+#include "vbucket/bucket_config.hpp"  // bucket_config, bucket_id
+#include "vbucket/error.hpp"          // vbucket::error
+#include "vbucket/ffmpeg/frame_index.hpp"
+#include "vbucket/plan_options.hpp"  // latent_tokens_cost, batch_cost
+
+namespace vbucket::ffmpeg {
+
+/// Presentation numbers of the frames decoding can start at in `fi`, ascending: its keyframes
+/// (an output-order entry: its key packets, numbered in decode order, which output order
+/// follows within a reorder margin). Always starts with 0 (a file is decoded from its start).
+inline std::vector<std::int64_t> key_frames(const file_index& fi) {
+  std::vector<std::int64_t> keys{0};
+  if (fi.output_order) {
+    for (std::size_t i = 0; i < fi.packets.size(); ++i)
+      if (fi.packets[i].key && i > 0) keys.push_back(static_cast<std::int64_t>(i));
+  } else {
+    for (const index_key& k : fi.keys)
+      if (k.frame > keys.back()) keys.push_back(k.frame);
+  }
+  return keys;
+}
+
+/// Frames decoded for frames start, start + interval, ... (`frames` of them) when decoding
+/// starts at the last keyframe at or before `start` and stops at the clip's last frame (every
+/// frame in between: an upper bound of what `clip_request::skip_unwanted` decodes).
+/// `keys`: ascending, keys[0] = 0.
+inline std::int64_t frames_from_keyframe(std::span<const std::int64_t> keys, std::int64_t start,
+                                         std::int64_t frames, std::int64_t interval) noexcept {
+  const auto after = std::upper_bound(keys.begin(), keys.end(), start);
+  const std::int64_t key = after == keys.begin() ? 0 : *(after - 1);
+  return start + (frames - 1) * interval - key + 1;
+}
+
+/// The mean of `frames_from_keyframe` over the starts `temporal_random_crop` draws for a video
+/// of `total` frames (uniform on 0 … max(0, total − frames · interval − 1)); 0 when the video
+/// is too short for the clip. Exact: the sum runs over the stretches between keyframes.
+inline double expected_frames_from_keyframe(std::span<const std::int64_t> keys, std::int64_t total,
+                                            std::int64_t frames, std::int64_t interval) noexcept {
+  if (frames < 1 || interval < 1 || total < (frames - 1) * interval + 1) return 0.0;
+  const std::int64_t last = std::max<std::int64_t>(0, total - frames * interval - 1);
+  const double count = static_cast<double>(last + 1);
+  // Σ_s (s + span − key(s)) with span = (frames − 1) · interval + 1.
+  const double span = static_cast<double>((frames - 1) * interval + 1);
+  double sum = count * span + static_cast<double>(last) * count / 2.0;
+  for (std::size_t i = 0; i < keys.size() && keys[i] <= last; ++i) {
+    const std::int64_t to = i + 1 < keys.size() ? std::min(keys[i + 1] - 1, last) : last;
+    sum -= static_cast<double>(keys[i]) * static_cast<double>(to - keys[i] + 1);
+  }
+  return sum / count;
+}
+
+/// Seconds a decoder spends per megapixel-frame (coded pixels × frames decoded), per codec
+/// (FFmpeg's name, as `probe` reports it: "h264", "hevc", "vp9", "av1", ...).
+struct decode_cost_model {
+  struct codec_rate {
+    std::string codec;
+    double seconds_per_megapixel_frame = 0.0;
+  };
+  std::vector<codec_rate> rates;
+  /// For codecs not in `rates`.
+  double fallback = 0.0;
+
+  [[nodiscard]] double rate(std::string_view codec) const noexcept {
+    for (const codec_rate& r : rates)
+      if (r.codec == codec) return r.seconds_per_megapixel_frame;
+    return fallback;
+  }
+  /// A clip's expected decode seconds: `frames_decoded` frames of `pixels` coded pixels.
+  [[nodiscard]] double seconds(std::string_view codec, std::int64_t pixels,
+                               double frames_decoded) const noexcept {
+    return rate(codec) * static_cast<double>(pixels) * 1e-6 * frames_decoded;
+  }
+};
+
+/// One measured decode: the codec, the coded pixels of a frame, `clip_info::frames_decoded`
+/// and the time it took (CPU seconds of the decode).
+struct decode_measurement {
+  std::string codec;
+  std::int64_t pixels = 0;
+  std::int64_t frames_decoded = 0;
+  double seconds = 0.0;
+};
+
+/// Fits `decode_cost_model` to measurements: per codec, seconds = rate × megapixel-frames by
+/// least squares through the origin (rate = Σ x·y / Σ x²); `fallback` is the fit over all of
+/// them. Throws `vbucket::error` without a measurement of positive work.
+inline decode_cost_model fit_decode_cost(std::span<const decode_measurement> measured) {
+  decode_cost_model m;
+  std::vector<double> xy, xx;
+  double all_xy = 0.0, all_xx = 0.0;
+  for (const decode_measurement& d : measured) {
+    const double x = static_cast<double>(d.pixels) * 1e-6 * static_cast<double>(d.frames_decoded);
+    if (!(x > 0.0)) continue;
+    std::size_t c = 0;
+    while (c < m.rates.size() && m.rates[c].codec != d.codec) ++c;
+    if (c == m.rates.size()) {
+      m.rates.push_back({d.codec, 0.0});
+      xy.push_back(0.0);
+      xx.push_back(0.0);
+    }
+    xy[c] += x * d.seconds;
+    xx[c] += x * x;
+    all_xy += x * d.seconds;
+    all_xx += x * x;
+  }
+  if (m.rates.empty()) throw error("fit_decode_cost: no measurement with frames and pixels");
+  for (std::size_t c = 0; c < m.rates.size(); ++c)
+    m.rates[c].seconds_per_megapixel_frame = xy[c] / xx[c];
+  m.fallback = all_xy / all_xx;
+  return m;
+}
+
+/// A batch cost for step balancing that includes decoding: latent tokens of the bucket shape ×
+/// batch size (the default, `latent_tokens_cost`) plus `tokens_per_second` × the mean decode
+/// seconds of the samples `ids` assigned to the bucket × batch size. The means are taken once,
+/// here, from the assignment the plan is made from, so the cost stays a pure function of
+/// (config, bucket, batch size), as `batch_cost` requires. A bucket without samples costs its
+/// tokens.
+class decode_aware_cost {
+ public:
+  /// `ids[i]`: sample i's bucket (as `assign_all` gives; other codes are skipped);
+  /// `seconds[i]`: its decode cost. `tokens_per_second`: how many latent tokens of training
+  /// one second of decoding weighs (≥ 0; 0 gives the default cost).
+  decode_aware_cost(const bucket_config& config, std::span<const bucket_id> ids,
+                    std::span<const double> seconds, double tokens_per_second,
+                    token_formula formula = {})
+      : tokens_{formula}, weight_(tokens_per_second), mean_(config.num_buckets(), 0.0) {
+    if (ids.size() != seconds.size())
+      throw error("decode_aware_cost: " + std::to_string(ids.size()) + " bucket ids but " +
+                  std::to_string(seconds.size()) + " decode costs");
+    if (!(tokens_per_second >= 0.0))
+      throw error("decode_aware_cost: tokens_per_second must be a number ≥ 0");
+    std::vector<std::int64_t> count(mean_.size(), 0);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const bucket_id b = ids[i];
+      if (b < 0 || static_cast<std::size_t>(b) >= mean_.size()) continue;
+      if (!(seconds[i] >= 0.0))
+        throw error("decode_aware_cost: sample " + std::to_string(i) +
+                    " has a decode cost that is not a number ≥ 0");
+      mean_[static_cast<std::size_t>(b)] += seconds[i];
+      ++count[static_cast<std::size_t>(b)];
+    }
+    for (std::size_t b = 0; b < mean_.size(); ++b)
+      if (count[b] > 0) mean_[b] /= static_cast<double>(count[b]);
+  }
+
+  double operator()(const bucket_config& config, bucket_id b,
+                    std::int64_t batch_size) const noexcept {
+    const double decode = b >= 0 && static_cast<std::size_t>(b) < mean_.size()
+                              ? mean_[static_cast<std::size_t>(b)]
+                              : 0.0;
+    return tokens_(config, b, batch_size) + weight_ * decode * static_cast<double>(batch_size);
+  }
+
+  /// The mean decode seconds of bucket b's samples.
+  [[nodiscard]] double mean_seconds(bucket_id b) const noexcept {
+    return b >= 0 && static_cast<std::size_t>(b) < mean_.size() ? mean_[static_cast<std::size_t>(b)]
+                                                                : 0.0;
+  }
+
+ private:
+  latent_tokens_cost tokens_;
+  double weight_ = 0.0;
+  std::vector<double> mean_;
+};
+
+static_assert(vbucket::batch_cost<decode_aware_cost>);
+
+}  // namespace vbucket::ffmpeg
