@@ -5,6 +5,8 @@
 ///    192x336 (seek, decode up to the last wanted frame, convert only the wanted frames).
 ///  - `decode/random_clips/<height>p/skip:<0|1>`: eight such clips at seeded random starts,
 ///    with clip_request::skip_unwanted and without; frames decoded per frame delivered.
+///  - `decode/cost_balance/mode:<M>`: step balance with decode cost, simulated on a skewed
+///    corpus across 8 ranks (BM_decode_cost_balance; needs no video).
 ///  - `decode/deep_clip/container:<C>/start:<S>`: the same clip at frame S of a 5-minute 360p
 ///    video in MP4, MPEG-TS, AVI and MPEG-PS (see BM_decode_deep_clip).
 ///  - `decode/long_video_index/container:<C>/index:<0|1>`: a clip at frame 8900 of the
@@ -17,17 +19,23 @@
 
 #include <benchmark/benchmark.h>
 
-#include <algorithm>   // std::copy_n
+#include <algorithm>   // std::copy_n, std::sort, std::stable_sort, std::max, std::min
 #include <cstdint>     // std::int64_t, std::uint8_t, std::uint64_t
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem::exists
+#include <numeric>     // std::iota
 #include <optional>    // std::optional
 #include <string>      // std::string
 #include <utility>     // std::move
 #include <vector>      // std::vector
 
+#include "vbucket/assign.hpp"
+#include "vbucket/epoch_plan.hpp"
 #include "vbucket/ffmpeg/decode.hpp"
+#include "vbucket/ffmpeg/decode_cost.hpp"
 #include "vbucket/ffmpeg/probe.hpp"
+#include "vbucket/random.hpp"
+#include "vbucket/rules.hpp"
 
 namespace {
 
@@ -201,6 +209,130 @@ void BM_decode_random_clips(benchmark::State& state) {
       delivered > 0 ? static_cast<double>(decoded) / static_cast<double>(delivered) : 0.0;
 }
 
+/// Step balance with decode cost (issue 33 item 4), simulated: a skewed corpus of 40000
+/// videos (360p/720p/1080p sources, GOP 30 or 250, 3-20 s at 30 fps, H.264/HEVC/VP9/AV1) is
+/// assigned by the Open-Sora 2.0 rule (interval 2) to 256px and 768px buckets of 33-129 frames,
+/// planned, and dealt to 8 ranks. A rank's loader time for a step is the decode time of its
+/// batch's clips: frames from the keyframe before each clip's (seeded random) start to its last
+/// frame × coded megapixels × the codec's seconds per megapixel-frame. mode:0 no balance;
+/// mode:1 balance (group 960) by the default cost (latent tokens); mode:2 balance by
+/// decode_aware_cost (each bucket's mean expected decode cost, from the keyframes);
+/// mode:3 (what-if, not a planner feature) mode 0's batches sorted by each batch's own expected
+/// decode cost in chunks of 960, as a per-batch cost hook would. Counters: the mean and the
+/// 95th percentile over steps of max/mean rank loader time, and Σ max / Σ mean.
+void BM_decode_cost_balance(benchmark::State& state) {
+  using vbucket::bucket_spec;
+  const int mode = static_cast<int>(state.range(0));
+  const std::vector<bucket_spec> specs = {{"256px", 33, 1.0, 0.5, 24}, {"256px", 65, 1.0, 0.5, 12},
+                                          {"256px", 97, 1.0, 0.5, 8},  {"256px", 129, 1.0, 0.5, 6},
+                                          {"768px", 33, 0.5, 0.5, 4},  {"768px", 65, 0.5, 0.5, 2},
+                                          {"768px", 97, 0.5, 0.5, 1},  {"768px", 129, 0.5, 0.5, 1}};
+  const vbucket::bucket_config config(specs, vbucket::opensora_v2_tables{});
+  // Seconds per coded megapixel-frame (vbucket, one thread; compare_decoders.py on 720p).
+  const ff::decode_cost_model model{
+      {{"h264", 0.0016}, {"hevc", 0.0020}, {"vp9", 0.0020}, {"av1", 0.0024}}, 0.002};
+  const char* const codecs[] = {"h264", "h264", "h264", "hevc", "vp9", "av1"};
+  constexpr std::size_t n = 40000;
+  constexpr std::int64_t interval = 2;  // 30 fps, fps_max 16
+  vbucket::meta_table table;
+  table.reserve(n);
+  std::vector<std::int64_t> gop(n), pixels(n);
+  std::vector<const char*> codec(n);
+  std::uint64_t x = 12345;
+  const auto next = [&x] { return x = vbucket::detail::mix64(x + vbucket::detail::golden_gamma); };
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t u = next();
+    const int res = static_cast<int>(u % 10);  // 30% 360p, 40% 720p, 30% 1080p
+    const std::int64_t h = res < 3 ? 360 : res < 7 ? 720 : 1080;
+    const std::int64_t frames = 90 + static_cast<std::int64_t>((u >> 8) % 511);
+    table.push_back({frames, h, h * 16 / 9, 30.0});
+    gop[i] = ((u >> 20) & 1) != 0 ? 250 : 30;
+    pixels[i] = h * (h * 16 / 9);
+    codec[i] = codecs[(u >> 24) % 6];
+  }
+  const auto ids =
+      vbucket::assign_all(config, table, vbucket::opensora_v2_rule{}, vbucket::fast_source(7, 0));
+  // Expected (from the keyframes, for the balance) and drawn (the simulated truth) seconds.
+  std::vector<double> expected(n, 0.0), actual(n, 0.0);
+  std::vector<std::int64_t> keys;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ids[i] < 0) continue;
+    const std::int64_t t = config.frames_of(ids[i]).frames;
+    const std::int64_t total = table[i].num_frames;
+    keys.clear();
+    for (std::int64_t k = 0; k < total; k += gop[i]) keys.push_back(k);
+    expected[i] = model.seconds(codec[i], pixels[i],
+                                ff::expected_frames_from_keyframe(keys, total, t, interval));
+    const auto start = ff::temporal_random_crop(total, t, interval, vbucket::detail::mix64(i));
+    if (start)
+      actual[i] =
+          model.seconds(codec[i], pixels[i],
+                        static_cast<double>(ff::frames_from_keyframe(keys, *start, t, interval)));
+  }
+  constexpr std::uint32_t world = 8, group = 960;
+  double mean_ratio = 0, sum_max = 0, sum_mean = 0, p95 = 0;
+  std::uint64_t steps = 0;
+  for (auto _ : state) {
+    vbucket::plan_options o{
+        .seed = 1, .epoch = 0, .balance_group = mode == 1 || mode == 2 ? group : 0u};
+    const ff::decode_aware_cost decode_cost(config, ids, expected, 1e9);
+    const auto plan = mode == 2 ? vbucket::make_epoch_plan(std::span(ids), config, o, decode_cost)
+                                : vbucket::make_epoch_plan(std::span(ids), config, o);
+    // The global order of batches, as dealt: position p goes to step p / world, rank p % world.
+    std::vector<std::vector<std::uint32_t>> order;
+    for (std::uint64_t p = 0; p < plan.num_batches(); ++p) {
+      const auto b = plan.global_batch(p).indices;
+      order.emplace_back(b.begin(), b.end());
+    }
+    const auto cost_of = [](const std::vector<std::uint32_t>& b, const std::vector<double>& c) {
+      double s = 0;
+      for (std::uint32_t i : b) s += c[i];
+      return s;
+    };
+    if (mode == 3) {  // sorted by the batch's own expected cost, chunks of G kept in plan order
+      std::vector<std::size_t> idx(order.size());
+      std::iota(idx.begin(), idx.end(), std::size_t{0});
+      std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+        return cost_of(order[a], expected) > cost_of(order[b], expected);
+      });
+      std::vector<std::size_t> chunks((idx.size() + group - 1) / group);
+      std::iota(chunks.begin(), chunks.end(), std::size_t{0});
+      std::uint64_t y = 99;
+      for (std::size_t c = chunks.size(); c > 1; --c) {  // a seeded shuffle of the chunks
+        y = vbucket::detail::mix64(y + 1);
+        std::swap(chunks[c - 1], chunks[y % c]);
+      }
+      std::vector<std::vector<std::uint32_t>> sorted;
+      for (std::size_t c : chunks)
+        for (std::size_t k = c * group; k < std::min(idx.size(), (c + 1) * group); ++k)
+          sorted.push_back(order[idx[k]]);
+      order = std::move(sorted);
+    }
+    std::vector<double> ratios;
+    for (std::size_t p = 0; p + world <= order.size(); p += world) {
+      double mx = 0, sum = 0;
+      for (std::uint32_t r = 0; r < world; ++r) {
+        const double t = cost_of(order[p + r], actual);
+        mx = std::max(mx, t);
+        sum += t;
+      }
+      if (sum <= 0) continue;
+      ratios.push_back(mx / (sum / world));
+      sum_max += mx;
+      sum_mean += sum / world;
+    }
+    steps = ratios.size();
+    for (double r : ratios) mean_ratio += r;
+    mean_ratio /= static_cast<double>(std::max<std::size_t>(1, ratios.size()));
+    std::sort(ratios.begin(), ratios.end());
+    if (!ratios.empty()) p95 = ratios[ratios.size() * 95 / 100];
+  }
+  state.counters["steps"] = static_cast<double>(steps);
+  state.counters["max_over_mean"] = mean_ratio;
+  state.counters["p95_max_over_mean"] = p95;
+  state.counters["sum_max_over_sum_mean"] = sum_mean > 0 ? sum_max / sum_mean : 0.0;
+}
+
 /// A clip far into a long video (5 min, 360p, 30 fps, GOP 60: h264_360p_300s.mp4 from
 /// scripts/bench_decode.sh), with frame timestamps from the MP4 sample table (index:1) or by
 /// demuxing from the file's start (index:0). The gap is what the sample table saves.
@@ -290,6 +422,12 @@ BENCHMARK(BM_decode_random_clips)
     ->Name("decode/random_clips")
     ->ArgNames({"height", "skip"})
     ->ArgsProduct({{720, 1080}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decode_cost_balance)
+    ->Name("decode/cost_balance")
+    ->ArgNames({"mode"})
+    ->DenseRange(0, 3)
+    ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_whole_clip_first)->Name("decode/whole_clip_first")->Apply(clip_args);
 BENCHMARK(BM_decode_long_video)
