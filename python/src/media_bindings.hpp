@@ -30,6 +30,7 @@
 
 #include "vbucket/ffmpeg/ffmpeg.hpp"
 #include "vbucket/ffmpeg/file_decoder.hpp"
+#include "vbucket/ffmpeg/sources.hpp"  // list_sources (tar shards, URLs)
 #include "vbucket/loader.hpp"
 #include "vbucket/staging.hpp"
 
@@ -164,6 +165,30 @@ class py_scan {
 std::vector<std::string> list_media(const std::string& where) {
   nb::gil_scoped_release release;
   return ff::list_media(where);
+}
+
+/// What a scan probes under `where` with tar shards and URLs (ff::list_sources): paths,
+/// errors (a shard that could not be listed), shard, member, member_offset, member_size, and
+/// fields (sidecar column name -> values), as `vbucket scan` writes them.
+nb::dict list_sources(const std::string& where, unsigned threads) {
+  ff::media_listing l;
+  {
+    nb::gil_scoped_release release;
+    l = ff::list_sources(where, threads);
+  }
+  nb::dict d;
+  d["paths"] = l.paths;
+  d["errors"] = l.errors;
+  d["from_shards"] = l.from_shards;
+  d["shard"] = l.shard;
+  d["member"] = l.member;
+  d["member_offset"] = l.offset;
+  d["member_size"] = l.size;
+  nb::dict fields;
+  for (std::size_t c = 0; c < l.field_names.size(); ++c)
+    fields[nb::str(l.field_names[c].c_str(), l.field_names[c].size())] = l.fields[c];
+  d["fields"] = fields;
+  return d;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -751,6 +776,7 @@ void bind_media(nb::module_& m) {
   nb::exception<decode_failure>(m, "DecodeError", PyExc_ValueError);
 
   m.def("list_media", &list_media, "where"_a);
+  m.def("list_sources", &list_sources, "where"_a, "threads"_a);
   nb::class_<py_scan>(m, "Scan")
       .def(nb::init<std::vector<std::string>, unsigned>(), "paths"_a, "threads"_a)
       .def("wait", &py_scan::wait, "seconds"_a)

@@ -122,6 +122,12 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
     its row with the reason in ``error`` (empty for good files) and missing numbers; the
     DataFrame is sampler metadata as it is (rows with an error are never sampled).
 
+    Tar shards (WebDataset; ``.tar`` files under the directory, a ``.tar`` given as
+    ``dir_or_list``, or listed, local or ``http(s)://``) give one row per media member, its path
+    ``SHARD#MEMBER@OFFSET+SIZE`` (the Loader and ``decode_clip`` open it in place), with the
+    columns shard, member, member_offset, member_size and the member's sidecar fields
+    (``key.txt`` -> ``txt``, the top-level fields of ``key.json``). URLs are probed over HTTP.
+
     ``threads``: probing threads (None: one per core). The probe runs without the GIL;
     Ctrl-C stops it (the files being probed finish, no thread is left) and raises
     KeyboardInterrupt.
@@ -133,7 +139,13 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
         threads = 0
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ValueError(f"scan: threads must be a non-negative int or None, got {threads!r}")
-    paths = _scan_paths(dir_or_list)
+    listing = None
+    if isinstance(dir_or_list, (str, os.PathLike)):
+        # Directories, lists, tar shards (WebDataset) and URLs, as `vbucket scan` lists them.
+        listing = _vbucket.list_sources(os.fspath(dir_or_list), threads)
+        paths = list(listing["paths"])
+    else:
+        paths = _scan_paths(dir_or_list)
     job = _vbucket.Scan(paths, threads)
     bar = _Progress(len(paths), progress)
     try:
@@ -153,6 +165,19 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
         values = pd.array(df[c].to_numpy(), dtype="Int64")
         values[bad] = pd.NA
         df[c] = values
+    if listing is not None:
+        listed_error = [e for e in listing["errors"]]
+        if any(listed_error):  # a shard that could not be listed: its reason, not the probe's
+            df["error"] = [e if e else p for e, p in zip(listed_error, df["error"])]
+        if listing["from_shards"]:
+            df["shard"] = list(listing["shard"])
+            df["member"] = list(listing["member"])
+            for c in ("member_offset", "member_size"):
+                values = pd.array(list(listing[c]), dtype="Int64")
+                values[values < 0] = pd.NA
+                df[c] = values
+            for name, values in listing["fields"].items():
+                df[f"sidecar.{name}" if name in df.columns else name] = list(values)
     return df
 
 
