@@ -156,9 +156,12 @@ inline void parse_pax(std::string_view text, std::optional<std::string>& path,
 /// `vbucket::error` naming `name` and the byte where the archive is corrupt, cut short, or
 /// where a member runs past its end.
 inline std::vector<tar_member> list_tar(const tar_read_fn& read, std::int64_t total,
-                                        const std::string& name) {
-  using detail::tar_block;
-  std::vector<tar_member> members;
+                                        const std::string& name);
+
+namespace detail {
+/// `list_tar` into `members`: what was listed before an error stays there.
+inline void list_tar_into(const tar_read_fn& read, std::int64_t total, const std::string& name,
+                          std::vector<tar_member>& members) {
   std::int64_t pos = 0;
   std::optional<std::string> long_name;  // from a GNU 'L' entry or a pax 'path'
   std::optional<std::int64_t> pax_size;
@@ -167,7 +170,7 @@ inline std::vector<tar_member> list_tar(const tar_read_fn& read, std::int64_t to
     throw vbucket::error(name + ": corrupt tar at byte " + std::to_string(at) + ": " + what);
   };
   auto read_meta = [&](std::int64_t at, std::int64_t n) {
-    if (n > detail::tar_max_meta)
+    if (n > tar_max_meta)
       fail(at, "an extended header of " + std::to_string(n) + " bytes (too large)");
     std::string text(static_cast<std::size_t>(n), '\0');
     const std::int64_t got =
@@ -180,9 +183,9 @@ inline std::vector<tar_member> list_tar(const tar_read_fn& read, std::int64_t to
     if (got < 0) throw vbucket::error(name + ": read error at byte " + std::to_string(pos));
     if (got == 0 && long_name == std::nullopt && !pax_size) break;  // end without zero blocks
     if (got != tar_block) fail(pos, "the archive ends inside a header");
-    if (detail::tar_all_zero(block)) break;  // end-of-archive marker
-    detail::tar_header h;
-    if (const auto bad = detail::parse_tar_header(block, h)) fail(pos, *bad);
+    if (tar_all_zero(block)) break;  // end-of-archive marker
+    tar_header h;
+    if (const auto bad = parse_tar_header(block, h)) fail(pos, *bad);
     const std::int64_t data = pos + tar_block;
     std::int64_t size = h.size;
     if (h.type == 'L' || h.type == 'x') {
@@ -190,11 +193,11 @@ inline std::vector<tar_member> list_tar(const tar_read_fn& read, std::int64_t to
         fail(pos, "an extended header runs past the end of the archive");
       std::string text = read_meta(data, size);
       if (h.type == 'L') {
-        long_name = detail::tar_text(
-            std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+        long_name =
+            tar_text(std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
       } else {
         std::optional<std::string> path;
-        detail::parse_pax(text, path, pax_size);
+        parse_pax(text, path, pax_size);
         if (path) long_name = std::move(path);
       }
     } else {
@@ -222,6 +225,13 @@ inline std::vector<tar_member> list_tar(const tar_read_fn& read, std::int64_t to
       fail(pos, "an absurd member size");
     pos = data + padded;
   }
+}
+}  // namespace detail
+
+inline std::vector<tar_member> list_tar(const tar_read_fn& read, std::int64_t total,
+                                        const std::string& name) {
+  std::vector<tar_member> members;
+  detail::list_tar_into(read, total, name, members);
   return members;
 }
 
