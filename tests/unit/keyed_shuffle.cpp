@@ -1,0 +1,45 @@
+/// Tests of vbucket/detail/keyed_shuffle.hpp: the prefetching shuffle is the plain keyed
+/// Fisher–Yates (the plans depend on its exact permutation), for small arrays and for arrays
+/// large enough to take the longer prefetch blocks.
+#include "vbucket/detail/keyed_shuffle.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::uint32_t, std::uint64_t
+#include <numeric>  // std::iota
+#include <span>     // std::span
+#include <utility>  // std::swap
+#include <vector>   // std::vector
+
+namespace {
+
+/// Fisher–Yates as the header documents it, one swap at a time, no prefetching.
+template <class T>
+void reference_shuffle(std::vector<T>& a, std::uint64_t k) {
+  for (std::size_t i = a.size(); i > 1; --i)
+    std::swap(a[i - 1], a[static_cast<std::size_t>(vbucket::detail::keyed_below(k, i - 1, i))]);
+}
+
+template <class T>
+void check_same(std::size_t n, std::uint64_t k) {
+  std::vector<T> a(n), b(n);
+  std::iota(a.begin(), a.end(), T{0});
+  std::iota(b.begin(), b.end(), T{0});
+  vbucket::detail::keyed_shuffle(std::span<T>(a), k);
+  reference_shuffle(b, k);
+  CAPTURE(n);
+  CHECK(a == b);
+}
+
+}  // namespace
+
+TEST_CASE("keyed_shuffle: the plain keyed Fisher-Yates, small and large arrays") {
+  for (const std::size_t n : {0u, 1u, 2u, 31u, 32u, 33u, 257u, 1000u}) {
+    check_same<std::uint32_t>(n, 7);
+    check_same<std::uint64_t>(n, 8);
+  }
+  // Past 4 MiB: the 256-row prefetch blocks (and a remainder that is not a whole block).
+  check_same<std::uint32_t>((std::size_t{1} << 20) + 77, 12345);
+  check_same<std::uint64_t>((std::size_t{1} << 19) + 3, 54321);
+}
