@@ -9,6 +9,8 @@ import pandas as pd
 
 __version__: str
 HAS_CUDA: bool
+#: the run's defaults, defined once in C++ (vbucket::defaults)
+DEFAULTS: Mapping[str, Any]
 
 PathLike = Union[str, os.PathLike[str]]
 Rule = Literal["opensora-v2", "opensora-v1.2"]
@@ -58,6 +60,18 @@ def stats(
     threads: int = ...,
 ) -> pd.DataFrame: ...
 def stats_table(meta: Metadata, config: ConfigLike, **kwargs: Any) -> str: ...
+def explain(
+    meta: Metadata,
+    config: ConfigLike,
+    index: int,
+    *,
+    seed: int = ...,
+    epoch: int = ...,
+    rule: Rule = ...,
+    rng: Rng = ...,
+    fps_max: float = ...,
+    frame_interval: int = ...,
+) -> dict: ...
 def encode_opensora_index(index: int, frames: int, height: int, width: int) -> str: ...
 def decode_opensora_index(s: str) -> Tuple[int, int, int, int]: ...
 
@@ -94,6 +108,8 @@ class VariableVideoBatchSampler:
         batching: Literal["fixed", "packed"] = ...,
         token_budget: Optional[float] = ...,
         drop_oversized: bool = ...,
+        compression: Tuple[int, int, int] = ...,
+        patch: Tuple[int, int, int] = ...,
         threads: int = ...,
     ) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...

@@ -9,6 +9,9 @@ from numpy.typing import NDArray
 
 DEFAULT_BALANCE_GROUP: int = 960
 
+#: the run's defaults (vbucket::defaults): rng, seed, epoch, policy, world, compression, patch
+DEFAULTS: dict = ...
+
 HAS_FMT: bool = True
 
 HAS_FFMPEG: bool = True
@@ -189,6 +192,18 @@ class SamplerArgs:
     @drop_oversized.setter
     def drop_oversized(self, arg: bool, /) -> None: ...
 
+    @property
+    def compression(self) -> list[int]: ...
+
+    @compression.setter
+    def compression(self, arg: Sequence[int], /) -> None: ...
+
+    @property
+    def patch(self) -> list[int]: ...
+
+    @patch.setter
+    def patch(self, arg: Sequence[int], /) -> None: ...
+
 class Steps:
     def __len__(self) -> int: ...
 
@@ -263,6 +278,10 @@ class Sampler:
     def stats_table(self) -> str: ...
 
 def parse_state(state: str) -> tuple: ...
+
+def explain_sample(meta: Meta, config: Config, rng: str, seed: str, epoch: int, fps_max: float, frame_interval: int, index: int) -> tuple: ...
+
+def step_costs(sampler: Sampler) -> Annotated[NDArray[numpy.float64], dict(shape=(None,))]: ...
 
 def assign_epoch(meta: Meta, config: Config, rng: str, seed: str, epoch: int, fps_max: float, frame_interval: int, threads: int) -> Annotated[NDArray[numpy.int32], dict(shape=(None,))]: ...
 
