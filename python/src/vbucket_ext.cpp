@@ -1188,6 +1188,11 @@ NB_MODULE(_vbucket, m) {
       .def("os_state", &os_state, "num_steps"_a)
       .def("os_epoch_steps", &os_epoch_steps)
       .def("os_started", [](py_sampler& s) { s.lifecycle.started(); })
+      .def("table",
+           [](const py_sampler& s) -> std::optional<py_meta> {
+             if (!s.meta()) return std::nullopt;  // a streamed CSV holds no table
+             return py_meta{s.meta()};
+           })
       .def("os_snapshot", &os_snapshot)
       .def("os_restore", &os_restore, "snapshot"_a)
       .def("load_state_fields", &load_state_fields, "seed"_a, "epoch"_a, "consumed"_a,

@@ -94,7 +94,8 @@ def test_state_dict_mid_epoch_resumes_exactly():
     assert state["consumed_batches"] == 7 and state["epoch"] == 2
     r = _sampler(output="indices")  # a fresh sampler at epoch 0: the state moves it
     r.load_state_dict(state)
-    assert r.epoch == 2 and len(r) == len(full) - 7
+    # len() is the epoch's length in its step numbering (Open-Sora's), steps_left() the rest
+    assert r.epoch == 2 and len(r) == len(full) and r.steps_left() == len(full) - 7
     assert first + list(r) == full
     # Open-Sora's call: state_dict(num_steps) is the state after num_steps of the epoch
     assert s.state_dict(7)["state"] == state["state"]
@@ -201,7 +202,7 @@ def test_big_numpy_seed():
         (dict(shuffle=False), ValueError, "shuffle=False"),
         (dict(seed=-1), ValueError, "non-negative"),
         (dict(seed="3"), TypeError, "seed"),
-        (dict(num_replicas=2, rank=2), ValueError, "rank 2 is not below the world size 2"),
+        (dict(num_replicas=2, rank=2), ValueError, "rank must be an integer from 0 to 1, got 2"),
         (dict(num_replicas=0, rank=0), ValueError, "num_replicas"),
         (dict(fps_max=0), ValueError, "fps_max"),
         (dict(balance=-2), ValueError, "balance"),
@@ -311,8 +312,10 @@ def test_opensora_2_constructor_and_attributes(sample_df, capsys):
     assert list(s) == full[2:]
     s.reset()
     assert len(s) == len(full)
-    with pytest.raises(ValueError, match="num_groups"):
-        _sampler(num_groups=2)
+    # num_groups divides len() only (train.py passes the data-parallel size)
+    assert len(_sampler(fps_max=8, num_groups=2)) == len(full) // 2
+    with pytest.raises(ValueError, match="num_groups must be an integer from 1"):
+        _sampler(num_groups=0)
 
 
 def test_planning_releases_the_gil():

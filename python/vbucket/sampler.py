@@ -143,9 +143,10 @@ class VariableVideoBatchSampler(_SamplerBase):
         self._strings = output == "opensora"
         self.verbose = bool(verbose)
         self.num_groups = num_groups
-        # What rebuilds this sampler (pickle, copy.deepcopy: `__reduce__`)
+        # What rebuilds this sampler (pickle, copy.deepcopy: `__reduce__`); the samples come
+        # from the sampler's own table, so the dataset is not held here
         self._init_kwargs = dict(
-            dataset=dataset, bucket_config=bucket_config, num_replicas=world, rank=r,
+            bucket_config=bucket_config, num_replicas=world, rank=r,
             shuffle=shuffle, seed=seed, drop_last=drop_last, rule=rule, rng=rng,
             fps_max=fps_max, frame_interval=frame_interval, policy=policy, balance=balance,
             output=output, batching=batching, token_budget=token_budget,
@@ -178,8 +179,9 @@ class VariableVideoBatchSampler(_SamplerBase):
         )
         self.batching = batching
         self.token_budget = token_budget
-        self._s = _vbucket.Sampler(_core._samples(dataset),
-                                   _core._config(self.bucket_config, rule), args)
+        samples = _core._samples(dataset)
+        self._init_dataset_stream = samples if isinstance(samples, _vbucket.StreamedCsv) else None
+        self._s = _vbucket.Sampler(samples, _core._config(self.bucket_config, rule), args)
 
     # --- epochs (Open-Sora's lifecycle: vbucket::opensora_lifecycle) ----------------------
 
@@ -349,13 +351,20 @@ class VariableVideoBatchSampler(_SamplerBase):
     # --- copies (pickle, copy.deepcopy: frameworks copy samplers) -------------------------
 
     def __reduce__(self):
-        """Rebuilt from its arguments (a streamed CSV by its path and chunk size), then moved to
-        this one's epoch, position and step numbering: the copy yields the same batches."""
-        kwargs = dict(self._init_kwargs)
-        ds = kwargs["dataset"]
-        if isinstance(ds, _vbucket.StreamedCsv):
-            kwargs["dataset"] = _StreamedCsvArgs(ds.path, ds.chunk_rows)
-        return (_rebuild_sampler, (kwargs, self._s.os_snapshot()))
+        """Rebuilt from its arguments and its own table of samples (a streamed CSV by its path
+        and chunk size), then moved to this one's epoch, position and step numbering: the copy
+        yields the same batches. ``dataset`` is copied as the attribute it is (set it to None
+        first if it cannot be pickled)."""
+        kwargs = dict(self._init_kwargs, fps_max=self.fps_max,
+                      frame_interval=self.frame_interval)
+        table = self._s.table()
+        if table is None:
+            ds = self._init_dataset_stream
+            samples = _StreamedCsvArgs(ds.path, ds.chunk_rows)
+        else:
+            samples = _TableArgs(table.columns())
+        dataset = None if isinstance(self.dataset, _vbucket.StreamedCsv) else self.dataset
+        return (_rebuild_sampler, (kwargs, samples, dataset, self._s.os_snapshot()))
 
     def __repr__(self) -> str:
         return (
@@ -399,10 +408,19 @@ class _StreamedCsvArgs:
         self.path, self.chunk_rows = path, chunk_rows
 
 
-def _rebuild_sampler(kwargs: dict, snapshot) -> "VariableVideoBatchSampler":
-    ds = kwargs["dataset"]
-    if isinstance(ds, _StreamedCsvArgs):
-        kwargs = dict(kwargs, dataset=_core.stream_csv(ds.path, ds.chunk_rows))
-    sampler = VariableVideoBatchSampler(**kwargs)
+class _TableArgs:
+    """A sampler's table in a pickled sampler: its four columns."""
+
+    def __init__(self, columns) -> None:
+        self.columns = tuple(columns)
+
+
+def _rebuild_sampler(kwargs: dict, samples, dataset, snapshot) -> "VariableVideoBatchSampler":
+    if isinstance(samples, _StreamedCsvArgs):
+        source = _core.stream_csv(samples.path, samples.chunk_rows)
+    else:
+        source = _vbucket.Meta.from_arrays(*samples.columns, None, "a copied sampler's table")
+    sampler = VariableVideoBatchSampler(source, **kwargs)
+    sampler.dataset = source if dataset is None and isinstance(samples, _StreamedCsvArgs) else dataset
     sampler._s.os_restore(snapshot)
     return sampler
