@@ -13,8 +13,9 @@
 #include <iterator>    // std::istreambuf_iterator
 #include <map>         // std::map
 #include <sstream>     // std::istringstream
-#include <string>      // std::string
-#include <vector>      // std::vector
+#include <string>
+#include <string_view>  // std::string
+#include <vector>       // std::vector
 
 #include "vbucket/ffmpeg/ffmpeg.hpp"
 
@@ -83,7 +84,15 @@ inline std::vector<std::uint8_t> read_file(const std::string& path) {
 /// does by default (turned first, then scaled: what users compare against).
 inline std::vector<std::uint8_t> reference(const std::string& name, const ff::clip_request& req,
                                            std::int64_t display_h, std::int64_t display_w) {
-  const auto g = ff::resize_crop_geometry(display_h, display_w, req.height, req.width);
+  // Open-Sora's crop offset: floored for a video, rounded for an image (as the decoder does).
+  const auto ends_with = [&](std::string_view ext) {
+    return name.size() >= ext.size() &&
+           name.compare(name.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  const bool image = ends_with(".png") || ends_with(".jpg") || ends_with(".jpeg");
+  const auto g =
+      ff::resize_crop_geometry(display_h, display_w, req.height, req.width,
+                               image ? ff::crop_offset::image_round : ff::crop_offset::video_floor);
   const std::int64_t last = req.start + (req.frames - 1) * req.interval;
   const std::string filter =
       "select='between(n\\," + std::to_string(req.start) + "\\," + std::to_string(last) +
