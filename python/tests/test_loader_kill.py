@@ -1,7 +1,8 @@
 """Issue 29's process-level property: a trainer process (vbucket.Loader over precomputed tensor
 files, its state saved atomically after every step) killed with SIGKILL at random points and
-restarted, also under another world size (ranks simulated in one process, one Loader each), 30 times at worlds 2, 3, 1, 2, 4, 1, 3, …:
-the union of the batches it delivered equals the uninterrupted run's, alignment repeats aside."""
+restarted 30 times, also under other world sizes (2, 3, 1, 2, 4, 1, 3, ...; ranks simulated in
+one process, one Loader each): the union of the batches it delivered equals the uninterrupted
+run's, alignment repeats aside."""
 
 from __future__ import annotations
 
