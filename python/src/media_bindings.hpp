@@ -749,6 +749,9 @@ class py_loader {
 
   ~py_loader() {
     if (core_) {
+      // Joining the workers with the GIL held deadlocks when one of them waits for it: FFmpeg's
+      // av_log calls Python when PyAV is imported (its log callback takes the GIL).
+      nb::gil_scoped_release release;
       core_->loader->stop();
       core_->loader.reset();
     }
