@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(not getattr(_vbucket, "HAS_FFMPEG", False),
 pytest.importorskip("torch")
 
 TRAINER = textwrap.dedent("""
-    import json, os, sys
+    import json, os, sys, time
     import numpy as np
     import pandas as pd
     import vbucket
@@ -63,6 +63,7 @@ TRAINER = textwrap.dedent("""
                                       "i": b.indices.tolist()}) + "\\n")
             log.flush()
             save({"epoch": epoch, "sampler": loaders[0].state_dict()})
+            time.sleep(0.002)  # the training step: the run lasts long enough for 30 kills
         for loader in loaders:
             loader.close()
         state = {"epoch": epoch + 1}
