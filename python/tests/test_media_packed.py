@@ -71,7 +71,8 @@ def test_packed_loader_layout_bytes_and_substitution(scanned):
                     i = int(b.indices[k])
                     assert ids[i] == ids[want[k][0]]  # the planned bucket, substituted or not
                     if t == 1 and i != garbled:
-                        ref = vbucket.decode_clip(scanned["path"][i], 0, 1, 1, (h, w))
+                        ref = vbucket.decode_clip(scanned["path"][i], 0, 1, 1, (h, w),
+                                                  filter="opensora")  # the Loader's default
                         assert v.numpy().tobytes() == ref.tobytes()
                 for sub in b.substitutions:
                     assert sub["failed"] == garbled and sub["replacement"] != garbled
