@@ -8,6 +8,7 @@
 #include <cmath>    // std::isnan
 #include <cstdint>  // std::uint8_t, std::uint16_t, std::uint32_t
 #include <limits>   // std::numeric_limits
+#include <span>     // std::span
 #include <string>   // std::string
 #include <vector>   // std::vector
 
@@ -104,4 +105,44 @@ TEST_CASE("normalize: wrong sizes and invalid statistics are errors") {
       .batch = std::size_t{1} << 40, .frames = std::size_t{1} << 30, .height = 1, .width = 1};
   CHECK(error_message([&] { (void)huge.elements(); }).find("overflows size_t") !=
         std::string::npos);
+}
+
+TEST_CASE(
+    "normalize: clip_normalizer and normalize_thwc_to_cthw, bit for bit, element by element") {
+  // The expected values are the scalar arithmetic (`normalize_value`, `to_bfloat16_bits`) at
+  // each index, written out here: the table-driven normaliser and its four-pixel CTHW step must
+  // give the same bits for any pixel count (the step's tail included) and any batch.
+  const vbucket::normalization norm{{0.1f, 0.5f, 0.9f}, {0.3f, 0.25f, 2.0f}};
+  const vbucket::clip_normalizer convert(norm);
+  for (const std::size_t pixels : {1u, 3u, 4u, 5u, 7u, 15u, 64u, 101u}) {
+    CAPTURE(pixels);
+    const std::size_t batch = 2;
+    std::vector<std::uint8_t> src(batch * pixels * 3);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 97 + 13);
+    std::vector<float> f32(src.size());
+    std::vector<std::uint16_t> bf16(src.size());
+    vbucket::normalize_thwc_to_cthw<float>(src, f32, {batch, 1, 1, pixels}, norm);
+    vbucket::normalize_thwc_to_cthw<std::uint16_t>(src, bf16, {batch, 1, 1, pixels}, norm);
+    std::vector<float> clip(pixels * 3);
+    vbucket::tensor_view v;
+    v.shape = {1, 3, 1, 1, static_cast<std::int64_t>(pixels)};
+    v.layout = vbucket::clip_layout::cthw;
+    v.type = vbucket::element_type::f32;
+    v.data = clip.data();
+    convert(std::span<const std::uint8_t>(src).first(pixels * 3), v);
+    int wrong = 0;
+    for (std::size_t b = 0; b < batch; ++b)
+      for (std::size_t c = 0; c < 3; ++c)
+        for (std::size_t p = 0; p < pixels; ++p) {
+          const std::uint8_t x = src[(b * pixels + p) * 3 + c];
+          const float y = (static_cast<float>(x) / 255.0f - norm.mean[c]) / norm.std[c];
+          const std::size_t at = (b * 3 + c) * pixels + p;
+          wrong += std::bit_cast<std::uint32_t>(f32[at]) != std::bit_cast<std::uint32_t>(y);
+          wrong += bf16[at] != vbucket::to_bfloat16_bits(y);
+          if (b == 0)
+            wrong += std::bit_cast<std::uint32_t>(clip[c * pixels + p]) !=
+                     std::bit_cast<std::uint32_t>(y);
+        }
+    CHECK(wrong == 0);
+  }
 }
