@@ -1,0 +1,929 @@
+#pragma once
+/// The ledger of a run: one text line per delivered batch (and a few declaring what each epoch
+/// drew and dropped), one file per rank, that `vbucket audit` (`audit.hpp`) reads to prove each
+/// epoch's samples were delivered exactly once.
+///
+/// Format, version 1 (text; one record per line; a line is a tag, then `key=value` fields
+/// separated by single spaces; keys in any order; unknown keys are ignored so a later v1
+/// writer may add fields). The first line of every file is the magic line `#vbucket-ledger 1`;
+/// other lines starting with `#` are comments.
+///
+///     #vbucket-ledger 1
+///     E e=3 st=0 n=1500 src=2 seed=42 fp=00a1b2c3d4e5f607
+///     S e=3 src=0 name=web first=0 rows=1000 drawn=1000 draw=all weight=0.7
+///     S e=3 src=1 name=img first=1000 rows=500 drawn=430 draw=listed weight=0.3 digest=...
+///     D e=3 src=1 at=0 ids=1000,1007,1007,1450
+///     X e=3 why=unassigned at=0 ids=17,230
+///     B e=3 s=812 st=0 r=2 w=8 p=45 b=11 pad=1 ids=5,99,1007,5 sub=2:1007>1009:decode%20failed
+///     B e=3 s=813 st=0 r=2 w=8 p=53 b=4 rep=1 ids=7,8
+///
+/// Sample ids are *global*: a source's rows are ids [first, first + rows) (one source: the row
+/// numbers of the metadata table). Records:
+/// - `E` epoch header: epoch `e`, stage `st`, the id space `n` (ids are below it), the number of
+///   sources `src`; optional `seed`, `fp` (the plan's fingerprint, 16 hex digits), `pads`.
+/// - `S` one source of an epoch: `src` its number, `name`, `first`, `rows`, `drawn` (samples
+///   drawn for the epoch, with multiplicity), `draw=all` (every row once: `drawn` = `rows`, no
+///   `D` lines) or `draw=listed` (the drawn multiset is given by `D` lines; `digest` =
+///   `ledger_digest` of it), and optional `weight` (share of the epoch) or `count` (exact).
+/// - `D` drawn samples of a listed source: `src`, `at` (index of the first id in the source's
+///   drawn list), `ids`.
+/// - `X` drawn samples not delivered, counted: `why` (unassigned, invalid, disabled, policy,
+///   drop_last, ...), `at` (a chunk number, unique per (epoch, why)), `ids`.
+/// - `B` a delivered batch: epoch `e`, run step `s` (the trainer's global step), stage `st`,
+///   rank `r`, world `w`; optional global position `p` in the epoch's plan, bucket `b`; `pad=K`:
+///   the last K ids are pads (repeats that fill the bucket's last batch); `rep=1`: the whole
+///   batch is a rank-alignment repeat; `ids` as planned; `sub=slot:failed>replacement:why;...`:
+///   the loader replaced the planned sample `failed` at `slot` by `replacement` (the planned
+///   sample counts as delivered; the replacement is counted as a substitution).
+/// Free text (`name`, `why`) is percent-encoded (`%20` for a space; `%`, `,`, `;`, `:`, `=`,
+/// `>` and control bytes likewise). The `D` and `X` lines of an epoch may be written again (on a
+/// resume): a repeated (epoch, kind, source or why, `at`) chunk with the same ids is read once.
+///
+/// Each line is written with one write of the whole line (an unbuffered stream opened for
+/// append: one write(2) under POSIX's O_APPEND), so a crash leaves whole lines and at most one
+/// truncated last line, which the audit names.
+///
+///     vbucket::ledger_writer out("ledger/" + vbucket::ledger_file_name(rank));
+///     out.write(vbucket::record_of(b, sampler.plan(), {.step = step, .rank = rank, .world = w}));
+
+#include <algorithm>     // std::min
+#include <charconv>      // std::to_chars, std::from_chars
+#include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
+#include <cstdio>        // std::FILE, std::fopen, std::fwrite, std::fread, std::setvbuf
+#include <cstring>       // std::memchr, std::memmove
+#include <functional>    // std::function (a line sink)
+#include <memory>        // std::unique_ptr
+#include <optional>      // std::optional
+#include <span>          // std::span
+#include <string>        // std::string, std::to_string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::errc
+#include <utility>       // std::move
+#include <vector>        // std::vector
+
+#include "batch.hpp"
+#include "epoch_plan.hpp"
+#include "error.hpp"
+#include "packed_plan.hpp"
+
+namespace vbucket {
+
+/// The ledger format version this header writes and reads.
+inline constexpr int ledger_version = 1;
+/// The first line of every ledger file (without its newline).
+inline constexpr std::string_view ledger_magic = "#vbucket-ledger 1";
+/// Ids per `D` or `X` line.
+inline constexpr std::size_t ledger_chunk_ids = 4096;
+
+/// How a source's samples were drawn for an epoch.
+enum class ledger_draw : std::uint8_t {
+  all,     ///< every row once (no `D` lines)
+  listed,  ///< the multiset given by `D` lines
+};
+
+/// `E`: what an epoch is.
+struct ledger_epoch {
+  std::uint64_t epoch = 0;
+  std::uint32_t stage = 0;
+  std::uint64_t samples = 0;  ///< the id space: every id of the epoch is below it
+  std::uint32_t sources = 1;  ///< the number of `S` lines of the epoch
+  std::optional<std::uint64_t> seed{};
+  std::optional<std::uint64_t> fingerprint{};
+  std::optional<std::uint64_t> pads{};  ///< pad slots of the plan, if known
+};
+
+/// `S`: one source of an epoch.
+struct ledger_source {
+  std::uint64_t epoch = 0;
+  std::uint32_t id = 0;
+  std::string name{};
+  std::uint64_t first = 0;  ///< its rows are ids [first, first + rows)
+  std::uint64_t rows = 0;
+  std::uint64_t drawn = 0;  ///< with multiplicity
+  ledger_draw draw = ledger_draw::all;
+  std::optional<double> weight{};
+  std::optional<std::uint64_t> count{};
+  std::optional<std::uint64_t> digest{};  ///< `ledger_digest` of the listed multiset
+};
+
+/// `D` (drawn, of a listed source) or `X` (dropped, with a reason) chunk of ids.
+struct ledger_ids {
+  char tag = 'D';  ///< 'D' or 'X'
+  std::uint64_t epoch = 0;
+  std::uint32_t source = 0;  ///< `D`
+  std::string why{};         ///< `X`
+  std::uint64_t at = 0;
+  std::vector<std::uint64_t> ids{};
+};
+
+/// A planned sample the loader replaced, and why.
+struct ledger_substitution {
+  std::uint32_t slot = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t replacement = 0;
+  std::string why{};
+};
+
+/// `B`: one delivered batch.
+struct ledger_batch {
+  std::uint64_t epoch = 0;
+  std::uint64_t step = 0;  ///< the run's step (the trainer's global step)
+  std::uint32_t stage = 0;
+  std::uint32_t rank = 0;
+  std::uint32_t world = 1;
+  std::optional<std::uint64_t> position{};  ///< global position in the epoch's plan
+  std::optional<std::int64_t> bucket{};
+  std::uint32_t pads = 0;  ///< the last `pads` ids are pads
+  bool repeat = false;     ///< a rank-alignment repeat: every id is a pad
+  std::vector<std::uint64_t> ids{};
+  std::vector<ledger_substitution> substitutions{};
+};
+
+/// An order-independent hash of a multiset of ids: Σ h(id) mod 2^64 with a SplitMix64
+/// finaliser h, so chunks add up in any order.
+[[nodiscard]] constexpr std::uint64_t ledger_id_hash(std::uint64_t id) noexcept {
+  std::uint64_t z = id + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+[[nodiscard]] constexpr std::uint64_t ledger_digest(std::span<const std::uint64_t> ids) noexcept {
+  std::uint64_t d = 0;
+  for (const std::uint64_t i : ids) d += ledger_id_hash(i);
+  return d;
+}
+
+/// "rank-00003.ledger": the file of one rank in a ledger directory.
+[[nodiscard]] inline std::string ledger_file_name(std::uint32_t rank) {
+  std::string digits = std::to_string(rank);
+  if (digits.size() < 5) digits.insert(0, 5 - digits.size(), '0');
+  return "rank-" + digits + ".ledger";
+}
+
+// --- formatting ---------------------------------------------------------------------------
+
+namespace detail {
+
+inline void ledger_put(std::string& out, std::uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+inline void ledger_put(std::string& out, std::int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+inline void ledger_put_double(std::string& out, double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
+  out.append(buf, r.ptr);
+}
+inline void ledger_put_hex(std::string& out, std::uint64_t v) {
+  constexpr char digits[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i) out += digits[(v >> (4 * i)) & 0xf];
+}
+inline void ledger_field(std::string& out, std::string_view key, std::uint64_t v) {
+  out += ' ';
+  out += key;
+  out += '=';
+  ledger_put(out, v);
+}
+/// Free text, percent-encoded so it holds no separator of the format.
+inline void ledger_put_text(std::string& out, std::string_view s) {
+  constexpr char digits[] = "0123456789ABCDEF";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f || c == '%' || c == ',' || c == ';' || c == ':' || c == '=' ||
+        c == '>') {
+      out += '%';
+      out += digits[u >> 4];
+      out += digits[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+}
+inline void ledger_put_ids(std::string& out, std::span<const std::uint64_t> ids) {
+  out += " ids=";
+  char buf[24];
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i != 0) out += ',';
+    const auto r = std::to_chars(buf, buf + sizeof buf, ids[i]);
+    out.append(buf, r.ptr);
+  }
+}
+
+}  // namespace detail
+
+/// Appends the line of a record (with its newline) to `out`.
+inline void append_ledger_line(std::string& out, const ledger_epoch& e) {
+  out += 'E';
+  detail::ledger_field(out, "e", e.epoch);
+  detail::ledger_field(out, "st", e.stage);
+  detail::ledger_field(out, "n", e.samples);
+  detail::ledger_field(out, "src", e.sources);
+  if (e.seed) detail::ledger_field(out, "seed", *e.seed);
+  if (e.fingerprint) {
+    out += " fp=";
+    detail::ledger_put_hex(out, *e.fingerprint);
+  }
+  if (e.pads) detail::ledger_field(out, "pads", *e.pads);
+  out += '\n';
+}
+inline void append_ledger_line(std::string& out, const ledger_source& s) {
+  out += 'S';
+  detail::ledger_field(out, "e", s.epoch);
+  detail::ledger_field(out, "src", s.id);
+  out += " name=";
+  detail::ledger_put_text(out, s.name);
+  detail::ledger_field(out, "first", s.first);
+  detail::ledger_field(out, "rows", s.rows);
+  detail::ledger_field(out, "drawn", s.drawn);
+  out += s.draw == ledger_draw::all ? " draw=all" : " draw=listed";
+  if (s.weight) {
+    out += " weight=";
+    detail::ledger_put_double(out, *s.weight);
+  }
+  if (s.count) detail::ledger_field(out, "count", *s.count);
+  if (s.digest) {
+    out += " digest=";
+    detail::ledger_put_hex(out, *s.digest);
+  }
+  out += '\n';
+}
+inline void append_ledger_line(std::string& out, const ledger_ids& c) {
+  out += c.tag == 'X' ? 'X' : 'D';
+  detail::ledger_field(out, "e", c.epoch);
+  if (c.tag == 'X') {
+    out += " why=";
+    detail::ledger_put_text(out, c.why);
+  } else {
+    detail::ledger_field(out, "src", c.source);
+  }
+  detail::ledger_field(out, "at", c.at);
+  detail::ledger_put_ids(out, c.ids);
+  out += '\n';
+}
+inline void append_ledger_line(std::string& out, const ledger_batch& b) {
+  out += 'B';
+  detail::ledger_field(out, "e", b.epoch);
+  detail::ledger_field(out, "s", b.step);
+  detail::ledger_field(out, "st", b.stage);
+  detail::ledger_field(out, "r", b.rank);
+  detail::ledger_field(out, "w", b.world);
+  if (b.position) detail::ledger_field(out, "p", *b.position);
+  if (b.bucket) {
+    out += " b=";
+    detail::ledger_put(out, *b.bucket);
+  }
+  if (b.pads != 0) detail::ledger_field(out, "pad", b.pads);
+  if (b.repeat) out += " rep=1";
+  detail::ledger_put_ids(out, b.ids);
+  if (!b.substitutions.empty()) {
+    out += " sub=";
+    for (std::size_t i = 0; i < b.substitutions.size(); ++i) {
+      const ledger_substitution& s = b.substitutions[i];
+      if (i != 0) out += ';';
+      detail::ledger_put(out, std::uint64_t{s.slot});
+      out += ':';
+      detail::ledger_put(out, s.failed);
+      out += '>';
+      detail::ledger_put(out, s.replacement);
+      out += ':';
+      detail::ledger_put_text(out, s.why);
+    }
+  }
+  out += '\n';
+}
+
+// --- writing ------------------------------------------------------------------------------
+
+/// Where whole lines go (each with its newline): a file, or a user's callback.
+using ledger_sink = std::function<void(std::string_view line)>;
+
+/// Writes ledger lines, each with one write. To a file: opened for append (created if need be,
+/// the magic line written when it is empty), unbuffered, so one `fwrite` of a whole line is one
+/// write(2) under POSIX (O_APPEND: lines of concurrent writers never interleave). To a sink:
+/// the sink gets the magic line first, then each line. Throws `vbucket::error` naming the file
+/// when it cannot be opened or written.
+class ledger_writer {
+ public:
+  explicit ledger_writer(std::string path) : path_(std::move(path)) {
+    file_.reset(std::fopen(path_.c_str(), "ab"));
+    if (!file_) throw error("ledger: cannot open \"" + path_ + "\" for appending");
+    std::setvbuf(file_.get(), nullptr, _IONBF, 0);
+    std::fseek(file_.get(), 0, SEEK_END);
+    if (std::ftell(file_.get()) == 0) write_line(std::string(ledger_magic) + "\n");
+  }
+  explicit ledger_writer(ledger_sink sink) : sink_(std::move(sink)) {
+    if (!sink_) throw error("ledger: the sink is empty");
+    write_line(std::string(ledger_magic) + "\n");
+  }
+
+  /// Writes one record (one line).
+  template <class Record>
+    requires requires(std::string& s, const Record& r) { append_ledger_line(s, r); }
+  void write(const Record& r) {
+    line_.clear();
+    append_ledger_line(line_, r);
+    write_line(line_);
+  }
+
+  /// `D` lines: the drawn multiset of a listed source, in chunks of `ledger_chunk_ids`.
+  void write_drawn(std::uint64_t epoch, std::uint32_t source, std::span<const std::uint64_t> ids) {
+    ledger_ids c{.tag = 'D', .epoch = epoch, .source = source};
+    write_chunks(c, ids);
+  }
+  /// `X` lines: drawn samples not delivered, with the reason; `first_at` numbers the chunks
+  /// (unique per epoch and reason: e.g. the position of a dropped batch).
+  void write_dropped(std::uint64_t epoch, std::string_view why, std::span<const std::uint64_t> ids,
+                     std::uint64_t first_at = 0) {
+    ledger_ids c{.tag = 'X', .epoch = epoch, .why = std::string(why), .at = first_at};
+    write_chunks(c, ids);
+  }
+
+  /// Writes `line` (which ends with a newline) as it is, with one write.
+  void write_line(std::string_view line) {
+    if (sink_) {
+      sink_(line);
+      return;
+    }
+    if (std::fwrite(line.data(), 1, line.size(), file_.get()) != line.size())
+      throw error("ledger: cannot write to \"" + path_ + "\"");
+  }
+
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  void write_chunks(ledger_ids& c, std::span<const std::uint64_t> ids) {
+    const std::uint64_t first = c.at;
+    for (std::size_t i = 0; i < ids.size(); i += ledger_chunk_ids) {
+      const std::size_t n = std::min(ledger_chunk_ids, ids.size() - i);
+      c.ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(i),
+                   ids.begin() + static_cast<std::ptrdiff_t>(i + n));
+      c.at = c.tag == 'D' ? first + i : first + i / ledger_chunk_ids;
+      write(c);
+    }
+  }
+
+  struct closer {
+    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+  };
+  std::string path_;
+  std::unique_ptr<std::FILE, closer> file_;
+  ledger_sink sink_;
+  std::string line_;
+};
+
+// --- reading ------------------------------------------------------------------------------
+
+/// One line of a ledger file, as read: its tag (the first character), its text without the
+/// newline, its 1-based number, and whether it ended without a newline (a truncated last line).
+struct ledger_line {
+  char tag = 0;
+  std::string_view text;
+  std::uint64_t number = 0;
+  bool truncated = false;
+};
+
+/// Reads a ledger file line by line in large blocks (bounded memory: the block and the longest
+/// line). Checks the magic line. `next` returns false at the end. Throws `vbucket::error`
+/// naming the file when it cannot be read or is not a ledger (another magic or version).
+class ledger_reader {
+ public:
+  explicit ledger_reader(std::string path, std::size_t block = std::size_t{1} << 20)
+      : path_(std::move(path)), block_(block < 64 ? 64 : block) {
+    file_.reset(std::fopen(path_.c_str(), "rb"));
+    if (!file_) throw error("ledger: cannot open \"" + path_ + "\"");
+    buf_.resize(block_);
+    ledger_line first;
+    if (!next_raw(first)) return;  // an empty file: no lines
+    if (first.text.substr(0, 16) != "#vbucket-ledger ")
+      throw error(path_ + ":1: not a vbucket ledger (the first line must be \"" +
+                  std::string(ledger_magic) + "\")");
+    if (first.text != ledger_magic)
+      throw error(path_ + ":1: ledger version \"" + std::string(first.text.substr(16)) +
+                  "\" is not supported (this build reads version " +
+                  std::to_string(ledger_version) + ")");
+  }
+
+  /// The next line that is not a comment (the magic line is read by the constructor); false at
+  /// the end of the file.
+  bool next(ledger_line& line) {
+    for (;;) {
+      if (!next_raw(line)) return false;
+      if (line.tag != '#') return true;
+    }
+  }
+
+  /// The byte offset of the next line, and the line number before it (for `seek`).
+  [[nodiscard]] std::uint64_t tell() const noexcept { return consumed_ + begin_; }
+  [[nodiscard]] std::uint64_t line_number() const noexcept { return number_; }
+  /// Continues reading at a byte offset from `tell()`, whose line number was `number`.
+  void seek(std::uint64_t offset, std::uint64_t number) {
+    if (std::fseek(file_.get(), static_cast<long>(offset), SEEK_SET) != 0)
+      throw error("ledger: cannot seek in \"" + path_ + "\"");
+    consumed_ = offset;
+    begin_ = end_ = 0;
+    eof_ = false;
+    number_ = number;
+  }
+
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  bool next_raw(ledger_line& line) {
+    for (;;) {
+      const char* nl =
+          begin_ < end_
+              ? static_cast<const char*>(std::memchr(buf_.data() + begin_, '\n', end_ - begin_))
+              : nullptr;
+      if (nl != nullptr) {
+        const auto len = static_cast<std::size_t>(nl - (buf_.data() + begin_));
+        emit(line, len, false);
+        begin_ += len + 1;
+        return true;
+      }
+      if (eof_) {
+        if (begin_ == end_) return false;
+        emit(line, end_ - begin_, true);
+        begin_ = end_;
+        return true;
+      }
+      fill();
+    }
+  }
+
+  void emit(ledger_line& line, std::size_t len, bool truncated) {
+    line.text = std::string_view(buf_.data() + begin_, len);
+    line.tag = len != 0 ? line.text[0] : '\0';
+    line.number = ++number_;
+    line.truncated = truncated;
+  }
+
+  /// Moves the partial line to the front (growing the buffer for a long line) and reads more.
+  void fill() {
+    if (begin_ != 0) {
+      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+      consumed_ += begin_;
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (buf_.size() - end_ < block_ / 2) buf_.resize(buf_.size() * 2);
+    const std::size_t got = std::fread(buf_.data() + end_, 1, buf_.size() - end_, file_.get());
+    if (got == 0) {
+      if (std::ferror(file_.get())) throw error("ledger: cannot read \"" + path_ + "\"");
+      eof_ = true;
+    }
+    end_ += got;
+  }
+
+  struct closer {
+    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+  };
+  std::string path_;
+  std::size_t block_;
+  std::unique_ptr<std::FILE, closer> file_;
+  std::vector<char> buf_;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+  std::uint64_t consumed_ = 0;  // file bytes before buf_[0]
+  std::uint64_t number_ = 0;
+  bool eof_ = false;
+};
+
+// --- parsing ------------------------------------------------------------------------------
+
+namespace detail {
+
+/// Walks the `key=value` fields of a line after its tag; `where` names the line in errors.
+class ledger_fields {
+ public:
+  ledger_fields(std::string_view text, std::string_view where) : rest_(text), where_(where) {
+    if (rest_.size() < 2 || rest_[1] != ' ') fail("expected a tag and fields");
+    rest_.remove_prefix(2);
+  }
+  bool next(std::string_view& key, std::string_view& value) {
+    if (rest_.empty()) return false;
+    std::size_t end = rest_.find(' ');
+    if (end == std::string_view::npos) end = rest_.size();
+    const std::string_view field = rest_.substr(0, end);
+    rest_.remove_prefix(end == rest_.size() ? end : end + 1);
+    const std::size_t eq = field.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      fail("field \"" + std::string(field.substr(0, 40)) + "\" is not key=value");
+    key = field.substr(0, eq);
+    value = field.substr(eq + 1);
+    return true;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw error(std::string(where_) + ": " + what);
+  }
+  template <class T>
+  T number(std::string_view key, std::string_view v) const {
+    T out{};
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
+    if (r.ec != std::errc{} || r.ptr != v.data() + v.size() || v.empty())
+      fail("field " + std::string(key) + "=\"" + std::string(v.substr(0, 40)) +
+           "\" is not a valid number");
+    return out;
+  }
+  double real(std::string_view key, std::string_view v) const {
+    double out = 0;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
+    if (r.ec != std::errc{} || r.ptr != v.data() + v.size() || v.empty())
+      fail("field " + std::string(key) + "=\"" + std::string(v.substr(0, 40)) +
+           "\" is not a valid number");
+    return out;
+  }
+  std::uint64_t hex(std::string_view key, std::string_view v) const {
+    std::uint64_t out = 0;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), out, 16);
+    if (r.ec != std::errc{} || r.ptr != v.data() + v.size() || v.empty() || v.size() > 16)
+      fail("field " + std::string(key) + "=\"" + std::string(v.substr(0, 40)) +
+           "\" is not 1 to 16 hex digits");
+    return out;
+  }
+  std::string text(std::string_view key, std::string_view v) const {
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (v[i] != '%') {
+        out += v[i];
+        continue;
+      }
+      unsigned value = 0;
+      if (i + 2 >= v.size()) fail("field " + std::string(key) + ": a % escape is cut short");
+      const auto r = std::from_chars(v.data() + i + 1, v.data() + i + 3, value, 16);
+      if (r.ec != std::errc{} || r.ptr != v.data() + i + 3)
+        fail("field " + std::string(key) + ": bad % escape");
+      out += static_cast<char>(value);
+      i += 2;
+    }
+    return out;
+  }
+  /// Comma-separated decimal ids into `out` (cleared first).
+  void ids(std::string_view v, std::vector<std::uint64_t>& out) const {
+    out.clear();
+    if (v.empty()) return;
+    const char* p = v.data();
+    const char* const end = p + v.size();
+    for (;;) {
+      std::uint64_t x = 0;
+      const char* const start = p;
+      while (p != end && static_cast<unsigned>(*p - '0') < 10u) {
+        x = x * 10 + static_cast<unsigned>(*p - '0');
+        ++p;
+      }
+      const auto digits = p - start;
+      if (digits == 20) {  // near 2^64: exact, or too long
+        const auto r = std::from_chars(start, p, x);
+        if (r.ec == std::errc{}) {
+          out.push_back(x);
+          if (p == end) return;
+          if (*p != ',')
+            fail("field ids: unexpected character '" + std::string(1, *p) + "' after id " +
+                 std::to_string(out.size()));
+          ++p;
+          continue;
+        }
+      }
+      if (digits == 0 || digits > 19)
+        fail("field ids: id " + std::to_string(out.size() + 1) + " is " +
+             (digits == 0 ? "not a number" : "too long") + " (near \"" +
+             std::string(start,
+                         static_cast<std::size_t>(std::min<std::ptrdiff_t>(end - start, 20))) +
+             "\")");
+      out.push_back(x);
+      if (p == end) return;
+      if (*p != ',')
+        fail("field ids: unexpected character '" + std::string(1, *p) + "' after id " +
+             std::to_string(out.size()));
+      ++p;
+    }
+  }
+
+ private:
+  std::string_view rest_;
+  std::string_view where_;
+};
+
+/// The bit of a required field, for "missing field" errors.
+inline void ledger_require(const ledger_fields& f, unsigned seen, unsigned need,
+                           std::initializer_list<std::string_view> names) {
+  unsigned bit = 1;
+  for (const std::string_view n : names) {
+    if ((need & bit) != 0 && (seen & bit) == 0) f.fail("missing field " + std::string(n));
+    bit <<= 1;
+  }
+}
+
+}  // namespace detail
+
+/// Parses an `E` line. `where` ("file:line") prefixes errors (`vbucket::error`).
+inline void parse_ledger_line(std::string_view text, std::string_view where, ledger_epoch& out) {
+  detail::ledger_fields f(text, where);
+  out = ledger_epoch{};
+  unsigned seen = 0;
+  std::string_view k, v;
+  while (f.next(k, v)) {
+    if (k == "e")
+      out.epoch = f.number<std::uint64_t>(k, v), seen |= 1;
+    else if (k == "st")
+      out.stage = f.number<std::uint32_t>(k, v), seen |= 2;
+    else if (k == "n")
+      out.samples = f.number<std::uint64_t>(k, v), seen |= 4;
+    else if (k == "src")
+      out.sources = f.number<std::uint32_t>(k, v), seen |= 8;
+    else if (k == "seed")
+      out.seed = f.number<std::uint64_t>(k, v);
+    else if (k == "fp")
+      out.fingerprint = f.hex(k, v);
+    else if (k == "pads")
+      out.pads = f.number<std::uint64_t>(k, v);
+  }
+  detail::ledger_require(f, seen, 15, {"e", "st", "n", "src"});
+}
+
+/// Parses an `S` line.
+inline void parse_ledger_line(std::string_view text, std::string_view where, ledger_source& out) {
+  detail::ledger_fields f(text, where);
+  out = ledger_source{};
+  unsigned seen = 0;
+  std::string_view k, v;
+  while (f.next(k, v)) {
+    if (k == "e")
+      out.epoch = f.number<std::uint64_t>(k, v), seen |= 1;
+    else if (k == "src")
+      out.id = f.number<std::uint32_t>(k, v), seen |= 2;
+    else if (k == "name")
+      out.name = f.text(k, v), seen |= 4;
+    else if (k == "first")
+      out.first = f.number<std::uint64_t>(k, v), seen |= 8;
+    else if (k == "rows")
+      out.rows = f.number<std::uint64_t>(k, v), seen |= 16;
+    else if (k == "drawn")
+      out.drawn = f.number<std::uint64_t>(k, v), seen |= 32;
+    else if (k == "draw") {
+      if (v == "all")
+        out.draw = ledger_draw::all;
+      else if (v == "listed")
+        out.draw = ledger_draw::listed;
+      else
+        f.fail("field draw=\"" + std::string(v) + "\" is not all or listed");
+      seen |= 64;
+    } else if (k == "weight")
+      out.weight = f.real(k, v);
+    else if (k == "count")
+      out.count = f.number<std::uint64_t>(k, v);
+    else if (k == "digest")
+      out.digest = f.hex(k, v);
+  }
+  detail::ledger_require(f, seen, 127, {"e", "src", "name", "first", "rows", "drawn", "draw"});
+}
+
+/// Parses a `D` or `X` line (`out.ids` keeps its capacity).
+inline void parse_ledger_line(std::string_view text, std::string_view where, ledger_ids& out) {
+  detail::ledger_fields f(text, where);
+  out.tag = text[0];
+  out.epoch = out.at = 0;
+  out.source = 0;
+  out.why.clear();
+  out.ids.clear();
+  unsigned seen = 0;
+  std::string_view k, v;
+  while (f.next(k, v)) {
+    if (k == "e")
+      out.epoch = f.number<std::uint64_t>(k, v), seen |= 1;
+    else if (k == "src")
+      out.source = f.number<std::uint32_t>(k, v), seen |= 2;
+    else if (k == "why")
+      out.why = f.text(k, v), seen |= 2;
+    else if (k == "at")
+      out.at = f.number<std::uint64_t>(k, v), seen |= 4;
+    else if (k == "ids")
+      f.ids(v, out.ids), seen |= 8;
+  }
+  detail::ledger_require(f, seen, 15, {"e", out.tag == 'X' ? "why" : "src", "at", "ids"});
+}
+
+/// Parses a `B` line (`out`'s vectors keep their capacity: no allocation per line once warm).
+inline void parse_ledger_line(std::string_view text, std::string_view where, ledger_batch& out) {
+  detail::ledger_fields f(text, where);
+  out.epoch = out.step = 0;
+  out.stage = out.rank = 0;
+  out.world = 1;
+  out.position.reset();
+  out.bucket.reset();
+  out.pads = 0;
+  out.repeat = false;
+  out.ids.clear();
+  out.substitutions.clear();
+  unsigned seen = 0;
+  std::string_view k, v;
+  while (f.next(k, v)) {
+    if (k == "ids")
+      f.ids(v, out.ids), seen |= 32;
+    else if (k == "e")
+      out.epoch = f.number<std::uint64_t>(k, v), seen |= 1;
+    else if (k == "s")
+      out.step = f.number<std::uint64_t>(k, v), seen |= 2;
+    else if (k == "st")
+      out.stage = f.number<std::uint32_t>(k, v), seen |= 4;
+    else if (k == "r")
+      out.rank = f.number<std::uint32_t>(k, v), seen |= 8;
+    else if (k == "w")
+      out.world = f.number<std::uint32_t>(k, v), seen |= 16;
+    else if (k == "p")
+      out.position = f.number<std::uint64_t>(k, v);
+    else if (k == "b")
+      out.bucket = f.number<std::int64_t>(k, v);
+    else if (k == "pad")
+      out.pads = f.number<std::uint32_t>(k, v);
+    else if (k == "rep")
+      out.repeat = f.number<std::uint32_t>(k, v) != 0;
+    else if (k == "sub") {
+      std::string_view rest = v;
+      while (!rest.empty()) {
+        std::size_t end = rest.find(';');
+        if (end == std::string_view::npos) end = rest.size();
+        const std::string_view one = rest.substr(0, end);
+        rest.remove_prefix(end == rest.size() ? end : end + 1);
+        const std::size_t c1 = one.find(':'), gt = one.find('>'),
+                          c2 = gt == std::string_view::npos ? gt : one.find(':', gt);
+        if (c1 == std::string_view::npos || gt == std::string_view::npos || gt < c1 ||
+            c2 == std::string_view::npos)
+          f.fail("field sub: \"" + std::string(one.substr(0, 40)) +
+                 "\" is not slot:failed>replacement:why");
+        ledger_substitution s;
+        s.slot = f.number<std::uint32_t>("sub slot", one.substr(0, c1));
+        s.failed = f.number<std::uint64_t>("sub failed", one.substr(c1 + 1, gt - c1 - 1));
+        s.replacement = f.number<std::uint64_t>("sub replacement", one.substr(gt + 1, c2 - gt - 1));
+        s.why = f.text("sub why", one.substr(c2 + 1));
+        out.substitutions.push_back(std::move(s));
+      }
+    }
+  }
+  detail::ledger_require(f, seen, 63, {"e", "s", "st", "r", "w", "ids"});
+  if (out.pads > out.ids.size())
+    f.fail("field pad=" + std::to_string(out.pads) + " is more than the batch's " +
+           std::to_string(out.ids.size()) + " ids");
+  for (const ledger_substitution& s : out.substitutions)
+    if (s.slot >= out.ids.size() || out.ids[s.slot] != s.failed)
+      f.fail("field sub: slot " + std::to_string(s.slot) + " does not hold sample " +
+             std::to_string(s.failed));
+}
+
+// --- hooks: records of what a sampler or loader delivers ------------------------------------
+
+/// Where a batch was delivered: what a `batch` does not know itself.
+struct ledger_context {
+  std::uint64_t step = 0;  ///< the run's step (the trainer's global step)
+  std::uint32_t stage = 0;
+  std::uint32_t rank = 0;
+  std::uint32_t world = 1;
+  std::uint64_t id_offset = 0;  ///< added to every sample index (the source's `first`)
+};
+
+/// The record of a fixed batch of `plan` (pads: the tail of its bucket's last batch; a
+/// rank-alignment repeat: all pads). The batch must come from `plan` (or a schedule of it).
+[[nodiscard]] inline ledger_batch record_of(const batch& b, const epoch_plan& plan,
+                                            const ledger_context& c) {
+  ledger_batch r;
+  r.epoch = plan.epoch();
+  r.step = c.step;
+  r.stage = c.stage;
+  r.rank = c.rank;
+  r.world = c.world;
+  r.position = b.position;
+  r.bucket = static_cast<std::int64_t>(b.bucket);
+  r.repeat = b.repeat;
+  r.ids.reserve(b.indices.size());
+  for (const std::uint32_t i : b.indices) r.ids.push_back(c.id_offset + i);
+  const plan_bucket& pb = plan.bucket(b.bucket);
+  if (pb.batch_size != 0 && pb.pads != 0 && !b.indices.empty()) {
+    const auto slot = static_cast<std::uint64_t>(b.indices.data() - plan.slots().data());
+    const std::uint64_t local = (slot - pb.slot_begin) / pb.batch_size;
+    if (local + 1 == pb.batches) r.pads = static_cast<std::uint32_t>(pb.pads);
+  }
+  return r;
+}
+
+/// The record of a packed batch of epoch `epoch` (packed plans have no pads).
+[[nodiscard]] inline ledger_batch record_of(const packed_batch& b, std::uint64_t epoch,
+                                            const ledger_context& c) {
+  ledger_batch r;
+  r.epoch = epoch;
+  r.step = c.step;
+  r.stage = c.stage;
+  r.rank = c.rank;
+  r.world = c.world;
+  r.position = b.position;
+  r.repeat = b.repeat;
+  r.ids.reserve(b.indices.size());
+  for (const std::uint32_t i : b.indices) r.ids.push_back(c.id_offset + i);
+  return r;
+}
+
+/// Adds a loader's substitutions to a record: any range of objects with `clip` (slot in the
+/// batch), `failed`, `replacement` and `error` (the loader's `substitution`).
+template <class Substitutions>
+void add_substitutions(ledger_batch& r, const Substitutions& subs, std::uint64_t id_offset = 0) {
+  for (const auto& s : subs)
+    r.substitutions.push_back({static_cast<std::uint32_t>(s.clip), id_offset + s.failed,
+                               id_offset + s.replacement, std::string(s.error)});
+}
+
+/// What an epoch of one source declares: the `E` and `S` records and the samples the plan
+/// drops, by reason.
+struct ledger_epoch_block {
+  ledger_epoch epoch;
+  std::vector<ledger_source> sources{};
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> dropped;  ///< (why, ids)
+};
+
+/// The declaration of a plain epoch of one source: every row 0..num_samples-1 drawn once
+/// (`draw=all`); the rows in none of the plan's batches dropped, by reason: "unassigned" (no
+/// bucket, or invalid metadata), "disabled" (a bucket without a batch size) or "policy" (the
+/// drop policy's leftovers), told apart by `assigned` (the epoch's bucket ids, e.g.
+/// `sampler.assign()`); without it every such row is "dropped". O(num_samples) bits.
+[[nodiscard]] inline ledger_epoch_block epoch_block_of(
+    const epoch_plan& plan, std::uint64_t num_samples, std::span<const bucket_id> assigned = {},
+    std::string name = "data", std::uint32_t stage = 0, std::uint64_t id_offset = 0) {
+  ledger_epoch_block out;
+  out.epoch.epoch = plan.epoch();
+  out.epoch.stage = stage;
+  out.epoch.samples = id_offset + num_samples;
+  out.epoch.sources = 1;
+  out.epoch.seed = plan.seed();
+  std::uint64_t pads = 0;
+  for (const plan_bucket& pb : plan.buckets()) pads += pb.pads;
+  out.epoch.pads = pads;
+  ledger_source s;
+  s.epoch = plan.epoch();
+  s.id = 0;
+  s.name = std::move(name);
+  s.first = id_offset;
+  s.rows = num_samples;
+  s.drawn = num_samples;
+  s.weight = 1.0;
+  out.sources.push_back(std::move(s));
+
+  std::vector<bool> in_plan(static_cast<std::size_t>(num_samples), false);
+  for (const plan_bucket& pb : plan.buckets()) {
+    const auto region = plan.slots().subspan(static_cast<std::size_t>(pb.slot_begin),
+                                             static_cast<std::size_t>(pb.samples));
+    for (const std::uint32_t i : region)
+      if (i < num_samples) in_plan[i] = true;
+  }
+  std::vector<std::uint64_t> unassigned, disabled, policy, dropped;
+  for (std::uint64_t i = 0; i < num_samples; ++i) {
+    if (in_plan[static_cast<std::size_t>(i)]) continue;
+    if (assigned.empty() || i >= assigned.size()) {
+      dropped.push_back(id_offset + i);
+      continue;
+    }
+    const bucket_id b = assigned[static_cast<std::size_t>(i)];
+    if (b < 0 || static_cast<std::size_t>(b) >= plan.num_buckets()) {
+      unassigned.push_back(id_offset + i);
+    } else if (plan.bucket(b).batch_size == 0) {
+      disabled.push_back(id_offset + i);
+    } else {
+      policy.push_back(id_offset + i);
+    }
+  }
+  if (!unassigned.empty()) out.dropped.emplace_back("unassigned", std::move(unassigned));
+  if (!disabled.empty()) out.dropped.emplace_back("disabled", std::move(disabled));
+  if (!policy.empty()) out.dropped.emplace_back("policy", std::move(policy));
+  if (!dropped.empty()) out.dropped.emplace_back("dropped", std::move(dropped));
+  return out;
+}
+
+/// Writes an epoch's declaration (`E`, `S`, `D` and `X` lines). Write it once per epoch, from
+/// one rank (rank 0) before its first batch of the epoch; written again (on a resume), the
+/// audit reads it once.
+inline void write_epoch_block(ledger_writer& w, const ledger_epoch_block& b) {
+  w.write(b.epoch);
+  for (const ledger_source& s : b.sources) w.write(s);
+  for (const auto& [why, ids] : b.dropped) w.write_dropped(b.epoch.epoch, why, ids);
+}
+
+/// The samples a `drop_last` deal leaves out of its incomplete last step (not pads), to write
+/// as `X ... why=drop_last` lines when the epoch's last step is delivered (from rank 0, with
+/// `first_at` = the position of the first dropped batch).
+[[nodiscard]] inline std::vector<std::uint64_t> drop_last_samples(const epoch_schedule& s,
+                                                                  std::uint64_t id_offset = 0) {
+  std::vector<std::uint64_t> out;
+  const epoch_plan& plan = s.plan();
+  const std::uint64_t n = plan.num_batches();
+  for (std::uint64_t p = n - s.dropped_batches(); p < n; ++p) {
+    const batch b = plan.global_batch(p);
+    ledger_context c;
+    c.id_offset = id_offset;
+    const ledger_batch r = record_of(b, plan, c);
+    for (std::size_t i = 0; i + r.pads < r.ids.size(); ++i) out.push_back(r.ids[i]);
+  }
+  return out;
+}
+
+}  // namespace vbucket

@@ -1,0 +1,233 @@
+/// Tests of vbucket/ledger.hpp: every record kind written and read back (free text
+/// percent-encoded); the file writer (magic line once, appends, one line per write) and the
+/// streaming reader (long lines across blocks, a truncated last line, another magic or version);
+/// parse errors that name the file, line and field; the hooks (`record_of`, pads of a bucket's
+/// last batch, repeats, substitutions, `epoch_block_of`, `drop_last_samples`); and a
+/// batch_sampler epoch written to per-rank ledgers, interrupted and resumed under another world
+/// size, whose lines hold every planned sample exactly once.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>  // std::ranges::sort
+#include <cstdint>    // std::uint64_t, std::uint32_t
+#include <map>        // std::map
+#include <string>     // std::string
+#include <vector>     // std::vector
+
+#include "vbucket/batch_sampler.hpp"
+#include "vbucket/ledger.hpp"
+#include "vbucket_test/configs.hpp"
+#include "vbucket_test/temp_files.hpp"
+
+namespace {
+
+using vbucket::ledger_batch;
+using vbucket::ledger_epoch;
+using vbucket::ledger_ids;
+using vbucket::ledger_line;
+using vbucket::ledger_reader;
+using vbucket::ledger_source;
+using vbucket::ledger_writer;
+
+/// Reads every line of a ledger file (after the magic line) as text.
+std::vector<std::string> lines_of(const std::string& path) {
+  ledger_reader r(path, 64);  // a tiny block: lines cross block boundaries
+  std::vector<std::string> out;
+  ledger_line l;
+  while (r.next(l)) out.emplace_back(l.text);
+  return out;
+}
+
+std::string line_of(const auto& record) {
+  std::string s;
+  vbucket::append_ledger_line(s, record);
+  REQUIRE(!s.empty());
+  REQUIRE(s.back() == '\n');
+  s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("ledger: every record kind reads back as written") {
+  ledger_epoch e{.epoch = 3,
+                 .stage = 1,
+                 .samples = 1500,
+                 .sources = 2,
+                 .seed = 42,
+                 .fingerprint = 0x00a1b2c3d4e5f607ULL,
+                 .pads = 7};
+  ledger_epoch e2;
+  vbucket::parse_ledger_line(line_of(e), "x:1", e2);
+  CHECK(e2.epoch == 3);
+  CHECK(e2.stage == 1);
+  CHECK(e2.samples == 1500);
+  CHECK(e2.sources == 2);
+  CHECK(e2.seed == 42u);
+  CHECK(e2.fingerprint == 0x00a1b2c3d4e5f607ULL);
+  CHECK(e2.pads == 7u);
+  CHECK(line_of(e) == "E e=3 st=1 n=1500 src=2 seed=42 fp=00a1b2c3d4e5f607 pads=7");
+
+  ledger_source s{.epoch = 3,
+                  .id = 1,
+                  .name = "web clips: 50%=x,y;z>",
+                  .first = 1000,
+                  .rows = 500,
+                  .drawn = 430,
+                  .draw = vbucket::ledger_draw::listed,
+                  .weight = 0.3,
+                  .count = std::nullopt,
+                  .digest = 0xffULL};
+  ledger_source s2;
+  vbucket::parse_ledger_line(line_of(s), "x:2", s2);
+  CHECK(s2.name == s.name);
+  CHECK(line_of(s).find(' ', 2) != std::string::npos);
+  CHECK(line_of(s).find("name=web%20clips%3A%2050%25%3Dx%2Cy%3Bz%3E ") != std::string::npos);
+  CHECK(s2.first == 1000);
+  CHECK(s2.rows == 500);
+  CHECK(s2.drawn == 430);
+  CHECK(s2.draw == vbucket::ledger_draw::listed);
+  CHECK(s2.weight == 0.3);
+  CHECK(!s2.count);
+  CHECK(s2.digest == 0xffu);
+
+  ledger_ids d{.tag = 'X', .epoch = 3, .why = "no bucket", .at = 5, .ids = {17, 230, 0}};
+  ledger_ids d2;
+  vbucket::parse_ledger_line(line_of(d), "x:3", d2);
+  CHECK(d2.tag == 'X');
+  CHECK(d2.why == "no bucket");
+  CHECK(d2.at == 5);
+  CHECK(d2.ids == std::vector<std::uint64_t>{17, 230, 0});
+  CHECK(line_of(d) == "X e=3 why=no%20bucket at=5 ids=17,230,0");
+
+  ledger_batch b;
+  b.epoch = 3;
+  b.step = 812;
+  b.rank = 2;
+  b.world = 8;
+  b.position = 45;
+  b.bucket = 11;
+  b.pads = 1;
+  b.ids = {5, 99, 1007, 5, 18446744073709551615ULL};
+  b.substitutions = {{2, 1007, 1009, "decode failed: moov atom"}, {0, 5, 6, ""}};
+  ledger_batch b2;
+  vbucket::parse_ledger_line(line_of(b), "x:4", b2);
+  CHECK(b2.epoch == 3);
+  CHECK(b2.step == 812);
+  CHECK(b2.stage == 0);
+  CHECK(b2.rank == 2);
+  CHECK(b2.world == 8);
+  CHECK(b2.position == 45u);
+  CHECK(b2.bucket == 11);
+  CHECK(b2.pads == 1);
+  CHECK(!b2.repeat);
+  CHECK(b2.ids == b.ids);
+  REQUIRE(b2.substitutions.size() == 2);
+  CHECK(b2.substitutions[0].slot == 2);
+  CHECK(b2.substitutions[0].failed == 1007);
+  CHECK(b2.substitutions[0].replacement == 1009);
+  CHECK(b2.substitutions[0].why == "decode failed: moov atom");
+  CHECK(b2.substitutions[1].why.empty());
+
+  ledger_batch r{.epoch = 0, .step = 1, .rank = 0, .world = 1, .repeat = true, .ids = {7, 8}};
+  CHECK(line_of(r) == "B e=0 s=1 st=0 r=0 w=1 rep=1 ids=7,8");
+  ledger_batch r2;
+  vbucket::parse_ledger_line(line_of(r), "x:5", r2);
+  CHECK(r2.repeat);
+  CHECK(!r2.position);
+  CHECK(!r2.bucket);
+}
+
+TEST_CASE("ledger: parse errors name the place, the field and what is wrong") {
+  ledger_batch b;
+  const auto message = [&](const std::string& text) -> std::string {
+    try {
+      vbucket::parse_ledger_line(text, "rank-00001.ledger:17", b);
+    } catch (const vbucket::error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK(message("B e=0 s=1 st=0 r=0 w=1 ids=1,2,x3") ==
+        "rank-00001.ledger:17: field ids: id 3 is not a number (near \"x3\")");
+  CHECK(message("B e=0 s=1 st=0 r=0 w=1 ids=1,2;3") ==
+        "rank-00001.ledger:17: field ids: unexpected character ';' after id 2");
+  CHECK(message("B e=0 s=1 st=0 r=0 ids=1,2") == "rank-00001.ledger:17: missing field w");
+  CHECK(message("B e=0 s=-1 st=0 r=0 w=1 ids=1") ==
+        "rank-00001.ledger:17: field s=\"-1\" is not a valid number");
+  CHECK(message("B e=0 s=1 st=0 r=0 w=1 pad=3 ids=1,2") ==
+        "rank-00001.ledger:17: field pad=3 is more than the batch's 2 ids");
+  CHECK(message("B e=0 s=1 st=0 r=0 w=1 ids=1,2 sub=1:3>4:x") ==
+        "rank-00001.ledger:17: field sub: slot 1 does not hold sample 3");
+  CHECK(message("B e=0 s=1 st=0 r=0 w=1 ids=1,2 sub=1-2") ==
+        "rank-00001.ledger:17: field sub: \"1-2\" is not slot:failed>replacement:why");
+  CHECK(message("B e=0 s=1 st=0 r=0 w=1 ids=1,99999999999999999999") ==
+        "rank-00001.ledger:17: field ids: id 2 is too long (near \"99999999999999999999\")");
+  CHECK(message("B e=0 junk r=0") == "rank-00001.ledger:17: field \"junk\" is not key=value");
+  CHECK(message("B") == "rank-00001.ledger:17: expected a tag and fields");
+  CHECK(message("B e=0 s=1 st=0 r=0 w=1 ids=1 future=yes") == "(no error)");  // v1 may add keys
+}
+
+TEST_CASE("ledger: the file writer appends whole lines; the reader streams them back") {
+  vbucket_test::temp_dir dir("ledger_file");
+  const std::string path = (dir.path / vbucket::ledger_file_name(3)).string();
+  CHECK(vbucket::ledger_file_name(3) == "rank-00003.ledger");
+  CHECK(vbucket::ledger_file_name(123456) == "rank-123456.ledger");
+  ledger_batch b{.epoch = 0, .step = 0, .rank = 3, .world = 4};
+  for (std::uint64_t i = 0; i < 300; ++i) b.ids.push_back(i * 1000003);  // a 2.5 kB line
+  {
+    ledger_writer w(path);
+    w.write(b);
+  }
+  {
+    ledger_writer w(path);  // a resumed process appends, without a second magic line
+    b.step = 1;
+    w.write(b);
+    w.write_drawn(0, 2, std::vector<std::uint64_t>(vbucket::ledger_chunk_ids + 3, 9));
+  }
+  const std::vector<std::string> lines = lines_of(path);
+  REQUIRE(lines.size() == 4);
+  ledger_batch back;
+  vbucket::parse_ledger_line(lines[1], "l", back);
+  CHECK(back.step == 1);
+  CHECK(back.ids == b.ids);
+  ledger_ids chunk;
+  vbucket::parse_ledger_line(lines[2], "l", chunk);
+  CHECK(chunk.ids.size() == vbucket::ledger_chunk_ids);
+  CHECK(chunk.at == 0);
+  vbucket::parse_ledger_line(lines[3], "l", chunk);
+  CHECK(chunk.ids.size() == 3);
+  CHECK(chunk.at == vbucket::ledger_chunk_ids);  // D: the index of its first id
+
+  // A sink gets the magic line, then each line whole.
+  std::vector<std::string> got;
+  ledger_writer sink([&](std::string_view l) { got.emplace_back(l); });
+  sink.write(b);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0] == std::string(vbucket::ledger_magic) + "\n");
+  CHECK(got[1] == line_of(b) + "\n");
+
+  // A truncated last line is read and marked.
+  const std::string cut =
+      dir.write("cut.ledger",
+                "#vbucket-ledger 1\nB e=0 s=0 st=0 r=0 w=1 ids=1\nB e=0 s=1 st=0 r=0 w=1 ids=2,");
+  ledger_reader r(cut);
+  ledger_line l;
+  REQUIRE(r.next(l));  // the magic line is the constructor's
+  CHECK(!l.truncated);
+  CHECK(l.number == 2);
+  REQUIRE(r.next(l));
+  CHECK(l.truncated);
+  CHECK(l.number == 3);
+  CHECK(l.text == "B e=0 s=1 st=0 r=0 w=1 ids=2,");
+  CHECK(!r.next(l));
+
+  const std::string other = dir.write("other.ledger", "hello\n");
+  CHECK_THROWS_WITH(ledger_reader{other},
+                    doctest::Contains("other.ledger:1: not a vbucket ledger"));
+  const std::string v2 = dir.write("v2.ledger", "#vbucket-ledger 2\n");
+  CHECK_THROWS_WITH(ledger_reader{v2},
+                    doctest::Contains("v2.ledger:1: ledger version \"2\" is not supported"));
+  CHECK_THROWS_WITH(ledger_reader{(dir.path / "none.ledger").string()},
+                    doctest::Contains("none.ledger\""));
+}
