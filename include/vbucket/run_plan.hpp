@@ -1,0 +1,822 @@
+#pragma once
+/// The training run as one plan (`run_plan`): several sources drawn by weight, a schedule of
+/// stages, and changes mid-run — world size, batch sizes, a stage's config, weights, an
+/// out-of-memory step — that keep every drawn sample of an epoch delivered exactly once.
+///
+/// An epoch is the drawn list of (source, row) (`draw_epoch`, run_sources.hpp), drawn under the
+/// draw spec of the stage in force at the epoch's first step (a stage that starts mid-epoch
+/// changes the draws from the next epoch on). Its batches come from the planning core
+/// (`make_epoch_plan` / `make_packed_plan` over the drawn samples' buckets): a batch holds
+/// samples of one bucket, of any sources.
+///
+/// Segments. An epoch is a chain of segments. A segment has settings (`segment_settings`: its
+/// stage, policy, step balance, batching and budget, every (resolution, frames) pair's batch
+/// size, and a hash of what assigns samples to buckets) and plans the samples the segments
+/// before it did not deliver. When the settings in force change at a step boundary (a stage
+/// starts, an out-of-memory call lowers a batch size, a state is loaded under other settings),
+/// the segment ends: the samples delivered are the real (not pad) slots of its plan's first
+/// `consumed` global batches, and the next segment plans the rest (`make_epoch_plan` over the
+/// remaining subset). A world-size change is no segment: the plan is dealt again from the
+/// same position (`epoch_plan::deal`), which is exact by itself.
+///
+/// The state line ("vbucket-run v=1 ..."; `state()` / `load()`) holds the run's position, each
+/// source's name, rows and table fingerprint, the current epoch's draw spec, the batch-size
+/// caps, and each segment of the current epoch as its settings in full but the bucket config,
+/// which comes from the stage schedule supplied again (checked against the recorded hash), and
+/// where it ended. So a run resumes from the line alone plus its sources and stages; loaded
+/// under other settings (world, batch sizes, another current stage, other weights) it goes on
+/// with exactly the current epoch's samples not yet delivered; it refuses, naming what
+/// differs, only another seed, other sources' metadata, or a stage that already planned a
+/// segment of this epoch whose buckets, probabilities or rules changed (add a new stage instead).
+///
+///     vbucket::run_plan run(sources, stages, {.seed = 42, .world = 8});
+///     run.load(saved);                          // optional
+///     while (run.epoch() < epochs) {
+///       train(run.batch(rank));                 // a run_batch: (source, row) of every sample
+///       if (oom_agreed) { run.out_of_memory(); continue; }  // every rank, same step
+///       run.advance();
+///       save(run.state());
+///     }
+
+#include <algorithm>     // std::min, std::max
+#include <bit>           // std::bit_cast
+#include <charconv>      // std::from_chars
+#include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
+#include <optional>      // std::optional
+#include <span>          // std::span
+#include <string>        // std::string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::errc
+#include <utility>       // std::move
+#include <variant>       // std::variant
+#include <vector>        // std::vector
+
+#include "bucket_config.hpp"
+#include "epoch_plan.hpp"
+#include "error.hpp"
+#include "packed_plan.hpp"
+#include "plan_options.hpp"
+#include "plan_state.hpp"  // plan_state::hex, parse_hex, budget_text
+#include "run_memory.hpp"
+#include "run_sources.hpp"
+
+namespace vbucket {
+
+/// One stage of a run: from a step (or the first step of an epoch) on.
+struct run_stage {
+  std::string name{};
+  std::uint64_t from_step = 0;
+  std::optional<std::uint64_t> from_epoch{};  ///< set: starts at this epoch's first step instead
+  bucket_config config{};                     ///< buckets and batch sizes
+  draw_spec draws{};                          ///< weights, counts or repeats of the sources
+  incomplete_policy policy = defaults::policy;
+  std::uint32_t balance_group = 0;
+  batching_mode batching = batching_mode::fixed;
+  double token_budget = 0.0;  ///< packed batching's budget
+};
+
+/// Run-wide options.
+struct run_options {
+  std::uint64_t seed = defaults::seed;
+  std::uint32_t world = defaults::world;
+  bool drop_last = false;
+  unsigned threads = 0;
+};
+
+/// One delivered batch: what the ledger records.
+struct run_batch {
+  std::uint64_t step = 0;  ///< the run's step
+  std::uint64_t epoch = 0;
+  std::uint32_t stage = 0;
+  std::uint32_t segment = 0;  ///< segment of the epoch
+  std::uint32_t rank = 0;
+  std::uint32_t world = 1;
+  std::uint64_t position = 0;    ///< global position in the segment's plan
+  bucket_id bucket = no_bucket;  ///< fixed batching: its bucket; packed: the first entry's
+  std::int64_t frames = 0, height = 0, width = 0;
+  std::vector<std::uint32_t> sources;  ///< per entry
+  std::vector<std::uint32_t> rows;     ///< per entry: row of its source's table
+  std::vector<std::uint32_t> drawn;    ///< per entry: position in the epoch's drawn list
+  std::vector<bucket_id> buckets;      ///< per entry (packed: may differ)
+  std::uint32_t pads = 0;              ///< the last `pads` entries repeat samples of the bucket
+  bool repeat = false;                 ///< a rank-alignment repeat: every entry is a repeat
+  [[nodiscard]] std::size_t size() const noexcept { return rows.size(); }
+};
+
+/// What plans a segment, besides the samples (see the header comment).
+struct segment_settings {
+  std::uint32_t stage = 0;
+  incomplete_policy policy = defaults::policy;
+  std::uint32_t balance_group = 0;
+  batching_mode batching = batching_mode::fixed;
+  double token_budget = 0.0;
+  std::vector<std::int64_t> batch_sizes;  ///< per pair (`pair_batch_sizes` order)
+  std::uint64_t assign_hash = 0;          ///< buckets, probabilities, rules
+  friend bool operator==(const segment_settings&, const segment_settings&) = default;
+
+  /// "STAGE:POLICY:BALANCE:fixed|packed=B:BS-BS-...:HASH".
+  [[nodiscard]] std::string to_string() const {
+    std::string s = std::to_string(stage) + ':' + std::string(policy_name(policy)) + ':' +
+                    std::to_string(balance_group) + ':';
+    s += batching == batching_mode::packed ? "packed=" + plan_state::budget_text(token_budget)
+                                           : std::string("fixed");
+    s += ':';
+    for (std::size_t i = 0; i < batch_sizes.size(); ++i)
+      s += (i ? "-" : "") + std::to_string(batch_sizes[i]);
+    return s + ':' + plan_state::hex(assign_hash);
+  }
+  static segment_settings parse(std::string_view text) {
+    auto fail = [&]() -> segment_settings {
+      throw error("run state: segment \"" + std::string(text) +
+                  "\" is not STAGE:POLICY:BALANCE:fixed|packed=B:BS-...:HASH");
+    };
+    std::vector<std::string_view> f;
+    for (std::size_t pos = 0;;) {
+      const std::size_t e = text.find(':', pos);
+      f.push_back(text.substr(pos, e == std::string_view::npos ? e : e - pos));
+      if (e == std::string_view::npos) break;
+      pos = e + 1;
+    }
+    if (f.size() != 6) return fail();
+    segment_settings s;
+    auto num = [&](std::string_view v, auto& out) {
+      const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
+      if (v.empty() || r.ec != std::errc{} || r.ptr != v.data() + v.size()) fail();
+    };
+    num(f[0], s.stage);
+    const auto p = parse_policy(f[1]);
+    if (!p) return fail();
+    s.policy = *p;
+    num(f[2], s.balance_group);
+    if (f[3] == "fixed") {
+      s.batching = batching_mode::fixed;
+    } else if (f[3].substr(0, 7) == "packed=") {
+      s.batching = batching_mode::packed;
+      num(f[3].substr(7), s.token_budget);
+    } else {
+      return fail();
+    }
+    for (std::size_t pos = 0; pos <= f[4].size() && !f[4].empty();) {
+      const std::size_t e = std::min(f[4].find('-', pos), f[4].size());
+      std::int64_t v = 0;
+      num(f[4].substr(pos, e - pos), v);
+      s.batch_sizes.push_back(v);
+      pos = e + 1;
+    }
+    s.assign_hash = plan_state::parse_hex(f[5], "run state: segment hash");
+    return s;
+  }
+};
+
+/// A batch-size cap of a (resolution, frames) pair, for the rest of the run (out of memory).
+struct batch_size_cap {
+  std::string resolution;
+  std::int64_t frames = 0;
+  std::int64_t batch_size = 0;
+  friend bool operator==(const batch_size_cap&, const batch_size_cap&) = default;
+};
+
+/// A training run as one plan; see the header comment. Every rank builds the same run and makes
+/// the same calls at the same steps (`advance`, `set_world`, `out_of_memory`).
+class run_plan {
+ public:
+  /// Throws `vbucket::error` naming the source or stage that is not valid.
+  run_plan(std::vector<run_source> sources, std::vector<run_stage> stages, run_options options = {})
+      : sources_(std::move(sources)), stages_(std::move(stages)), opts_(options) {
+    if (sources_.empty()) throw error("run: no sources");
+    if (stages_.empty()) throw error("run: no stages");
+    if (opts_.world == 0) throw error("run: world size must be at least 1");
+    world_ = opts_.world;
+    for (std::size_t s = 0; s < sources_.size(); ++s) {
+      const run_source& src = sources_[s];
+      check_name("source", src.name);
+      if (!src.table) throw error("run: source \"" + src.name + "\" has no table");
+      if (!src.assign) throw error("run: source \"" + src.name + "\" has no rule");
+      for (std::size_t t = 0; t < s; ++t)
+        if (sources_[t].name == src.name)
+          throw error("run: two sources named \"" + src.name + "\"");
+      fingerprints_.push_back(table_fingerprint(*src.table, opts_.threads));
+    }
+    for (std::size_t i = 0; i < stages_.size(); ++i) {
+      const run_stage& st = stages_[i];
+      const std::string where = "run: stage " + std::to_string(i) + " (\"" + st.name + "\")";
+      if (i == 0 && (st.from_step != 0 || st.from_epoch.value_or(0) != 0))
+        throw error(where + " must start at step 0");
+      if (st.config.num_buckets() == 0) throw error(where + " has no bucket config");
+      if (st.batching == batching_mode::packed && !(st.token_budget > 0.0))
+        throw error(where + ": packed batching needs a token budget > 0");
+      if (!st.draws.draws.empty() && st.draws.draws.size() != sources_.size())
+        throw error(where + ": " + std::to_string(st.draws.draws.size()) + " draws for " +
+                    std::to_string(sources_.size()) + " sources");
+      for (const run_source& src : sources_)
+        if (src.config) check_layout(*src.config, st.config, src.name, where);
+    }
+    begin_epoch(0);
+  }
+
+  // --- position ---------------------------------------------------------------------------
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  /// The run's step: steps delivered since the run began (all epochs).
+  [[nodiscard]] std::uint64_t step() const noexcept { return step_; }
+  /// The stage of the current segment.
+  [[nodiscard]] std::uint32_t stage() const noexcept { return cur_.stage; }
+  [[nodiscard]] std::uint32_t world() const noexcept { return world_; }
+  /// Segments of the current epoch before the current one.
+  [[nodiscard]] std::size_t closed_segments() const noexcept { return closed_.size(); }
+  [[nodiscard]] const segment_settings& settings() const noexcept { return cur_; }
+  [[nodiscard]] const drawn_epoch& drawn() const noexcept { return drawn_; }
+  [[nodiscard]] std::span<const run_source> sources() const noexcept { return sources_; }
+  [[nodiscard]] std::span<const std::uint64_t> fingerprints() const noexcept {
+    return fingerprints_;
+  }
+  [[nodiscard]] std::span<const batch_size_cap> caps() const noexcept { return caps_; }
+  /// Steps left in the current epoch under the current world and settings (the current one
+  /// included).
+  [[nodiscard]] std::uint64_t steps_left() const noexcept { return steps_total() - step_in_deal(); }
+  /// Samples the current epoch drew from source s.
+  [[nodiscard]] std::uint64_t drawn_from(std::size_t s) const noexcept { return drawn_.count(s); }
+  /// The current segment's plan (fixed batching).
+  [[nodiscard]] const epoch_plan* fixed_plan() const noexcept {
+    return std::get_if<epoch_plan>(&plan_);
+  }
+  [[nodiscard]] const packed_plan* packed() const noexcept {
+    return std::get_if<packed_plan>(&plan_);
+  }
+
+  // --- batches ----------------------------------------------------------------------------
+  /// The current step's batch of `rank` (< world()).
+  [[nodiscard]] run_batch batch(std::uint32_t rank) const {
+    if (rank >= world_)
+      throw error("run: rank " + std::to_string(rank) + " is outside world " +
+                  std::to_string(world_));
+    run_batch out;
+    out.step = step_;
+    out.epoch = epoch_;
+    out.stage = cur_.stage;
+    out.segment = static_cast<std::uint32_t>(closed_.size());
+    out.rank = rank;
+    out.world = world_;
+    const std::uint64_t k = step_in_deal();
+    std::span<const std::uint32_t> idx;
+    if (const auto* s = std::get_if<epoch_schedule>(&sched_)) {
+      const vbucket::batch b = s->at(k, rank);
+      const plan_bucket& pb = std::get<epoch_plan>(plan_).bucket(b.bucket);
+      out.position = b.position;
+      out.bucket = b.bucket;
+      out.frames = b.frames;
+      out.height = b.height;
+      out.width = b.width;
+      out.repeat = b.repeat;
+      idx = b.indices;
+      const std::uint64_t off = static_cast<std::uint64_t>(
+                                    b.indices.data() - std::get<epoch_plan>(plan_).slots().data()) -
+                                pb.slot_begin;
+      const std::uint64_t end = off + b.indices.size();
+      if (end > pb.samples) out.pads = static_cast<std::uint32_t>(end - std::max(off, pb.samples));
+      out.buckets.assign(idx.size(), b.bucket);
+    } else {
+      const packed_batch b = std::get<packed_schedule>(sched_).at(k, rank);
+      out.position = b.position;
+      out.repeat = b.repeat;
+      idx = b.indices;
+      out.buckets.assign(b.buckets.begin(), b.buckets.end());
+      if (!out.buckets.empty()) {
+        out.bucket = out.buckets[0];
+        const sample_shape sh = b.shape(0);
+        out.frames = sh.frames;
+        out.height = sh.height;
+        out.width = sh.width;
+      }
+    }
+    out.sources.reserve(idx.size());
+    out.rows.reserve(idx.size());
+    out.drawn.reserve(idx.size());
+    for (const std::uint32_t i : idx) {
+      const std::uint32_t p = all_ ? i : remaining_[i];
+      const std::uint32_t s = drawn_.source_of(p);
+      out.drawn.push_back(p);
+      out.sources.push_back(s);
+      out.rows.push_back(drawn_.rows[p]);
+    }
+    return out;
+  }
+  /// The current step's batches of every rank.
+  [[nodiscard]] std::vector<run_batch> step_batches() const {
+    std::vector<run_batch> out;
+    for (std::uint32_t r = 0; r < world_; ++r) out.push_back(batch(r));
+    return out;
+  }
+
+  // --- changes ----------------------------------------------------------------------------
+  /// The current step was trained on: move to the next (and the next epoch after the last).
+  void advance() {
+    consumed_ += world_;
+    ++step_;
+    if (step_in_deal() >= steps_total()) {
+      begin_epoch(epoch_ + 1);
+    } else {
+      follow_settings();
+    }
+  }
+  /// From the current step on, `world` ranks (every rank calls it at the same step).
+  void set_world(std::uint32_t world) {
+    if (world == 0) throw error("run: world size must be at least 1");
+    world_ = world;
+    deal();
+  }
+  /// Every rank calls it, at the same step, after the trainer agreed that the current step ran
+  /// out of memory on `ranks` (empty: all). The step is not delivered: the batch size of each
+  /// of those ranks' (resolution, frames) pairs is multiplied by `factor` (rounded down, at
+  /// least 1) for the rest of the run — packed batching: the token budget — and the samples of
+  /// the epoch not yet delivered, those of the failed step included, are planned again. Throws
+  /// `vbucket::error` when a batch size is already 1 or factor is not in (0, 1).
+  void out_of_memory(std::span<const std::uint32_t> ranks = {}, double factor = 0.5) {
+    if (!(factor > 0.0 && factor < 1.0))
+      throw error("run: out-of-memory factor must be in (0, 1), got " + detail::exact_text(factor));
+    std::vector<std::uint32_t> all;
+    if (ranks.empty()) {
+      for (std::uint32_t r = 0; r < world_; ++r) all.push_back(r);
+      ranks = all;
+    }
+    if (cur_.batching == batching_mode::packed) {
+      budget_cap_ = cur_.token_budget * factor;
+    } else {
+      const bucket_config& cfg = stages_[cur_.stage].config;
+      for (const std::uint32_t r : ranks) {
+        const run_batch b = batch(r);
+        const auto key = cfg.key(b.bucket);
+        const resolution_entry& res = cfg.resolutions()[static_cast<std::size_t>(key.resolution)];
+        const std::int64_t frames = res.frames[static_cast<std::size_t>(key.frames_index)].frames;
+        const std::int64_t now = cur_.batch_sizes[pair_index(cfg, key)];
+        if (now <= 1)
+          throw error("run: out of memory at step " + std::to_string(step_) + " in bucket " +
+                      res.info.name + " -> " + std::to_string(frames) +
+                      " whose batch size is already 1");
+        const auto lower =
+            std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(now) * factor));
+        cap_batch_size(res.info.name, frames, std::min(lower, now - 1), false);
+      }
+    }
+    follow_settings();
+  }
+  /// Caps the batch size of the pair (resolution, frames) at `batch_size` for the rest of the
+  /// run (every stage that has the pair), from the current step on.
+  void cap_batch_size(std::string_view resolution, std::int64_t frames, std::int64_t batch_size) {
+    cap_batch_size(resolution, frames, batch_size, true);
+  }
+
+  // --- state ------------------------------------------------------------------------------
+  /// The run's state line (see the header comment):
+  /// "vbucket-run v=1 seed=S epoch=E step=K epoch_step=K0 world=W consumed=C
+  ///  sources=NAME:ROWS:FP,... draw=SPEC drawn=C0,C1 caps=RES/FRAMES=BS,...|- budget_cap=B|-
+  ///  segs=SETTINGS@END|...|- cur=SETTINGS".
+  [[nodiscard]] std::string state() const {
+    std::string s =
+        "vbucket-run v=1 seed=" + std::to_string(opts_.seed) + " epoch=" + std::to_string(epoch_) +
+        " step=" + std::to_string(step_) + " epoch_step=" + std::to_string(epoch_step_) +
+        " world=" + std::to_string(world_) + " consumed=" + std::to_string(consumed_) + " sources=";
+    for (std::size_t i = 0; i < sources_.size(); ++i)
+      s += (i ? "," : "") + sources_[i].name + ':' + std::to_string(sources_[i].table->size()) +
+           ':' + plan_state::hex(fingerprints_[i]);
+    s += " draw=" + draw_.to_string() + " drawn=";
+    for (std::size_t i = 0; i < sources_.size(); ++i)
+      s += (i ? "," : "") + std::to_string(drawn_.count(i));
+    s += " caps=";
+    for (std::size_t i = 0; i < caps_.size(); ++i)
+      s += (i ? "," : "") + caps_[i].resolution + '/' + std::to_string(caps_[i].frames) + '=' +
+           std::to_string(caps_[i].batch_size);
+    if (caps_.empty()) s += '-';
+    s += " budget_cap=" + (budget_cap_ ? plan_state::budget_text(*budget_cap_) : std::string("-"));
+    s += " segs=";
+    for (std::size_t i = 0; i < closed_.size(); ++i)
+      s += (i ? "|" : "") + closed_[i].settings.to_string() + '@' + std::to_string(closed_[i].end);
+    if (closed_.empty()) s += '-';
+    return s + " cur=" + cur_.to_string();
+  }
+
+  /// Continues from a state line saved by a run of the same sources (and seed) under any
+  /// world size, batch sizes, current stage or weights. Throws `vbucket::error` naming what
+  /// differs when it cannot: another seed, a source's metadata, or a stage whose buckets,
+  /// probabilities or rule changed after it planned a segment of the saved epoch.
+  void load(std::string_view text) {
+    auto fail = [&](const std::string& why) { throw error("run state: " + why); };
+    if (text.substr(0, 12) != "vbucket-run ")
+      fail("expected a line starting with \"vbucket-run v=1\"");
+    std::vector<std::pair<std::string_view, std::string_view>> kv;
+    for (std::size_t pos = 12; pos < text.size();) {
+      const std::size_t e = std::min(text.find(' ', pos), text.size());
+      const std::string_view f = text.substr(pos, e - pos);
+      pos = e + 1;
+      if (f.empty()) continue;
+      const std::size_t eq = f.find('=');
+      if (eq == std::string_view::npos) fail("field \"" + std::string(f) + "\" has no '='");
+      kv.emplace_back(f.substr(0, eq), f.substr(eq + 1));
+    }
+    auto get = [&](std::string_view key) -> std::string_view {
+      for (const auto& [k, v] : kv)
+        if (k == key) return v;
+      fail("missing field \"" + std::string(key) + "\"");
+      return {};
+    };
+    auto num = [&](std::string_view key) {
+      const std::string_view v = get(key);
+      std::uint64_t out = 0;
+      const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
+      if (v.empty() || r.ec != std::errc{} || r.ptr != v.data() + v.size())
+        fail(std::string(key) + " must be a non-negative integer, got \"" + std::string(v) + "\"");
+      return out;
+    };
+    if (get("v") != "1")
+      fail("version " + std::string(get("v")) + " is not 1 (this library reads version 1)");
+    if (num("seed") != opts_.seed)
+      fail("saved with seed " + std::string(get("seed")) + " but this run's seed is " +
+           std::to_string(opts_.seed) + ": the draws and plans differ");
+    // Sources: names, rows, fingerprints.
+    const auto srcs = split(get("sources"), ',');
+    if (srcs.size() != sources_.size())
+      fail("saved with " + std::to_string(srcs.size()) + " sources but this run has " +
+           std::to_string(sources_.size()));
+    for (std::size_t i = 0; i < srcs.size(); ++i) {
+      const auto parts = split(srcs[i], ':');
+      if (parts.size() != 3) fail("source \"" + std::string(srcs[i]) + "\" is not NAME:ROWS:FP");
+      if (parts[0] != sources_[i].name)
+        fail("source " + std::to_string(i) + " was \"" + std::string(parts[0]) +
+             "\" but this run's is \"" + sources_[i].name + "\"");
+      const std::string rows = std::to_string(sources_[i].table->size());
+      const std::uint64_t fp = plan_state::parse_hex(parts[2], "run state: source fingerprint");
+      if (parts[1] != rows || fp != fingerprints_[i])
+        fail("source \"" + sources_[i].name +
+             "\"'s metadata differs from the state's: " + std::string(parts[1]) +
+             " rows, fingerprint " + std::string(parts[2]) + " when saved; now " + rows +
+             " rows, fingerprint " + plan_state::hex(fingerprints_[i]));
+    }
+    const std::uint64_t epoch = num("epoch"), step = num("step"), epoch_step = num("epoch_step");
+    const std::uint64_t consumed = num("consumed");
+    // Caps.
+    std::vector<batch_size_cap> caps;
+    if (get("caps") != "-")
+      for (const std::string_view c : split(get("caps"), ',')) {
+        const std::size_t slash = c.rfind('/'), eq = c.rfind('=');
+        batch_size_cap cap;
+        if (slash == std::string_view::npos || eq == std::string_view::npos || eq < slash)
+          fail("cap \"" + std::string(c) + "\" is not RES/FRAMES=BS");
+        cap.resolution = std::string(c.substr(0, slash));
+        const std::string_view fr = c.substr(slash + 1, eq - slash - 1), bs = c.substr(eq + 1);
+        const auto r1 = std::from_chars(fr.data(), fr.data() + fr.size(), cap.frames);
+        const auto r2 = std::from_chars(bs.data(), bs.data() + bs.size(), cap.batch_size);
+        if (r1.ec != std::errc{} || r2.ec != std::errc{} || cap.batch_size < 1)
+          fail("cap \"" + std::string(c) + "\" is not RES/FRAMES=BS");
+        caps.push_back(cap);
+      }
+    std::optional<double> budget_cap;
+    if (get("budget_cap") != "-") {
+      double b = 0;
+      const std::string_view v = get("budget_cap");
+      const auto r = std::from_chars(v.data(), v.data() + v.size(), b);
+      if (r.ec != std::errc{} || !(b > 0.0)) fail("budget_cap must be a number > 0 or -");
+      budget_cap = b;
+    }
+    const draw_spec draw = draw_spec::parse(get("draw"));
+    std::vector<segment_settings> segs;
+    std::vector<std::uint64_t> ends;
+    if (get("segs") != "-")
+      for (const std::string_view sg : split(get("segs"), '|')) {
+        const std::size_t at = sg.rfind('@');
+        if (at == std::string_view::npos) fail("segment \"" + std::string(sg) + "\" has no @END");
+        segs.push_back(segment_settings::parse(sg.substr(0, at)));
+        std::uint64_t end = 0;
+        const std::string_view ev = sg.substr(at + 1);
+        const auto r = std::from_chars(ev.data(), ev.data() + ev.size(), end);
+        if (r.ec != std::errc{} || r.ptr != ev.data() + ev.size())
+          fail("segment \"" + std::string(sg) + "\": END is not an integer");
+        ends.push_back(end);
+      }
+    const segment_settings cur = segment_settings::parse(get("cur"));
+    for (std::size_t i = 0; i <= segs.size(); ++i)
+      check_recorded(i < segs.size() ? segs[i] : cur, i, epoch, step);
+
+    // Recompute: the epoch's draws, each closed segment's delivered samples, the current plan.
+    epoch_ = epoch;
+    step_ = step;
+    epoch_step_ = epoch_step;
+    caps_ = std::move(caps);
+    budget_cap_ = budget_cap;
+    draw_ = draw;
+    drawn_ = draw_epoch(sources_, draw_, opts_.seed, epoch_);
+    const auto counts = split(get("drawn"), ',');
+    for (std::size_t i = 0; i < sources_.size(); ++i)
+      if (i >= counts.size() || counts[i] != std::to_string(drawn_.count(i)))
+        fail("the draw spec gives source \"" + sources_[i].name + "\" " +
+             std::to_string(drawn_.count(i)) + " samples, the state recorded other counts");
+    ids_hash_.reset();
+    closed_.clear();
+    remaining_.clear();
+    all_ = true;
+    for (std::size_t i = 0; i < segs.size(); ++i) {
+      cur_ = segs[i];
+      make_plan();
+      consumed_ = ends[i];
+      close_segment();
+    }
+    cur_ = cur;
+    make_plan();
+    consumed_ = consumed;
+    deal();
+    if (step_in_deal() >= steps_total())
+      fail("consumed=" + std::to_string(consumed) + " is past the end of the epoch's plan");
+    follow_settings();
+  }
+
+ private:
+  struct closed_segment {
+    segment_settings settings;
+    std::uint64_t end = 0;
+  };
+
+  static std::vector<std::string_view> split(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    for (std::size_t pos = 0;;) {
+      const std::size_t e = s.find(sep, pos);
+      out.push_back(s.substr(pos, e == std::string_view::npos ? e : e - pos));
+      if (e == std::string_view::npos) return out;
+      pos = e + 1;
+    }
+  }
+  static void check_name(const char* what, std::string_view name) {
+    if (name.empty()) throw error(std::string("run: a ") + what + " needs a name");
+    for (const char c : name)
+      if (c <= ' ' || c == ',' || c == ':' || c == '=' || c == '/' || c == '|' || c == '@' ||
+          c == 0x7f)
+        throw error(std::string("run: ") + what + " name \"" + std::string(name) +
+                    "\" may not hold spaces, control characters or any of , : = / | @");
+  }
+  static void check_layout(const bucket_config& own, const bucket_config& stage,
+                           const std::string& source, const std::string& where) {
+    bool same = own.num_buckets() == stage.num_buckets();
+    for (std::size_t b = 0; same && b < own.num_buckets(); ++b) {
+      const auto id = static_cast<bucket_id>(b);
+      same = own.frames_of(id).frames == stage.frames_of(id).frames &&
+             own.ratio_of(id).height == stage.ratio_of(id).height &&
+             own.ratio_of(id).width == stage.ratio_of(id).width;
+    }
+    if (!same)
+      throw error(where + ": source \"" + source +
+                  "\"'s own config has other buckets than the stage's config (it may differ in "
+                  "probabilities and batch sizes only)");
+  }
+  static std::size_t pair_index(const bucket_config& cfg, bucket_key key) {
+    std::size_t i = 0;
+    for (std::int32_t r = 0; r < key.resolution; ++r)
+      i += cfg.resolutions()[static_cast<std::size_t>(r)].frames.size();
+    return i + static_cast<std::size_t>(key.frames_index);
+  }
+  static std::uint64_t config_assign_hash(const bucket_config& c, std::uint64_t h) {
+    for (const resolution_entry& r : c.resolutions()) {
+      h = detail::hash_bytes(r.info.name, h);
+      h = detail::hash_word(h, static_cast<std::uint64_t>(r.info.pixels));
+      h = detail::hash_word(h, r.info.table.size());
+      for (const frames_entry& f : r.frames) {
+        h = detail::hash_word(h, static_cast<std::uint64_t>(f.frames));
+        h = detail::hash_word(h, std::bit_cast<std::uint64_t>(f.p_resolution));
+        h = detail::hash_word(h, f.pair ? std::bit_cast<std::uint64_t>(f.p_frames) : 1);
+        h = detail::hash_word(h, f.batch_size > 0 ? 1 : 0);
+      }
+    }
+    return h;
+  }
+  [[nodiscard]] std::uint64_t assign_hash(std::uint32_t stage) const {
+    std::uint64_t h = config_assign_hash(stages_[stage].config, 0x61737367ULL);
+    for (const run_source& s : sources_) {
+      h = s.config ? config_assign_hash(*s.config, h) : detail::hash_word(h, 0);
+      h = detail::hash_bytes(s.rule_name, h);
+    }
+    return h;
+  }
+
+  /// The stage in force at the current epoch and step.
+  [[nodiscard]] std::uint32_t stage_at() const noexcept {
+    std::uint32_t best = 0;
+    for (std::uint32_t i = 0; i < stages_.size(); ++i) {
+      const run_stage& s = stages_[i];
+      if (s.from_epoch ? epoch_ >= *s.from_epoch : step_ >= s.from_step) best = i;
+    }
+    return best;
+  }
+  /// The settings in force: the stage's, with the caps.
+  [[nodiscard]] segment_settings settings_at() const {
+    segment_settings s;
+    s.stage = stage_at();
+    const run_stage& st = stages_[s.stage];
+    s.policy = st.policy;
+    s.balance_group = st.balance_group;
+    s.batching = st.batching;
+    s.token_budget = st.token_budget;
+    if (st.batching == batching_mode::packed && budget_cap_)
+      s.token_budget = std::min(s.token_budget, *budget_cap_);
+    s.batch_sizes = pair_batch_sizes(st.config);
+    std::size_t i = 0;
+    for (const resolution_entry& r : st.config.resolutions())
+      for (const frames_entry& f : r.frames) {
+        for (const batch_size_cap& c : caps_)
+          if (c.resolution == r.info.name && c.frames == f.frames && s.batch_sizes[i] > 0)
+            s.batch_sizes[i] = std::min(s.batch_sizes[i], c.batch_size);
+        ++i;
+      }
+    s.assign_hash = assign_hash(s.stage);
+    return s;
+  }
+  void check_recorded(const segment_settings& s, std::size_t index, std::uint64_t epoch,
+                      std::uint64_t step) const {
+    const std::string which =
+        "segment " + std::to_string(index) + " of epoch " + std::to_string(epoch);
+    if (s.stage >= stages_.size())
+      throw error("run state: " + which + " was planned under stage " + std::to_string(s.stage) +
+                  " but the run has " + std::to_string(stages_.size()) + " stages");
+    const run_stage& st = stages_[s.stage];
+    if (s.assign_hash != assign_hash(s.stage) ||
+        s.batch_sizes.size() != pair_batch_sizes(st.config).size())
+      throw error("run state: " + which + " was planned under stage " + std::to_string(s.stage) +
+                  " (\"" + st.name + "\") whose buckets, probabilities or rules have changed " +
+                  "since (settings hash " + plan_state::hex(s.assign_hash) + ", now " +
+                  plan_state::hex(assign_hash(s.stage)) +
+                  "): the samples it delivered cannot be recomputed; keep that stage as it was "
+                  "and add a new stage from step " +
+                  std::to_string(step) + " on");
+  }
+
+  void cap_batch_size(std::string_view resolution, std::int64_t frames, std::int64_t bs,
+                      bool follow) {
+    check_name("resolution", resolution);
+    if (bs < 1) throw error("run: a batch size cap must be ≥ 1, got " + std::to_string(bs));
+    bool found = false;
+    for (batch_size_cap& c : caps_)
+      if (c.resolution == resolution && c.frames == frames) {
+        c.batch_size = bs;
+        found = true;
+      }
+    if (!found) caps_.push_back({std::string(resolution), frames, bs});
+    if (follow) follow_settings();
+  }
+
+  // --- the epoch and its segments ----------------------------------------------------------
+  void begin_epoch(std::uint64_t e) {
+    epoch_ = e;
+    epoch_step_ = step_;
+    closed_.clear();
+    remaining_.clear();
+    all_ = true;
+    consumed_ = 0;
+    cur_ = settings_at();
+    draw_ = stages_[cur_.stage].draws;
+    drawn_ = draw_epoch(sources_, draw_, opts_.seed, epoch_);
+    ids_hash_.reset();
+    make_plan();
+    deal();
+    if (steps_total() == 0)
+      throw error("run: epoch " + std::to_string(e) + " has no batches (stage \"" +
+                  stages_[cur_.stage].name + "\")");
+  }
+  /// Starts a new segment when the settings in force differ from the current segment's.
+  void follow_settings() {
+    segment_settings want = settings_at();
+    if (want == cur_) return;
+    close_segment();
+    cur_ = std::move(want);
+    make_plan();
+    deal();
+    if (steps_total() == 0) begin_epoch(epoch_ + 1);  // nothing left to plan
+  }
+  /// Every drawn sample's bucket under the current segment's assignment (cached).
+  void ensure_ids() {
+    if (ids_hash_ && *ids_hash_ == cur_.assign_hash) return;
+    const bucket_config& stage_cfg = stages_[cur_.stage].config;
+    ids_.resize(drawn_.size());
+    std::vector<bucket_id> tmp;
+    for (std::size_t s = 0; s < sources_.size(); ++s) {
+      const run_source& src = sources_[s];
+      if (drawn_.count(s) == 0) continue;
+      const bucket_config& cfg = src.config ? *src.config : stage_cfg;
+      const std::uint64_t key =
+          detail::stream_key(opts_.seed, detail::run_domain_assign, detail::hash_bytes(src.name));
+      const auto first = static_cast<std::size_t>(drawn_.offsets[s]);
+      if (drawn_.full[s]) {
+        src.assign(std::span<bucket_id>(ids_).subspan(first, src.table->size()), cfg, *src.table,
+                   key, epoch_, opts_.threads);
+        continue;
+      }
+      tmp.resize(src.table->size());
+      src.assign(std::span<bucket_id>(tmp), cfg, *src.table, key, epoch_, opts_.threads);
+      const std::size_t n = static_cast<std::size_t>(drawn_.count(s));
+      for (std::size_t i = 0; i < n; ++i) ids_[first + i] = tmp[drawn_.rows[first + i]];
+    }
+    ids_hash_ = cur_.assign_hash;
+  }
+  void make_plan() {
+    ensure_ids();
+    std::span<const bucket_id> ids(ids_);
+    std::vector<bucket_id> sub;
+    if (!all_) {
+      sub.resize(remaining_.size());
+      for (std::size_t i = 0; i < sub.size(); ++i) sub[i] = ids_[remaining_[i]];
+      ids = sub;
+    }
+    const run_stage& st = stages_[cur_.stage];
+    const bool same_sizes = cur_.batch_sizes == pair_batch_sizes(st.config);
+    const std::optional<bucket_config> resized =
+        same_sizes ? std::nullopt
+                   : std::optional<bucket_config>(with_batch_sizes(st.config, cur_.batch_sizes));
+    const bucket_config& cfg = resized ? *resized : st.config;
+    // The first segment plans as a plain epoch plan of (seed, epoch) would; later ones get
+    // their own shuffles.
+    const std::uint64_t seed =
+        closed_.empty()
+            ? opts_.seed
+            : detail::stream_key(opts_.seed, detail::run_domain_segment, closed_.size());
+    if (cur_.batching == batching_mode::fixed) {
+      plan_options o;
+      o.seed = seed;
+      o.epoch = epoch_;
+      o.policy = cur_.policy;
+      o.balance_group = cur_.balance_group;
+      o.threads = opts_.threads;
+      plan_ = make_epoch_plan(ids, cfg, o);
+    } else {
+      packed_options o;
+      o.seed = seed;
+      o.epoch = epoch_;
+      o.token_budget = cur_.token_budget;
+      o.balance_group = cur_.balance_group;
+      o.threads = opts_.threads;
+      o.drop_oversized = true;
+      plan_ = make_packed_plan(ids, cfg, o);
+    }
+    consumed_ = 0;
+  }
+  void deal() {
+    if (const auto* p = std::get_if<epoch_plan>(&plan_))
+      sched_ = p->deal(world_, consumed_, opts_.drop_last);
+    else
+      sched_ = std::get<packed_plan>(plan_).deal(world_, consumed_, opts_.drop_last);
+    dealt_at_ = consumed_;
+  }
+  [[nodiscard]] std::uint64_t step_in_deal() const noexcept {
+    return (consumed_ - dealt_at_) / world_;
+  }
+  [[nodiscard]] std::uint64_t steps_total() const noexcept {
+    return std::visit([](const auto& s) { return s.steps(); }, sched_);
+  }
+  /// Ends the current segment at `consumed_`: the samples not in the real slots of its first
+  /// `consumed_` global batches remain for the next.
+  void close_segment() {
+    if (consumed_ == 0) return;  // nothing delivered: the next segment replaces it
+    const std::size_t n = all_ ? drawn_.size() : remaining_.size();
+    std::vector<std::uint8_t> done(n, 0);
+    if (const auto* p = std::get_if<epoch_plan>(&plan_)) {
+      const std::uint64_t end = std::min(consumed_, p->num_batches());
+      const std::uint32_t* base = p->slots().data();
+      for (std::uint64_t g = 0; g < end; ++g) {
+        const vbucket::batch b = p->global_batch(g);
+        const plan_bucket& pb = p->bucket(b.bucket);
+        const auto off = static_cast<std::uint64_t>(b.indices.data() - base) - pb.slot_begin;
+        for (std::size_t t = 0; t < b.indices.size() && off + t < pb.samples; ++t)
+          done[b.indices[t]] = 1;
+      }
+    } else {
+      const packed_plan& pp = std::get<packed_plan>(plan_);
+      const std::uint64_t end = std::min(consumed_, pp.num_batches());
+      for (std::uint64_t g = 0; g < end; ++g)
+        for (const std::uint32_t i : pp.global_batch(g).indices) done[i] = 1;
+    }
+    std::vector<std::uint32_t> next;
+    next.reserve(n);
+    for (std::size_t i = 0; i < n; ++i)
+      if (!done[i]) next.push_back(all_ ? static_cast<std::uint32_t>(i) : remaining_[i]);
+    remaining_ = std::move(next);
+    all_ = false;
+    closed_.push_back({cur_, consumed_});
+    consumed_ = 0;
+  }
+
+  std::vector<run_source> sources_;
+  std::vector<run_stage> stages_;
+  run_options opts_;
+  std::vector<std::uint64_t> fingerprints_;
+  std::uint32_t world_ = 1;
+  std::uint64_t epoch_ = 0, step_ = 0, epoch_step_ = 0;
+  std::vector<batch_size_cap> caps_;
+  std::optional<double> budget_cap_;
+  draw_spec draw_;
+  drawn_epoch drawn_;
+  std::vector<bucket_id> ids_;
+  std::optional<std::uint64_t> ids_hash_;
+  std::vector<closed_segment> closed_;
+  segment_settings cur_;
+  std::vector<std::uint32_t> remaining_;  // drawn positions left, when !all_
+  bool all_ = true;
+  std::variant<epoch_plan, packed_plan> plan_;
+  std::variant<epoch_schedule, packed_schedule> sched_ = epoch_schedule(epoch_plan(), 1, 0, false);
+  std::uint64_t consumed_ = 0;
+  std::uint64_t dealt_at_ = 0;
+};
+
+}  // namespace vbucket
