@@ -11,12 +11,16 @@
 #include <algorithm>  // std::ranges::sort
 #include <cstdint>    // std::uint64_t, std::uint32_t
 #include <map>        // std::map
+#include <set>        // std::set
+#include <span>       // std::span
 #include <string>     // std::string
+#include <utility>    // std::pair
 #include <vector>     // std::vector
 
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/ledger.hpp"
 #include "vbucket_test/configs.hpp"
+#include "vbucket_test/ledger_runs.hpp"
 #include "vbucket_test/temp_files.hpp"
 
 namespace {
@@ -230,4 +234,144 @@ TEST_CASE("ledger: the file writer appends whole lines; the reader streams them 
                     doctest::Contains("v2.ledger:1: ledger version \"2\" is not supported"));
   CHECK_THROWS_WITH(ledger_reader{(dir.path / "none.ledger").string()},
                     doctest::Contains("none.ledger\""));
+}
+
+TEST_CASE("ledger: pads, repeats and substitutions of a plan's batches") {
+  // One bucket (256px images, batch size 4) over 10 images: 3 batches, the last with 2 pads.
+  const vbucket::bucket_config config(std::vector{vbucket_test::spec("256px", 1, 1.0, -1, 4)},
+                                      vbucket::opensora_v2_tables{});
+  const std::vector<vbucket::bucket_id> ids(10, 0);
+  const vbucket::epoch_plan plan = vbucket::make_epoch_plan(
+      std::span<const vbucket::bucket_id>(ids), config, {.seed = 7, .epoch = 2});
+  REQUIRE(plan.num_batches() == 3);
+  const vbucket::epoch_schedule s = plan.deal(2);  // 2 steps: one alignment repeat
+  std::uint64_t pads = 0, repeats = 0;
+  std::map<std::uint64_t, int> real;
+  for (std::uint64_t step = 0; step < s.steps(); ++step) {
+    for (std::uint32_t r = 0; r < 2; ++r) {
+      const vbucket::batch b = s.at(step, r);
+      const ledger_batch rec =
+          vbucket::record_of(b, plan, {.step = 100 + step, .rank = r, .world = 2, .id_offset = 50});
+      CHECK(rec.epoch == 2);
+      CHECK(rec.step == 100 + step);
+      CHECK(rec.position == b.position);
+      CHECK(rec.ids.size() == 4);
+      if (rec.repeat) {
+        ++repeats;
+        continue;
+      }
+      pads += rec.pads;
+      for (std::size_t i = 0; i + rec.pads < rec.ids.size(); ++i) ++real[rec.ids[i]];
+      // The pads repeat samples of the bucket's first batch slots (pad k = sample k).
+      for (std::size_t i = rec.ids.size() - rec.pads; i < rec.ids.size(); ++i) {
+        CHECK(rec.ids[i] >= 50);
+        CHECK(rec.ids[i] < 60);
+      }
+    }
+  }
+  CHECK(pads == 2);
+  CHECK(repeats == 1);
+  REQUIRE(real.size() == 10);  // every image once, as ids 50..59
+  for (const auto& [id, n] : real) {
+    CHECK(n == 1);
+    CHECK(id >= 50);
+    CHECK(id < 60);
+  }
+
+  struct loader_substitution {  // the loader's `substitution` shape
+    std::uint64_t position;
+    std::size_t clip;
+    std::uint32_t failed;
+    std::uint32_t replacement;
+    std::string error;
+  };
+  ledger_batch rec = vbucket::record_of(s.at(0, 0), plan, {.id_offset = 50});
+  const std::vector<loader_substitution> subs{
+      {0, 1, static_cast<std::uint32_t>(rec.ids[1] - 50), 3, "moov atom not found"}};
+  vbucket::add_substitutions(rec, subs, 50);
+  REQUIRE(rec.substitutions.size() == 1);
+  CHECK(rec.substitutions[0].slot == 1);
+  CHECK(rec.substitutions[0].failed == rec.ids[1]);
+  CHECK(rec.substitutions[0].replacement == 53);
+  ledger_batch back;
+  vbucket::parse_ledger_line(line_of(rec), "x", back);  // the slot holds the failed sample
+  CHECK(back.substitutions[0].why == "moov atom not found");
+
+  // epoch_block_of: 10 images drawn, nothing dropped; the plan's 2 pads declared.
+  const vbucket::ledger_epoch_block block = vbucket::epoch_block_of(plan, 10, ids, "imgs");
+  CHECK(block.epoch.epoch == 2);
+  CHECK(block.epoch.samples == 10);
+  CHECK(block.epoch.pads == 2u);
+  REQUIRE(block.sources.size() == 1);
+  CHECK(block.sources[0].name == "imgs");
+  CHECK(block.sources[0].drawn == 10);
+  CHECK(block.dropped.empty());
+
+  // With drop_last at world 2 the third batch is left out: its 2 real samples (not its pads).
+  const vbucket::epoch_schedule d = plan.deal(2, 0, true);
+  REQUIRE(d.dropped_batches() == 1);
+  const std::vector<std::uint64_t> left = vbucket::drop_last_samples(d);
+  const ledger_batch last = vbucket::record_of(plan.global_batch(2), plan, {});
+  CHECK(left.size() == 4 - last.pads);
+  CHECK(std::vector<std::uint64_t>(
+            last.ids.begin(), last.ids.begin() + static_cast<std::ptrdiff_t>(left.size())) == left);
+}
+
+TEST_CASE("ledger: a batch_sampler run written to per-rank ledgers, resumed under another world") {
+  vbucket_test::test_rng g{11};
+  const std::vector<vbucket_test::ledger_clip> clips = vbucket_test::ledger_clips(g, 600);
+  const vbucket::bucket_config config = vbucket_test::draw_v2_config();
+  vbucket_test::temp_dir dir("ledger_run");
+  // Epoch 0: world 3, interrupted after 2 steps, resumed under world 5, then after 1 more step
+  // under world 2. Epoch 1: world 2 throughout. Pads policy, no drop_last.
+  vbucket_test::ledger_run_spec spec;
+  spec.seed = 3;
+  spec.epochs = 2;
+  spec.world = 3;
+  spec.changes = {{{2, 5}, {1, 2}}, {}};
+  const vbucket_test::ledger_run_result run =
+      vbucket_test::write_sampler_ledgers(dir.path, clips, config, spec);
+  CHECK(run.resumes == 2);
+  REQUIRE(run.files.size() == 5);
+
+  // Independently of the audit: per epoch, the real ids of the batches and the dropped ids are
+  // every clip exactly once.
+  std::map<std::uint64_t, std::vector<int>> seen;  // epoch -> count per clip
+  std::map<std::uint64_t, std::uint64_t> headers;
+  std::set<std::pair<std::uint64_t, std::uint32_t>> worlds;
+  for (const std::string& f : run.files) {
+    for (const std::string& text : lines_of(f)) {
+      if (text[0] == 'E') {
+        ledger_epoch e;
+        vbucket::parse_ledger_line(text, f, e);
+        ++headers[e.epoch];
+        CHECK(e.samples == clips.size());
+      } else if (text[0] == 'B') {
+        ledger_batch b;
+        vbucket::parse_ledger_line(text, f, b);
+        worlds.emplace(b.epoch, b.world);
+        auto& v = seen[b.epoch];
+        v.resize(clips.size());
+        if (b.repeat) continue;
+        for (std::size_t i = 0; i + b.pads < b.ids.size(); ++i) ++v[b.ids[i]];
+      } else if (text[0] == 'X') {
+        ledger_ids x;
+        vbucket::parse_ledger_line(text, f, x);
+        auto& v = seen[x.epoch];
+        v.resize(clips.size());
+        for (const std::uint64_t id : x.ids) ++v[id];
+      }
+    }
+  }
+  CHECK(headers == std::map<std::uint64_t, std::uint64_t>{{0, 1}, {1, 1}});
+  CHECK(worlds ==
+        std::set<std::pair<std::uint64_t, std::uint32_t>>{{0, 3}, {0, 5}, {0, 2}, {1, 2}});
+  REQUIRE(seen.size() == 2);
+  for (const auto& [epoch, v] : seen) {
+    CAPTURE(epoch);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      CAPTURE(i);
+      CHECK(v[i] == 1);
+    }
+  }
 }
