@@ -1,6 +1,25 @@
 #!/usr/bin/env bash
 # Sourced by scripts/setup.sh, python/setup_venv.sh and .ci/run: the one way they install Debian
-# packages.
+# packages, and the lists of what each installs (docs/setup.md explains the split).
+#
+# vbucket_build_packages: building and using vbucket (the core, the CLI, every adapter but CUDA).
+# vbucket_test_packages: what scripts/test.sh needs beyond that (doctest suites, the benchmarks it
+#   builds, the test media generated with the ffmpeg command, the HTTP tests' nginx). setup.sh
+#   installs them: the test command is the user's second command and must pass after set-up.
+# vbucket_ci_packages: what only .ci/run uses (format check, fuzzers and sanitizer runtimes, the
+#   LibTorch example); never installed by setup.sh.
+# The Python package's own list (Debian's python3-* packages) is in python/setup_venv.sh.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+vbucket_build_packages=(
+  g++ cmake ninja-build pkg-config git
+  nlohmann-json3-dev libfmt-dev libeigen3-dev
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+  libopenmpi-dev openmpi-bin
+)
+# shellcheck disable=SC2034
+vbucket_test_packages=(doctest-dev libbenchmark-dev ffmpeg nginx)
+# shellcheck disable=SC2034
+vbucket_ci_packages=(clang clang-format libclang-rt-14-dev libfuzzer-14-dev libtorch-dev)
 #
 # install_missing TAG PACKAGE...: installs those of the packages that are not installed yet
 # (apt-get update first; as root, else through sudo), printing "TAG: ..." lines. Returns 0 when

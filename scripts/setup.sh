@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs what vbucket needs (Debian/Ubuntu), builds it in build/ (Ninja, Release) and runs the
-# main job: bucket assignment of the sample metadata with the 360p example config; then installs
-# the Python package into .venv (python/setup_venv.sh) and prints the bucket table from Python.
+# Installs what vbucket needs (Debian/Ubuntu): what building and using it needs and what the test
+# command (scripts/test.sh) needs, not the tools only CI uses (clang-format, libFuzzer, sanitizer
+# runtimes, LibTorch, MkDocs: .ci/run installs those); the lists are in scripts/apt_packages.sh.
+# Builds the CLI in build/ (Ninja, Release) and runs the main job: bucket assignment of the sample
+# metadata with the 360p example config; then installs the Python package into .venv
+# (python/setup_venv.sh) and prints the bucket table from Python. Prints how long it took.
 # Idempotent: apt is skipped when every package is already installed, and the build is
 # incremental.
 #
@@ -9,19 +12,11 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-
-packages=(
-  g++ cmake ninja-build pkg-config git
-  doctest-dev libfmt-dev nlohmann-json3-dev libeigen3-dev libbenchmark-dev
-  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg
-  libopenmpi-dev openmpi-bin
-  clang clang-format libclang-rt-14-dev libfuzzer-14-dev
-  python3-matplotlib python3-av python3-tqdm
-  nginx
-)
+started=${SECONDS}
 
 # shellcheck source=scripts/apt_packages.sh
 source scripts/apt_packages.sh
+packages=("${vbucket_build_packages[@]}" "${vbucket_test_packages[@]}")
 status=0
 install_missing setup "${packages[@]}" || status=$?
 if ((status == 2)); then
@@ -54,3 +49,5 @@ fi
 bash python/setup_venv.sh
 .venv/bin/python -m vbucket stats --config tests/data/config_360p_example.json \
   --meta examples/data/sample_meta.csv --rule opensora-v2 --rng numpy --seed 42
+elapsed=$((SECONDS - started))
+echo "setup: done in $((elapsed / 60)) min $((elapsed % 60)) s"
