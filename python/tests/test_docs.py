@@ -232,8 +232,8 @@ LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def slug(heading: str) -> str:
-    """The anchor MkDocs (Python-Markdown's toc) gives a heading; GitHub's agrees for the
-    headings linked to here (ASCII words, spaces and hyphens)."""
+    """The anchor MkDocs (Python-Markdown's toc) gives a heading (GitHub's differs where a
+    heading has punctuation between words: it keeps one hyphen per space)."""
     import unicodedata
 
     text = re.sub(r"<[^>]+>", "", heading)
@@ -314,6 +314,12 @@ def test_generated_python_reference_is_current():
     want = gen.python_reference()
     have = (ROOT / gen.PY_PAGE).read_text()
     assert have == want, f"{gen.PY_PAGE} is stale: run `{gen.COMMAND}`"
+
+
+def test_generated_cpp_reference_is_current():
+    gen = gen_docs()
+    assert (ROOT / gen.CPP_PAGE).read_text() == gen.cpp_reference(), \
+        f"{gen.CPP_PAGE} is stale: run `{gen.COMMAND}`"
 
 
 def test_site_builds_strict(tmp_path):
