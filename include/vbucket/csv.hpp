@@ -94,27 +94,7 @@ constexpr std::string_view trim_blanks(std::string_view s) noexcept {
 /// long values cut.
 inline std::string quote_for_message(std::string_view s) {
   constexpr std::size_t max_shown = 48;
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size() && i < max_shown; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      constexpr char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  if (s.size() > max_shown) out += "...";
-  out += "\"";
-  return out;
+  return "\"" + escape_control(s.substr(0, max_shown)) + (s.size() > max_shown ? "...\"" : "\"");
 }
 
 /// A fast 64-bit hash of a byte stream fed in pieces of any sizes (the value depends on the

@@ -17,52 +17,30 @@
 /// (plus its member and its use); the CLI's flags, `--help`, the JSON reader, Python's keyword
 /// arguments, docstrings and stubs follow from the table.
 
-#include <array>         // std::array
-#include <charconv>      // std::from_chars, std::to_chars
-#include <cmath>         // std::isfinite
-#include <cstdint>       // std::uint64_t, std::uint32_t, std::int64_t
-#include <limits>        // std::numeric_limits
-#include <map>           // std::map
-#include <optional>      // std::optional
-#include <span>          // std::span
-#include <string>        // std::string
-#include <string_view>   // std::string_view
-#include <system_error>  // std::errc
-#include <utility>       // std::forward
+#include <array>        // std::array
+#include <cstdint>      // std::uint64_t, std::uint32_t, std::int64_t
+#include <limits>       // std::numeric_limits
+#include <map>          // std::map
+#include <memory>       // std::shared_ptr, std::unique_ptr
+#include <optional>     // std::optional
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <utility>      // std::forward, std::move
 
+#include "any_sampler.hpp"    // any_sampler, make_any_sampler
 #include "aspect.hpp"         // opensora_v2_tables, opensora_v12_tables
 #include "batch_sampler.hpp"  // sampler_options, builtin_sources
+#include "detail/parse_number.hpp"
 #include "error.hpp"
 #include "numpy_random.hpp"  // big_seed
 #include "packed_plan.hpp"   // batching_mode, parse_batching
 #include "plan_options.hpp"  // defaults, rng_mode, incomplete_policy, token_formula
+#include "rule_kind.hpp"     // rule_kind, rule_name, parse_rule_name
 #include "rules.hpp"         // opensora_v2_rule, opensora_v12_rule
 #include "seeding.hpp"       // check_seed, plan_seed, seed_u64, numpy_seed_family
 
 namespace vbucket {
-
-/// The built-in bucket rules by name.
-enum class rule_kind : std::uint8_t { opensora_v2, opensora_v12 };
-
-/// "opensora-v2" or "opensora-v1.2".
-[[nodiscard]] constexpr std::string_view rule_name(rule_kind r) noexcept {
-  return r == rule_kind::opensora_v2 ? "opensora-v2" : "opensora-v1.2";
-}
-
-/// The rule named "opensora-v2" or "opensora-v1.2"; nullopt for any other text.
-[[nodiscard]] constexpr std::optional<rule_kind> parse_rule_name(std::string_view name) noexcept {
-  if (name == "opensora-v2") return rule_kind::opensora_v2;
-  if (name == "opensora-v1.2") return rule_kind::opensora_v12;
-  return std::nullopt;
-}
-
-/// `parse_rule_name`, or `vbucket::error` "<what>: unknown rule "x" (expected ...)".
-[[nodiscard]] inline rule_kind parse_rule_or_throw(std::string_view name,
-                                                   std::string_view what = "rule") {
-  if (const auto r = parse_rule_name(name)) return *r;
-  throw error(std::string(what) + ": unknown rule \"" + std::string(name) +
-              "\" (expected opensora-v2 or opensora-v1.2)");
-}
 
 /// Calls `f(tables, rule)` with the resolution tables and a default rule of `r`.
 template <class F>
@@ -116,7 +94,7 @@ struct run_field {
   std::string_view name;        ///< the key (a CLI flag is the name with '-' for '_')
   field_kind kind;              ///< how its text is read
   std::string_view value_name;  ///< what a usage line calls its value (empty for a flag)
-  std::string_view choices;     ///< choice: the names, separated by '|', the default first
+  std::string_view choices;     ///< choice: the names, separated by '|'
   std::uint64_t min = 0;        ///< count: the least value
   std::uint64_t max = 0;        ///< count: the greatest value
   std::string_view help;        ///< one line (the default is added by `field_help`)
@@ -249,41 +227,13 @@ struct run_spec {
 
 namespace detail {
 
-/// `text` as an unsigned decimal in [min, max], or nullopt.
-[[nodiscard]] inline std::optional<std::uint64_t> spec_uint(std::string_view text,
-                                                            std::uint64_t min, std::uint64_t max) {
-  std::uint64_t v = 0;
-  const char* const end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || p != end || v < min || v > max) return std::nullopt;
-  return v;
-}
-
-/// A finite number > 0, or nullopt.
-[[nodiscard]] inline std::optional<double> spec_positive(std::string_view text) {
-  double v = 0.0;
-  const char* const end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || p != end || !(v > 0.0) || !std::isfinite(v))
-    return std::nullopt;
-  return v;
-}
-
-/// The shortest text that reads back as `v`.
-[[nodiscard]] inline std::string spec_number_text(double v) {
-  char digits[32];
-  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
-  (void)ec;  // 32 characters hold any double
-  return std::string(digits, end);
-}
-
 /// "T,H,W" as three integers from 1 to 65536, or nullopt.
 [[nodiscard]] inline std::optional<std::array<std::int64_t, 3>> spec_triple(std::string_view t) {
   std::array<std::int64_t, 3> out{};
   for (std::size_t i = 0; i < 3; ++i) {
     const std::size_t comma = t.find(',');
     if ((i < 2) == (comma == std::string_view::npos)) return std::nullopt;
-    const auto v = spec_uint(t.substr(0, comma), 1, 65536);
+    const auto v = parse_uint_in(t.substr(0, comma), 1, 65536);
     if (!v) return std::nullopt;
     out[i] = static_cast<std::int64_t>(*v);
     t = i < 2 ? t.substr(comma + 1) : std::string_view();
@@ -342,10 +292,10 @@ inline constexpr run_field run_field_table[] = {
      VBUCKET_SPEC_RW(rule, *parse_rule_name(t), std::string(rule_name(s.rule)))},
     {"fps_max", field_kind::number, "F", "", 0, 0,
      "opensora-v2: frames are thinned to at most F per second",
-     VBUCKET_SPEC_RW(fps_max, *spec_positive(t), spec_number_text(s.v2_rule().fps_max))},
+     VBUCKET_SPEC_RW(fps_max, *parse_positive(t), shortest_text(s.v2_rule().fps_max))},
     {"frame_interval", field_kind::count, "N", "", 1, std::uint64_t{1} << 31,
      "opensora-v1.2: the frame interval",
-     VBUCKET_SPEC_RW(frame_interval, static_cast<std::int64_t>(*spec_uint(t, 1, 1ULL << 31)),
+     VBUCKET_SPEC_RW(frame_interval, static_cast<std::int64_t>(*parse_uint_in(t, 1, 1ULL << 31)),
                      std::to_string(s.v12_rule().frame_interval))},
     {"rng", field_kind::choice, "RNG", "numpy|fast", 0, 0,
      "the draws: numpy (Open-Sora's, bit for bit, with seed + epoch) or fast (counter-based)",
@@ -355,12 +305,12 @@ inline constexpr run_field run_field_table[] = {
      VBUCKET_SPEC_RW(seed, big_seed::parse(t), s.seed.to_string())},
     {"epoch", field_kind::count, "E", "", 0, std::numeric_limits<std::uint64_t>::max(),
      "the epoch, an integer in [0, 2^64)",
-     VBUCKET_SPEC_RW(epoch, *spec_uint(t, 0, ~std::uint64_t{0}), std::to_string(s.epoch))},
+     VBUCKET_SPEC_RW(epoch, *parse_uint_in(t, 0, ~std::uint64_t{0}), std::to_string(s.epoch))},
     {"world", field_kind::count, "W", "", 1, max_run_world, "number of data-parallel ranks",
-     VBUCKET_SPEC_RW(world, static_cast<std::uint32_t>(*spec_uint(t, 1, max_run_world)),
+     VBUCKET_SPEC_RW(world, static_cast<std::uint32_t>(*parse_uint_in(t, 1, max_run_world)),
                      std::to_string(s.world))},
     {"rank", field_kind::count, "R", "", 0, max_run_world - 1, "this rank, below world",
-     VBUCKET_SPEC_RW(rank, static_cast<std::uint32_t>(*spec_uint(t, 0, max_run_world - 1)),
+     VBUCKET_SPEC_RW(rank, static_cast<std::uint32_t>(*parse_uint_in(t, 0, max_run_world - 1)),
                      std::to_string(s.rank))},
     {"policy", field_kind::choice, "POLICY", "pad|drop|downgrade", 0, 0,
      "a bucket's incomplete last batch: pad (cycling its own samples), drop, or downgrade (to "
@@ -377,12 +327,12 @@ inline constexpr run_field run_field_table[] = {
     {"balance_group", field_kind::count, "G", "", 0, max_run_world,
      "step balance with chunks of G batches (implies balance; 0 = off): a multiple of every "
      "world size the run will use, the same when resuming (the resume state records it)",
-     VBUCKET_SPEC_RW(balance_group, static_cast<std::uint32_t>(*spec_uint(t, 0, max_run_world)),
+     VBUCKET_SPEC_RW(balance_group, static_cast<std::uint32_t>(*parse_uint_in(t, 0, max_run_world)),
                      std::to_string(s.balance_group))},
     {"threads", field_kind::count, "N", "", 0, 4096,
      "worker threads for assignment and planning; 0 = one per core (the batches do not "
      "depend on it)",
-     VBUCKET_SPEC_RW(threads, static_cast<unsigned>(*spec_uint(t, 0, 4096)),
+     VBUCKET_SPEC_RW(threads, static_cast<unsigned>(*parse_uint_in(t, 0, 4096)),
                      std::to_string(s.threads))},
     {"batching", field_kind::choice, "MODE", "fixed|packed", 0, 0,
      "fixed (one bucket and its batch size per batch) or packed (samples of any shapes up to "
@@ -391,8 +341,8 @@ inline constexpr run_field run_field_table[] = {
     {"token_budget", field_kind::number, "B", "", 0, 0,
      "packed: the most latent tokens one rank's step may hold (see `vbucket fit-bs` for the "
      "budget that fits a GPU)",
-     VBUCKET_SPEC_RW(token_budget, *spec_positive(t),
-                     s.token_budget ? spec_number_text(*s.token_budget) : std::string())},
+     VBUCKET_SPEC_RW(token_budget, *parse_positive(t),
+                     s.token_budget ? shortest_text(*s.token_budget) : std::string())},
     {"drop_oversized", field_kind::flag, "", "", 0, 0,
      "packed: drop (and count) samples costing more than token_budget instead of failing",
      VBUCKET_SPEC_RW(drop_oversized, t == "true", s.drop_oversized ? "true" : "false")},
@@ -433,11 +383,11 @@ inline constexpr run_field run_field_table[] = {
       return "unknown " + std::string(f.name == "rng" ? "random source" : f.name) + " \"" +
              std::string(text) + "\" (expected " + spec_choice_list(f.choices) + ")";
     case field_kind::count:
-      if (spec_uint(text, f.min, f.max)) return "";
+      if (parse_uint_in(text, f.min, f.max)) return "";
       return "expected an integer from " + std::to_string(f.min) + " to " + std::to_string(f.max) +
              ", " + got;
     case field_kind::number:
-      return spec_positive(text) ? "" : "expected a positive number, " + got;
+      return parse_positive(text) ? "" : "expected a positive number, " + got;
     case field_kind::seed:
       try {
         (void)big_seed::parse(text);
@@ -536,6 +486,21 @@ inline void run_spec::validate(const field_naming& naming) const {
       throw error(n("drop_oversized") + " applies to " + n("batching") + " packed only");
   }
   tokens.validate();
+}
+
+/// The `any_sampler` a spec describes over `samples` and `config` (loaded with the resolution
+/// tables of `spec.rule`, e.g. by `json::load_config(spec)`): the rule made from the spec, its
+/// options, and its seed of any size (the big-seed dispatch of `make_any_sampler`). Validates
+/// the spec first.
+template <sample_collection Samples>
+[[nodiscard]] std::unique_ptr<any_sampler> make_any_sampler(
+    std::shared_ptr<const Samples> samples, std::shared_ptr<const bucket_config> config,
+    const run_spec& spec) {
+  spec.validate();
+  return spec.visit_rule([&](const auto& /*tables*/, const auto& rule) {
+    return make_any_sampler(std::move(samples), std::move(config), rule, spec.to_sampler_options(),
+                            spec.seed);
+  });
 }
 
 }  // namespace vbucket

@@ -14,6 +14,7 @@
 #include <string>      // std::string
 #include <vector>      // std::vector
 
+#include "vbucket/any_sampler.hpp"
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
@@ -251,5 +252,16 @@ TEST_CASE("run_spec: a sampler made from a run file gives the batches of one mad
     }
     CHECK(!by_hand.empty());
     CHECK(from_spec == by_hand);
+    // the type-erased sampler of the spec (what the CLI and Python make)
+    const auto any = vbucket::make_any_sampler(
+        std::make_shared<const vbucket::meta_table>(vbucket::load_meta_csv(spec.meta)),
+        vbucket::json::load_config(spec), spec);
+    any->set_epoch(1);
+    std::vector<std::vector<std::uint32_t>> erased;
+    for (const vbucket::batch& b : any->batches()) {
+      erased.emplace_back(b.indices.begin(), b.indices.end());
+      erased.back().push_back(static_cast<std::uint32_t>(b.bucket));
+    }
+    CHECK(erased == by_hand);
   }
 }

@@ -4,6 +4,7 @@
 #include <charconv>     // std::to_chars
 #include <cstdint>      // std::uint64_t
 #include <cstdio>       // std::fputs, std::printf
+#include <memory>       // std::unique_ptr
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
@@ -16,24 +17,20 @@
 namespace vbucket::cli {
 namespace {
 
-constexpr flag assign_flags[] = {
-    {"config", "CFG.json", true,
-     "bucket config (JSON), as Open-Sora's dict: {\"360p\": {\"102\": [[0.15, 0.33], 4]}}"},
-    {"meta", "META.csv", true,
-     "metadata CSV with columns num_frames,height,width,fps (any order, others ignored; "
-     "fps empty, nan or 0 = unknown; sizes may be written as floats such as 51.0)"},
-    {"rule", "RULE", true, "opensora-v2 (Open-Sora 2.0) or opensora-v1.2"},
-    {"rng", "RNG", false,
-     "numpy (Open-Sora's draws, bit for bit; default) or fast (counter-based), as plan's --rng"},
-    {"seed", "S", false,
-     "the run's seed, a non-negative integer (below 2^64 with --rng fast), as plan's --seed (0)"},
-    {"epoch", "E", false, "the epoch, an integer in [0, 2^64) (0), as plan's --epoch"},
-    {"out", "OUT.csv", true, "output CSV: index,resolution,frames,ratio,T,H,W per sample"},
-    {"fps-max", "F", false, "opensora-v2: frames are thinned to at most F per second (16)"},
-    {"frame-interval", "N", false, "opensora-v1.2: the frame interval (1)"},
-    {"threads", "N", false, "worker threads; 0 = one per core (0)"},
-    {"quiet", "", false, "do not print the bucket table"},
-};
+/// assign's flags: its own, and the run spec's (plan_common.hpp).
+const flag_table& assign_flags() {
+  static const flag_table t = [] {
+    flag_table f;
+    f.field("config", true).field("meta", true).field("rule", true).field("rng").field("seed");
+    f.field("epoch").own(
+        {"out", "OUT.csv", true, "output CSV: index,resolution,frames,ratio,T,H,W per sample"});
+    f.field("fps_max").field("frame_interval").field("threads");
+    f.own({"quiet", "", false, "do not print the bucket table"});
+    f.run_file();
+    return f;
+  }();
+  return t;
+}
 
 constexpr std::string_view assign_description =
     "Assigns every row of META.csv (row order = sample index) to a bucket (resolution, frames,\n"
@@ -46,18 +43,15 @@ constexpr std::string_view assign_description =
     "Unless --quiet, prints a table of the non-empty buckets.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
-static_assert(defaults::rng == rng_mode::numpy && defaults::seed == 0 && defaults::epoch == 0,
-              "assign_flags name the defaults");
-
 struct assign_options {
-  plan_flags plan;  // the rule, random source, seed and epoch, as plan and stats read them
+  run_flags plan;  // the rule, random source, seed and epoch, as plan and stats read them
   std::string out_path;
   bool quiet = false;
 };
 
 assign_options read_options(const args& a) {
   assign_options o;
-  o.plan = read_plan_flags(a);
+  o.plan = read_run_flags(a, assign_flags());
   o.out_path = a.value("out");
   o.quiet = a.has("quiet");
   return o;
@@ -153,8 +147,8 @@ void print_summary(const bucket_config& config, std::span<const bucket_id> ids) 
     if (count[b] == 0) continue;
     const auto& frames = config.frames_of(id);
     const auto& ratio = config.ratio_of(id);
-    rows.push_back({one_line(config.resolution_of(id).info.name), std::to_string(frames.frames),
-                    one_line(ratio.key),
+    rows.push_back({escape_control(config.resolution_of(id).info.name),
+                    std::to_string(frames.frames), escape_control(ratio.key),
                     std::to_string(frames.frames) + "x" + std::to_string(ratio.height) + "x" +
                         std::to_string(ratio.width),
                     frames.batch_size > 0 ? std::to_string(frames.batch_size) : "-",
@@ -173,7 +167,7 @@ void print_summary(const bucket_config& config, std::span<const bucket_id> ids) 
       {"no bucket", std::to_string(unassigned), percent(unassigned, total)}};
   if (invalid > 0) totals.push_back({"invalid", std::to_string(invalid), percent(invalid, total)});
   for (std::size_t r = 0; r < per_resolution.size(); ++r)
-    totals.push_back({"  " + one_line(config.resolutions()[r].info.name),
+    totals.push_back({"  " + escape_control(config.resolutions()[r].info.name),
                       std::to_string(per_resolution[r]), percent(per_resolution[r], total)});
   std::fputs("\n", stdout);
   print_table(totals, "lrl");
@@ -183,14 +177,18 @@ void print_summary(const bucket_config& config, std::span<const bucket_id> ids) 
 
 int cmd_assign(int argc, char** argv) {
   return run_main("assign", [&] {
-    const args a = args::parse(argc, argv, assign_flags);
+    const args a = args::parse(argc, argv, assign_flags().flags());
     if (a.help()) {
-      std::fputs(usage_text("assign", assign_description, assign_flags).c_str(), stdout);
+      std::fputs(usage_text("assign", assign_description, assign_flags().flags()).c_str(), stdout);
       return exit_ok;
     }
-    const assign_options o = read_options(a);
+    assign_options o = read_options(a);
     // The assignment the plan of the same flags is made from (one world of one rank).
-    return with_sampler(o.plan, 0, [&](const auto& sampler) {
+    o.plan.spec.world = 1;
+    o.plan.spec.rank = 0;
+    const std::unique_ptr<any_sampler> owned = make_sampler(o.plan.spec);
+    const any_sampler& sampler = *owned;
+    {
       const std::vector<bucket_id> ids = sampler.assign();
       write_out_csv(o.out_path, sampler.config(), ids);
       if (!o.quiet) {
@@ -198,7 +196,7 @@ int cmd_assign(int argc, char** argv) {
         std::fflush(stdout);
       }
       return exit_ok;
-    });
+    }
   });
 }
 

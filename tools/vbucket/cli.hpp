@@ -15,8 +15,6 @@
 #include <algorithm>     // std::max
 #include <atomic>        // std::atomic (the signal handler's table)
 #include <cerrno>        // errno
-#include <charconv>      // std::from_chars
-#include <cmath>         // std::isfinite
 #include <cstdint>       // std::uint64_t
 #include <cstdio>        // std::FILE, std::fopen, std::fputs
 #include <cstdlib>       // std::getenv
@@ -30,12 +28,11 @@
 #include <stdexcept>     // std::runtime_error
 #include <string>        // std::string
 #include <string_view>   // std::string_view
-#include <system_error>  // std::errc, std::error_code
+#include <system_error>  // std::error_code
 #include <utility>       // std::move
 
-#include "vbucket/error.hpp"
-#include "vbucket/numpy_random.hpp"  // big_seed
-#include "vbucket/seeding.hpp"       // rng_mode, check_seed
+#include "vbucket/detail/parse_number.hpp"  // parse_uint_in, parse_positive
+#include "vbucket/error.hpp"                // vbucket::error, escape_control
 
 namespace vbucket::cli {
 
@@ -49,6 +46,7 @@ int cmd_stats(int argc, char** argv);
 int cmd_scan(int argc, char** argv);    // tools/vbucket/ffmpeg/ (VBUCKET_CLI_HAS_FFMPEG)
 int cmd_decode(int argc, char** argv);  // tools/vbucket/ffmpeg/ (VBUCKET_CLI_HAS_FFMPEG)
 int cmd_fit_bs(int argc, char** argv);
+int cmd_cache_plan(int argc, char** argv);
 
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_data_error = 1;
@@ -60,28 +58,6 @@ class usage_error : public std::runtime_error {
   explicit usage_error(const std::string& message) : std::runtime_error(message) {}
 };
 
-/// `s` on one line: line breaks and other control characters are written as escapes.
-inline std::string one_line(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 && c != '\t') {
-      constexpr char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    } else {
-      out.push_back(ch);
-    }
-  }
-  return out;
-}
-
 /// Runs a subcommand's body (a callable returning the exit code). Any exception becomes one
 /// line on stderr, `vbucket <command>: error: <message>`, and exit code 2 for usage errors or
 /// 1 for everything else. `command` empty means the top level (`vbucket: error: ...`).
@@ -90,7 +66,7 @@ int run_main(std::string_view command, Body&& body) noexcept {
   const std::string name = command.empty() ? "vbucket" : "vbucket " + std::string(command);
   auto report = [&](std::string_view message, int code) noexcept {
     try {
-      std::string line = name + ": error: " + one_line(message);
+      std::string line = name + ": error: " + escape_control(message);
       if (code == exit_usage_error) line += " (see '" + name + " --help')";
       line += '\n';
       std::fflush(stdout);
@@ -128,7 +104,9 @@ class args {
  public:
   /// Parses argv[1..argc) against `flags`; argv[0] is the subcommand's name. Throws
   /// `usage_error` on an unknown flag, a flag given twice, a missing value, a value given
-  /// to a switch, a positional argument or (unless --help was given) a missing required flag.
+  /// to a switch, a positional argument or (unless --help or --run was given) a missing
+  /// required flag. With --run (a run file, read by `read_run_flags`) the command checks its
+  /// required flags itself, as the file may give them (`check_required`).
   static args parse(int argc, char** argv, std::span<const flag> flags) {
     args a;
     for (int i = 1; i < argc; ++i) {
@@ -162,14 +140,21 @@ class args {
       }
       a.values_.emplace(std::string(name), std::string(value));
     }
+    if (!a.has("run")) a.check_required(flags, [](std::string_view) { return false; });
+    return a;
+  }
+
+  /// Throws `usage_error` naming the required flags that were not given and that
+  /// `elsewhere(name)` does not supply.
+  template <class Given>
+  void check_required(std::span<const flag> flags, Given&& elsewhere) const {
     std::string missing;
     for (const flag& f : flags)
-      if (f.required && a.values_.count(std::string(f.name)) == 0)
+      if (f.required && values_.count(std::string(f.name)) == 0 && !elsewhere(f.name))
         missing += (missing.empty() ? "--" : ", --") + std::string(f.name);
     if (!missing.empty())
       throw usage_error("missing required flag" +
                         std::string(missing.find(',') == std::string::npos ? " " : "s ") + missing);
-    return a;
   }
 
   /// True when --help or -h was given (nothing else was checked then).
@@ -228,53 +213,17 @@ inline std::string usage_text(std::string_view command, std::string_view descrip
 /// An unsigned integer flag value in [min, max], plain decimal digits.
 inline std::uint64_t parse_uint_flag(std::string_view flag_name, std::string_view text,
                                      std::uint64_t min, std::uint64_t max) {
-  std::uint64_t v = 0;
-  const char* const end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || p != end || v < min || v > max)
-    throw usage_error("--" + std::string(flag_name) + ": expected an integer from " +
-                      std::to_string(min) + " to " + std::to_string(max) + ", got \"" +
-                      std::string(text) + "\"");
-  return v;
+  if (const auto v = detail::parse_uint_in(text, min, max)) return *v;
+  throw usage_error("--" + std::string(flag_name) + ": expected an integer from " +
+                    std::to_string(min) + " to " + std::to_string(max) + ", got \"" +
+                    std::string(text) + "\"");
 }
 
 /// A finite positive number flag value.
 inline double parse_positive_flag(std::string_view flag_name, std::string_view text) {
-  double v = 0.0;
-  const char* const end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || p != end || !(v > 0.0) || !std::isfinite(v))
-    throw usage_error("--" + std::string(flag_name) + ": expected a positive number, got \"" +
-                      std::string(text) + "\"");
-  return v;
-}
-
-/// A seed flag value: any non-negative decimal integer.
-inline big_seed parse_seed_flag(std::string_view flag_name, std::string_view text) {
-  try {
-    return big_seed::parse(text);
-  } catch (const vbucket::error& e) {
-    throw usage_error("--" + std::string(flag_name) + ": " + e.what());
-  }
-}
-
-/// A random-mode flag value: fast or numpy.
-inline rng_mode parse_rng_flag(std::string_view flag_name, std::string_view text) {
-  if (const auto mode = parse_rng_mode(text)) return *mode;
-  throw usage_error("--" + std::string(flag_name) + ": unknown random source \"" +
-                    std::string(text) + "\" (expected fast or numpy)");
-}
-
-/// A seed flag value for `mode` (the library's rule, `check_seed`): any non-negative decimal
-/// integer, below 2^64 in fast mode.
-inline big_seed parse_seed_flag(std::string_view flag_name, std::string_view text, rng_mode mode) {
-  big_seed seed = parse_seed_flag(flag_name, text);
-  try {
-    check_seed(mode, seed);
-  } catch (const vbucket::error& e) {
-    throw usage_error("--" + std::string(flag_name) + ": " + e.what());
-  }
-  return seed;
+  if (const auto v = detail::parse_positive(text)) return *v;
+  throw usage_error("--" + std::string(flag_name) + ": expected a positive number, got \"" +
+                    std::string(text) + "\"");
 }
 
 /// `text` as one CSV field: quoted (quotes doubled) when it holds a comma, quote, line break

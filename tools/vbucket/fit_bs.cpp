@@ -26,6 +26,7 @@
 #include "vbucket/eigen/cost_model.hpp"
 #include "vbucket/eigen/profile_csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
+#include "vbucket/rule_kind.hpp"
 
 namespace vbucket::cli {
 namespace {
@@ -59,8 +60,6 @@ constexpr std::string_view fit_bs_description =
     "disabled; NEW.json keeps CFG.json's keys in order. Prints the fits and a table.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
-enum class tables_kind { opensora_v2, opensora_v12 };
-
 struct fit_bs_options {
   std::string config_path;
   std::string profile_path;
@@ -70,7 +69,7 @@ struct fit_bs_options {
   std::optional<std::string> reference_resolution;
   std::int64_t reference_frames = 0;
   latent_compression compression{};
-  std::optional<tables_kind> tables;
+  std::optional<rule_kind> tables;
 };
 
 fit_bs_options read_options(const args& a) {
@@ -105,30 +104,26 @@ fit_bs_options read_options(const args& a) {
     o.compression.spatial = static_cast<std::int64_t>(
         parse_uint_flag("spatial-compression", a.value("spatial-compression"), 1, 1024));
   if (a.has("rule")) {
-    const std::string& rule = a.value("rule");
-    if (rule == "opensora-v2") {
-      o.tables = tables_kind::opensora_v2;
-    } else if (rule == "opensora-v1.2") {
-      o.tables = tables_kind::opensora_v12;
-    } else {
-      throw usage_error("--rule: unknown rule \"" + rule +
-                        "\" (expected opensora-v2 or opensora-v1.2)");
+    try {
+      o.tables = parse_rule_or_throw(a.value("rule"), "--rule");
+    } catch (const vbucket::error& e) {
+      throw usage_error(e.what());
     }
   }
   return o;
 }
 
 /// Open-Sora v1.2's tables when they know every resolution of the config, else 2.0's.
-tables_kind infer_tables(const std::vector<bucket_spec>& specs) {
+rule_kind infer_tables(const std::vector<bucket_spec>& specs) {
   const opensora_v12_tables v12;
   for (const auto& s : specs) {
     try {
       (void)v12.resolve(s.resolution);
     } catch (const error&) {
-      return tables_kind::opensora_v2;
+      return rule_kind::opensora_v2;
     }
   }
-  return tables_kind::opensora_v12;
+  return rule_kind::opensora_v12;
 }
 
 std::string coefficients(const eigen::cost_fit& f, std::string_view unit) {
@@ -159,11 +154,11 @@ void print_report(const eigen::rescale_result& r, const fit_bs_options& o, std::
       {"bucket", "tokens", "old bs", "new bs", "memory GiB", "step s"}};
   for (const auto& b : r.buckets) {
     if (!b.bucket.enabled()) {
-      rows.push_back(
-          {one_line(b.bucket.name()), std::to_string(b.bucket.tokens), "-", "disabled", "-", "-"});
+      rows.push_back({escape_control(b.bucket.name()), std::to_string(b.bucket.tokens), "-",
+                      "disabled", "-", "-"});
       continue;
     }
-    rows.push_back({one_line(b.bucket.name()), std::to_string(b.bucket.tokens),
+    rows.push_back({escape_control(b.bucket.name()), std::to_string(b.bucket.tokens),
                     std::to_string(b.bucket.batch_size),
                     std::to_string(b.new_batch_size) + (b.capped_by_oom ? "*" : ""),
                     fmt::format("{:.2f}", b.predicted_memory_gib),
@@ -259,8 +254,8 @@ int cmd_fit_bs(int argc, char** argv) {
     const fit_bs_options o = read_options(a);
     auto config_json = json::parse_json(json::read_file(o.config_path), o.config_path);
     const auto specs = json::bucket_specs(config_json, o.config_path);
-    const tables_kind kind = o.tables ? *o.tables : infer_tables(specs);
-    if (kind == tables_kind::opensora_v12)
+    const rule_kind kind = o.tables ? *o.tables : infer_tables(specs);
+    if (kind == rule_kind::opensora_v12)
       return run_fit_bs(o, std::move(config_json), specs, opensora_v12_tables{});
     // The tables stay Open-Sora's (as `vbucket assign` uses them); the compressions only
     // turn a bucket's size into tokens.

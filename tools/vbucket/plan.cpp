@@ -24,29 +24,36 @@
 namespace vbucket::cli {
 namespace {
 
-constexpr flag plan_own_flags[] = {
-    {"config", "CFG.json", true, plan_help::config},
-    {"meta", "META.csv", true, plan_help::meta},
-    {"world", "W", true, "number of data-parallel ranks; mpi: the number of MPI processes"},
-    {"rank", "R", true,
-     "the rank whose steps are written (0 to W-1), or all; mpi (with --world mpi): this "
-     "process's rank under mpirun"},
-    {"seed", "S", true, plan_help::seed},
-    {"epoch", "E", true, plan_help::epoch},
-    {"out", "BATCHES.jsonl", true,
-     "output: one JSON object per step; {rank} is replaced by the rank (not with --rank all); "
-     "- is standard output (the summary then goes to standard error)"},
-    {"drop-last", "", false, plan_help::drop_last},
-    {"start-step", "K", false, "K steps of this world size are done: write steps K, K+1, ..."},
-    {"consumed-batches", "N", false,
-     "N global batches are done (under any world size): write the rest, dealt to W ranks"},
-    {"state", "STATE", false,
-     "resume from a state a run printed (\"vbucket-plan seed=S epoch=E consumed=N balance=G "
-     "world=W fingerprint=F\"): as --consumed-batches N, refused when seed, epoch, balance "
-     "group or the plan's fingerprint (metadata, config, rule, rng, policy) differ"},
-};
-constexpr flag plan_quiet_flag[] = {{"quiet", "", false, "do not print the summary"}};
-constexpr auto plan_cmd_flags = join_flags(plan_own_flags, sampler_flags, plan_quiet_flag);
+/// plan's flags: its own, and the run spec's (plan_common.hpp).
+const flag_table& plan_flags() {
+  static const flag_table t = [] {
+    flag_table f;
+    f.field("config", true).field("meta", true);
+    f.field("world", true, "number of data-parallel ranks; mpi: the number of MPI processes");
+    f.field("rank", true,
+            "the rank whose steps are written (0 to W-1), or all; mpi (with --world mpi): this "
+            "process's rank under mpirun");
+    f.field("seed", true).field("epoch", true);
+    f.own({"out", "BATCHES.jsonl", true,
+           "output: one JSON object per step; {rank} is replaced by the rank (not with --rank "
+           "all); - is standard output (the summary then goes to standard error)"});
+    f.field("drop_last");
+    f.own(
+        {"start-step", "K", false, "K steps of this world size are done: write steps K, K+1, ..."});
+    f.own({"consumed-batches", "N", false,
+           "N global batches are done (under any world size): write the rest, dealt to W ranks"});
+    f.own({"state", "STATE", false,
+           "resume from a state a run printed (\"vbucket-plan seed=S epoch=E consumed=N "
+           "balance=G world=W fingerprint=F\"): as --consumed-batches N, refused when seed, "
+           "epoch, balance group or the plan's fingerprint (metadata, config, rule, rng, "
+           "policy) differ"});
+    f.sampler_fields();
+    f.own({"quiet", "", false, "do not print the summary"});
+    f.run_file();
+    return f;
+  }();
+  return t;
+}
 
 constexpr std::string_view plan_description =
     "Plans one epoch: assigns every row of META.csv to a bucket, shuffles within buckets, cuts\n"
@@ -71,27 +78,10 @@ constexpr std::string_view plan_description =
     "writes its own steps; a process that fails or computes another plan (other metadata,\n"
     "config or flags) makes every process exit 1 with one line naming the ranks. Rank 0\n"
     "prints the summary.\n"
+    "With --run RUN.json the run spec's fields come from a JSON object ({\"config\": \"c.json\",\n"
+    "\"meta\": \"m.csv\", \"seed\": 42, \"world\": 8, \"rank\": 0, ...}; relative paths from its\n"
+    "directory); a flag given as well overrides the file's field.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
-
-/// `s` as a JSON string literal.
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(ch);
-    } else if (c < 0x20) {
-      constexpr char hex[] = "0123456789abcdef";
-      out += "\\u00";
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    } else {
-      out.push_back(ch);
-    }
-  }
-  return out + "\"";
-}
 
 void append_number(std::string& out, std::uint64_t v) {
   char digits[24];
@@ -112,7 +102,7 @@ std::string rank_path(std::string path, std::uint32_t rank) {
 }
 
 struct plan_request {
-  plan_flags plan;
+  run_flags plan;
   std::string out_path;
   std::optional<std::uint32_t> rank;              // nullopt: all
   std::optional<std::uint64_t> start_step;        // --start-step
@@ -124,15 +114,12 @@ struct plan_request {
 
 plan_request read_request(const args& a) {
   plan_request r;
-  r.plan = read_plan_flags(a);
+  const bool all = a.has("rank") && a.value("rank") == "all";
+  constexpr std::string_view rank_field[] = {"rank"};
+  r.plan = read_run_flags(a, plan_flags(), all ? rank_field : std::span<const std::string_view>{});
   r.out_path = a.value("out");
-  const std::string& rank = a.value("rank");
-  if (rank != "all") {
-    const std::uint64_t v = parse_uint_flag("rank", rank, 0, max_world - 1);
-    if (v >= r.plan.world)
-      throw usage_error("--rank " + rank + " is not below --world " + std::to_string(r.plan.world) +
-                        " (ranks are 0 to " + std::to_string(r.plan.world - 1) + ", or all)");
-    r.rank = static_cast<std::uint32_t>(v);
+  if (!all) {
+    r.rank = r.plan.spec.rank;
     r.out_path = rank_path(r.out_path, *r.rank);  // as under mpirun: one file per rank
   } else if (r.out_path.find("{rank}") != std::string::npos) {
     throw usage_error("--out " + r.out_path +
@@ -144,7 +131,7 @@ plan_request read_request(const args& a) {
           static_cast<int>(a.has("state")) >
       1)
     throw usage_error("--start-step, --consumed-batches and --state cannot be given together");
-  const std::uint64_t world = r.plan.world;
+  const std::uint64_t world = r.plan.spec.world;
   constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
   if (a.has("start-step")) {
     // Any count reads; one past the epoch's last step is refused once the plan is known.
@@ -242,7 +229,7 @@ template <class Sampler>
 void check_state_fingerprint(const Sampler& sampler, const plan_request& r) {
   const plan_state& s = *r.state;
   if (!s.fingerprint) {
-    const std::string line = "vbucket plan: warning: --state \"" + one_line(s.to_string()) +
+    const std::string line = "vbucket plan: warning: --state \"" + escape_control(s.to_string()) +
                              "\" has no fingerprint (an older state line): it cannot be checked "
                              "against this plan, so a change of the metadata, config, rule, rng "
                              "or policy since it was saved would go unnoticed\n";
@@ -254,8 +241,8 @@ void check_state_fingerprint(const Sampler& sampler, const plan_request& r) {
   throw vbucket::error(
       "--state \"" + s.to_string() + "\" was saved from a plan with fingerprint " +
       fingerprint_text(*s.fingerprint) + ", but this plan of epoch " +
-      std::to_string(sampler.epoch()) + " (--meta " + r.plan.meta_path + ", --config " +
-      r.plan.config_path + ") has fingerprint " + fingerprint_text(mine) +
+      std::to_string(sampler.epoch()) + " (--meta " + r.plan.spec.meta + ", --config " +
+      r.plan.spec.config + ") has fingerprint " + fingerprint_text(mine) +
       ": the metadata, config, rule, rng, seed or policy differ from the run that saved it "
       "(resuming would replay some samples and skip others); resume with the same inputs, or "
       "start the changed data as a new epoch");
@@ -319,7 +306,7 @@ void write_batches(const plan_request& r, const Sampler& sampler, output_file& o
   };
   if (r.rank) {
     std::uint64_t k = 0;
-    for (const batch& b : sampler) write_one(k++, b, *r.rank, false);
+    for (const batch& b : sampler.batches()) write_one(k++, b, *r.rank, false);
   } else {
     const epoch_schedule& s = sampler.schedule();
     for (std::uint64_t k = 0; k < s.steps(); ++k)
@@ -472,7 +459,8 @@ int plan_mpi(int argc, char** argv) {
     std::vector<std::string> words = with_mpi_numbers(argc, argv, me, world);
     std::vector<char*> pointers;
     for (std::string& w : words) pointers.push_back(w.data());
-    const args a = args::parse(static_cast<int>(pointers.size()), pointers.data(), plan_cmd_flags);
+    const args a =
+        args::parse(static_cast<int>(pointers.size()), pointers.data(), plan_flags().flags());
     if (!flag_is_mpi(argc, argv, "rank") || !flag_is_mpi(argc, argv, "world"))
       throw usage_error(
           "--rank mpi and --world mpi go together (the rank and the world size "
@@ -483,7 +471,9 @@ int plan_mpi(int argc, char** argv) {
                         ": with --rank mpi each rank writes its own file; put {rank} in the "
                         "name (e.g. 'batches.{rank}.jsonl')");
     output_file out(r.out_path);  // before planning: an unwritable path fails at once
-    return with_sampler(r.plan, me, [&](auto& sampler) {
+    {
+      const std::unique_ptr<any_sampler> owned = make_sampler(r.plan.spec);
+      any_sampler& sampler = *owned;
       resume(sampler, r);
       const std::uint64_t fingerprint = sampler.fingerprint();
       const std::uint64_t consumed = sampler.state().consumed;
@@ -504,12 +494,12 @@ int plan_mpi(int argc, char** argv) {
             print_summary(r, sampler);
           }
           std::printf("mpi: %u ranks agree on the plan; each wrote its own steps to %s\n", world,
-                      one_line(a.value("out")).c_str());
+                      escape_control(a.value("out")).c_str());
         }
       }
       std::fflush(stdout);
       return exit_ok;
-    });
+    }
   } catch (const std::exception& e) {
     if (agreed) throw;
     // This rank failed before the agreement: join it as failed, so that every rank throws the
@@ -548,15 +538,19 @@ int cmd_plan(int argc, char** argv) {
 #endif
   }
   return run_main("plan", [&] {
-    const args a = args::parse(argc, argv, plan_cmd_flags);
+    const args a = args::parse(argc, argv, plan_flags().flags());
     if (a.help()) {
-      std::fputs(usage_text("plan", plan_description, plan_cmd_flags).c_str(), stdout);
+      std::fputs(usage_text("plan", plan_description, plan_flags().flags()).c_str(), stdout);
       return exit_ok;
     }
     const plan_request r = read_request(a);
     output_file out(r.out_path);  // before planning: an unwritable path fails at once
     // With --rank all, rank 0's sampler: the batches come from its schedule (every rank's).
-    return with_sampler(r.plan, r.rank.value_or(0), [&](auto& sampler) {
+    run_spec spec = r.plan.spec;
+    if (!r.rank) spec.rank = 0;
+    const std::unique_ptr<any_sampler> owned = make_sampler(spec);
+    any_sampler& sampler = *owned;
+    {
       resume(sampler, r);
       if (sampler.packed()) {
         write_packed_batches(r, sampler, out);
@@ -574,7 +568,7 @@ int cmd_plan(int argc, char** argv) {
         std::fflush(stdout);
       }
       return exit_ok;
-    });
+    }
   });
 }
 

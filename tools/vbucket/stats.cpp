@@ -4,6 +4,7 @@
 
 #include <cstdint>      // std::uint64_t
 #include <cstdio>       // std::fputs, std::printf
+#include <memory>       // std::unique_ptr
 #include <string_view>  // std::string_view
 
 #include "cli.hpp"
@@ -16,17 +17,17 @@
 namespace vbucket::cli {
 namespace {
 
-constexpr flag stats_own_flags[] = {
-    {"config", "CFG.json", true, plan_help::config},
-    {"meta", "META.csv", true, plan_help::meta},
-    {"world", "W", false, "number of data-parallel ranks (1)"},
-    {"seed", "S", false, "the run's seed (0)"},
-    {"epoch", "E", false, "the epoch (0)"},
-    {"drop-last", "", false, plan_help::drop_last},
-};
-static_assert(defaults::world == 1 && defaults::seed == 0 && defaults::epoch == 0,
-              "stats_own_flags name the defaults");
-constexpr auto stats_cmd_flags = join_flags(stats_own_flags, sampler_flags);
+/// stats' flags: its own, and the run spec's (plan_common.hpp).
+const flag_table& stats_flags() {
+  static const flag_table t = [] {
+    flag_table f;
+    f.field("config", true).field("meta", true).field("world").field("seed").field("epoch");
+    f.field("drop_last").sampler_fields();
+    f.run_file();
+    return f;
+  }();
+  return t;
+}
 
 constexpr std::string_view stats_description =
     "Plans one epoch as `vbucket plan` does and prints its statistics: samples, batches, pads,\n"
@@ -72,13 +73,16 @@ void print_packed_stats(const packed_stats& s) {
 
 int cmd_stats(int argc, char** argv) {
   return run_main("stats", [&] {
-    const args a = args::parse(argc, argv, stats_cmd_flags);
+    const args a = args::parse(argc, argv, stats_flags().flags());
     if (a.help()) {
-      std::fputs(usage_text("stats", stats_description, stats_cmd_flags).c_str(), stdout);
+      std::fputs(usage_text("stats", stats_description, stats_flags().flags()).c_str(), stdout);
       return exit_ok;
     }
-    const plan_flags f = read_plan_flags(a);
-    return with_sampler(f, 0, [&](auto& sampler) {
+    run_flags f = read_run_flags(a, stats_flags());
+    f.spec.rank = 0;
+    const std::unique_ptr<any_sampler> owned = make_sampler(f.spec);
+    any_sampler& sampler = *owned;
+    {
       if (sampler.packed()) {
         print_packed_stats(compute_packed_stats(sampler.packing_schedule()));
         std::printf(
@@ -96,7 +100,7 @@ int cmd_stats(int argc, char** argv) {
       std::fflush(stdout);
       warn_pads("stats", sampler.plan(), sampler.config(), f.pad_warn);
       return exit_ok;
-    });
+    }
   });
 }
 

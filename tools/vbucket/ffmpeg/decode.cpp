@@ -120,17 +120,17 @@ int cmd_decode(int argc, char** argv) {
       std::fprintf(stderr,
                    "vbucket decode: warning: %s: its entry in %s is stale (size or mtime changed "
                    "since the scan); decoded without it\n",
-                   one_line(path).c_str(), one_line(a.value("index")).c_str());
+                   escape_control(path).c_str(), escape_control(a.value("index")).c_str());
     else if (req.index != nullptr && index.find(path) == nullptr)
       std::fprintf(stderr,
                    "vbucket decode: warning: %s: no entry in the frame index %s (under any "
                    "spelling of its path: %s); decoded without it\n",
-                   one_line(path).c_str(), one_line(a.value("index")).c_str(),
-                   one_line(ffmpeg::canonical_media_path(path)).c_str());
+                   escape_control(path).c_str(), escape_control(a.value("index")).c_str(),
+                   escape_control(ffmpeg::canonical_media_path(path)).c_str());
     std::printf(
         "%lld frames %lldx%lld (%s) from %s: %lld decoded, %lld padded%s%s%s%s%s\n",
         static_cast<long long>(req.frames), static_cast<long long>(req.height),
-        static_cast<long long>(req.width), layout.c_str(), one_line(path).c_str(),
+        static_cast<long long>(req.width), layout.c_str(), escape_control(path).c_str(),
         static_cast<long long>(info.frames_decoded), static_cast<long long>(info.frames_padded),
         info.indexed ? ", timestamps from the sample table" : "",
         info.index_used ? ", frame index used" : "", info.seeked ? ", seeked" : "",

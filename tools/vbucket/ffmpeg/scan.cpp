@@ -214,14 +214,14 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
       } else {
         ++failed_index;
         if (!job.quiet)
-          std::fprintf(stderr, "warning: not indexed: %s\n", one_line(e.error()).c_str());
+          std::fprintf(stderr, "warning: not indexed: %s\n", escape_control(e.error()).c_str());
       }
     }
     job.index_out->write(index.serialize());
     job.index_out->commit();
     indexed = "; indexed " + std::to_string(index.size()) + " videos" +
               (failed_index > 0 ? " (" + std::to_string(failed_index) + " could not be)" : "") +
-              " into " + one_line(ffmpeg::index_path_for(job.out_path));
+              " into " + escape_control(ffmpeg::index_path_for(job.out_path));
   }
   if (!job.quiet) {
     std::printf("%zu files: %llu probed, %llu failed%s%s; wrote %s%s\n", paths.size(),
@@ -229,7 +229,7 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
                 static_cast<unsigned long long>(failed),
                 failed > 0 && job.skip_failed ? " (left out)" : "",
                 warned > 0 ? (", " + std::to_string(warned) + " with a warning").c_str() : "",
-                one_line(job.out_path).c_str(), indexed.c_str());
+                escape_control(job.out_path).c_str(), indexed.c_str());
     std::fflush(stdout);
   }
 }

@@ -12,6 +12,7 @@
 
 #include <cstdint>      // std::uint64_t, std::int64_t
 #include <filesystem>   // std::filesystem::path (paths relative to the run file)
+#include <memory>       // std::shared_ptr, std::make_shared
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 #include <utility>      // std::pair
@@ -79,7 +80,7 @@ inline std::vector<std::pair<std::string, std::string>> run_spec_entries(std::st
         break;
       case field_kind::number:
         if (!v.is_number()) wrong("a number");
-        value = v.is_number_float() ? vbucket::detail::spec_number_text(v.get<double>()) : v.dump();
+        value = v.is_number_float() ? vbucket::detail::shortest_text(v.get<double>()) : v.dump();
         break;
       case field_kind::triple:
         if (!v.is_array() || v.size() != 3) wrong("three integers [T, H, W]");
@@ -95,9 +96,10 @@ inline std::vector<std::pair<std::string, std::string>> run_spec_entries(std::st
 }
 
 /// Sets the fields a run file gives on `spec` (the others keep their values; call
-/// `spec.validate()` once everything is set). Relative paths are taken from the file's
-/// directory.
-inline void apply_run_spec(run_spec& spec, const std::string& path) {
+/// `spec.validate()` once everything is set) and returns their names. Relative paths are taken
+/// from the file's directory.
+inline std::vector<std::string> apply_run_spec(run_spec& spec, const std::string& path) {
+  std::vector<std::string> given;
   const field_naming name{field_naming::style::file_key, path};
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   for (auto& [key, value] : run_spec_entries(read_file(path), path)) {
@@ -105,7 +107,9 @@ inline void apply_run_spec(run_spec& spec, const std::string& path) {
     if (f->kind == field_kind::path && !value.empty() && std::filesystem::path(value).is_relative())
       value = (dir / value).string();
     spec.set(key, value, name);
+    given.push_back(key);
   }
+  return given;
 }
 
 /// The run spec of a run file: the defaults, the file's fields, validated (errors name the file).
@@ -118,6 +122,13 @@ inline run_spec load_run_spec(const std::string& path) {
     throw error(path + ": " + e.what());
   }
   return spec;
+}
+
+/// The bucket config a spec names (`spec.config`), loaded with the tables of its rule.
+inline std::shared_ptr<const bucket_config> load_config(const run_spec& spec) {
+  return spec.visit_rule([&](const auto& tables, const auto& /*rule*/) {
+    return std::make_shared<const bucket_config>(load_bucket_config(spec.config, tables));
+  });
 }
 
 }  // namespace vbucket::json
