@@ -7,6 +7,10 @@
 
 #include "cli.hpp"
 
+namespace vbucket::cli {
+int cmd_audit(int argc, char** argv);  // tools/vbucket/audit.cpp
+}  // namespace vbucket::cli
+
 namespace {
 
 struct command {
@@ -19,6 +23,7 @@ struct command {
 // its body in vbucket::cli::run_main), declare it in cli.hpp and add one line here.
 constexpr command commands[] = {
     {"assign", vbucket::cli::cmd_assign, "assign every sample of a metadata CSV to a bucket"},
+    {"audit", vbucket::cli::cmd_audit, "prove from ledgers: each epoch's samples once each"},
 #if VBUCKET_CLI_HAS_FFMPEG
     {"decode", vbucket::cli::cmd_decode, "decode a clip of a video, resized and cropped, as RGB24"},
 #endif
