@@ -24,6 +24,8 @@ struct command {
 constexpr command commands[] = {
     {"assign", vbucket::cli::cmd_assign, "assign every sample of a metadata CSV to a bucket"},
     {"audit", vbucket::cli::cmd_audit, "prove from ledgers: each epoch's samples once each"},
+    {"cache-plan", vbucket::cli::cmd_cache_plan,
+     "select the (sample, shape) latents to precompute, as a manifest"},
 #if VBUCKET_CLI_HAS_FFMPEG
     {"decode", vbucket::cli::cmd_decode, "decode a clip of a video, resized and cropped, as RGB24"},
 #endif
