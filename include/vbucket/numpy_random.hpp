@@ -11,10 +11,12 @@
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
+#include <utility>      // std::move
 #include <vector>       // std::vector
 
 #include "vbucket/detail/compiled.hpp"
 #include "vbucket/error.hpp"
+#include "vbucket/random_source.hpp"  // random_source, detail::independent_streams
 
 namespace vbucket {
 
@@ -359,5 +361,30 @@ class numpy_rng {
   u128 state_ = 0;
   u128 increment_ = 0;
 };
+
+/// Open-Sora's NumPy draws: sample i, sub-stream s is `default_rng(seed + i · num_bucket + s)`.
+/// `seed` is Open-Sora's `seed + epoch` and may be any non-negative integer.
+class numpy_source {
+ public:
+  numpy_source(big_seed seed, std::uint64_t num_bucket)
+      : seed_(std::move(seed)), num_bucket_(num_bucket) {}
+
+  [[nodiscard]] numpy_rng stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
+    return numpy_rng(seed_, static_cast<u128>(sample) * num_bucket_ + sub);
+  }
+  [[nodiscard]] const big_seed& seed() const noexcept { return seed_; }
+  [[nodiscard]] std::uint64_t num_bucket() const noexcept { return num_bucket_; }
+
+ private:
+  big_seed seed_;
+  std::uint64_t num_bucket_;
+};
+
+static_assert(random_source<numpy_source>);
+
+namespace detail {
+template <>
+inline constexpr bool independent_streams<numpy_source> = true;
+}  // namespace detail
 
 }  // namespace vbucket

@@ -52,6 +52,14 @@ void parallel_tasks(std::size_t tasks, unsigned threads, Fn fn) {
   run_tasks(tasks, threads, erase_task(fn), nullptr);
 }
 
+/// `parallel_tasks` with a stop token and a progress callback (`task_control`, from
+/// detail/task_control.hpp: the caller that has one includes it). The tasks that never started
+/// are the caller's to account for.
+template <class Fn>
+void parallel_tasks(std::size_t tasks, unsigned threads, Fn fn, const task_control& control) {
+  run_tasks(tasks, threads, erase_task(fn), &control);
+}
+
 }  // namespace vbucket::detail
 
 #if VBUCKET_HEADER_DEFINITIONS

@@ -65,20 +65,24 @@ concept media_record = vbucket::video_meta<T> && requires(const T& r) {
   { detail::record_path(r) } -> std::convertible_to<std::string_view>;
 };
 
+/// A `file_decoder`'s options (`file_decoder::options`). At namespace scope: a nested struct
+/// with default member initializers cannot be a defaulted argument inside its class (clang).
+struct file_decoder_options {
+  /// Open-Sora 2.0's fps thinning (used when `frame_interval` is 0).
+  double fps_max = 16.0;
+  /// A fixed interval (Open-Sora v1.2's `frame_interval`); 0 = from fps and `fps_max`.
+  std::int64_t frame_interval = 0;
+  int threads = 1;  ///< decoder threads per clip
+  resize_filter filter = resize_filter::bilinear;
+  ffmpeg::limits limits{};
+  /// The frame index from `vbucket scan --index` (`frame_index::load`), shared by the
+  /// decoder's copies; a stale entry is ignored and counted (`stale_index_entries`).
+  std::shared_ptr<const frame_index> index{};
+};
+
 class file_decoder {
  public:
-  struct options {
-    /// Open-Sora 2.0's fps thinning (used when `frame_interval` is 0).
-    double fps_max = 16.0;
-    /// A fixed interval (Open-Sora v1.2's `frame_interval`); 0 = from fps and `fps_max`.
-    std::int64_t frame_interval = 0;
-    int threads = 1;  ///< decoder threads per clip
-    resize_filter filter = resize_filter::bilinear;
-    ffmpeg::limits limits{};
-    /// The frame index from `vbucket scan --index` (`frame_index::load`), shared by the
-    /// decoder's copies; a stale entry is ignored and counted (`stale_index_entries`).
-    std::shared_ptr<const frame_index> index{};
-  };
+  using options = file_decoder_options;
 
   /// `paths[i]` is sample i of `meta`. Throws `vbucket::error` when the sizes differ or an
   /// option is invalid.
@@ -160,7 +164,7 @@ class file_decoder {
       req.interval = step;
       req.height = t.height;
       req.width = t.width;
-      req.layout = t.layout == vbucket::clip_layout::thwc ? layout::thwc : layout::cthw;
+      req.layout = t.layout;
       req.threads = options_.threads;
       req.filter = options_.filter;
       req.limits = options_.limits;

@@ -27,23 +27,10 @@ extern "C" {
 }
 
 #include "vbucket/error.hpp"
+#include "vbucket/ffmpeg/limits.hpp"  // network_options
 #include "vbucket/ffmpeg/tar.hpp"
 
 namespace vbucket::ffmpeg {
-
-/// How URLs (and shards behind URLs) are read.
-struct network_options {
-  /// A connect, or a read that stalls, fails after this long (FFmpeg's `rw_timeout`).
-  double io_timeout_seconds = 10.0;
-  /// Further attempts to open a URL after a failure that may pass (connection refused or
-  /// reset, a timeout, a 5xx reply); a 4xx reply or bad data is not retried.
-  int retries = 2;
-  /// The wait before retry k (0-based) is this · 2^k, cut short by the clip's deadline.
-  double retry_backoff_seconds = 0.2;
-  /// A connection lost in the middle of a response is reopened at the byte reached, with
-  /// FFmpeg's waits of 0, 1, 3, ... s up to this many seconds (FFmpeg's `reconnect_delay_max`).
-  int reconnect_delay_max_seconds = 1;
-};
 
 namespace detail {
 

@@ -20,7 +20,8 @@
 #include <utility>       // std::move
 #include <vector>        // std::vector
 
-#include "vbucket/detail/task_control.hpp"
+#include "vbucket/detail/parallel_tasks.hpp"  // parallel_tasks
+#include "vbucket/detail/task_control.hpp"    // task_control
 #include "vbucket/error.hpp"
 #include "vbucket/ffmpeg/probe.hpp"
 

@@ -41,28 +41,10 @@ extern "C" {
 }
 
 #include "vbucket/error.hpp"
+#include "vbucket/ffmpeg/limits.hpp"
 #include "vbucket/ffmpeg/media_source.hpp"
 
 namespace vbucket::ffmpeg {
-
-/// Bounds that keep corrupt or hostile files from exhausting memory or time.
-struct limits {
-  std::int64_t max_side = 16384;                    ///< largest frame height or width
-  std::int64_t max_pixels = std::int64_t{1} << 26;  ///< largest height · width (64 Mpixel)
-  std::int64_t max_packets_without_frame = 1024;    ///< packets sent with no frame coming out
-  double timeout_seconds = 120.0;  ///< wall-clock bound on one probe or decode (interrupts I/O)
-  network_options network{};       ///< timeouts and retries of URLs (media_source.hpp)
-};
-
-/// Silences FFmpeg's own log output (it writes to stderr); a process-wide setting, which the
-/// `vbucket` CLI and the tests use. Errors are reported by vbucket's return values anyway.
-inline void quiet_logs() noexcept { av_log_set_level(AV_LOG_QUIET); }
-
-/// Caps every single allocation FFmpeg makes (av_malloc, av_realloc) at `bytes`, process-wide
-/// (FFmpeg's default: INT_MAX). Some demuxers size buffers from fields of the file, so a hostile
-/// file can ask for gigabytes in one go; with a cap it fails with an error instead. The
-/// `vbucket` CLI caps at 1 GiB, the fuzzers lower.
-inline void cap_allocations(std::size_t bytes) noexcept { av_max_alloc(bytes); }
 
 namespace detail {
 

@@ -1,0 +1,45 @@
+#pragma once
+/// The bounds of one probe or decode (`limits`, with the network's `network_options`) and the
+/// process-wide FFmpeg settings (`quiet_logs`, `cap_allocations`). No FFmpeg header: these are
+/// defined in vbucket::ffmpeg's compiled part.
+
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::int64_t
+
+namespace vbucket::ffmpeg {
+
+/// How URLs (and shards behind URLs) are read.
+struct network_options {
+  /// A connect, or a read that stalls, fails after this long (FFmpeg's `rw_timeout`).
+  double io_timeout_seconds = 10.0;
+  /// Further attempts to open a URL after a failure that may pass (connection refused or
+  /// reset, a timeout, a 5xx reply); a 4xx reply or bad data is not retried.
+  int retries = 2;
+  /// The wait before retry k (0-based) is this · 2^k, cut short by the clip's deadline.
+  double retry_backoff_seconds = 0.2;
+  /// A connection lost in the middle of a response is reopened at the byte reached, with
+  /// FFmpeg's waits of 0, 1, 3, ... s up to this many seconds (FFmpeg's `reconnect_delay_max`).
+  int reconnect_delay_max_seconds = 1;
+};
+
+/// Bounds that keep corrupt or hostile files from exhausting memory or time.
+struct limits {
+  std::int64_t max_side = 16384;                    ///< largest frame height or width
+  std::int64_t max_pixels = std::int64_t{1} << 26;  ///< largest height · width (64 Mpixel)
+  std::int64_t max_packets_without_frame = 1024;    ///< packets sent with no frame coming out
+  double timeout_seconds = 120.0;  ///< wall-clock bound on one probe or decode (interrupts I/O)
+  network_options network{};
+  ///< timeouts and retries of URLs (media_source.hpp)
+};
+
+/// Silences FFmpeg's own log output (it writes to stderr); a process-wide setting, which the
+/// `vbucket` CLI and the tests use. Errors are reported by vbucket's return values anyway.
+void quiet_logs() noexcept;
+
+/// Caps every single allocation FFmpeg makes (av_malloc, av_realloc) at `bytes`, process-wide
+/// (FFmpeg's default: INT_MAX). Some demuxers size buffers from fields of the file, so a hostile
+/// file can ask for gigabytes in one go; with a cap it fails with an error instead. The
+/// `vbucket` CLI caps at 1 GiB, the fuzzers lower.
+void cap_allocations(std::size_t bytes) noexcept;
+
+}  // namespace vbucket::ffmpeg
