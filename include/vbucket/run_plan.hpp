@@ -296,7 +296,7 @@ class run_plan {
       const std::uint32_t s = drawn_.source_of(p);
       out.drawn.push_back(p);
       out.sources.push_back(s);
-      out.rows.push_back(drawn_.rows[p]);
+      out.rows.push_back(drawn_.row(p));
     }
     return out;
   }
@@ -318,6 +318,9 @@ class run_plan {
       follow_settings();
     }
   }
+  /// Begins epoch `e` at the current step (what was left of the current epoch is not
+  /// delivered), e.g. to start a run at a given epoch.
+  void start_epoch(std::uint64_t e) { begin_epoch(e); }
   /// From the current step on, `world` ranks (every rank calls it at the same step).
   void set_world(std::uint32_t world) {
     if (world == 0) throw error("run: world size must be at least 1");
@@ -699,15 +702,23 @@ class run_plan {
       const std::uint64_t key =
           detail::stream_key(opts_.seed, detail::run_domain_assign, detail::hash_bytes(src.name));
       const auto first = static_cast<std::size_t>(drawn_.offsets[s]);
-      if (drawn_.full[s]) {
-        src.assign(std::span<bucket_id>(ids_).subspan(first, src.table->size()), cfg, *src.table,
-                   key, epoch_, opts_.threads);
-        continue;
-      }
-      tmp.resize(src.table->size());
-      src.assign(std::span<bucket_id>(tmp), cfg, *src.table, key, epoch_, opts_.threads);
-      const std::size_t n = static_cast<std::size_t>(drawn_.count(s));
-      for (std::size_t i = 0; i < n; ++i) ids_[first + i] = tmp[drawn_.rows[first + i]];
+      const std::size_t n = src.table->size();
+      const std::span<const bucket_id> by_row = [&]() -> std::span<const bucket_id> {
+        if (drawn_.passes[s] > 0) {  // the first pass is the rows in order: assigned in place
+          const std::span<bucket_id> at = std::span<bucket_id>(ids_).subspan(first, n);
+          src.assign(at, cfg, *src.table, key, epoch_, opts_.threads);
+          return at;
+        }
+        tmp.resize(n);
+        src.assign(std::span<bucket_id>(tmp), cfg, *src.table, key, epoch_, opts_.threads);
+        return tmp;
+      }();
+      for (std::uint64_t c = 1; c < drawn_.passes[s]; ++c)
+        std::copy(by_row.begin(), by_row.end(),
+                  ids_.begin() + static_cast<std::ptrdiff_t>(first + c * n));
+      const std::vector<std::uint32_t>& listed = drawn_.listed[s];
+      bucket_id* rest = ids_.data() + first + drawn_.passes[s] * n;
+      for (std::size_t i = 0; i < listed.size(); ++i) rest[i] = by_row[listed[i]];
     }
     ids_hash_ = cur_.assign_hash;
   }

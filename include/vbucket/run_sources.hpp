@@ -258,21 +258,37 @@ struct draw_spec {
   return m;
 }
 
-/// An epoch's drawn list: the rows of every source's draws, source after source
-/// (`offsets[s]` .. `offsets[s + 1]`). Position p of the list is one draw (the unit the run
-/// delivers exactly once).
+/// An epoch's drawn list: every source's draws, source after source (`offsets[s]` ..
+/// `offsets[s + 1]`). Position p of the list is one draw (the unit the run delivers exactly
+/// once). A source's draws are `passes[s]` whole passes over its rows (row = position mod rows,
+/// not stored), then the rows of `listed[s]` (a subset, or every draw with replacement).
 struct drawn_epoch {
-  std::vector<std::uint32_t> rows;
-  std::vector<std::uint64_t> offsets;  ///< k + 1
-  std::vector<bool> full;  ///< per source: every row exactly once, in row order (rows = iota)
+  std::vector<std::uint64_t> offsets;              ///< k + 1
+  std::vector<std::uint64_t> rows_of;              ///< per source: its table's rows
+  std::vector<std::uint64_t> passes;               ///< per source: whole passes over its rows
+  std::vector<std::vector<std::uint32_t>> listed;  ///< per source: the rows after the passes
 
-  [[nodiscard]] std::size_t size() const noexcept { return rows.size(); }
+  [[nodiscard]] std::size_t size() const noexcept {
+    return offsets.empty() ? 0 : static_cast<std::size_t>(offsets.back());
+  }
   [[nodiscard]] std::uint32_t source_of(std::uint64_t p) const noexcept {
     const auto it = std::upper_bound(offsets.begin(), offsets.end(), p);
     return static_cast<std::uint32_t>(it - offsets.begin() - 1);
   }
   [[nodiscard]] std::uint64_t count(std::size_t s) const noexcept {
     return offsets[s + 1] - offsets[s];
+  }
+  /// The row of draw p.
+  [[nodiscard]] std::uint32_t row(std::uint64_t p) const noexcept {
+    const std::uint32_t s = source_of(p);
+    const std::uint64_t local = p - offsets[s];
+    const std::uint64_t whole = passes[s] * rows_of[s];
+    return static_cast<std::uint32_t>(local < whole ? local % rows_of[s]
+                                                    : listed[s][local - whole]);
+  }
+  /// Whether source s is drawn once, every row (its draws are its rows in order).
+  [[nodiscard]] bool full(std::size_t s) const noexcept {
+    return passes[s] == 1 && listed[s].empty();
   }
 };
 
@@ -294,28 +310,31 @@ struct drawn_epoch {
   for (std::size_t s = 0; s < k; ++s) d.offsets[s + 1] = d.offsets[s] + m[s];
   if (d.offsets[k] >= (std::uint64_t{1} << 32))
     throw error("run: an epoch of " + std::to_string(d.offsets[k]) + " samples (at most 2^32 - 1)");
-  d.rows.resize(static_cast<std::size_t>(d.offsets[k]));
-  d.full.assign(k, false);
+  d.rows_of = sizes;
+  d.passes.assign(k, 0);
+  d.listed.resize(k);
   const std::uint64_t epoch_key = detail::plan_key(seed, epoch);
   for (std::size_t s = 0; s < k; ++s) {
     const std::uint64_t n = sizes[s];
-    std::uint32_t* out = d.rows.data() + d.offsets[s];
     const std::uint64_t key =
         detail::stream_key(epoch_key, detail::run_domain_draw, detail::hash_bytes(names[s]));
+    std::vector<std::uint32_t>& out = d.listed[s];
     if (spec.replacement) {
+      out.resize(static_cast<std::size_t>(m[s]));
       for (std::uint64_t i = 0; i < m[s]; ++i)
         out[i] = static_cast<std::uint32_t>(detail::keyed_below(key, i, n));
       continue;
     }
-    const std::uint64_t q = n == 0 ? 0 : m[s] / n, r = n == 0 ? 0 : m[s] % n;
-    for (std::uint64_t c = 0; c < q; ++c)
-      std::iota(out + c * n, out + (c + 1) * n, std::uint32_t{0});
-    d.full[s] = q == 1 && r == 0;
-    std::uint32_t* sub = out + q * n;
+    const std::uint64_t r = n == 0 ? 0 : m[s] % n;
+    d.passes[s] = n == 0 ? 0 : m[s] / n;
+    out.resize(static_cast<std::size_t>(r));
     std::uint64_t chosen = 0;
-    for (std::uint64_t i = 0; i < n && chosen < r; ++i)
-      if (detail::keyed_below(key, i, n - i) < r - chosen)
-        sub[chosen++] = static_cast<std::uint32_t>(i);
+    // Selection sampling: row i is taken with probability (r − chosen) / (n − i); branch-free
+    // (a taken row's slot is written before the count moves past it).
+    for (std::uint64_t i = 0; i < n && chosen < r; ++i) {
+      out[chosen] = static_cast<std::uint32_t>(i);
+      chosen += detail::keyed_below(key, i, n - i) < r - chosen ? 1U : 0U;
+    }
   }
   return d;
 }

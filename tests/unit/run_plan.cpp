@@ -252,18 +252,18 @@ TEST_CASE("run_plan: drawing without replacement takes every row q times and a s
   const auto e0 = vbucket::draw_epoch(src, d, 9, 0);
   const auto e1 = vbucket::draw_epoch(src, d, 9, 1);
   std::vector<int> c0(1000), c1(1000);
-  for (std::uint64_t p = 0; p < 2500; ++p) ++c0[e0.rows[p]];
+  for (std::uint64_t p = 0; p < 2500; ++p) ++c0[e0.row(p)];
   for (int c : c0) CHECK((c == 2 || c == 3));
   CHECK(std::count(c0.begin(), c0.end(), 3) == 500);
-  for (std::uint64_t p = 2500; p < 2900; ++p) ++c1[e0.rows[p]];
+  for (std::uint64_t p = 2500; p < 2900; ++p) ++c1[e0.row(p)];
   for (int c : c1) CHECK(c <= 1);
-  CHECK(e0.rows != e1.rows);  // another epoch, another subset
+  CHECK(e0.listed != e1.listed);  // another epoch, another subset
   // With replacement: counts as asked, rows in range, and some row twice.
   d.replacement = true;
   const auto r = vbucket::draw_epoch(src, d, 9, 0);
   CHECK(r.size() == 2900);
   std::vector<int> cr(1000);
-  for (std::uint64_t p = 2500; p < 2900; ++p) ++cr[r.rows[p]];
+  for (std::uint64_t p = 2500; p < 2900; ++p) ++cr[r.row(p)];
   CHECK(*std::max_element(cr.begin(), cr.end()) >= 2);
 }
 

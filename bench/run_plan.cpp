@@ -1,0 +1,182 @@
+/// Benchmarks of the training run as one plan (`vbucket::run_plan`, include/vbucket/run_plan.hpp)
+/// over synthetic web-video samples (bench/synthetic.hpp), Open-Sora 2.0's config
+/// (tests/data/config_opensora_v2.json) and rule, world size 64:
+///  - `plan/run/<N>/<k>`: an epoch of N samples from k sources of N / k rows each, every row
+///    once: `run_plan::start_epoch` (assignment of every source, the draws, the plan, the deal).
+///    In the same iteration, the plan of one source of N (`plan/epoch`'s work: `assign_all` +
+///    `make_epoch_plan` + `deal`) on a table of N rows. Counters: `run_ms`, `epoch_ms` and
+///    `x_epoch` = run / epoch (issue 31: ≤ 1.1).
+///  - `plan/run_weighted/<N>/<k>`: as above with weights k : k − 1 : … : 1 over N samples, so
+///    some sources are drawn a subset and some more than once (selection sampling + gather).
+///  - `plan/run_change/<N>`: an epoch of N samples from 2 sources, in the middle of the epoch:
+///    `load_ms` (a fresh run loads the state line: draws, assignment, the current plan),
+///    `stage_ms` (the step at which a stage with other batch sizes and policy begins: the
+///    samples not yet delivered planned again), `oom_ms` (then an out-of-memory call: the same).
+///    One iteration each; 10^8 needs about 6 GB.
+///
+///     ./vbucket_bench --benchmark_filter='plan/(run|epoch)' --benchmark_repetitions=3
+
+#include <benchmark/benchmark.h>
+
+#include <chrono>   // std::chrono::steady_clock
+#include <cstddef>  // std::size_t
+#include <cstdint>  // std::uint64_t
+#include <map>      // std::map
+#include <memory>   // std::shared_ptr
+#include <span>     // std::span
+#include <string>   // std::string
+#include <vector>   // std::vector
+
+#include "bench_support.hpp"
+#include "synthetic.hpp"
+#include "vbucket/json/bucket_config.hpp"
+#include "vbucket/run_plan.hpp"
+#include "vbucket/vbucket.hpp"
+
+namespace {
+
+using vbucket::bench::data_path;
+
+constexpr std::uint64_t run_seed = 1234;
+constexpr std::uint32_t run_world = 64;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Synthetic tables by (rows, seed), built once.
+std::shared_ptr<const vbucket::meta_table> run_table(std::size_t n, std::uint64_t seed) {
+  static std::map<std::pair<std::size_t, std::uint64_t>, std::shared_ptr<const vbucket::meta_table>>
+      tables;
+  auto& t = tables[{n, seed}];
+  if (!t) t = std::make_shared<const vbucket::meta_table>(vbucket::bench::synthetic_table(n, seed));
+  return t;
+}
+
+vbucket::bucket_config v2_config() {
+  return vbucket::json::load_bucket_config(data_path("config_opensora_v2.json"),
+                                           vbucket::opensora_v2_tables{});
+}
+
+std::vector<vbucket::run_source> run_sources(std::size_t n, std::size_t k) {
+  std::vector<vbucket::run_source> out;
+  for (std::size_t s = 0; s < k; ++s) {
+    vbucket::run_source src;
+    src.name = "source" + std::to_string(s);
+    src.table = run_table(n / k, 100 + s);
+    out.push_back(std::move(src));
+  }
+  return out;
+}
+
+void run_vs_epoch(benchmark::State& state, bool weighted) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto k = static_cast<std::size_t>(state.range(1));
+  const vbucket::bucket_config config = v2_config();
+  vbucket::run_stage stage{.name = "one", .config = config};
+  if (weighted) {
+    for (std::size_t s = 0; s < k; ++s)
+      stage.draws.draws.push_back({vbucket::draw_kind::weight, static_cast<double>(k - s)});
+    stage.draws.epoch_samples = n;
+  }
+  vbucket::run_plan run(run_sources(n, k), {stage}, {.seed = run_seed, .world = run_world});
+  const vbucket::meta_table& one = *run_table(n, 100);
+  const vbucket::opensora_v2_rule rule{};
+  double run_s = 0.0, epoch_s = 0.0;
+  std::uint64_t epoch = 1;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    run.start_epoch(epoch);
+    benchmark::DoNotOptimize(run.batch(run_world - 1).rows.data());
+    run_s += seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    const std::vector<vbucket::bucket_id> ids =
+        vbucket::assign_all(config, one, rule, vbucket::fast_source(run_seed, epoch));
+    vbucket::plan_options options;
+    options.seed = run_seed;
+    options.epoch = epoch;
+    const vbucket::epoch_plan plan =
+        vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, options);
+    const vbucket::epoch_schedule schedule = plan.deal(run_world);
+    benchmark::DoNotOptimize(schedule.at(0, run_world - 1).indices.data());
+    epoch_s += seconds_since(t0);
+    ++epoch;
+  }
+  const auto it = static_cast<double>(state.iterations());
+  state.counters["run_ms"] = 1e3 * run_s / it;
+  state.counters["epoch_ms"] = 1e3 * epoch_s / it;
+  state.counters["x_epoch"] = run_s / epoch_s;
+  state.counters["drawn"] = static_cast<double>(run.drawn().size());
+}
+
+void plan_run(benchmark::State& state) { run_vs_epoch(state, false); }
+void plan_run_weighted(benchmark::State& state) { run_vs_epoch(state, true); }
+
+void plan_run_change(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const vbucket::bucket_config config = v2_config();
+  const auto sources = run_sources(n, 2);
+  vbucket::run_stage s0{.name = "first", .config = config};
+  // Stage 1: every batch size halved (at least 1), leftovers downgraded.
+  std::vector<std::int64_t> sizes = vbucket::pair_batch_sizes(config);
+  for (auto& b : sizes)
+    if (b > 1) b /= 2;
+  vbucket::run_stage s1{.name = "second",
+                        .config = vbucket::with_batch_sizes(config, sizes),
+                        .policy = vbucket::incomplete_policy::downgrade};
+  vbucket::run_plan probe(sources, {s0}, {.seed = run_seed, .world = run_world});
+  const std::uint64_t mid = probe.steps_left() / 2;
+  s1.from_step = mid;
+  std::string saved;
+  {
+    vbucket::run_plan run(sources, {s0, s1}, {.seed = run_seed, .world = run_world});
+    for (std::uint64_t s = 0; s + 1 < mid; ++s) run.advance();
+    saved = run.state();
+  }
+  double load_s = 0.0, stage_s = 0.0, oom_s = 0.0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    vbucket::run_plan run(sources, {s0, s1}, {.seed = run_seed, .world = run_world});
+    state.ResumeTiming();
+    auto t0 = std::chrono::steady_clock::now();
+    run.load(saved);
+    load_s += seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    run.advance();  // stage 1 begins: the rest of the epoch planned again
+    stage_s += seconds_since(t0);
+    if (run.stage() != 1) state.SkipWithError("the stage did not change");
+    t0 = std::chrono::steady_clock::now();
+    run.out_of_memory();
+    oom_s += seconds_since(t0);
+    benchmark::DoNotOptimize(run.batch(0).rows.data());
+  }
+  const auto it = static_cast<double>(state.iterations());
+  state.counters["load_ms"] = 1e3 * load_s / it;
+  state.counters["stage_ms"] = 1e3 * stage_s / it;
+  state.counters["oom_ms"] = 1e3 * oom_s / it;
+}
+
+[[maybe_unused]] const bool registered = [] {
+  using benchmark::kMillisecond;
+  benchmark::RegisterBenchmark("plan/run", plan_run)
+      ->Args({1'000'000, 1})
+      ->Args({1'000'000, 3})
+      ->Args({10'000'000, 3})
+      ->Unit(kMillisecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("plan/run_weighted", plan_run_weighted)
+      ->Args({1'000'000, 3})
+      ->Args({10'000'000, 3})
+      ->Unit(kMillisecond)
+      ->UseRealTime();
+  // 10^8 needs about 6 GB; run it by name (--benchmark_filter=plan/run_change/100000000).
+  benchmark::RegisterBenchmark("plan/run_change", plan_run_change)
+      ->Arg(10'000'000)
+      ->Arg(100'000'000)
+      ->Unit(kMillisecond)
+      ->UseRealTime()
+      ->Iterations(1);
+  return true;
+}();
+
+}  // namespace
