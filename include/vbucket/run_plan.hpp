@@ -243,6 +243,31 @@ class run_plan {
     return std::get_if<packed_plan>(&plan_);
   }
 
+  /// The stage in force at the current epoch's first step (whose draws the epoch drew).
+  [[nodiscard]] std::uint32_t epoch_stage() const noexcept {
+    return closed_.empty() ? cur_.stage : closed_.front().settings.stage;
+  }
+  /// The current epoch's draw spec.
+  [[nodiscard]] const draw_spec& epoch_draws() const noexcept { return draw_; }
+  /// The bucket of draw p under the current segment's assignment (no_bucket: unassigned,
+  /// invalid_sample: unusable metadata).
+  [[nodiscard]] bucket_id drawn_bucket(std::uint64_t p) const noexcept {
+    return ids_[static_cast<std::size_t>(p)];
+  }
+  /// The draws of the current epoch that the current segment will not deliver: unassigned or
+  /// invalid samples, samples dropped by the policy, a disabled bucket, packing (oversized) or
+  /// drop_last. Final from the epoch's last step on (a later segment may deliver more).
+  [[nodiscard]] std::vector<std::uint32_t> undelivered() const {
+    const std::uint64_t dropped =
+        std::visit([](const auto& s) { return s.dropped_batches(); }, sched_);
+    const std::vector<std::uint8_t> done = delivered_in_plan(
+        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, plan_));
+    std::vector<std::uint32_t> out;
+    for (std::size_t i = 0; i < done.size(); ++i)
+      if (!done[i]) out.push_back(all_ ? static_cast<std::uint32_t>(i) : remaining_[i]);
+    return out;
+  }
+
   // --- batches ----------------------------------------------------------------------------
   /// The current step's batch of `rank` (< world()).
   [[nodiscard]] run_batch batch(std::uint32_t rank) const {
@@ -780,10 +805,22 @@ class run_plan {
   /// `consumed_` global batches remain for the next.
   void close_segment() {
     if (consumed_ == 0) return;  // nothing delivered: the next segment replaces it
-    const std::size_t n = all_ ? drawn_.size() : remaining_.size();
-    std::vector<std::uint8_t> done(n, 0);
+    const std::vector<std::uint8_t> done = delivered_in_plan(consumed_);
+    std::vector<std::uint32_t> next;
+    next.reserve(done.size());
+    for (std::size_t i = 0; i < done.size(); ++i)
+      if (!done[i]) next.push_back(all_ ? static_cast<std::uint32_t>(i) : remaining_[i]);
+    remaining_ = std::move(next);
+    all_ = false;
+    closed_.push_back({cur_, consumed_});
+    consumed_ = 0;
+  }
+  /// Per sample of the current plan: 1 when it is in a real (not pad) slot of one of the plan's
+  /// first `end` global batches.
+  [[nodiscard]] std::vector<std::uint8_t> delivered_in_plan(std::uint64_t end) const {
+    std::vector<std::uint8_t> done(all_ ? drawn_.size() : remaining_.size(), 0);
     if (const auto* p = std::get_if<epoch_plan>(&plan_)) {
-      const std::uint64_t end = std::min(consumed_, p->num_batches());
+      end = std::min(end, p->num_batches());
       const std::uint32_t* base = p->slots().data();
       for (std::uint64_t g = 0; g < end; ++g) {
         const vbucket::batch b = p->global_batch(g);
@@ -794,18 +831,11 @@ class run_plan {
       }
     } else {
       const packed_plan& pp = std::get<packed_plan>(plan_);
-      const std::uint64_t end = std::min(consumed_, pp.num_batches());
+      end = std::min(end, pp.num_batches());
       for (std::uint64_t g = 0; g < end; ++g)
         for (const std::uint32_t i : pp.global_batch(g).indices) done[i] = 1;
     }
-    std::vector<std::uint32_t> next;
-    next.reserve(n);
-    for (std::size_t i = 0; i < n; ++i)
-      if (!done[i]) next.push_back(all_ ? static_cast<std::uint32_t>(i) : remaining_[i]);
-    remaining_ = std::move(next);
-    all_ = false;
-    closed_.push_back({cur_, consumed_});
-    consumed_ = 0;
+    return done;
   }
 
   std::vector<run_source> sources_;
