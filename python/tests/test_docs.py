@@ -375,21 +375,6 @@ def test_shell_block_runs(block, workdir):
     run(["bash", "-euo", "pipefail", str(script)], tmp, env, what=block.name)
 
 
-@pytest.fixture(scope="session")
-def doc_media(tmp_path_factory):
-    """Videos for the examples that scan a folder: the e2e media, without its bad files."""
-    given = os.environ.get("VBUCKET_TEST_MEDIA")
-    if given:
-        src = pathlib.Path(given)
-    else:
-        if shutil.which("ffmpeg") is None:
-            pytest.skip("the ffmpeg command is needed to generate the examples' media")
-        src = tmp_path_factory.mktemp("docmedia") / "e2e"
-        subprocess.run(["bash", str(ROOT / "tests" / "e2e" / "make_dataset.sh"), str(src)],
-                       check=True, capture_output=True)
-    return src
-
-
 @pytest.mark.parametrize("block", blocks_of("python"))
 def test_python_block_runs(block, workdir, request):
     if why := missing(block):
@@ -398,7 +383,7 @@ def test_python_block_runs(block, workdir, request):
     frag = block.options.get("fragment", "")
     before, after = PRELUDES["python"].get(frag, ("", ""))
     if frag == "videos":
-        (tmp / "videos").symlink_to(request.getfixturevalue("doc_media"))
+        (tmp / "videos").symlink_to(request.getfixturevalue("media"))  # conftest: e2e media
     code = before + "\n# ---- the block ----\n" + block.code + "\n# ---- checks ----\n" + after
     (tmp / "block.py").write_text(code)
     run([sys.executable, str(tmp / "block.py")], tmp, env, what=block.name)
