@@ -561,3 +561,24 @@ TEST_CASE("run_plan: batch sizes from the memory model are the largest that fit"
     CHECK(fitted.num_buckets() == cfg.num_buckets());
   }
 }
+
+TEST_CASE("run_plan: a stage from an epoch on, and its draws from that epoch") {
+  auto src = sources(2, 21);
+  vbucket::run_stage s0{.name = "a", .config = config_256(), .draws = weights({1, 1}, 600)};
+  vbucket::run_stage s1{
+      .name = "b", .from_epoch = 1, .config = config_768(), .draws = weights({1, 3}, 800)};
+  run_plan run(src, {s0, s1}, {.seed = 2, .world = 3});
+  CHECK(run.stage() == 0);
+  CHECK(run.drawn().size() == 600);
+  std::vector<run_batch> got;
+  while (run.epoch() < 2) {
+    for (std::uint32_t r = 0; r < 3; ++r) got.push_back(run.batch(r));
+    run.advance();
+  }
+  for (const run_batch& b : got) CHECK(b.stage == (b.epoch >= 1 ? 1u : 0u));
+  check_exactly_once(got,
+                     {{0, vbucket::draw_epoch(src, s0.draws, 2, 0).size()},
+                      {1, vbucket::draw_epoch(src, s1.draws, 2, 1).size()}},
+                     2);
+  CHECK(vbucket::draw_epoch(src, s1.draws, 2, 1).count(1) == 600);
+}
