@@ -52,7 +52,6 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__CUDACC__) && !defined(VBUCKET_NO_SIMD)
 #define VBUCKET_AVX2_DISPATCH 1
-#include <immintrin.h>  // AVX2 intrinsics (used only in target("avx2") functions)
 #else
 #define VBUCKET_AVX2_DISPATCH 0
 #endif
@@ -201,15 +200,11 @@ class compiled_v2_rule {
     if constexpr (detail::fast_draws<Source>) {
       if (path != simd_path::scalar && vectorised() && detail::cpu_has_avx2() &&
           table.fps_values().size() <= std::size_t{1} << 31) {
-        std::uint64_t key = 0, first = 0;
-        if constexpr (std::is_same_v<Source, fast_source>) {
-          key = source.key();
-        } else {
-          key = source.inner.key();
-          first = source.first;
-        }
         const std::size_t vector_end = begin + (end - begin) / 4 * 4;
-        assign_rows_avx2(c, table, begin, vector_end, out, source, key, first);
+        if constexpr (std::is_same_v<Source, fast_source>)
+          assign_rows_avx2(c, table, begin, vector_end, out, source, 0);
+        else
+          assign_rows_avx2(c, table, begin, vector_end, out, source.inner, source.first);
         begin = vector_end;
       }
     }
@@ -299,249 +294,11 @@ class compiled_v2_rule {
   }
 
 #if VBUCKET_AVX2_DISPATCH
-  // The vector path: four rows a lane each, as assign_rows_scalar's stages, with the same
-  // IEEE operations (divisions, compares, roundings) on the same values, so the same ids.
-  using v4d = __m256d;
-  using v4i = __m256i;
-  using v4i32 = __m128i;
-
-  /// a · c mod 2^64 for a constant c (c_lo, c_hi: its low and high 32 bits in each lane).
-  [[gnu::target("avx2")]] static v4i mul64(v4i a, v4i c_lo, v4i c_hi) noexcept {
-    const v4i lo = _mm256_mul_epu32(a, c_lo);
-    const v4i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo),
-                                       _mm256_mul_epu32(a, c_hi));
-    return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
-  }
-  /// detail::mix64 in each lane.
-  [[gnu::target("avx2")]] static v4i mix64(v4i z) noexcept {
-    const v4i m1_lo = _mm256_set1_epi64x(0x1ce4e5b9LL), m1_hi = _mm256_set1_epi64x(0xbf58476dLL);
-    const v4i m2_lo = _mm256_set1_epi64x(0x133111ebLL), m2_hi = _mm256_set1_epi64x(0x94d049bbLL);
-    z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1_lo, m1_hi);
-    z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2_lo, m2_hi);
-    return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
-  }
-  /// detail::to_unit_double in each lane: the top 53 bits as a double (high 21 and low 32 bits
-  /// placed in the mantissas of 2^84 and 2^52, both subtracted: every step is exact), · 2^-53.
-  [[gnu::target("avx2")]] static v4d to_unit(v4i x) noexcept {
-    const v4i v = _mm256_srli_epi64(x, 11);
-    const v4i lo = _mm256_blend_epi32(v, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
-    const v4i hi =
-        _mm256_or_si256(_mm256_srli_epi64(v, 32), _mm256_set1_epi64x(0x4530000000000000LL));
-    const v4d d_hi = _mm256_sub_pd(_mm256_castsi256_pd(hi), _mm256_set1_pd(0x1p84));
-    const v4d d =
-        _mm256_add_pd(d_hi, _mm256_sub_pd(_mm256_castsi256_pd(lo), _mm256_set1_pd(0x1p52)));
-    return _mm256_mul_pd(d, _mm256_set1_pd(0x1.0p-53));
-  }
-  /// The low 32 bits of each 64-bit lane.
-  [[gnu::target("avx2")]] static v4i32 narrow(v4i x) noexcept {
-    return _mm256_castsi256_si128(
-        _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
-  }
-  // Gathers with an explicit zero source (GCC 12 warns that the plain forms' undefined source
-  // may be used uninitialised).
-  [[gnu::target("avx2")]] static v4d gather(const double* p, v4i32 index) noexcept {
-    const v4d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
-    return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), p, index, all, 8);
-  }
-  [[gnu::target("avx2")]] static v4i32 gather(const int* p, v4i32 index) noexcept {
-    return _mm_mask_i32gather_epi32(_mm_setzero_si128(), p, index, _mm_set1_epi32(-1), 4);
-  }
-  [[gnu::target("avx2")]] static v4i gather(const long long* p, v4i32 index) noexcept {
-    const v4i all = _mm256_set1_epi64x(-1);
-    return _mm256_mask_i32gather_epi64(_mm256_setzero_si256(), p, index, all, 8);
-  }
-  /// Eight 32-bit lanes from memory.
-  [[gnu::target("avx2")]] static v4i lanes(const std::int32_t* v) noexcept {
-    return _mm256_loadu_si256(reinterpret_cast<const v4i*>(v));
-  }
-  /// 1.0 where the mask is set, else 0.0.
-  [[gnu::target("avx2")]] static v4d ones_where(v4d mask) noexcept {
-    return _mm256_and_pd(mask, _mm256_set1_pd(1.0));
-  }
-
-  /// Rows [begin, end) (a multiple of 4 apart) with the draws of fast_source key `key` for
+  /// Rows [begin, end) (a multiple of 4 apart) with the draws of `inner` (a fast_source) for
   /// samples first + i: assign_rows_scalar's stages, four rows at a time.
-  template <random_source Source>
-  [[gnu::target("avx2")]] void assign_rows_avx2(const bucket_config& c, const meta_table& table,
-                                                std::size_t begin, std::size_t end,
-                                                std::span<bucket_id> out, const Source& source,
-                                                std::uint64_t key, std::uint64_t first) const {
-    const std::uint32_t* const frames = table.num_frames_data();
-    const std::uint32_t* const height = table.height_data();
-    const std::uint32_t* const width = table.width_data();
-    const std::uint32_t* const fps_code = table.fps_code_data();
-    const double* const fps = table.fps_values().data();
-    const v4d fps_max = _mm256_set1_pd(rule_.fps_max);
-    const v4d one = _mm256_set1_pd(1.0);
-    const v4d image_class_d = _mm256_set1_pd(static_cast<double>(image_class()));
-    const v4d num_classes_d = _mm256_set1_pd(static_cast<double>(num_classes_));
-    const v4i32 one32 = _mm_set1_epi32(1),
-                side = _mm_set1_epi32(static_cast<int>(detail::max_side));
-    const v4i32 minus_one32 = _mm_set1_epi32(-1);
-    const v4i32 sign32 = _mm_set1_epi32(std::numeric_limits<std::int32_t>::min());
-    const v4i key_v = _mm256_set1_epi64x(static_cast<long long>(key));
-    const v4i gamma = _mm256_set1_epi64x(static_cast<long long>(detail::golden_gamma));
-    const v4i lane = _mm256_setr_epi64x(0, 1, 2, 3);
-    const v4d pick_cells_d = _mm256_set1_pd(static_cast<double>(pick_cells_));
-    const v4i32 pick_last32 = _mm_set1_epi32(static_cast<int>(pick_cells_ - 1));
-    const v4i32 pick_cells32 = _mm_set1_epi32(static_cast<int>(pick_cells_));
-    const v4i32 pick_span32 = _mm_set1_epi32(static_cast<int>(pick_span_));
-    const v4i32 ratio_span32 = _mm_set1_epi32(static_cast<int>(cell_span_));
-    const v4i group_shift = lanes(group_lanes_.shift), group_lo = lanes(group_lanes_.lo_cell);
-    const v4i group_last = lanes(group_lanes_.last_cell), group_offset = lanes(group_lanes_.offset);
-    const v4i group_table_only = lanes(group_lanes_.table_only);
-    const v4i32 no_bucket32 = _mm_set1_epi32(no_bucket);
-    const v4i32 invalid32 = _mm_set1_epi32(invalid_sample);
-    const v4d ratio_max = _mm256_set1_pd(0x1p25);
-    const auto* const pick_outcomes = reinterpret_cast<const long long*>(pick_outcomes_.data());
-    const auto* const ratio_results = reinterpret_cast<const int*>(ratio_results_.data());
-    // Stages over blocks of rows, as assign_rows_scalar's: each a short loop whose iterations
-    // the CPU overlaps (one loop of all three is a chain of divisions and gathers too long for
-    // the out-of-order window).
-    constexpr std::size_t block = 256;
-    alignas(32) std::int32_t row_of[block], valid_of[block], base_of[block], group_of[block];
-    alignas(32) double ratio_of[block];
-    std::uint32_t odd[block];  // rows past the exact fast arithmetic, or a table's own closest
-    for (std::size_t b = begin; b < end; b += block) {
-      const std::size_t n = std::min(block, end - b);
-      std::size_t num_slow = 0, num_odd = 0;
-      std::uint32_t slow_at[block];
-      // Stage 1: validity, effective length, class, resolutions too large, ratio.
-      for (std::size_t j = 0; j < n; j += 4) {
-        const std::size_t i = b + j;
-        const v4i32 f = _mm_loadu_si128(reinterpret_cast<const v4i32*>(frames + i));
-        const v4i32 h = _mm_loadu_si128(reinterpret_cast<const v4i32*>(height + i));
-        const v4i32 w = _mm_loadu_si128(reinterpret_cast<const v4i32*>(width + i));
-        const v4i32 code = _mm_loadu_si128(reinterpret_cast<const v4i32*>(fps_code + i));
-        // A side s is valid when s - 1 (as a signed 32-bit value) is in [0, max_side).
-        const v4i32 h1 = _mm_sub_epi32(h, one32), w1 = _mm_sub_epi32(w, one32);
-        const v4i32 valid32 = _mm_andnot_si128(
-            _mm_cmpeq_epi32(f, _mm_setzero_si128()),
-            _mm_and_si128(
-                _mm_and_si128(_mm_cmpgt_epi32(h1, minus_one32), _mm_cmpgt_epi32(side, h1)),
-                _mm_and_si128(_mm_cmpgt_epi32(w1, minus_one32), _mm_cmpgt_epi32(side, w1))));
-        const v4d valid = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(valid32));
-        const v4d hs = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, h, valid32));
-        const v4d ws = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, w, valid32));
-        // Frames are unsigned 32-bit: flip the sign bit, convert as signed, add 2^31 back.
-        const v4d fs = _mm256_add_pd(
-            _mm256_cvtepi32_pd(_mm_xor_si128(_mm_blendv_epi8(one32, f, valid32), sign32)),
-            _mm256_set1_pd(0x1p31));
-        const v4d rate = gather(fps, code);
-        const v4d thin = _mm256_cmp_pd(rate, fps_max, _CMP_GE_OQ);  // false for NaN
-        const v4d x_raw = _mm256_div_pd(rate, fps_max);
-        const v4d not_thin = _mm256_xor_pd(thin, _mm256_castsi256_pd(_mm256_set1_epi64x(-1)));
-        const v4d exact_v =
-            _mm256_or_pd(not_thin, _mm256_cmp_pd(x_raw, _mm256_set1_pd(0x1p52), _CMP_LT_OQ));
-        const v4d keep = _mm256_and_pd(thin, exact_v);
-        const v4d x = _mm256_max_pd(_mm256_and_pd(x_raw, keep), one);
-        const v4d fe = _mm256_blendv_pd(one, fs, exact_v);
-        const v4d q = _mm256_round_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
-        const v4d t_eff =
-            _mm256_round_pd(_mm256_div_pd(fe, q), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        const v4d pixels = _mm256_mul_pd(hs, ws);
-        v4d r0 = _mm256_setzero_pd();
-        for (std::size_t k = 0; k < num_res_; ++k)
-          r0 = _mm256_add_pd(
-              r0, ones_where(_mm256_cmp_pd(pixels, _mm256_set1_pd(min_pixels_[k]), _CMP_LT_OQ)));
-        v4d cls = _mm256_setzero_pd();
-        for (const double k : keys_d_)
-          cls = _mm256_add_pd(cls, ones_where(_mm256_cmp_pd(_mm256_set1_pd(k), t_eff, _CMP_LE_OQ)));
-        cls = _mm256_blendv_pd(cls, image_class_d, _mm256_cmp_pd(t_eff, one, _CMP_EQ_OQ));
-        const v4d row_d =
-            _mm256_and_pd(valid, _mm256_add_pd(_mm256_mul_pd(r0, num_classes_d), cls));
-        const v4d ratio = _mm256_div_pd(hs, ws);
-        const int slow = _mm256_movemask_pd(_mm256_andnot_pd(exact_v, valid));
-        _mm_store_si128(reinterpret_cast<v4i32*>(row_of + j), _mm256_cvttpd_epi32(row_d));
-        _mm_store_si128(reinterpret_cast<v4i32*>(valid_of + j), valid32);
-        _mm256_store_pd(ratio_of + j, ratio);
-        for (int k = 0; k < 4; ++k) {
-          slow_at[num_slow] = static_cast<std::uint32_t>(j) + static_cast<std::uint32_t>(k);
-          num_slow += static_cast<std::size_t>((slow >> k) & 1);
-        }
-      }
-      // Stage 2: the draw (fast_stream's first) and its pick.
-      for (std::size_t j = 0; j < n; j += 4) {
-        const std::size_t i = b + j;
-        const v4i sample =
-            _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first + i)), lane);
-        const v4d u =
-            to_unit(mix64(_mm256_add_epi64(mix64(_mm256_xor_si256(key_v, sample)), gamma)));
-        const v4i32 row = _mm_load_si128(reinterpret_cast<const v4i32*>(row_of + j));
-        const v4i32 cell =
-            _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(u, pick_cells_d)), pick_last32);
-        const v4i32 at = _mm_add_epi32(_mm_mullo_epi32(row, pick_cells32), cell);
-        const v4i32 first_th = _mm_mullo_epi32(at, pick_span32);
-        v4i count = _mm256_setzero_si256();
-        for (std::size_t k = 0; k < pick_span_; ++k) {
-          const v4d th = gather(pick_thresholds_.data() + k, first_th);
-          count = _mm256_sub_epi64(count, _mm256_castpd_si256(_mm256_cmp_pd(th, u, _CMP_LE_OQ)));
-        }
-        const v4i picked =
-            gather(pick_outcomes, _mm_add_epi32(_mm_add_epi32(first_th, at), narrow(count)));
-        _mm_store_si128(reinterpret_cast<v4i32*>(base_of + j), narrow(picked));
-        _mm_store_si128(reinterpret_cast<v4i32*>(group_of + j),
-                        narrow(_mm256_srli_epi64(picked, 32)));
-      }
-      // Stage 3: the closest ratio in the outcome's group, its parameters by lane.
-      for (std::size_t j = 0; j < n; j += 4) {
-        const v4i32 base = _mm_load_si128(reinterpret_cast<const v4i32*>(base_of + j));
-        const v4i32 group = _mm_load_si128(reinterpret_cast<const v4i32*>(group_of + j));
-        const v4i32 valid32 = _mm_load_si128(reinterpret_cast<const v4i32*>(valid_of + j));
-        const v4d ratio = _mm256_load_pd(ratio_of + j);
-        const v4i32 shift = _mm256_castsi256_si128(
-            _mm256_permutevar8x32_epi32(group_shift, _mm256_castsi128_si256(group)));
-        const v4i32 lo_cell = _mm256_castsi256_si128(
-            _mm256_permutevar8x32_epi32(group_lo, _mm256_castsi128_si256(group)));
-        const v4i32 last_cell = _mm256_castsi256_si128(
-            _mm256_permutevar8x32_epi32(group_last, _mm256_castsi128_si256(group)));
-        const v4i32 cell_offset = _mm256_castsi256_si128(
-            _mm256_permutevar8x32_epi32(group_offset, _mm256_castsi128_si256(group)));
-        const v4i32 table_only = _mm256_castsi256_si128(
-            _mm256_permutevar8x32_epi32(group_table_only, _mm256_castsi128_si256(group)));
-        const v4i32 top =
-            narrow(_mm256_srlv_epi64(_mm256_castpd_si256(ratio), _mm256_cvtepu32_epi64(shift)));
-        const v4i32 rcell = _mm_add_epi32(
-            _mm_min_epi32(_mm_max_epi32(_mm_sub_epi32(top, lo_cell), _mm_setzero_si128()),
-                          last_cell),
-            cell_offset);
-        const v4i32 first_rth = _mm_mullo_epi32(rcell, ratio_span32);
-        v4i32 pos = _mm_setzero_si128();
-        for (std::size_t k = 0; k < cell_span_; ++k) {
-          const v4d th = gather(ratio_thresholds_.data() + k, first_rth);
-          pos =
-              _mm_sub_epi32(pos, narrow(_mm256_castpd_si256(_mm256_cmp_pd(th, ratio, _CMP_LE_OQ))));
-        }
-        const v4i32 closest =
-            gather(ratio_results, _mm_add_epi32(_mm_add_epi32(first_rth, rcell), pos));
-        const int fallback = _mm_movemask_ps(_mm_castsi128_ps(table_only)) |
-                             _mm256_movemask_pd(_mm256_or_pd(
-                                 _mm256_cmp_pd(ratio, ratio_max, _CMP_NLT_UQ),
-                                 _mm256_cmp_pd(ratio, _mm256_setzero_pd(), _CMP_NGT_UQ)));
-        const v4i32 id = _mm_add_epi32(base, closest);
-        const v4i32 bucket =
-            _mm_blendv_epi8(id, no_bucket32, _mm_cmpgt_epi32(_mm_setzero_si128(), base));
-        const v4i32 result = _mm_blendv_epi8(invalid32, bucket, valid32);
-        _mm_storeu_si128(reinterpret_cast<v4i32*>(out.data() + b + j), result);
-        // A bucketed row whose group takes the table's own closest (or of an odd ratio).
-        const int odd_lanes = fallback & _mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(
-                                             _mm_cmpgt_epi32(_mm_setzero_si128(), base), valid32)));
-        for (int k = 0; k < 4; ++k) {
-          odd[num_odd] = static_cast<std::uint32_t>(j) + static_cast<std::uint32_t>(k);
-          num_odd += static_cast<std::size_t>((odd_lanes >> k) & 1);
-        }
-      }
-      for (std::size_t k = 0; k < num_odd; ++k) {
-        const std::size_t j = odd[k];
-        out[b + j] = base_of[j] + static_cast<bucket_id>(closest_of(
-                                      c, static_cast<std::size_t>(group_of[j]), ratio_of[j]));
-      }
-      for (std::size_t k = 0; k < num_slow; ++k) {
-        const std::size_t r = b + slow_at[k];
-        out[r] = assign(c, table[r], static_cast<std::uint64_t>(r), source);
-      }
-    }
-  }
+  [[gnu::target("avx2")]] VBUCKET_COMPILED_INLINE void assign_rows_avx2(
+      const bucket_config& c, const meta_table& table, std::size_t begin, std::size_t end,
+      std::span<bucket_id> out, const fast_source& inner, std::uint64_t first) const;
 #endif  // VBUCKET_AVX2_DISPATCH
 
   struct outcome {
@@ -1035,6 +792,248 @@ VBUCKET_COMPILED_INLINE void compiled_v2_rule::add_group(const aspect_table& t,
   groups_.push_back(grp);
 }
 #endif  // VBUCKET_HEADER_DEFINITIONS
+
+#if VBUCKET_HEADER_DEFINITIONS && VBUCKET_AVX2_DISPATCH
+#include <immintrin.h>  // AVX2 intrinsics (used only in target("avx2") functions)
+
+namespace detail::avx2 {
+// The vector path: four rows a lane each, as assign_rows_scalar's stages, with the same
+// IEEE operations (divisions, compares, roundings) on the same values, so the same ids.
+using v4d = __m256d;
+using v4i = __m256i;
+using v4i32 = __m128i;
+
+/// a · c mod 2^64 for a constant c (c_lo, c_hi: its low and high 32 bits in each lane).
+[[gnu::target("avx2")]] inline v4i mul64(v4i a, v4i c_lo, v4i c_hi) noexcept {
+  const v4i lo = _mm256_mul_epu32(a, c_lo);
+  const v4i cross =
+      _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo), _mm256_mul_epu32(a, c_hi));
+  return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+}
+/// detail::mix64 in each lane.
+[[gnu::target("avx2")]] inline v4i mix64(v4i z) noexcept {
+  const v4i m1_lo = _mm256_set1_epi64x(0x1ce4e5b9LL), m1_hi = _mm256_set1_epi64x(0xbf58476dLL);
+  const v4i m2_lo = _mm256_set1_epi64x(0x133111ebLL), m2_hi = _mm256_set1_epi64x(0x94d049bbLL);
+  z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1_lo, m1_hi);
+  z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2_lo, m2_hi);
+  return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+}
+/// detail::to_unit_double in each lane: the top 53 bits as a double (high 21 and low 32 bits
+/// placed in the mantissas of 2^84 and 2^52, both subtracted: every step is exact), · 2^-53.
+[[gnu::target("avx2")]] inline v4d to_unit(v4i x) noexcept {
+  const v4i v = _mm256_srli_epi64(x, 11);
+  const v4i lo = _mm256_blend_epi32(v, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
+  const v4i hi =
+      _mm256_or_si256(_mm256_srli_epi64(v, 32), _mm256_set1_epi64x(0x4530000000000000LL));
+  const v4d d_hi = _mm256_sub_pd(_mm256_castsi256_pd(hi), _mm256_set1_pd(0x1p84));
+  const v4d d = _mm256_add_pd(d_hi, _mm256_sub_pd(_mm256_castsi256_pd(lo), _mm256_set1_pd(0x1p52)));
+  return _mm256_mul_pd(d, _mm256_set1_pd(0x1.0p-53));
+}
+/// The low 32 bits of each 64-bit lane.
+[[gnu::target("avx2")]] inline v4i32 narrow(v4i x) noexcept {
+  return _mm256_castsi256_si128(
+      _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+}
+// Gathers with an explicit zero source (GCC 12 warns that the plain forms' undefined source
+// may be used uninitialised).
+[[gnu::target("avx2")]] inline v4d gather(const double* p, v4i32 index) noexcept {
+  const v4d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+  return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), p, index, all, 8);
+}
+[[gnu::target("avx2")]] inline v4i32 gather(const int* p, v4i32 index) noexcept {
+  return _mm_mask_i32gather_epi32(_mm_setzero_si128(), p, index, _mm_set1_epi32(-1), 4);
+}
+[[gnu::target("avx2")]] inline v4i gather(const long long* p, v4i32 index) noexcept {
+  const v4i all = _mm256_set1_epi64x(-1);
+  return _mm256_mask_i32gather_epi64(_mm256_setzero_si256(), p, index, all, 8);
+}
+/// Eight 32-bit lanes from memory.
+[[gnu::target("avx2")]] inline v4i lanes(const std::int32_t* v) noexcept {
+  return _mm256_loadu_si256(reinterpret_cast<const v4i*>(v));
+}
+/// 1.0 where the mask is set, else 0.0.
+[[gnu::target("avx2")]] inline v4d ones_where(v4d mask) noexcept {
+  return _mm256_and_pd(mask, _mm256_set1_pd(1.0));
+}
+}  // namespace detail::avx2
+
+[[gnu::target("avx2")]] VBUCKET_COMPILED_INLINE void compiled_v2_rule::assign_rows_avx2(
+    const bucket_config& c, const meta_table& table, std::size_t begin, std::size_t end,
+    std::span<bucket_id> out, const fast_source& inner, std::uint64_t first) const {
+  using namespace detail::avx2;
+  const std::uint64_t key = inner.key();
+  const std::uint32_t* const frames = table.num_frames_data();
+  const std::uint32_t* const height = table.height_data();
+  const std::uint32_t* const width = table.width_data();
+  const std::uint32_t* const fps_code = table.fps_code_data();
+  const double* const fps = table.fps_values().data();
+  const v4d fps_max = _mm256_set1_pd(rule_.fps_max);
+  const v4d one = _mm256_set1_pd(1.0);
+  const v4d image_class_d = _mm256_set1_pd(static_cast<double>(image_class()));
+  const v4d num_classes_d = _mm256_set1_pd(static_cast<double>(num_classes_));
+  const v4i32 one32 = _mm_set1_epi32(1), side = _mm_set1_epi32(static_cast<int>(detail::max_side));
+  const v4i32 minus_one32 = _mm_set1_epi32(-1);
+  const v4i32 sign32 = _mm_set1_epi32(std::numeric_limits<std::int32_t>::min());
+  const v4i key_v = _mm256_set1_epi64x(static_cast<long long>(key));
+  const v4i gamma = _mm256_set1_epi64x(static_cast<long long>(detail::golden_gamma));
+  const v4i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+  const v4d pick_cells_d = _mm256_set1_pd(static_cast<double>(pick_cells_));
+  const v4i32 pick_last32 = _mm_set1_epi32(static_cast<int>(pick_cells_ - 1));
+  const v4i32 pick_cells32 = _mm_set1_epi32(static_cast<int>(pick_cells_));
+  const v4i32 pick_span32 = _mm_set1_epi32(static_cast<int>(pick_span_));
+  const v4i32 ratio_span32 = _mm_set1_epi32(static_cast<int>(cell_span_));
+  const v4i group_shift = lanes(group_lanes_.shift), group_lo = lanes(group_lanes_.lo_cell);
+  const v4i group_last = lanes(group_lanes_.last_cell), group_offset = lanes(group_lanes_.offset);
+  const v4i group_table_only = lanes(group_lanes_.table_only);
+  const v4i32 no_bucket32 = _mm_set1_epi32(no_bucket);
+  const v4i32 invalid32 = _mm_set1_epi32(invalid_sample);
+  const v4d ratio_max = _mm256_set1_pd(0x1p25);
+  const auto* const pick_outcomes = reinterpret_cast<const long long*>(pick_outcomes_.data());
+  const auto* const ratio_results = reinterpret_cast<const int*>(ratio_results_.data());
+  // Stages over blocks of rows, as assign_rows_scalar's: each a short loop whose iterations
+  // the CPU overlaps (one loop of all three is a chain of divisions and gathers too long for
+  // the out-of-order window).
+  constexpr std::size_t block = 256;
+  alignas(32) std::int32_t row_of[block], valid_of[block], base_of[block], group_of[block];
+  alignas(32) double ratio_of[block];
+  std::uint32_t odd[block];  // rows past the exact fast arithmetic, or a table's own closest
+  for (std::size_t b = begin; b < end; b += block) {
+    const std::size_t n = std::min(block, end - b);
+    std::size_t num_slow = 0, num_odd = 0;
+    std::uint32_t slow_at[block];
+    // Stage 1: validity, effective length, class, resolutions too large, ratio.
+    for (std::size_t j = 0; j < n; j += 4) {
+      const std::size_t i = b + j;
+      const v4i32 f = _mm_loadu_si128(reinterpret_cast<const v4i32*>(frames + i));
+      const v4i32 h = _mm_loadu_si128(reinterpret_cast<const v4i32*>(height + i));
+      const v4i32 w = _mm_loadu_si128(reinterpret_cast<const v4i32*>(width + i));
+      const v4i32 code = _mm_loadu_si128(reinterpret_cast<const v4i32*>(fps_code + i));
+      // A side s is valid when s - 1 (as a signed 32-bit value) is in [0, max_side).
+      const v4i32 h1 = _mm_sub_epi32(h, one32), w1 = _mm_sub_epi32(w, one32);
+      const v4i32 valid32 = _mm_andnot_si128(
+          _mm_cmpeq_epi32(f, _mm_setzero_si128()),
+          _mm_and_si128(
+              _mm_and_si128(_mm_cmpgt_epi32(h1, minus_one32), _mm_cmpgt_epi32(side, h1)),
+              _mm_and_si128(_mm_cmpgt_epi32(w1, minus_one32), _mm_cmpgt_epi32(side, w1))));
+      const v4d valid = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(valid32));
+      const v4d hs = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, h, valid32));
+      const v4d ws = _mm256_cvtepi32_pd(_mm_blendv_epi8(one32, w, valid32));
+      // Frames are unsigned 32-bit: flip the sign bit, convert as signed, add 2^31 back.
+      const v4d fs = _mm256_add_pd(
+          _mm256_cvtepi32_pd(_mm_xor_si128(_mm_blendv_epi8(one32, f, valid32), sign32)),
+          _mm256_set1_pd(0x1p31));
+      const v4d rate = gather(fps, code);
+      const v4d thin = _mm256_cmp_pd(rate, fps_max, _CMP_GE_OQ);  // false for NaN
+      const v4d x_raw = _mm256_div_pd(rate, fps_max);
+      const v4d not_thin = _mm256_xor_pd(thin, _mm256_castsi256_pd(_mm256_set1_epi64x(-1)));
+      const v4d exact_v =
+          _mm256_or_pd(not_thin, _mm256_cmp_pd(x_raw, _mm256_set1_pd(0x1p52), _CMP_LT_OQ));
+      const v4d keep = _mm256_and_pd(thin, exact_v);
+      const v4d x = _mm256_max_pd(_mm256_and_pd(x_raw, keep), one);
+      const v4d fe = _mm256_blendv_pd(one, fs, exact_v);
+      const v4d q = _mm256_round_pd(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+      const v4d t_eff =
+          _mm256_round_pd(_mm256_div_pd(fe, q), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const v4d pixels = _mm256_mul_pd(hs, ws);
+      v4d r0 = _mm256_setzero_pd();
+      for (std::size_t k = 0; k < num_res_; ++k)
+        r0 = _mm256_add_pd(
+            r0, ones_where(_mm256_cmp_pd(pixels, _mm256_set1_pd(min_pixels_[k]), _CMP_LT_OQ)));
+      v4d cls = _mm256_setzero_pd();
+      for (const double k : keys_d_)
+        cls = _mm256_add_pd(cls, ones_where(_mm256_cmp_pd(_mm256_set1_pd(k), t_eff, _CMP_LE_OQ)));
+      cls = _mm256_blendv_pd(cls, image_class_d, _mm256_cmp_pd(t_eff, one, _CMP_EQ_OQ));
+      const v4d row_d = _mm256_and_pd(valid, _mm256_add_pd(_mm256_mul_pd(r0, num_classes_d), cls));
+      const v4d ratio = _mm256_div_pd(hs, ws);
+      const int slow = _mm256_movemask_pd(_mm256_andnot_pd(exact_v, valid));
+      _mm_store_si128(reinterpret_cast<v4i32*>(row_of + j), _mm256_cvttpd_epi32(row_d));
+      _mm_store_si128(reinterpret_cast<v4i32*>(valid_of + j), valid32);
+      _mm256_store_pd(ratio_of + j, ratio);
+      for (int k = 0; k < 4; ++k) {
+        slow_at[num_slow] = static_cast<std::uint32_t>(j) + static_cast<std::uint32_t>(k);
+        num_slow += static_cast<std::size_t>((slow >> k) & 1);
+      }
+    }
+    // Stage 2: the draw (fast_stream's first) and its pick.
+    for (std::size_t j = 0; j < n; j += 4) {
+      const std::size_t i = b + j;
+      const v4i sample =
+          _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first + i)), lane);
+      const v4d u = to_unit(mix64(_mm256_add_epi64(mix64(_mm256_xor_si256(key_v, sample)), gamma)));
+      const v4i32 row = _mm_load_si128(reinterpret_cast<const v4i32*>(row_of + j));
+      const v4i32 cell =
+          _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(u, pick_cells_d)), pick_last32);
+      const v4i32 at = _mm_add_epi32(_mm_mullo_epi32(row, pick_cells32), cell);
+      const v4i32 first_th = _mm_mullo_epi32(at, pick_span32);
+      v4i count = _mm256_setzero_si256();
+      for (std::size_t k = 0; k < pick_span_; ++k) {
+        const v4d th = gather(pick_thresholds_.data() + k, first_th);
+        count = _mm256_sub_epi64(count, _mm256_castpd_si256(_mm256_cmp_pd(th, u, _CMP_LE_OQ)));
+      }
+      const v4i picked =
+          gather(pick_outcomes, _mm_add_epi32(_mm_add_epi32(first_th, at), narrow(count)));
+      _mm_store_si128(reinterpret_cast<v4i32*>(base_of + j), narrow(picked));
+      _mm_store_si128(reinterpret_cast<v4i32*>(group_of + j),
+                      narrow(_mm256_srli_epi64(picked, 32)));
+    }
+    // Stage 3: the closest ratio in the outcome's group, its parameters by lane.
+    for (std::size_t j = 0; j < n; j += 4) {
+      const v4i32 base = _mm_load_si128(reinterpret_cast<const v4i32*>(base_of + j));
+      const v4i32 group = _mm_load_si128(reinterpret_cast<const v4i32*>(group_of + j));
+      const v4i32 valid32 = _mm_load_si128(reinterpret_cast<const v4i32*>(valid_of + j));
+      const v4d ratio = _mm256_load_pd(ratio_of + j);
+      const v4i32 shift = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_shift, _mm256_castsi128_si256(group)));
+      const v4i32 lo_cell = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_lo, _mm256_castsi128_si256(group)));
+      const v4i32 last_cell = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_last, _mm256_castsi128_si256(group)));
+      const v4i32 cell_offset = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_offset, _mm256_castsi128_si256(group)));
+      const v4i32 table_only = _mm256_castsi256_si128(
+          _mm256_permutevar8x32_epi32(group_table_only, _mm256_castsi128_si256(group)));
+      const v4i32 top =
+          narrow(_mm256_srlv_epi64(_mm256_castpd_si256(ratio), _mm256_cvtepu32_epi64(shift)));
+      const v4i32 rcell = _mm_add_epi32(
+          _mm_min_epi32(_mm_max_epi32(_mm_sub_epi32(top, lo_cell), _mm_setzero_si128()), last_cell),
+          cell_offset);
+      const v4i32 first_rth = _mm_mullo_epi32(rcell, ratio_span32);
+      v4i32 pos = _mm_setzero_si128();
+      for (std::size_t k = 0; k < cell_span_; ++k) {
+        const v4d th = gather(ratio_thresholds_.data() + k, first_rth);
+        pos = _mm_sub_epi32(pos, narrow(_mm256_castpd_si256(_mm256_cmp_pd(th, ratio, _CMP_LE_OQ))));
+      }
+      const v4i32 closest =
+          gather(ratio_results, _mm_add_epi32(_mm_add_epi32(first_rth, rcell), pos));
+      const int fallback =
+          _mm_movemask_ps(_mm_castsi128_ps(table_only)) |
+          _mm256_movemask_pd(_mm256_or_pd(_mm256_cmp_pd(ratio, ratio_max, _CMP_NLT_UQ),
+                                          _mm256_cmp_pd(ratio, _mm256_setzero_pd(), _CMP_NGT_UQ)));
+      const v4i32 id = _mm_add_epi32(base, closest);
+      const v4i32 bucket =
+          _mm_blendv_epi8(id, no_bucket32, _mm_cmpgt_epi32(_mm_setzero_si128(), base));
+      const v4i32 result = _mm_blendv_epi8(invalid32, bucket, valid32);
+      _mm_storeu_si128(reinterpret_cast<v4i32*>(out.data() + b + j), result);
+      // A bucketed row whose group takes the table's own closest (or of an odd ratio).
+      const int odd_lanes = fallback & _mm_movemask_ps(_mm_castsi128_ps(_mm_andnot_si128(
+                                           _mm_cmpgt_epi32(_mm_setzero_si128(), base), valid32)));
+      for (int k = 0; k < 4; ++k) {
+        odd[num_odd] = static_cast<std::uint32_t>(j) + static_cast<std::uint32_t>(k);
+        num_odd += static_cast<std::size_t>((odd_lanes >> k) & 1);
+      }
+    }
+    for (std::size_t k = 0; k < num_odd; ++k) {
+      const std::size_t j = odd[k];
+      out[b + j] = base_of[j] + static_cast<bucket_id>(closest_of(
+                                    c, static_cast<std::size_t>(group_of[j]), ratio_of[j]));
+    }
+    for (std::size_t k = 0; k < num_slow; ++k) {
+      const std::size_t r = b + slow_at[k];
+      out[r] = assign(c, table[r], first + r, inner);
+    }
+  }
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS && VBUCKET_AVX2_DISPATCH
 
 static_assert(bucket_rule<compiled_v2_rule>);
 

@@ -12,6 +12,7 @@
 #include <vector>     // std::vector
 
 #include "bucket_config.hpp"
+#include "detail/compiled.hpp"
 #include "detail/parallel_tasks.hpp"
 #include "error.hpp"
 
@@ -191,15 +192,24 @@ bucket_groups group_ids(std::span<const Id> ids, std::size_t num_buckets, unsign
 /// Groups `ids` (one per sample, as from `assign_all`) into `num_buckets` buckets, on up to
 /// `threads` threads (0: one per core; the result does not depend on it). Throws
 /// `vbucket::error` when an id is out of range or there are 2^32 samples or more.
-inline bucket_groups group_by_bucket(std::span<const bucket_id> ids, std::size_t num_buckets,
-                                     unsigned threads = 1) {
-  return detail::group_ids(ids, num_buckets, threads);
-}
+/// (Defined in vbucket::compiled when it is linked: the sort is compiled once.)
+VBUCKET_COMPILED_INLINE bucket_groups group_by_bucket(std::span<const bucket_id> ids,
+                                                      std::size_t num_buckets,
+                                                      unsigned threads = 1);
 /// As above, over 16-bit ids (`compact_ids`).
-inline bucket_groups group_by_bucket(std::span<const compact_bucket_id> ids,
-                                     std::size_t num_buckets, unsigned threads = 1) {
+VBUCKET_COMPILED_INLINE bucket_groups group_by_bucket(std::span<const compact_bucket_id> ids,
+                                                      std::size_t num_buckets,
+                                                      unsigned threads = 1);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE bucket_groups group_by_bucket(std::span<const bucket_id> ids,
+                                                      std::size_t num_buckets, unsigned threads) {
   return detail::group_ids(ids, num_buckets, threads);
 }
+VBUCKET_COMPILED_INLINE bucket_groups group_by_bucket(std::span<const compact_bucket_id> ids,
+                                                      std::size_t num_buckets, unsigned threads) {
+  return detail::group_ids(ids, num_buckets, threads);
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// Writes `in` as 16-bit ids to `out` (the same size), for a config of `num_buckets` ≤
 /// `max_compact_buckets` buckets; `first` is the sample index of in[0] (for messages). Throws

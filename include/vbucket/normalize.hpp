@@ -18,6 +18,7 @@
 #include <string>       // std::to_string
 #include <type_traits>  // std::is_same_v
 
+#include "detail/compiled.hpp"
 #include "error.hpp"
 #include "tensor.hpp"  // tensor_view, element_type, clip_layout
 
@@ -91,32 +92,13 @@ constexpr float normalize_value(std::uint8_t x, float mean, float std) noexcept 
 class clip_normalizer {
  public:
   /// Throws `vbucket::error` when `norm` is invalid.
-  explicit clip_normalizer(const normalization& norm = {}) {
-    norm.validate();
-    for (std::size_t c = 0; c < 3; ++c)
-      for (std::size_t x = 0; x < 256; ++x) {
-        f32_[c][x] = normalize_value(static_cast<std::uint8_t>(x), norm.mean[c], norm.std[c]);
-        bf16_[c][x] = to_bfloat16_bits(f32_[c][x]);
-        u8_[c][x] = static_cast<std::uint8_t>(x);
-      }
-  }
+  VBUCKET_COMPILED_INLINE explicit clip_normalizer(const normalization& norm = {});
 
   /// Writes `thwc` (frames × height × width × 3 uint8) into `out`, one clip in `out.type` and
   /// `out.layout` (f32 or bf16; u8 is copied or transposed). `out` holds exactly the clip's
   /// elements.
-  void operator()(std::span<const std::uint8_t> thwc, const tensor_view& out) const noexcept {
-    switch (out.type) {
-      case element_type::f32:
-        write(thwc, static_cast<float*>(out.data), out.layout, f32_);
-        break;
-      case element_type::bf16:
-        write(thwc, static_cast<std::uint16_t*>(out.data), out.layout, bf16_);
-        break;
-      case element_type::u8:
-        write(thwc, static_cast<std::uint8_t*>(out.data), out.layout, u8_);
-        break;
-    }
-  }
+  VBUCKET_COMPILED_INLINE void operator()(std::span<const std::uint8_t> thwc,
+                                          const tensor_view& out) const noexcept;
 
  private:
   template <class Out>
@@ -171,6 +153,33 @@ class clip_normalizer {
   std::array<std::array<std::uint16_t, 256>, 3> bf16_{};
   std::array<std::array<std::uint8_t, 256>, 3> u8_{};
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE clip_normalizer::clip_normalizer(const normalization& norm) {
+  norm.validate();
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t x = 0; x < 256; ++x) {
+      f32_[c][x] = normalize_value(static_cast<std::uint8_t>(x), norm.mean[c], norm.std[c]);
+      bf16_[c][x] = to_bfloat16_bits(f32_[c][x]);
+      u8_[c][x] = static_cast<std::uint8_t>(x);
+    }
+}
+
+VBUCKET_COMPILED_INLINE void clip_normalizer::operator()(std::span<const std::uint8_t> thwc,
+                                                         const tensor_view& out) const noexcept {
+  switch (out.type) {
+    case element_type::f32:
+      write(thwc, static_cast<float*>(out.data), out.layout, f32_);
+      break;
+    case element_type::bf16:
+      write(thwc, static_cast<std::uint16_t*>(out.data), out.layout, bf16_);
+      break;
+    case element_type::u8:
+      write(thwc, static_cast<std::uint8_t*>(out.data), out.layout, u8_);
+      break;
+  }
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// THWC uint8 → CTHW float (`Out` = float) or bfloat16 bits (`Out` = std::uint16_t), clip by
 /// clip with `clip_normalizer`. Throws `vbucket::error` when a span does not hold exactly the
