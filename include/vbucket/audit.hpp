@@ -215,7 +215,7 @@ class audit_epoch_check {
 
   [[nodiscard]] bool have_header() const noexcept { return header_.has_value(); }
 
-  void header_line(const ledger_epoch& h, std::string_view where) {
+  void header_line(const ledger_epoch& h, ledger_where where) {
     if (!header_) {
       header_ = h;
       sum_.header = true;
@@ -226,18 +226,18 @@ class audit_epoch_check {
     const ledger_epoch& a = *header_;
     if (a.stage != h.stage || a.samples != h.samples || a.sources != h.sources ||
         a.seed != h.seed || a.fingerprint != h.fingerprint || a.pads != h.pads)
-      header_issue(std::string(where) + ": epoch " + std::to_string(e_) +
+      header_issue(where.text() + ": epoch " + std::to_string(e_) +
                    "'s header differs from the one read first (n=" + std::to_string(a.samples) +
                    " src=" + std::to_string(a.sources) + " st=" + std::to_string(a.stage) + ")");
   }
 
-  void source_line(const ledger_source& s, std::string_view where) {
+  void source_line(const ledger_source& s, ledger_where where) {
     if (!header_) {
-      header_issue(std::string(where) + ": source line before the epoch's header (E line)");
+      header_issue(where.text() + ": source line before the epoch's header (E line)");
       return;
     }
     if (s.id >= sources_.size()) {
-      header_issue(std::string(where) + ": source " + std::to_string(s.id) +
+      header_issue(where.text() + ": source " + std::to_string(s.id) +
                    " but the epoch's header declares " + std::to_string(sources_.size()) +
                    " sources");
       return;
@@ -245,7 +245,7 @@ class audit_epoch_check {
     std::optional<ledger_source>& slot = sources_[s.id];
     if (!slot) {
       if (ready_) {
-        header_issue(std::string(where) + ": source " + std::to_string(s.id) +
+        header_issue(where.text() + ": source " + std::to_string(s.id) +
                      " declared after the epoch's first ids");
         return;
       }
@@ -255,26 +255,26 @@ class audit_epoch_check {
     const ledger_source& a = *slot;
     if (a.name != s.name || a.first != s.first || a.rows != s.rows || a.drawn != s.drawn ||
         a.draw != s.draw || a.weight != s.weight || a.count != s.count || a.digest != s.digest)
-      header_issue(std::string(where) + ": source " + std::to_string(s.id) + " (\"" + a.name +
+      header_issue(where.text() + ": source " + std::to_string(s.id) + " (\"" + a.name +
                    "\") differs from its line read first");
   }
 
   /// A `D` or `X` chunk (a repeated identical chunk is read once).
-  void ids_line(const ledger_ids& c, std::string_view where) {
+  void ids_line(const ledger_ids& c, ledger_where where) {
     if (!prepare(where)) return;
     const std::uint64_t digest = ledger_digest(c.ids);
     const auto key = std::make_tuple(c.tag, c.tag == 'D' ? std::to_string(c.source) : c.why, c.at);
     const auto [it, fresh] = chunks_.try_emplace(key, c.ids.size(), digest);
     if (!fresh) {
       if (it->second != std::pair<std::uint64_t, std::uint64_t>(c.ids.size(), digest))
-        header_issue(std::string(where) + ": " + (c.tag == 'D' ? "drawn" : "dropped") +
+        header_issue(where.text() + ": " + (c.tag == 'D' ? "drawn" : "dropped") +
                      " chunk at=" + std::to_string(c.at) + " differs from the one read first");
       return;
     }
     if (c.tag == 'D') {
       if (c.source >= sources_.size() || !sources_[c.source] ||
           sources_[c.source]->draw != ledger_draw::listed) {
-        header_issue(std::string(where) + ": drawn ids of source " + std::to_string(c.source) +
+        header_issue(where.text() + ": drawn ids of source " + std::to_string(c.source) +
                      ", which is not a listed source of the epoch");
         return;
       }
@@ -282,7 +282,7 @@ class audit_epoch_check {
       listed_digest_[c.source] += digest;
       for (const std::uint64_t id : c.ids) {
         if (id >= n_ || source_of(id) != c.source) {
-          header_issue(std::string(where) + ": drawn id " + std::to_string(id) +
+          header_issue(where.text() + ": drawn id " + std::to_string(id) +
                        " is not a row of source " + std::to_string(c.source));
           continue;
         }
@@ -296,11 +296,16 @@ class audit_epoch_check {
     for (const std::uint64_t id : c.ids) account(id, dropped_by_source_);
   }
 
-  void batch_line(const ledger_batch& b, std::string_view where) {
+  void batch_line(const ledger_batch& b, ledger_where where) {
     ++sum_.batches;
-    sum_.stages.insert(b.stage);
-    sum_.worlds.insert(b.world);
-    sum_.ranks.insert(b.rank);
+    if (b.stage != last_stage_) sum_.stages.insert(last_stage_ = b.stage);
+    if (b.world != last_world_) sum_.worlds.insert(last_world_ = b.world);
+    if (b.rank < (1u << 20)) {  // a flag per rank, into the set at the end
+      if (b.rank >= rank_seen_.size()) rank_seen_.resize(b.rank + 1, false);
+      rank_seen_[b.rank] = true;
+    } else {
+      sum_.ranks.insert(b.rank);
+    }
     if (!prepare(where)) return;
     const std::size_t real = b.repeat ? 0 : b.ids.size() - b.pads;
     if (b.repeat) {
@@ -349,13 +354,15 @@ class audit_epoch_check {
   /// The end of pass 1: missing samples, header checks, shares. Returns the samples to name.
   std::vector<std::uint64_t> finish() {
     std::vector<std::uint64_t> named(candidates_.begin(), candidates_.end());
+    for (std::uint32_t r = 0; r < rank_seen_.size(); ++r)
+      if (rank_seen_[r]) sum_.ranks.insert(r);
     if (!header_) {
       if (!ready_)
         header_issue("epoch " + std::to_string(e_) +
                      " has lines but no header (E line): its samples cannot be checked");
       return {};
     }
-    if (!prepare("")) return {};
+    if (!prepare(std::nullopt)) return {};
     if (bitmap_) {
       for (const auto& s : sources_) {
         if (s->rows == 0) continue;
@@ -430,12 +437,12 @@ class audit_epoch_check {
   static constexpr std::uint32_t no_source = 0xffffffffu;
 
   /// Allocates the per-id table at the first ids of the epoch (all sources must be known).
-  bool prepare(std::string_view where) {
+  bool prepare(std::optional<ledger_where> where) {
     if (ready_) return valid_;
     ready_ = true;
     if (!header_) {
-      if (!where.empty())
-        header_issue(std::string(where) + ": ids of epoch " + std::to_string(e_) +
+      if (where)
+        header_issue(where->text() + ": ids of epoch " + std::to_string(e_) +
                      " before any header (E line) of the epoch");
       return valid_ = false;
     }
@@ -650,6 +657,9 @@ class audit_epoch_check {
   std::vector<std::uint64_t> listed_count_;
   std::vector<std::uint64_t> listed_digest_;
   std::unordered_set<std::uint64_t> candidates_;
+  std::uint32_t last_stage_ = 0xffffffffu;
+  std::uint32_t last_world_ = 0xffffffffu;
+  std::vector<bool> rank_seen_;
   std::map<std::tuple<char, std::string, std::uint64_t>, std::pair<std::uint64_t, std::uint64_t>>
       chunks_;
 };
@@ -680,6 +690,7 @@ struct audit_file {
     if (guessed) epoch = last_epoch;  // a corrupt line belongs to the block it is in
   }
   [[nodiscard]] std::string where() const { return name + ":" + std::to_string(line.number); }
+  [[nodiscard]] ledger_where at() const { return {name, line.number}; }
 };
 
 /// Pass 2 over an epoch's lines: where each named sample appeared.
@@ -763,11 +774,11 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
           if (!f->line.truncated && (f->line.tag == 'E' || f->line.tag == 'S')) {
             try {
               if (f->line.tag == 'E') {
-                parse_ledger_line(f->line.text, f->where(), eh);
-                check.header_line(eh, f->where());
+                parse_ledger_line(f->line.text, f->at(), eh);
+                check.header_line(eh, f->at());
               } else {
-                parse_ledger_line(f->line.text, f->where(), sh);
-                check.source_line(sh, f->where());
+                parse_ledger_line(f->line.text, f->at(), sh);
+                check.source_line(sh, f->at());
               }
             } catch (const error&) {  // reported when the line is read for real
             }
@@ -794,24 +805,24 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
           try {
             switch (l.tag) {
               case 'B':
-                parse_ledger_line(l.text, f->where(), bh);
+                parse_ledger_line(l.text, f->at(), bh);
                 if (bh.epoch != e) throw error(f->where() + ": corrupt epoch field");
                 report.ids += bh.ids.size();
-                check.batch_line(bh, f->where());
+                check.batch_line(bh, f->at());
                 break;
               case 'D':
               case 'X':
-                parse_ledger_line(l.text, f->where(), ch);
+                parse_ledger_line(l.text, f->at(), ch);
                 report.ids += ch.ids.size();
-                check.ids_line(ch, f->where());
+                check.ids_line(ch, f->at());
                 break;
               case 'E':  // (read by the pre-pass already, if there was one)
-                parse_ledger_line(l.text, f->where(), eh);
-                if (!prepass) check.header_line(eh, f->where());
+                parse_ledger_line(l.text, f->at(), eh);
+                if (!prepass) check.header_line(eh, f->at());
                 break;
               case 'S':
-                parse_ledger_line(l.text, f->where(), sh);
-                if (!prepass) check.source_line(sh, f->where());
+                parse_ledger_line(l.text, f->at(), sh);
+                if (!prepass) check.source_line(sh, f->at());
                 break;
               default:
                 throw error(f->where() + ": unknown record tag '" + std::string(1, l.tag) + "'");
@@ -859,7 +870,7 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
         if (!l.truncated) {
           try {
             if (l.tag == 'B') {
-              parse_ledger_line(l.text, f->where(), bh);
+              parse_ledger_line(l.text, f->at(), bh);
               const std::size_t real = bh.repeat ? 0 : bh.ids.size() - bh.pads;
               for (std::size_t i = 0; i < bh.ids.size(); ++i)
                 place(*f, bh.ids[i], 'B', bh.step, bh.rank,
@@ -869,7 +880,7 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
               for (const ledger_substitution& s : bh.substitutions)
                 place(*f, s.replacement, 'B', bh.step, bh.rank, "replacement");
             } else if (l.tag == 'D' || l.tag == 'X') {
-              parse_ledger_line(l.text, f->where(), ch);
+              parse_ledger_line(l.text, f->at(), ch);
               const bool first_read =
                   chunks.emplace(ch.tag, ch.tag == 'D' ? std::to_string(ch.source) : ch.why, ch.at)
                       .second;

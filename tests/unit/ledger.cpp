@@ -142,6 +142,44 @@ TEST_CASE("ledger: every record kind reads back as written") {
   CHECK(!r2.bucket);
 }
 
+TEST_CASE("ledger: ids of every length read back (8 digits at a time, then one by one)") {
+  vbucket_test::test_rng g{5};
+  for (int round = 0; round < 2000; ++round) {
+    ledger_batch b{.epoch = 1, .step = 2, .rank = 0, .world = 1};
+    const std::uint64_t n = 1 + g.below(12);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t digits = 1 + g.below(20);  // 1 to 20 digits
+      std::uint64_t v = g.next();
+      if (digits < 20) {
+        std::uint64_t limit = 1;
+        for (std::uint64_t d = 0; d < digits; ++d) limit *= 10;
+        v %= limit;
+      }
+      b.ids.push_back(v);
+    }
+    std::string text = line_of(b);
+    ledger_batch back;
+    vbucket::parse_ledger_line(text, "x", back);
+    CHECK(back.ids == b.ids);
+    // Leading zeros and a field after the ids (the last id is not at the end of the line).
+    if (b.ids[0] < 1'000'000'000'000'000ULL) text.insert(text.find("ids=") + 4, "000");
+    text += " pad=0";
+    vbucket::parse_ledger_line(text, "x", back);
+    REQUIRE(!back.ids.empty());
+    CHECK(back.ids[0] == b.ids[0]);
+    CHECK(back.ids.size() == b.ids.size());
+  }
+  ledger_batch back;
+  vbucket::parse_ledger_line("B e=0 s=0 st=0 r=0 w=1 ids=18446744073709551615,0,12345678,123456789",
+                             "x", back);
+  CHECK(back.ids == std::vector<std::uint64_t>{18446744073709551615ULL, 0, 12345678, 123456789});
+  CHECK_THROWS_WITH(
+      vbucket::parse_ledger_line("B e=0 s=0 st=0 r=0 w=1 ids=1,18446744073709551616,3", "x", back),
+      doctest::Contains("id 2 is too long"));
+  CHECK_THROWS_WITH(vbucket::parse_ledger_line("B e=0 s=0 st=0 r=0 w=1 ids=12345678a,3", "x", back),
+                    doctest::Contains("unexpected character 'a' after id 1"));
+}
+
 TEST_CASE("ledger: parse errors name the place, the field and what is wrong") {
   ledger_batch b;
   const auto message = [&](const std::string& text) -> std::string {
