@@ -1033,6 +1033,8 @@ std::string stats_table(const py_sampler& s) {
 #include "memory_bindings.hpp"
 #endif
 
+void vbucket_bind_cache(nb::module_& m);  // cache_bindings.cpp (issue 32)
+
 NB_MODULE(_vbucket, m) {
   m.doc() = "vbucket's C++ core (glue only; see the vbucket package)";
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -1067,6 +1069,7 @@ NB_MODULE(_vbucket, m) {
 #if VBUCKET_PY_HAS_EIGEN
   bind_memory(m);
 #endif
+  vbucket_bind_cache(m);
 
   nb::class_<py_config>(m, "Config")
       .def_static("from_text", &config_from_text, "text"_a, "where"_a, "rule"_a)

@@ -19,6 +19,7 @@ from ._core import (
 from ._vbucket import decode_opensora_index, encode_opensora_index
 from .media import Batch, Loader, decode_clip, scan
 from .plots import plot_stats
+from .precompute import cache_plan, precompute
 
 if getattr(_vbucket, "HAS_FFMPEG", False):
     from ._vbucket import DecodeError
@@ -42,11 +43,13 @@ __all__ = [
     "Loader",
     "VariableVideoBatchSampler",
     "assign",
+    "cache_plan",
     "decode_clip",
     "decode_opensora_index",
     "encode_opensora_index",
     "explain",
     "plot_stats",
+    "precompute",
     "read_meta",
     "scan",
     "stats",
