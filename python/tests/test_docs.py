@@ -343,6 +343,7 @@ def workdir(tmp_path):
         (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / "build").mkdir()
     cli = find_cli()
+    cli = os.path.abspath(cli) if cli else cli  # a relative VBUCKET_CLI, from another cwd
     if cli:
         (tmp_path / "build" / "vbucket").symlink_to(cli)
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
