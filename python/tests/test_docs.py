@@ -346,14 +346,17 @@ def workdir(tmp_path):
     cli = os.path.abspath(cli) if cli else cli  # a relative VBUCKET_CLI, from another cwd
     if cli:
         (tmp_path / "build" / "vbucket").symlink_to(cli)
-    (tmp_path / ".venv" / "bin").mkdir(parents=True)
-    (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    # The interpreter under test by a wrapper, not a symlink: a venv's python is a venv only when
+    # started by its own path (it looks for pyvenv.cfg beside the path it was started as).
+    wrapper = f'#!/bin/sh\nexec "{sys.executable}" "$@"\n'
     bindir = tmp_path / ".doc-bin"
     bindir.mkdir()
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    for path in (tmp_path / ".venv" / "bin" / "python", bindir / "python", bindir / "python3"):
+        path.write_text(wrapper)
+        path.chmod(0o755)
     if cli:
         (bindir / "vbucket").symlink_to(cli)
-    (bindir / "python").symlink_to(sys.executable)
-    (bindir / "python3").symlink_to(sys.executable)
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
                MPLBACKEND="Agg")
     return tmp_path, env
