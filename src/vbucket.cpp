@@ -8,6 +8,8 @@
 #include "vbucket/vbucket.hpp"
 
 namespace vbucket {
+template struct detail::schedule_data<epoch_plan>;
+template struct detail::schedule_data<packed_plan>;
 template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&, const bucket_config&,
                                                         const plan_options&,
                                                         const latent_tokens_cost&);
@@ -15,19 +17,16 @@ template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const bucket_i
                                                         const bucket_config&, const plan_options&,
                                                         const latent_tokens_cost&);
 template packed_plan make_packed_plan<latent_tokens_cost>(const bucket_groups&,
-                                                          const bucket_config&,
-                                                          const packed_options&,
+                                                          const bucket_config&, const plan_options&,
                                                           const latent_tokens_cost&);
 template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
                                                         const bucket_config&, const plan_options&,
                                                         const latent_tokens_cost&);
 template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
-                                                          const bucket_config&,
-                                                          const packed_options&,
+                                                          const bucket_config&, const plan_options&,
                                                           const latent_tokens_cost&);
 template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const bucket_id>,
-                                                          const bucket_config&,
-                                                          const packed_options&,
+                                                          const bucket_config&, const plan_options&,
                                                           const latent_tokens_cost&);
 template void assign_into<opensora_v2_rule, fast_source>(std::span<bucket_id>, const bucket_config&,
                                                          const meta_table&, const opensora_v2_rule&,

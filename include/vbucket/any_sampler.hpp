@@ -153,9 +153,21 @@ class any_sampler {
 
 namespace detail {
 
+/// The refusal of a member of the other batching.
+[[noreturn]] inline void refuse_batching(const char* what, bool packs) {
+  if (packs)
+    throw error(std::string("sampler: ") + what + " is for fixed batching; this sampler packs " +
+                "(use packed_batches(), packing() or packing_schedule())");
+  throw error(std::string("sampler: ") + what +
+              " is for packed batching; this sampler has fixed batches (use batches(), plan() "
+              "or schedule())");
+}
+
 /// `any_sampler` over a `batch_sampler` that views shared samples.
-template <class Samples, class Rule, class Sources>
+template <class Samples, class Rule, class Sources, class Batching>
 class any_sampler_impl final : public any_sampler {
+  static constexpr bool packs = Batching::mode == batching_mode::packed;
+
  public:
   any_sampler_impl(std::shared_ptr<const Samples> samples,
                    std::shared_ptr<const bucket_config> config, Rule rule, sampler_options o,
@@ -190,28 +202,82 @@ class any_sampler_impl final : public any_sampler {
   [[nodiscard]] std::size_t num_samples() const override { return s_.num_samples(); }
   [[nodiscard]] std::vector<bucket_id> assign() const override { return s_.assign(); }
 
-  [[nodiscard]] rank_steps batches() const override { return s_.batches(); }
-  [[nodiscard]] const epoch_plan& plan() const override { return s_.plan(); }
-  [[nodiscard]] const epoch_schedule& schedule() const override { return s_.schedule(); }
-  [[nodiscard]] plan_stats stats() const override { return s_.stats(); }
+  [[nodiscard]] rank_steps batches() const override {
+    if constexpr (packs) {
+      refuse_batching("batches()", packs);
+    } else {
+      return s_.batches();
+    }
+  }
+  [[nodiscard]] const epoch_plan& plan() const override {
+    if constexpr (packs) {
+      refuse_batching("plan()", packs);
+    } else {
+      return s_.plan();
+    }
+  }
+  [[nodiscard]] const epoch_schedule& schedule() const override {
+    if constexpr (packs) {
+      refuse_batching("schedule()", packs);
+    } else {
+      return s_.schedule();
+    }
+  }
+  [[nodiscard]] plan_stats stats() const override {
+    if constexpr (packs) {
+      refuse_batching("stats()", packs);
+    } else {
+      return s_.stats();
+    }
+  }
 
-  [[nodiscard]] packed_rank_steps packed_batches() const override { return s_.packed_batches(); }
-  [[nodiscard]] const packed_plan& packing() const override { return s_.packing(); }
+  [[nodiscard]] packed_rank_steps packed_batches() const override {
+    if constexpr (packs) {
+      return s_.batches();
+    } else {
+      refuse_batching("packed_batches()", packs);
+    }
+  }
+  [[nodiscard]] const packed_plan& packing() const override {
+    if constexpr (packs) {
+      return s_.plan();
+    } else {
+      refuse_batching("packing()", packs);
+    }
+  }
   [[nodiscard]] const packed_schedule& packing_schedule() const override {
-    return s_.packing_schedule();
+    if constexpr (packs) {
+      return s_.schedule();
+    } else {
+      refuse_batching("packing_schedule()", packs);
+    }
   }
   [[nodiscard]] vbucket::packed_stats packed_stats() const override {
-    return compute_packed_stats(s_.packing_schedule());
+    if constexpr (packs) {
+      return s_.stats();
+    } else {
+      refuse_batching("packed_stats()", packs);
+    }
   }
 
-  [[nodiscard]] step_balance_stats balance() const override {
-    return packed() ? step_balance(s_.packing_schedule()) : step_balance(s_.schedule());
-  }
+  [[nodiscard]] step_balance_stats balance() const override { return step_balance(s_.schedule()); }
 
  private:
   std::shared_ptr<const Samples> samples_;  // before s_, which views them (or copies a stream)
-  batch_sampler<Samples, Rule, Sources> s_;
+  batch_sampler<Samples, Rule, Sources, Batching> s_;
 };
+
+/// The `any_sampler_impl` of `options.batching`.
+template <class Samples, class Rule, class Sources>
+std::unique_ptr<any_sampler> make_batching(std::shared_ptr<const Samples> samples,
+                                           std::shared_ptr<const bucket_config> config, Rule rule,
+                                           const sampler_options& options, Sources sources) {
+  if (options.batching == batching_mode::packed)
+    return std::make_unique<any_sampler_impl<Samples, Rule, Sources, packed_batching>>(
+        std::move(samples), std::move(config), std::move(rule), options, std::move(sources));
+  return std::make_unique<any_sampler_impl<Samples, Rule, Sources, fixed_batching>>(
+      std::move(samples), std::move(config), std::move(rule), options, std::move(sources));
+}
 
 }  // namespace detail
 
@@ -232,13 +298,13 @@ template <sample_collection Samples, class Rule>
   check_seed(options.rng, seed);
   options.seed = plan_seed(seed);
   if (seed_u64(seed)) {
-    return std::make_unique<detail::any_sampler_impl<Samples, Rule, builtin_sources>>(
-        std::move(samples), std::move(config), std::move(rule), options, builtin_sources{});
+    return detail::make_batching(std::move(samples), std::move(config), std::move(rule), options,
+                                 builtin_sources{});
   }
   if constexpr (bucket_rule<Rule, numpy_source>) {
     options.rng = rng_mode::fast;  // the family draws NumPy's: rng applies to built-in sources
-    return std::make_unique<detail::any_sampler_impl<Samples, Rule, numpy_seed_family>>(
-        std::move(samples), std::move(config), std::move(rule), options, numpy_seed_family{seed});
+    return detail::make_batching(std::move(samples), std::move(config), std::move(rule), options,
+                                 numpy_seed_family{seed});
   } else {
     throw error("make_any_sampler: seed " + seed.to_string() +
                 " does not fit in 64 bits, and this rule draws from fast_source only");

@@ -17,9 +17,16 @@
 /// `plan.deal(world, consumed, drop_last).rank(rank)`. Seed and epoch are given once, so the
 /// draws and the shuffles cannot disagree.
 ///
-/// With `.batching = vbucket::batching_mode::packed, .token_budget = B` it packs instead
-/// (`make_packed_plan`): read this rank's mixed-shape batches with `packed_batches()`; state,
-/// resume and fingerprint work the same way.
+/// The batching mode is a type, the last template argument (`batch_plan.hpp`): `fixed_batching`
+/// (the default, `epoch_plan`) or `packed_batching` (`make_packed_plan`: mixed shapes up to
+/// `.token_budget`). A packing sampler's range-for yields `packed_batch`es; state, resume and
+/// fingerprint work the same way; members of the other batching do not compile.
+///
+///     vbucket::batch_sampler packing(clips, config, rule, {.seed = 42, .token_budget = 65536},
+///                                    vbucket::packed_batching{});
+///     for (const vbucket::packed_batch& b : packing) train(b);
+///
+/// To choose the batching at run time (a flag, a string), use `make_any_sampler`.
 
 #include <algorithm>    // std::max
 #include <cmath>        // std::isfinite (the token budget)
@@ -38,6 +45,7 @@
 #include <vector>       // std::vector
 
 #include "assign.hpp"
+#include "batch_plan.hpp"
 #include "bucket_config.hpp"
 #include "epoch_plan.hpp"
 #include "error.hpp"
@@ -70,8 +78,9 @@ struct sampler_options {
   /// Threads for assignment and planning (0: one per core); the batches do not depend on it.
   unsigned threads = 0;
   /// How batches are formed: `fixed` (one bucket and its batch size per batch, `policy`
-  /// applies) or `packed` (`make_packed_plan`: mixed shapes up to `token_budget`; read the
-  /// batches with `packed_batches()`).
+  /// applies) or `packed` (mixed shapes up to `token_budget`). A `batch_sampler` takes it from
+  /// its type (a packing sampler sets it; a fixed one refuses `packed`); `make_any_sampler`
+  /// chooses the sampler type by it.
   batching_mode batching = batching_mode::fixed;
   /// Packed: the most cost (latent tokens) one rank's step may hold, a finite number > 0.
   double token_budget = 0.0;
@@ -257,23 +266,33 @@ VBUCKET_COMPILED_INLINE std::uint64_t plan_fingerprint(const packed_plan& plan, 
 /// the trainer calls `advance(k)`: consumed grows by k · world (every rank ran k steps).
 /// `load_state(s)` under any world size yields exactly the global batches not yet consumed
 /// (see `epoch_plan::deal`).
-template <sample_collection Samples, class Rule = opensora_v2_rule, class Sources = builtin_sources>
+template <sample_collection Samples, class Rule = opensora_v2_rule, class Sources = builtin_sources,
+          batching_kind Batching = fixed_batching>
   requires sampler_rule<Rule, Sources>
 class batch_sampler {
   static constexpr bool chunked = chunked_samples<Samples>;
   static constexpr bool stores_copy = std::ranges::view<Samples> || chunked;
+  static constexpr bool packs = Batching::mode == batching_mode::packed;
   using stored_samples = std::conditional_t<stores_copy, Samples, const Samples*>;
 
  public:
   using samples_type = Samples;
   using rule_type = Rule;
   using sources_type = Sources;
-
+  using batching_type = Batching;
+  /// The epoch's plan: `epoch_plan` or `packed_plan`.
+  using plan_type = typename Batching::plan_type;
+  /// The plan dealt to this world: `epoch_schedule` or `packed_schedule`.
+  using schedule_type = plan_schedule<plan_type>;
+  /// What a range-for yields: `batch` or `packed_batch`.
+  using batch_type = typename plan_type::batch_type;
+  /// This rank's batches (`batches()`): a random-access view of `batch_type` values that
+  /// shares the schedule (`rank_steps` or `packed_rank_steps`).
+  using steps_type = plan_rank_steps<plan_type>;
   /// A random-access iterator over this rank's batches; it shares the schedule it reads, so it
   /// stays valid when the sampler moves on (`advance`, `set_epoch`).
-  using iterator = rank_steps::iterator;
-  /// This rank's packed batches (`packed_batches()`): a random-access view of `packed_batch`
-  /// values that shares the packed schedule.
+  using iterator = typename steps_type::iterator;
+  /// This rank's packed batches (a packing sampler's `steps_type`).
   using packed_steps = packed_rank_steps;
 
   /// Views `samples` (see the class comment), owns a copy of `config` (or shares it), and
@@ -285,7 +304,7 @@ class batch_sampler {
       : samples_(keep(std::forward<S>(samples))),
         config_(detail::share_config(std::forward<C>(config))),
         rule_(std::move(rule)),
-        options_(options),
+        options_(typed(options)),
         sources_(std::move(sources)) {
     static_assert(std::is_lvalue_reference_v<S> || stores_copy,
                   "batch_sampler keeps a view of the samples: pass a named container that "
@@ -298,386 +317,389 @@ class batch_sampler {
   batch_sampler(S&& samples, C&& config, sampler_options options = {})
       : batch_sampler(std::forward<S>(samples), std::forward<C>(config), Rule{}, options) {}
 
-  // --- epoch and progress ------------------------------------------------------------------
+  /// As above, with the batching as the last argument (`vbucket::packed_batching{}`), for
+  /// class template argument deduction.
+  template <detail::forwarded<Samples> S, detail::sampler_config_arg C>
+    requires std::default_initializable<Sources> batch_sampler(S&& samples, C&& config, Rule rule,
+                                                               sampler_options options, Batching)
+        : batch_sampler(std::forward<S>(samples), std::forward<C>(config), std::move(rule), options,
+                        Sources{}) {}
+    template <detail::forwarded<Samples> S, detail::sampler_config_arg C>
+    batch_sampler(S&& samples, C&& config, Rule rule, sampler_options options, Sources sources,
+                  Batching)
+        : batch_sampler(std::forward<S>(samples), std::forward<C>(config), std::move(rule), options,
+                        std::move(sources)) {}
 
-  /// Starts epoch `e` from its beginning (consumed = 0); its plan is made when first needed.
-  void set_epoch(std::uint64_t e) {
-    epoch_ = e;
-    consumed_ = 0;
-    plan_.reset();
-    schedule_.reset();
-    packed_plan_.reset();
-    packed_schedule_.reset();
-    fingerprint_.reset();
-  }
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+    // --- epoch and progress ------------------------------------------------------------------
 
-  /// Records that this rank (and so every rank) ran `steps` more steps: consumed grows by
-  /// steps · world. Iterators already taken stay valid; the next `begin()` starts after them.
-  void advance(std::uint64_t steps = 1) {
-    const std::uint64_t w = options_.world;
-    if (steps > (std::numeric_limits<std::uint64_t>::max() - consumed_) / w)
-      throw error("batch_sampler: advance(" + std::to_string(steps) + ") overflows the " +
-                  "consumed batch count " + std::to_string(consumed_));
-    consumed_ += steps * w;
-  }
-
-  /// The resume state now: (seed, epoch, global batches consumed, balance group, this world
-  /// size, the plan's fingerprint). Save `state().to_string()` in a checkpoint: `load_state`
-  /// refuses it for any other plan (the fingerprint is recorded). Makes the epoch's plan if it
-  /// is not made yet (for the fingerprint).
-  [[nodiscard]] plan_state state() const {
-    plan_state s{options_.seed, epoch_, consumed_, options_.balance_group,
-                 packed() ? std::optional<double>(options_.token_budget) : std::nullopt};
-    s.world = options_.world;
-    s.fingerprint = fingerprint();
-    return s;
-  }
-  /// The resume state after `steps` more steps of this rank. Throws `vbucket::error` when the
-  /// position would overflow 64 bits or pass the end of the epoch (naming its size).
-  [[nodiscard]] plan_state state_after(std::uint64_t steps) const {
-    plan_state s = state().advanced(steps, options_.world);
-    check_position(s);
-    return s;
-  }
-
-  /// Resumes from a saved state (of any world size): the next `begin()` yields the global
-  /// batches not yet consumed, dealt to this world. Throws `vbucket::error` when the state is
-  /// not of this plan: another seed, another epoch (call `set_epoch` first), another recorded
-  /// balance group or token budget, another recorded fingerprint (the samples, config, rule,
-  /// rng or policy changed since it was saved), or a position past the end of the epoch. Makes
-  /// the epoch's plan if it is not made yet.
-  void load_state(const plan_state& s) {
-    check_state(s);
-    s.check_for(options_.seed, epoch_, options_.balance_group,
-                packed() ? std::optional<double>(options_.token_budget) : std::nullopt);
-    if (s.fingerprint) check_fingerprint(s, *s.fingerprint);
-    check_position(s);
-    // The plan's own check covers every recorded plan parameter of the state.
-    if (packed()) {
-      packed_schedule_ = ensure_packed_plan().deal(options_.world, s, options_.drop_last);
-    } else {
-      schedule_ = ensure_plan().deal(options_.world, s, options_.drop_last);
+    /// Starts epoch `e` from its beginning (consumed = 0); its plan is made when first needed.
+    void set_epoch(std::uint64_t e) {
+      epoch_ = e;
+      consumed_ = 0;
+      plan_.reset();
+      schedule_.reset();
+      fingerprint_.reset();
     }
-    consumed_ = dealt_from_ = s.consumed;
-  }
-  /// As `load_state(s)`, and also refuses a state saved with another plan of the same seed and
-  /// epoch (other samples, config, rule, rng or policy): `fingerprint` is the `fingerprint()`
-  /// saved with the state (for states from before `plan_state::fingerprint` existed).
-  void load_state(const plan_state& s, std::uint64_t fingerprint) {
-    check_state(s);
-    s.check_for(options_.seed, epoch_, options_.balance_group,
-                packed() ? std::optional<double>(options_.token_budget) : std::nullopt);
-    check_fingerprint(s, fingerprint);
-    load_state(s);
-  }
+    [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
 
-  /// The number of global batches of the epoch's plan (before dealing: no alignment repeats).
-  [[nodiscard]] std::uint64_t num_global_batches() const {
-    return packed() ? ensure_packed_plan().num_batches() : ensure_plan().num_batches();
-  }
-
-  // --- this rank's batches -----------------------------------------------------------------
-
-  /// This rank's batches from the current state; each has the bucket, target T/H/W and the
-  /// sample indices (element numbers of the samples).
-  [[nodiscard]] iterator begin() const { return batches().begin(); }
-  [[nodiscard]] iterator end() const { return batches().end(); }
-  /// This rank's steps from the current state: the number of batches `begin()..end()` (or,
-  /// packed, `packed_batches()`) yields.
-  [[nodiscard]] std::size_t size() const {
-    if (packed()) return std::ranges::size(packed_batches());
-    return batches().size();
-  }
-  [[nodiscard]] bool empty() const { return size() == 0; }
-  /// This rank's batches from the current state as a view that shares the schedule.
-  [[nodiscard]] rank_steps batches() const { return ensure_schedule().rank(options_.rank); }
-
-  // --- packed batching (`sampler_options::batching == packed`) --------------------------------
-
-  [[nodiscard]] bool packed() const noexcept { return options_.batching == batching_mode::packed; }
-  /// This rank's packed batches from the current state.
-  [[nodiscard]] packed_steps packed_batches() const {
-    return ensure_packed_schedule().rank(options_.rank);
-  }
-  /// The epoch's packed plan (the global sequence, independent of the world size).
-  [[nodiscard]] const packed_plan& packing() const { return ensure_packed_plan(); }
-  /// The packed plan dealt to this world from the current state.
-  [[nodiscard]] const packed_schedule& packing_schedule() const { return ensure_packed_schedule(); }
-
-  // --- the epoch as a whole ------------------------------------------------------------------
-
-  /// The epoch's plan (the global batch sequence, independent of the world size).
-  [[nodiscard]] const epoch_plan& plan() const { return ensure_plan(); }
-  /// The plan dealt to this world from the current state (every rank's steps).
-  [[nodiscard]] const epoch_schedule& schedule() const { return ensure_schedule(); }
-  /// Statistics of the epoch as dealt from the current state.
-  [[nodiscard]] plan_stats stats() const { return compute_plan_stats(schedule(), *config_); }
-
-  /// A 64-bit hash of the epoch's global batch sequence (`plan_fingerprint`): equal on every
-  /// rank and world size for the same samples, config, rule, rng, seed, epoch, policy and
-  /// balance group. Compare it across ranks (an all-gather) to check they agree on the plan.
-  [[nodiscard]] std::uint64_t fingerprint() const {
-    if (!fingerprint_)
-      fingerprint_ = packed() ? plan_fingerprint(ensure_packed_plan(), options_.threads)
-                              : plan_fingerprint(ensure_plan(), options_.threads);
-    return *fingerprint_;
-  }
-
-  // --- what it was made with -----------------------------------------------------------------
-
-  [[nodiscard]] const Samples& samples() const noexcept {
-    if constexpr (stores_copy) {
-      return samples_;
-    } else {
-      return *samples_;
+    /// Records that this rank (and so every rank) ran `steps` more steps: consumed grows by
+    /// steps · world. Iterators already taken stay valid; the next `begin()` starts after them.
+    void advance(std::uint64_t steps = 1) {
+      const std::uint64_t w = options_.world;
+      if (steps > (std::numeric_limits<std::uint64_t>::max() - consumed_) / w)
+        throw error("batch_sampler: advance(" + std::to_string(steps) + ") overflows the " +
+                    "consumed batch count " + std::to_string(consumed_));
+      consumed_ += steps * w;
     }
-  }
-  /// The number of samples (`chunked_samples`: of the last epoch planned, 0 before).
-  [[nodiscard]] std::size_t num_samples() const noexcept {
-    if constexpr (chunked) {
-      return read_samples_;
-    } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
-      return samples().size();
-    } else {
-      return static_cast<std::size_t>(std::ranges::size(samples()));
+
+    /// The resume state now: (seed, epoch, global batches consumed, balance group, this world
+    /// size, the plan's fingerprint). Save `state().to_string()` in a checkpoint: `load_state`
+    /// refuses it for any other plan (the fingerprint is recorded). Makes the epoch's plan if it
+    /// is not made yet (for the fingerprint).
+    [[nodiscard]] plan_state state() const {
+      plan_state s{options_.seed, epoch_, consumed_, options_.balance_group, recorded_budget()};
+      s.world = options_.world;
+      s.fingerprint = fingerprint();
+      return s;
     }
-  }
-  [[nodiscard]] const bucket_config& config() const noexcept { return *config_; }
-  [[nodiscard]] const std::shared_ptr<const bucket_config>& shared_config() const noexcept {
-    return config_;
-  }
-  [[nodiscard]] const Rule& rule() const noexcept { return rule_; }
-  [[nodiscard]] const Sources& sources() const noexcept { return sources_; }
-  [[nodiscard]] const sampler_options& options() const noexcept { return options_; }
-  [[nodiscard]] std::uint64_t seed() const noexcept { return options_.seed; }
-  [[nodiscard]] std::uint32_t world_size() const noexcept { return options_.world; }
-  [[nodiscard]] std::uint32_t rank() const noexcept { return options_.rank; }
-
-  /// The bucket of every sample in this epoch, as the plan was made from (assigns again).
-  [[nodiscard]] std::vector<bucket_id> assign() const {
-    return with_source([&](const auto& source) { return assign_with(source); });
-  }
-
- private:
-  template <class S>
-  static stored_samples keep(S&& s) {
-    if constexpr (stores_copy) {
-      return std::forward<S>(s);
-    } else {
-      return &s;
+    /// The resume state after `steps` more steps of this rank. Throws `vbucket::error` when the
+    /// position would overflow 64 bits or pass the end of the epoch (naming its size).
+    [[nodiscard]] plan_state state_after(std::uint64_t steps) const {
+      plan_state s = state().advanced(steps, options_.world);
+      check_position(s);
+      return s;
     }
-  }
 
-  void check_fingerprint(const plan_state& s, std::uint64_t fingerprint) const {
-    const std::uint64_t mine = this->fingerprint();
-    if (mine != fingerprint)
-      throw error("batch_sampler: cannot load state \"" + s.to_string() +
-                  "\": it was saved with plan fingerprint " + plan_state::hex(fingerprint) +
-                  ", this sampler's plan of epoch " + std::to_string(epoch_) + " (" +
-                  std::string(packed() ? "packed" : "fixed") + " batching) is " +
-                  plan_state::hex(mine) +
-                  " (the samples, config, rule, rng, policy, balance group or batching differ: "
-                  "resuming would replay some samples and skip others)");
-  }
+    /// Resumes from a saved state (of any world size): the next `begin()` yields the global
+    /// batches not yet consumed, dealt to this world. Throws `vbucket::error` when the state is
+    /// not of this plan: another seed, another epoch (call `set_epoch` first), another recorded
+    /// balance group or token budget, another recorded fingerprint (the samples, config, rule,
+    /// rng or policy changed since it was saved), or a position past the end of the epoch. Makes
+    /// the epoch's plan if it is not made yet.
+    void load_state(const plan_state& s) {
+      check_state(s);
+      s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget());
+      if (s.fingerprint) check_fingerprint(s, *s.fingerprint);
+      check_position(s);
+      // The plan's own check covers every recorded plan parameter of the state.
+      schedule_ = schedule_type::dealt_from(ensure_plan(), options_.world, s, options_.drop_last);
+      consumed_ = dealt_from_ = s.consumed;
+    }
+    /// As `load_state(s)`, and also refuses a state saved with another plan of the same seed and
+    /// epoch (other samples, config, rule, rng or policy): `fingerprint` is the `fingerprint()`
+    /// saved with the state (for states from before `plan_state::fingerprint` existed).
+    void load_state(const plan_state& s, std::uint64_t fingerprint) {
+      check_state(s);
+      s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget());
+      check_fingerprint(s, fingerprint);
+      load_state(s);
+    }
 
-  /// A position is at most the end of the epoch's last step under the world it was saved under:
-  /// its N global batches, plus fewer than a world of alignment repeats in that step (wherever
-  /// a resume under another world size put the step boundaries).
-  void check_position(const plan_state& s) const {
-    const std::uint64_t n = num_global_batches();
-    const std::uint64_t w = s.world.value_or(options_.world);
-    const std::uint64_t end = n + (w - 1);
-    if (s.consumed > end)
-      throw error("batch_sampler: position " + std::to_string(s.consumed) +
-                  " (consumed global batches) of state \"" + s.to_string() +
-                  "\" is past the end of epoch " + std::to_string(epoch_) + ", which has " +
-                  std::to_string(n) + " global batches (" + std::to_string((n + w - 1) / w) +
-                  " steps at world " + std::to_string(w) + " from its start)");
-  }
+    /// The number of global batches of the epoch's plan (before dealing: no alignment repeats).
+    [[nodiscard]] std::uint64_t num_global_batches() const { return ensure_plan().num_batches(); }
 
-  void check_state(const plan_state& s) const {
-    if (s.seed != options_.seed)
-      throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of seed " +
-                  std::to_string(s.seed) + ", this sampler's seed is " +
-                  std::to_string(options_.seed));
-    if (s.epoch != epoch_)
-      throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of epoch " +
-                  std::to_string(s.epoch) + ", the sampler is at epoch " + std::to_string(epoch_) +
-                  " (call set_epoch(" + std::to_string(s.epoch) + ") first)");
-  }
+    // --- this rank's batches -----------------------------------------------------------------
 
-  void check_options() const {
-    if (options_.world == 0) throw error("batch_sampler: world size must be at least 1");
-    if (options_.rank >= options_.world)
-      throw error("batch_sampler: rank " + std::to_string(options_.rank) +
-                  " is not below the world size " + std::to_string(options_.world));
-    // rng chooses among the built-in sources (numpy by default); a user family draws its own.
-    if (options_.rng == rng_mode::numpy) {
-      if constexpr (std::same_as<Sources, builtin_sources> && !bucket_rule<Rule, numpy_source>) {
-        throw error(
-            "batch_sampler: rng numpy (the default) needs a rule that draws from "
-            "numpy_source; this rule draws from fast_source only: set rng = rng_mode::fast");
+    /// This rank's batches from the current state: a fixed sampler's `batch`es (the bucket, target
+    /// T/H/W and the sample indices, element numbers of the samples), a packing sampler's
+    /// `packed_batch`es.
+    [[nodiscard]] iterator begin() const { return batches().begin(); }
+    [[nodiscard]] iterator end() const { return batches().end(); }
+    /// This rank's steps from the current state: the number of batches `begin()..end()` yields.
+    [[nodiscard]] std::size_t size() const { return batches().size(); }
+    [[nodiscard]] bool empty() const { return size() == 0; }
+    /// This rank's batches from the current state as a view that shares the schedule.
+    [[nodiscard]] steps_type batches() const { return ensure_schedule().rank(options_.rank); }
+
+    // --- the epoch as a whole ------------------------------------------------------------------
+
+    /// The epoch's plan (the global batch sequence, independent of the world size).
+    [[nodiscard]] const plan_type& plan() const { return ensure_plan(); }
+    /// The plan dealt to this world from the current state (every rank's steps).
+    [[nodiscard]] const schedule_type& schedule() const { return ensure_schedule(); }
+    /// Statistics of the epoch as dealt from the current state: `plan_stats`, or a packing
+    /// sampler's `packed_stats`.
+    [[nodiscard]] auto stats() const {
+      if constexpr (packs) {
+        return compute_packed_stats(schedule());
+      } else {
+        return compute_plan_stats(schedule(), *config_);
       }
     }
-    if (!packed() && (options_.token_budget != 0.0 || options_.drop_oversized))
-      throw error(
-          "batch_sampler: token_budget and drop_oversized apply to packed batching "
-          "(batching = packed); this sampler has fixed batches");
-    if (packed() && !(options_.token_budget > 0.0 && std::isfinite(options_.token_budget)))
-      throw error(
-          "batch_sampler: packed batching needs a token budget that is a finite number > "
-          "0, got " +
-          detail::format_cost(options_.token_budget));
-    options_.tokens.validate();
-    if constexpr (requires { rule_.validate(); }) rule_.validate();
-  }
 
-  /// `f(source)` with the epoch's random source.
-  template <class F>
-  decltype(auto) with_source(F&& f) const {
-    if constexpr (std::same_as<Sources, builtin_sources>) {
+    /// A 64-bit hash of the epoch's global batch sequence (`plan_fingerprint`): equal on every
+    /// rank and world size for the same samples, config, rule, rng, seed, epoch, policy (or
+    /// budget) and balance group. Compare it across ranks (an all-gather) to check they agree.
+    [[nodiscard]] std::uint64_t fingerprint() const {
+      if (!fingerprint_) fingerprint_ = plan_fingerprint(ensure_plan(), options_.threads);
+      return *fingerprint_;
+    }
+
+    // --- packed batching: the names of the generic members ---------------------------------------
+
+    /// Whether this sampler packs (its type's batching).
+    [[nodiscard]] static constexpr bool packed() noexcept { return packs; }
+    /// This rank's packed batches from the current state (`batches()`).
+    [[nodiscard]] packed_steps packed_batches()
+        const requires std::same_as<Batching, packed_batching> {
+      return batches();
+    }
+    /// The epoch's packed plan (`plan()`).
+    [[nodiscard]] const packed_plan& packing()
+        const requires std::same_as<Batching, packed_batching> {
+      return plan();
+    }
+    /// The packed plan dealt to this world from the current state (`schedule()`).
+    [[nodiscard]] const packed_schedule& packing_schedule()
+        const requires std::same_as<Batching, packed_batching> {
+      return schedule();
+    }
+
+    // --- what it was made with -----------------------------------------------------------------
+
+    [[nodiscard]] const Samples& samples() const noexcept {
+      if constexpr (stores_copy) {
+        return samples_;
+      } else {
+        return *samples_;
+      }
+    }
+    /// The number of samples (`chunked_samples`: of the last epoch planned, 0 before).
+    [[nodiscard]] std::size_t num_samples() const noexcept {
+      if constexpr (chunked) {
+        return read_samples_;
+      } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+        return samples().size();
+      } else {
+        return static_cast<std::size_t>(std::ranges::size(samples()));
+      }
+    }
+    [[nodiscard]] const bucket_config& config() const noexcept { return *config_; }
+    [[nodiscard]] const std::shared_ptr<const bucket_config>& shared_config() const noexcept {
+      return config_;
+    }
+    [[nodiscard]] const Rule& rule() const noexcept { return rule_; }
+    [[nodiscard]] const Sources& sources() const noexcept { return sources_; }
+    [[nodiscard]] const sampler_options& options() const noexcept { return options_; }
+    [[nodiscard]] std::uint64_t seed() const noexcept { return options_.seed; }
+    [[nodiscard]] std::uint32_t world_size() const noexcept { return options_.world; }
+    [[nodiscard]] std::uint32_t rank() const noexcept { return options_.rank; }
+
+    /// The bucket of every sample in this epoch, as the plan was made from (assigns again).
+    [[nodiscard]] std::vector<bucket_id> assign() const {
+      return with_source([&](const auto& source) { return assign_with(source); });
+    }
+
+   private:
+    template <class S>
+    static stored_samples keep(S&& s) {
+      if constexpr (stores_copy) {
+        return std::forward<S>(s);
+      } else {
+        return &s;
+      }
+    }
+
+    void check_fingerprint(const plan_state& s, std::uint64_t fingerprint) const {
+      const std::uint64_t mine = this->fingerprint();
+      if (mine != fingerprint)
+        throw error("batch_sampler: cannot load state \"" + s.to_string() +
+                    "\": it was saved with plan fingerprint " + plan_state::hex(fingerprint) +
+                    ", this sampler's plan of epoch " + std::to_string(epoch_) + " (" +
+                    std::string(batching_name(Batching::mode)) + " batching) is " +
+                    plan_state::hex(mine) +
+                    " (the samples, config, rule, rng, policy, balance group or batching differ: "
+                    "resuming would replay some samples and skip others)");
+    }
+
+    /// A position is at most the end of the epoch's last step under the world it was saved under:
+    /// its N global batches, plus fewer than a world of alignment repeats in that step (wherever
+    /// a resume under another world size put the step boundaries).
+    void check_position(const plan_state& s) const {
+      const std::uint64_t n = num_global_batches();
+      const std::uint64_t w = s.world.value_or(options_.world);
+      const std::uint64_t end = n + (w - 1);
+      if (s.consumed > end)
+        throw error("batch_sampler: position " + std::to_string(s.consumed) +
+                    " (consumed global batches) of state \"" + s.to_string() +
+                    "\" is past the end of epoch " + std::to_string(epoch_) + ", which has " +
+                    std::to_string(n) + " global batches (" + std::to_string((n + w - 1) / w) +
+                    " steps at world " + std::to_string(w) + " from its start)");
+    }
+
+    void check_state(const plan_state& s) const {
+      if (s.seed != options_.seed)
+        throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of seed " +
+                    std::to_string(s.seed) + ", this sampler's seed is " +
+                    std::to_string(options_.seed));
+      if (s.epoch != epoch_)
+        throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of epoch " +
+                    std::to_string(s.epoch) + ", the sampler is at epoch " +
+                    std::to_string(epoch_) + " (call set_epoch(" + std::to_string(s.epoch) +
+                    ") first)");
+    }
+
+    /// The options with the batching of this sampler's type: a packing sampler sets it; a fixed
+    /// one refuses `packed`, which needs the packing type.
+    static sampler_options typed(sampler_options o) {
+      if constexpr (packs) {
+        o.batching = batching_mode::packed;
+      } else if (o.batching == batching_mode::packed) {
+        throw error(
+            "batch_sampler: batching = packed needs a packing sampler: pass "
+            "vbucket::packed_batching{} as the last argument (batch_sampler<..., "
+            "packed_batching>), or choose at run time with make_any_sampler");
+      }
+      return o;
+    }
+
+    /// What the resume state records besides seed, epoch and balance group: a packing sampler's
+    /// budget.
+    [[nodiscard]] std::optional<double> recorded_budget() const noexcept {
+      if constexpr (packs) {
+        return options_.token_budget;
+      } else {
+        return std::nullopt;
+      }
+    }
+
+    void check_options() const {
+      if (options_.world == 0) throw error("batch_sampler: world size must be at least 1");
+      if (options_.rank >= options_.world)
+        throw error("batch_sampler: rank " + std::to_string(options_.rank) +
+                    " is not below the world size " + std::to_string(options_.world));
+      // rng chooses among the built-in sources (numpy by default); a user family draws its own.
       if (options_.rng == rng_mode::numpy) {
-        if constexpr (bucket_rule<Rule, numpy_source>) {
-          return f(numpy_epoch_source(big_seed(options_.seed), epoch_, config_->num_buckets()));
+        if constexpr (std::same_as<Sources, builtin_sources> && !bucket_rule<Rule, numpy_source>) {
+          throw error(
+              "batch_sampler: rng numpy (the default) needs a rule that draws from "
+              "numpy_source; this rule draws from fast_source only: set rng = rng_mode::fast");
         }
       }
-      return f(fast_source(options_.seed, epoch_));
-    } else {
-      return f(sources_(options_.seed, epoch_, config_->num_buckets()));
+      if (!packed() && (options_.token_budget != 0.0 || options_.drop_oversized))
+        throw error(
+            "batch_sampler: token_budget and drop_oversized apply to packed batching "
+            "(batching = packed); this sampler has fixed batches");
+      if (packed() && !(options_.token_budget > 0.0 && std::isfinite(options_.token_budget)))
+        throw error(
+            "batch_sampler: packed batching needs a token budget that is a finite number > "
+            "0, got " +
+            detail::format_cost(options_.token_budget));
+      options_.tokens.validate();
+      if constexpr (requires { rule_.validate(); }) rule_.validate();
     }
-  }
 
-  /// `f(ids)` with the epoch's bucket ids as a span: 16-bit ids (`compact_bucket_id`) for
-  /// chunked samples when the config allows, so the epoch's ids take 2 bytes a sample.
-  template <class F>
-  decltype(auto) with_epoch_ids(F&& f) const {
-    if constexpr (chunked) {
-      if (config_->num_buckets() <= max_compact_buckets) {
-        const std::vector<compact_bucket_id> ids = with_source(
-            [&](const auto& source) { return assign_chunks<compact_bucket_id>(source); });
-        return f(std::span<const compact_bucket_id>(ids));
-      }
-    }
-    const std::vector<bucket_id> ids = assign();
-    return f(std::span<const bucket_id>(ids));
-  }
-
-  /// Chunked samples: each chunk assigned as the rows of the whole table (its draws are those
-  /// of its sample indices), its ids kept as `Id`s.
-  template <class Id, class Source>
-  std::vector<Id> assign_chunks(const Source& source) const {
-    std::vector<Id> out;
-    std::vector<bucket_id> scratch;  // a chunk's ids before they are made compact
-    const std::uint64_t n = samples().for_each_chunk([&](const meta_chunk& c) {
-      const auto first = static_cast<std::size_t>(c.first);
-      const std::size_t rows = c.rows.size();
-      if (out.capacity() < first + rows)  // the reader's estimate, or geometric growth
-        out.reserve(std::max(first + rows + static_cast<std::size_t>(c.more + c.more / 8),
-                             out.capacity() + out.capacity() / 2));
-      out.resize(first + rows);
-      const shifted_source<Source> shifted{source, c.first};
-      if constexpr (std::same_as<Id, bucket_id>) {
-        assign_into(std::span<bucket_id>(out).subspan(first), *config_, c.rows, rule_, shifted,
-                    options_.threads);
+    /// `f(source)` with the epoch's random source.
+    template <class F>
+    decltype(auto) with_source(F&& f) const {
+      if constexpr (std::same_as<Sources, builtin_sources>) {
+        if (options_.rng == rng_mode::numpy) {
+          if constexpr (bucket_rule<Rule, numpy_source>) {
+            return f(numpy_epoch_source(big_seed(options_.seed), epoch_, config_->num_buckets()));
+          }
+        }
+        return f(fast_source(options_.seed, epoch_));
       } else {
-        scratch.resize(rows);
-        assign_into(std::span<bucket_id>(scratch), *config_, c.rows, rule_, shifted,
-                    options_.threads);
-        compact_ids(scratch, std::span<Id>(out).subspan(first), config_->num_buckets(), c.first);
+        return f(sources_(options_.seed, epoch_, config_->num_buckets()));
       }
-    });
-    if (n != out.size())
-      throw error("batch_sampler: the chunked samples reported " + std::to_string(n) +
-                  " samples but handed over " + std::to_string(out.size()));
-    read_samples_ = out.size();
-    return out;
-  }
-
-  template <class Source>
-  std::vector<bucket_id> assign_with(const Source& source) const {
-    if constexpr (chunked) {
-      return assign_chunks<bucket_id>(source);
-    } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
-      return assign_all(*config_, samples(), rule_, source, options_.threads);
-    } else {
-      const auto& s = samples();
-      const detail::iterator_pair<std::ranges::iterator_t<const Samples>> all{
-          std::ranges::begin(s), std::ranges::begin(s) + std::ranges::ssize(s)};
-      return assign_range(*config_, all, rule_, source, options_.threads);
     }
-  }
 
-  void refuse_packed(const char* what) const {
-    if (packed())
-      throw error(std::string("batch_sampler: ") + what + " is for fixed batching; this sampler " +
-                  "packs (use packed_batches(), packing() or packing_schedule())");
-  }
-
-  const packed_plan& ensure_packed_plan() const {
-    if (!packed())
-      throw error(
-          "batch_sampler: the packed plan is for packed batching; this sampler has fixed "
-          "batches (use begin(), plan() or schedule())");
-    if (!packed_plan_) {
-      packed_options o;
-      o.seed = options_.seed;
-      o.epoch = epoch_;
-      o.token_budget = options_.token_budget;
-      o.drop_oversized = options_.drop_oversized;
-      o.balance_group = options_.balance_group;
-      o.threads = options_.threads;
-      const latent_tokens_cost cost{options_.tokens};
-      with_epoch_ids([&](auto ids) { packed_plan_ = make_packed_plan(ids, *config_, o, cost); });
+    /// `f(ids)` with the epoch's bucket ids as a span: 16-bit ids (`compact_bucket_id`) for
+    /// chunked samples when the config allows, so the epoch's ids take 2 bytes a sample.
+    template <class F>
+    decltype(auto) with_epoch_ids(F&& f) const {
+      if constexpr (chunked) {
+        if (config_->num_buckets() <= max_compact_buckets) {
+          const std::vector<compact_bucket_id> ids = with_source(
+              [&](const auto& source) { return assign_chunks<compact_bucket_id>(source); });
+          return f(std::span<const compact_bucket_id>(ids));
+        }
+      }
+      const std::vector<bucket_id> ids = assign();
+      return f(std::span<const bucket_id>(ids));
     }
-    return *packed_plan_;
-  }
 
-  const packed_schedule& ensure_packed_schedule() const {
-    if (!packed_schedule_ || dealt_from_ != consumed_) {
-      packed_schedule_ = ensure_packed_plan().deal(options_.world, consumed_, options_.drop_last);
-      dealt_from_ = consumed_;
+    /// Chunked samples: each chunk assigned as the rows of the whole table (its draws are those
+    /// of its sample indices), its ids kept as `Id`s.
+    template <class Id, class Source>
+    std::vector<Id> assign_chunks(const Source& source) const {
+      std::vector<Id> out;
+      std::vector<bucket_id> scratch;  // a chunk's ids before they are made compact
+      const std::uint64_t n = samples().for_each_chunk([&](const meta_chunk& c) {
+        const auto first = static_cast<std::size_t>(c.first);
+        const std::size_t rows = c.rows.size();
+        if (out.capacity() < first + rows)  // the reader's estimate, or geometric growth
+          out.reserve(std::max(first + rows + static_cast<std::size_t>(c.more + c.more / 8),
+                               out.capacity() + out.capacity() / 2));
+        out.resize(first + rows);
+        const shifted_source<Source> shifted{source, c.first};
+        if constexpr (std::same_as<Id, bucket_id>) {
+          assign_into(std::span<bucket_id>(out).subspan(first), *config_, c.rows, rule_, shifted,
+                      options_.threads);
+        } else {
+          scratch.resize(rows);
+          assign_into(std::span<bucket_id>(scratch), *config_, c.rows, rule_, shifted,
+                      options_.threads);
+          compact_ids(scratch, std::span<Id>(out).subspan(first), config_->num_buckets(), c.first);
+        }
+      });
+      if (n != out.size())
+        throw error("batch_sampler: the chunked samples reported " + std::to_string(n) +
+                    " samples but handed over " + std::to_string(out.size()));
+      read_samples_ = out.size();
+      return out;
     }
-    return *packed_schedule_;
-  }
 
-  const epoch_plan& ensure_plan() const {
-    refuse_packed("the fixed plan (begin, batches, plan, schedule, stats)");
-    if (!plan_) {
-      plan_options o;
-      o.seed = options_.seed;
-      o.epoch = epoch_;
-      o.policy = options_.policy;
-      o.balance_group = options_.balance_group;
-      o.threads = options_.threads;
-      const latent_tokens_cost cost{options_.tokens};
-      with_epoch_ids([&](auto ids) { plan_ = make_epoch_plan(ids, *config_, o, cost); });
+    template <class Source>
+    std::vector<bucket_id> assign_with(const Source& source) const {
+      if constexpr (chunked) {
+        return assign_chunks<bucket_id>(source);
+      } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+        return assign_all(*config_, samples(), rule_, source, options_.threads);
+      } else {
+        const auto& s = samples();
+        const detail::iterator_pair<std::ranges::iterator_t<const Samples>> all{
+            std::ranges::begin(s), std::ranges::begin(s) + std::ranges::ssize(s)};
+        return assign_range(*config_, all, rule_, source, options_.threads);
+      }
     }
-    return *plan_;
-  }
 
-  const epoch_schedule& ensure_schedule() const {
-    if (!schedule_ || dealt_from_ != consumed_) {
-      schedule_ = ensure_plan().deal(options_.world, consumed_, options_.drop_last);
-      dealt_from_ = consumed_;
+    const plan_type& ensure_plan() const {
+      if (!plan_) {
+        plan_options o;
+        o.seed = options_.seed;
+        o.epoch = epoch_;
+        o.policy = options_.policy;
+        o.token_budget = options_.token_budget;
+        o.drop_oversized = options_.drop_oversized;
+        o.balance_group = options_.balance_group;
+        o.threads = options_.threads;
+        const latent_tokens_cost cost{options_.tokens};
+        with_epoch_ids([&](auto ids) { plan_ = Batching::make_plan(ids, *config_, o, cost); });
+      }
+      return *plan_;
     }
-    return *schedule_;
-  }
 
-  stored_samples samples_;
-  std::shared_ptr<const bucket_config> config_;
-  Rule rule_;
-  sampler_options options_;
-  [[no_unique_address]] Sources sources_;
-  std::uint64_t epoch_ = 0;
-  std::uint64_t consumed_ = 0;
-  mutable std::optional<epoch_plan> plan_;
-  mutable std::optional<epoch_schedule> schedule_;
-  mutable std::optional<packed_plan> packed_plan_;
-  mutable std::optional<packed_schedule> packed_schedule_;
-  mutable std::uint64_t dealt_from_ = 0;
-  mutable std::optional<std::uint64_t> fingerprint_;
-  mutable std::size_t read_samples_ = 0;  // chunked samples: the count of the last assignment
+    const schedule_type& ensure_schedule() const {
+      if (!schedule_ || dealt_from_ != consumed_) {
+        schedule_ = ensure_plan().deal(options_.world, consumed_, options_.drop_last);
+        dealt_from_ = consumed_;
+      }
+      return *schedule_;
+    }
+
+    stored_samples samples_;
+    std::shared_ptr<const bucket_config> config_;
+    Rule rule_;
+    sampler_options options_;
+    [[no_unique_address]] Sources sources_;
+    std::uint64_t epoch_ = 0;
+    std::uint64_t consumed_ = 0;
+    mutable std::optional<plan_type> plan_;
+    mutable std::optional<schedule_type> schedule_;
+    mutable std::uint64_t dealt_from_ = 0;
+    mutable std::optional<std::uint64_t> fingerprint_;
+    mutable std::size_t read_samples_ = 0;  // chunked samples: the count of the last assignment
 };
 
 /// `batch_sampler s(samples, config, rule, {.seed = 42, .world = W, .rank = r});`
@@ -685,8 +707,19 @@ template <class S, class C, class Rule>
 batch_sampler(S&&, C&&, Rule, sampler_options = {}) -> batch_sampler<std::remove_cvref_t<S>, Rule>;
 /// With a user source family as the last argument.
 template <class S, class C, class Rule, class Sources>
+  requires(!batching_kind<Sources>)
 batch_sampler(S&&, C&&, Rule, sampler_options, Sources)
-    -> batch_sampler<std::remove_cvref_t<S>, Rule, Sources>;
+->batch_sampler<std::remove_cvref_t<S>, Rule, Sources>;
+/// With a batching last: `batch_sampler s(samples, config, rule, options, packed_batching{});`
+template <class S, class C, class Rule, batching_kind Batching>
+batch_sampler(S&&, C&&, Rule, sampler_options, Batching)
+    -> batch_sampler<std::remove_cvref_t<S>, Rule, builtin_sources, Batching>;
+template <class S, class C, class Rule, class Sources, batching_kind Batching>
+batch_sampler(S&&, C&&, Rule, sampler_options, Sources, Batching)
+    -> batch_sampler<std::remove_cvref_t<S>, Rule, Sources, Batching>;
+/// A packing sampler over `Samples` (rule and sources as `batch_sampler`'s defaults or given).
+template <class Samples, class Rule = opensora_v2_rule, class Sources = builtin_sources>
+using packing_sampler = batch_sampler<Samples, Rule, Sources, packed_batching>;
 /// Open-Sora 2.0's rule with its defaults.
 template <class S, class C>
 batch_sampler(S&&, C&&, sampler_options = {}) -> batch_sampler<std::remove_cvref_t<S>>;

@@ -71,6 +71,7 @@
 #include <vector>     // std::vector
 
 #include "batch.hpp"
+#include "batch_plan.hpp"
 #include "bucket_config.hpp"
 #include "detail/compiled.hpp"
 #include "detail/keyed_shuffle.hpp"
@@ -84,7 +85,9 @@
 
 namespace vbucket {
 
-class epoch_schedule;
+class epoch_plan;
+/// An epoch plan dealt to a world size from a resume point (`plan_schedule`, batch_plan.hpp).
+using epoch_schedule = plan_schedule<epoch_plan>;
 
 namespace detail {
 
@@ -114,6 +117,10 @@ struct plan_data {
 /// shared, immutable handle: copies, schedules and the spans in batches keep its data alive.
 class epoch_plan {
  public:
+  /// A `batch_plan` of fixed batches: each one bucket's target shape and batch size.
+  using batch_type = batch;
+  static constexpr batching_mode batching = batching_mode::fixed;
+
   epoch_plan() : data_(std::make_shared<detail::plan_data>()) {}
 
   [[nodiscard]] const plan_options& options() const noexcept { return data_->options; }
@@ -174,6 +181,18 @@ class epoch_plan {
   [[nodiscard]] std::uint64_t ref_at(std::uint64_t p) const noexcept {
     return data_->order[static_cast<std::size_t>(p)];
   }
+  /// The cost of a ref's batch (its bucket's `plan_bucket::cost`).
+  [[nodiscard]] double cost_of(std::uint64_t ref) const noexcept {
+    return data_->buckets[detail::ref_bucket(ref)].cost;
+  }
+  /// The samples of a ref's batch (its bucket's batch size).
+  [[nodiscard]] std::uint64_t size_of(std::uint64_t ref) const noexcept {
+    return data_->buckets[detail::ref_bucket(ref)].batch_size;
+  }
+  /// A fixed plan's resume state records no budget.
+  [[nodiscard]] static constexpr std::optional<double> recorded_budget() noexcept {
+    return std::nullopt;
+  }
 
   /// Wraps planned data (used by `make_epoch_plan`).
   explicit epoch_plan(std::shared_ptr<const detail::plan_data> d) : data_(std::move(d)) {}
@@ -182,309 +201,8 @@ class epoch_plan {
   std::shared_ptr<const detail::plan_data> data_;
 };
 
-namespace detail {
-
-/// How `num_batches` global batches are dealt to `world` ranks from a resume point — what a
-/// fixed and a packed schedule compute alike: the batches left from `begin` go round-robin,
-/// global position `begin + step · world + rank`; an incomplete last step is dropped
-/// (`drop_last`) or completed by `repeats_needed` repeats, which the schedule chooses.
-struct deal_shape {
-  std::uint32_t world = 1;
-  bool drop_last = false;
-  std::uint64_t consumed = 0;
-  std::uint64_t begin = 0;  // min(consumed, num_batches)
-  std::uint64_t steps = 0;
-  std::uint64_t dropped = 0;
-  std::uint64_t repeats_needed = 0;
-
-  /// Throws `vbucket::error` when world is 0.
-  static deal_shape of(std::uint64_t num_batches, std::uint32_t world, std::uint64_t consumed,
-                       bool drop_last) {
-    if (world == 0) throw error("world size must be at least 1");
-    deal_shape d;
-    d.world = world;
-    d.drop_last = drop_last;
-    d.consumed = consumed;
-    d.begin = std::min(consumed, num_batches);
-    const std::uint64_t rem = num_batches - d.begin;
-    const std::uint64_t partial = rem % world;
-    if (drop_last) {
-      d.steps = rem / world;
-      d.dropped = partial;
-    } else {
-      d.steps = rem / world + (partial != 0 ? 1 : 0);
-      d.repeats_needed = partial != 0 ? world - partial : 0;
-    }
-    return d;
-  }
-
-  /// The global position (in the plan, repeats after its end) of a rank's batch at a step.
-  [[nodiscard]] std::uint64_t plan_position(std::uint64_t step, std::uint32_t rank) const noexcept {
-    assert(step < steps && rank < world);
-    return begin + step * world + rank;
-  }
-  /// The position counted from the epoch's start, resume included.
-  [[nodiscard]] std::uint64_t position(std::uint64_t step, std::uint32_t rank) const noexcept {
-    return consumed + step * world + rank;
-  }
-};
-
-/// A plan dealt to a world size from a resume point (shared by a schedule and its views).
-struct schedule_data : deal_shape {
-  epoch_plan plan;
-  std::vector<std::uint64_t> repeats;
-
-  /// `p` dealt as `shape` says (`deal_shape::of(p.num_batches(), ...)`).
-  schedule_data(epoch_plan p, const deal_shape& shape) : deal_shape(shape), plan(std::move(p)) {
-    if (repeats_needed != 0) choose_repeats(repeats_needed);
-  }
-
-  [[nodiscard]] batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
-    const std::uint64_t p = plan_position(step, rank);
-    const std::uint64_t n = plan.num_batches();
-    batch out = p < n ? plan.make_batch(plan.ref_at(p))
-                      : plan.make_batch(repeats[static_cast<std::size_t>(p - n)]);
-    out.step = step;
-    out.position = position(step, rank);
-    out.repeat = p >= n;
-    return out;
-  }
-
-  /// Picks `count` repeats from the real batches of the whole epoch before the last step:
-  /// those whose cost is closest to the mean cost of the last step's real batches, earliest
-  /// position first among equal distances; when there are fewer than `count` such batches, all
-  /// real batches in order, cyclically. The choice depends on (plan, world, batches left in
-  /// the last step) only, so resuming with the same world size repeats the same batches.
-  VBUCKET_COMPILED_INLINE void choose_repeats(std::uint64_t count);
-};
-
-#if VBUCKET_HEADER_DEFINITIONS
-VBUCKET_COMPILED_INLINE void schedule_data::choose_repeats(std::uint64_t count) {
-  std::uint64_t n = plan.num_batches();
-  const std::uint64_t last_real = (n - begin) % world;
-  repeats.reserve(static_cast<std::size_t>(count));
-  if (n - last_real < count) {
-    for (std::uint64_t e = 0; e < count; ++e) repeats.push_back(plan.ref_at(e % n));
-    return;
-  }
-  n -= last_real;  // candidates: [0, n)
-  double target = 0.0;
-  for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.bucket(plan.bucket_at(p)).cost;
-  target /= static_cast<double>(last_real);
-  const std::size_t nb = plan.num_buckets();
-  std::vector<double> dist(nb);
-  std::vector<std::uint64_t> available(nb, 0);
-  for (std::size_t b = 0; b < nb; ++b)
-    dist[b] = std::abs(plan.bucket(static_cast<bucket_id>(b)).cost - target);
-  for (std::uint64_t p = 0; p < n; ++p) ++available[ref_bucket(plan.ref_at(p))];
-  // The distance d* at which the batches closer than d* are fewer than `count` and those at
-  // most d* are not: all closer ones are taken, then the earliest at exactly d*.
-  std::vector<std::size_t> by_dist(nb);
-  std::iota(by_dist.begin(), by_dist.end(), std::size_t{0});
-  std::sort(by_dist.begin(), by_dist.end(), [&](std::size_t a, std::size_t b) {
-    return dist[a] < dist[b] || (dist[a] == dist[b] && a < b);
-  });
-  std::uint64_t closer = 0;
-  double threshold = 0.0;
-  for (std::size_t i = 0; i < nb;) {
-    std::size_t j = i;
-    std::uint64_t tied = 0;
-    while (j < nb && dist[by_dist[j]] == dist[by_dist[i]]) tied += available[by_dist[j++]];
-    if (closer + tied >= count) {
-      threshold = dist[by_dist[i]];
-      break;
-    }
-    closer += tied;
-    i = j;
-  }
-  std::uint64_t at_threshold = count - closer;
-  for (std::uint64_t p = 0; p < n && repeats.size() < count; ++p) {
-    const std::uint64_t ref = plan.ref_at(p);
-    const double d = dist[ref_bucket(ref)];
-    if (d < threshold) {
-      repeats.push_back(ref);
-    } else if (d == threshold && at_threshold > 0) {
-      repeats.push_back(ref);
-      --at_threshold;
-    }
-  }
-}
-#endif  // VBUCKET_HEADER_DEFINITIONS
-
-}  // namespace detail
-
-/// The steps of one rank of a schedule, as a C++20 random-access view of the values
-/// `Data::at(step, rank)` makes: `rank_steps` (`batch`) for epoch plans, `packed_rank_steps`
-/// (`packed_batch`) for packed ones. A `view_base` rather than a `view_interface`, which clang
-/// before 16 cannot instantiate with libstdc++ for a class being defined. It shares the
-/// schedule's data, so it stays valid after the schedule it came from is gone:
-/// `for (auto b : plan.deal(w).rank(r))` is safe.
-template <class Data>
-class schedule_steps : public std::ranges::view_base {
- public:
-  using value_type = decltype(std::declval<const Data&>().at(std::uint64_t{}, std::uint32_t{}));
-
-  class iterator {
-   public:
-    using iterator_concept = std::random_access_iterator_tag;
-    using iterator_category = std::input_iterator_tag;  // yields values, not references
-    using value_type = typename schedule_steps::value_type;
-    using difference_type = std::ptrdiff_t;
-
-    iterator() = default;
-    iterator(std::shared_ptr<const Data> s, std::uint32_t rank, std::uint64_t step) noexcept
-        : schedule_(std::move(s)), rank_(rank), step_(step) {}
-
-    value_type operator*() const noexcept { return schedule_->at(step_, rank_); }
-    value_type operator[](difference_type n) const noexcept { return *(*this + n); }
-
-    iterator& operator++() noexcept {
-      ++step_;
-      return *this;
-    }
-    iterator operator++(int) noexcept {
-      auto t = *this;
-      ++step_;
-      return t;
-    }
-    iterator& operator--() noexcept {
-      --step_;
-      return *this;
-    }
-    iterator operator--(int) noexcept {
-      auto t = *this;
-      --step_;
-      return t;
-    }
-    iterator& operator+=(difference_type n) noexcept {
-      step_ = static_cast<std::uint64_t>(static_cast<difference_type>(step_) + n);
-      return *this;
-    }
-    iterator& operator-=(difference_type n) noexcept { return *this += -n; }
-    friend iterator operator+(iterator i, difference_type n) noexcept { return i += n; }
-    friend iterator operator+(difference_type n, iterator i) noexcept { return i += n; }
-    friend iterator operator-(iterator i, difference_type n) noexcept { return i -= n; }
-    friend difference_type operator-(const iterator& a, const iterator& b) noexcept {
-      return static_cast<difference_type>(a.step_) - static_cast<difference_type>(b.step_);
-    }
-    friend bool operator==(const iterator& a, const iterator& b) noexcept {
-      return a.step_ == b.step_;
-    }
-    friend auto operator<=>(const iterator& a, const iterator& b) noexcept {
-      return a.step_ <=> b.step_;
-    }
-
-   private:
-    // Shared, so an iterator stays valid after the view (or sampler) it came from moves on.
-    std::shared_ptr<const Data> schedule_;
-    std::uint32_t rank_ = 0;
-    std::uint64_t step_ = 0;
-  };
-
-  schedule_steps() = default;
-  schedule_steps(std::shared_ptr<const Data> s, std::uint32_t rank, std::uint64_t first,
-                 std::uint64_t last) noexcept
-      : schedule_(std::move(s)), rank_(rank), first_(first), last_(last) {}
-
-  [[nodiscard]] iterator begin() const noexcept { return {schedule_, rank_, first_}; }
-  [[nodiscard]] iterator end() const noexcept { return {schedule_, rank_, last_}; }
-  [[nodiscard]] std::size_t size() const noexcept {
-    return static_cast<std::size_t>(last_ - first_);
-  }
-  [[nodiscard]] bool empty() const noexcept { return first_ == last_; }
-  [[nodiscard]] value_type operator[](std::size_t i) const noexcept {
-    return begin()[static_cast<std::ptrdiff_t>(i)];
-  }
-  [[nodiscard]] value_type front() const noexcept { return *begin(); }
-  [[nodiscard]] value_type back() const noexcept { return *(end() - 1); }
-
- private:
-  std::shared_ptr<const Data> schedule_;
-  std::uint32_t rank_ = 0;
-  std::uint64_t first_ = 0;
-  std::uint64_t last_ = 0;
-};
-
 /// This rank's steps of an `epoch_schedule`.
-using rank_steps = schedule_steps<detail::schedule_data>;
-
-namespace detail {
-
-/// What every dealt schedule offers, over its shared data `Data` (a `deal_shape` with the
-/// `plan`, its `repeats` and `at(step, rank)`): a cheap, shared, immutable handle.
-template <class Data>
-class basic_schedule {
- public:
-  using plan_type = decltype(Data::plan);
-  using batch_type = decltype(std::declval<const Data&>().at(0, 0));
-
-  /// Throws `vbucket::error` when world is 0.
-  basic_schedule(plan_type plan, std::uint32_t world, std::uint64_t consumed, bool drop_last) {
-    const auto shape = deal_shape::of(plan.num_batches(), world, consumed, drop_last);
-    d_ = std::make_shared<const Data>(std::move(plan), shape);
-  }
-
-  [[nodiscard]] const plan_type& plan() const noexcept { return d_->plan; }
-  [[nodiscard]] std::uint32_t world_size() const noexcept { return d_->world; }
-  [[nodiscard]] bool drop_last() const noexcept { return d_->drop_last; }
-  /// Global batches consumed before the first step of this schedule.
-  [[nodiscard]] std::uint64_t consumed() const noexcept { return d_->consumed; }
-  /// Steps every rank runs.
-  [[nodiscard]] std::uint64_t steps() const noexcept { return d_->steps; }
-  /// Repeats added to complete the last step (0 with drop_last).
-  [[nodiscard]] std::uint64_t repeat_batches() const noexcept { return d_->repeats.size(); }
-  /// Real batches left out of the incomplete last step with drop_last.
-  [[nodiscard]] std::uint64_t dropped_batches() const noexcept { return d_->dropped; }
-  /// What is repeated at the tail (the plan's batch refs or ids), in the order it is dealt.
-  [[nodiscard]] std::span<const std::uint64_t> repeats() const noexcept { return d_->repeats; }
-
-  /// The batch of `rank` at `step` (step < steps(), rank < world_size()).
-  [[nodiscard]] batch_type at(std::uint64_t step, std::uint32_t rank) const noexcept {
-    return d_->at(step, rank);
-  }
-
-  /// The steps of `rank` from `first_step` on, as a random-access view of batches; it shares
-  /// the schedule's data, so it outlives the schedule.
-  [[nodiscard]] schedule_steps<Data> rank(std::uint32_t r,
-                                          std::uint64_t first_step = 0) const noexcept {
-    assert(r < d_->world);
-    return {d_, r, std::min(first_step, d_->steps), d_->steps};
-  }
-
- protected:
-  std::shared_ptr<const Data> d_;
-};
-
-}  // namespace detail
-
-/// An epoch plan dealt to a world size from a resume point. Every rank builds the same
-/// schedule alone. A cheap, shared, immutable handle, like the plan.
-class epoch_schedule : public detail::basic_schedule<detail::schedule_data> {
- public:
-  using basic_schedule::basic_schedule;
-
-  /// Slots of the repeats that complete the last step (their samples are pads).
-  [[nodiscard]] std::uint64_t repeat_samples() const noexcept {
-    std::uint64_t s = 0;
-    for (auto ref : d_->repeats)
-      s += plan().bucket(static_cast<bucket_id>(detail::ref_bucket(ref))).batch_size;
-    return s;
-  }
-  /// Samples of the batches dropped with drop_last.
-  [[nodiscard]] std::uint64_t dropped_samples() const noexcept {
-    std::uint64_t s = 0;
-    const std::uint64_t n = plan().num_batches();
-    for (std::uint64_t p = n - d_->dropped; p < n; ++p)
-      s += plan().bucket(plan().bucket_at(p)).batch_size;
-    return s;
-  }
-
-  /// The resume state after `steps_done` steps of this schedule.
-  [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
-    return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
-            plan().options().balance_group};
-  }
-};
+using rank_steps = plan_rank_steps<epoch_plan>;
 
 #if VBUCKET_HEADER_DEFINITIONS
 VBUCKET_COMPILED_INLINE epoch_schedule epoch_plan::deal(std::uint32_t world, std::uint64_t consumed,
@@ -495,10 +213,11 @@ VBUCKET_COMPILED_INLINE epoch_schedule epoch_plan::deal(std::uint32_t world, std
 VBUCKET_COMPILED_INLINE epoch_schedule epoch_plan::deal(std::uint32_t world,
                                                         const plan_state& state,
                                                         bool drop_last) const {
-  state.check_for(seed(), epoch(), options().balance_group, std::nullopt);
-  return deal(world, state.consumed, drop_last);
+  return epoch_schedule::dealt_from(*this, world, state, drop_last);
 }
 #endif  // VBUCKET_HEADER_DEFINITIONS
+
+static_assert(batch_plan<epoch_plan>);
 
 static_assert(std::ranges::random_access_range<rank_steps>);
 static_assert(std::ranges::sized_range<rank_steps>);
@@ -816,11 +535,24 @@ epoch_plan make_epoch_plan(std::span<const compact_bucket_id> ids, const bucket_
   return detail::plan_from_ids(ids, config, options, cost);
 }
 
+/// Fixed batching as a type (`batch_sampler`, `loader`): one bucket and its batch size per
+/// batch; its plans are `epoch_plan`s, made by `make_epoch_plan`.
+struct fixed_batching {
+  using plan_type = epoch_plan;
+  static constexpr batching_mode mode = batching_mode::fixed;
+  template <class Id, batch_cost Cost>
+  [[nodiscard]] static epoch_plan make_plan(std::span<const Id> ids, const bucket_config& config,
+                                            const plan_options& options, const Cost& cost) {
+    return make_epoch_plan(ids, config, options, cost);
+  }
+};
+
 }  // namespace vbucket
 
 #if VBUCKET_EXTERN_TEMPLATES
 namespace vbucket {
 // Compiled once in the vbucket::compiled library (src/vbucket.cpp).
+extern template struct detail::schedule_data<epoch_plan>;
 extern template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&,
                                                                const bucket_config&,
                                                                const plan_options&,

@@ -57,39 +57,6 @@
 
 namespace vbucket {
 
-/// How batches are formed: one bucket and its batch size per batch, or packed to a budget.
-enum class batching_mode : std::uint8_t {
-  fixed,   ///< `make_epoch_plan`: per-bucket batch sizes
-  packed,  ///< `make_packed_plan`: mixed shapes up to a cost budget
-};
-
-/// "fixed" or "packed".
-constexpr std::string_view batching_name(batching_mode m) noexcept {
-  return m == batching_mode::packed ? "packed" : "fixed";
-}
-
-/// Parses "fixed" or "packed"; nullopt otherwise.
-constexpr std::optional<batching_mode> parse_batching(std::string_view s) noexcept {
-  if (s == "fixed") return batching_mode::fixed;
-  if (s == "packed") return batching_mode::packed;
-  return std::nullopt;
-}
-
-/// What a packed plan depends on besides the groups and the config.
-struct packed_options {
-  std::uint64_t seed = 0;   ///< the run's seed
-  std::uint64_t epoch = 0;  ///< the epoch (shuffles differ per epoch)
-  /// B: the most cost one batch (one rank's step) may hold, in the cost's unit (latent tokens
-  /// by default). A finite number > 0.
-  double token_budget = 0.0;
-  /// A sample costing more than B alone: false, an error naming it; true, dropped and counted.
-  bool drop_oversized = false;
-  /// Step balance group, as `plan_options::balance_group` (0: a plain shuffle).
-  std::uint32_t balance_group = 0;
-  /// Threads for the per-bucket shuffles (0: one per core); the plan does not depend on it.
-  unsigned threads = 0;
-};
-
 /// A bucket as packed: its target shape, the cost of one sample and what happened to its
 /// samples.
 struct packed_bucket {
@@ -143,7 +110,9 @@ inline std::vector<std::string> encode_opensora_batch(const packed_batch& b) {
   return out;
 }
 
-class packed_schedule;
+class packed_plan;
+/// A packed plan dealt to a world size from a resume point (`plan_schedule`, batch_plan.hpp).
+using packed_schedule = plan_schedule<packed_plan>;
 
 namespace detail {
 
@@ -155,7 +124,7 @@ inline std::string format_cost(double v) {
 }
 
 struct packed_data {
-  packed_options options;
+  plan_options options;
   std::vector<packed_bucket> buckets;
   std::vector<std::uint32_t> slots;        // sample indices, batch after batch
   std::vector<bucket_id> slot_bucket;      // the bucket of every slot
@@ -177,10 +146,14 @@ inline constexpr std::uint64_t packed_order_stream = 1;
 /// world size. A cheap, shared, immutable handle, like `epoch_plan`.
 class packed_plan {
  public:
+  /// A `batch_plan` of packed batches: samples of any buckets up to the budget.
+  using batch_type = packed_batch;
+  static constexpr batching_mode batching = batching_mode::packed;
+
   packed_plan() : data_(std::make_shared<detail::packed_data>()) {}
   explicit packed_plan(std::shared_ptr<const detail::packed_data> d) : data_(std::move(d)) {}
 
-  [[nodiscard]] const packed_options& options() const noexcept { return data_->options; }
+  [[nodiscard]] const plan_options& options() const noexcept { return data_->options; }
   [[nodiscard]] std::uint64_t seed() const noexcept { return data_->options.seed; }
   [[nodiscard]] std::uint64_t epoch() const noexcept { return data_->options.epoch; }
   [[nodiscard]] double token_budget() const noexcept { return data_->options.token_budget; }
@@ -223,13 +196,20 @@ class packed_plan {
     out.id = id;
     return out;
   }
-  /// The batch id at global position p, and its cost.
+  /// The batch id at global position p (its ref, `ref_at`), a batch's cost and its samples.
   [[nodiscard]] std::uint64_t id_at(std::uint64_t p) const noexcept {
     return data_->order[static_cast<std::size_t>(p)];
   }
+  [[nodiscard]] std::uint64_t ref_at(std::uint64_t p) const noexcept { return id_at(p); }
   [[nodiscard]] double cost_of(std::uint64_t id) const noexcept {
     return data_->batch_cost[static_cast<std::size_t>(id)];
   }
+  [[nodiscard]] std::uint64_t size_of(std::uint64_t id) const noexcept {
+    const auto i = static_cast<std::size_t>(id);
+    return data_->batch_begin[i + 1] - data_->batch_begin[i];
+  }
+  /// A packed plan's resume state records its budget.
+  [[nodiscard]] std::optional<double> recorded_budget() const noexcept { return token_budget(); }
   /// The batch at global position p (p < num_batches()).
   [[nodiscard]] packed_batch global_batch(std::uint64_t p) const noexcept {
     assert(p < num_batches());
@@ -251,96 +231,9 @@ class packed_plan {
   std::shared_ptr<const detail::packed_data> data_;
 };
 
-namespace detail {
-
-struct packed_schedule_data : deal_shape {
-  packed_plan plan;
-  std::vector<std::uint64_t> repeats;  // batch ids
-
-  /// `p` dealt as `shape` says (`deal_shape::of(p.num_batches(), ...)`).
-  packed_schedule_data(packed_plan p, const deal_shape& shape)
-      : deal_shape(shape), plan(std::move(p)) {
-    if (repeats_needed != 0) choose_repeats(repeats_needed);
-  }
-
-  [[nodiscard]] packed_batch at(std::uint64_t step, std::uint32_t rank) const noexcept {
-    const std::uint64_t p = plan_position(step, rank);
-    const std::uint64_t n = plan.num_batches();
-    packed_batch out =
-        plan.make_batch(p < n ? plan.id_at(p) : repeats[static_cast<std::size_t>(p - n)]);
-    out.step = step;
-    out.position = position(step, rank);
-    out.repeat = p >= n;
-    return out;
-  }
-
-  /// The fixed plan's rule: `count` real batches from before the last step whose cost is
-  /// closest to the mean cost of the last step's real batches, earliest position first among
-  /// equal distances; all real batches cyclically when there are too few.
-  VBUCKET_COMPILED_INLINE void choose_repeats(std::uint64_t count);
-};
-
-#if VBUCKET_HEADER_DEFINITIONS
-VBUCKET_COMPILED_INLINE void packed_schedule_data::choose_repeats(std::uint64_t count) {
-  std::uint64_t n = plan.num_batches();
-  const std::uint64_t last_real = (n - begin) % world;
-  repeats.reserve(static_cast<std::size_t>(count));
-  if (n - last_real < count) {
-    for (std::uint64_t e = 0; e < count; ++e) repeats.push_back(plan.id_at(e % n));
-    return;
-  }
-  n -= last_real;
-  double target = 0.0;
-  for (std::uint64_t p = n; p < n + last_real; ++p) target += plan.cost_of(plan.id_at(p));
-  target /= static_cast<double>(last_real);
-  // The `count` smallest (distance, position) pairs in one pass (count < world), kept
-  // sorted; then dealt in position order.
-  std::vector<std::pair<double, std::uint64_t>> best;
-  best.reserve(static_cast<std::size_t>(count) + 1);
-  for (std::uint64_t p = 0; p < n; ++p) {
-    const std::pair<double, std::uint64_t> c{std::abs(plan.cost_of(plan.id_at(p)) - target), p};
-    if (best.size() == count && !(c < best.back())) continue;
-    best.insert(std::upper_bound(best.begin(), best.end(), c), c);
-    if (best.size() > count) best.pop_back();
-  }
-  std::sort(best.begin(), best.end(),
-            [](const auto& a, const auto& b) { return a.second < b.second; });
-  for (const auto& c : best) repeats.push_back(plan.id_at(c.second));
-}
-#endif  // VBUCKET_HEADER_DEFINITIONS
-
-}  // namespace detail
-
 /// The steps of one rank of a packed schedule (`schedule_steps`: a random-access view of
 /// `packed_batch` values sharing the schedule's data).
-using packed_rank_steps = schedule_steps<detail::packed_schedule_data>;
-
-/// A packed plan dealt to a world size from a resume point; every rank builds the same one.
-class packed_schedule : public detail::basic_schedule<detail::packed_schedule_data> {
- public:
-  using basic_schedule::basic_schedule;
-
-  /// Samples of the repeats that complete the last step.
-  [[nodiscard]] std::uint64_t repeat_samples() const noexcept {
-    std::uint64_t s = 0;
-    for (std::uint64_t id : d_->repeats) s += plan().make_batch(id).size();
-    return s;
-  }
-  /// Samples of the batches dropped with drop_last.
-  [[nodiscard]] std::uint64_t dropped_samples() const noexcept {
-    std::uint64_t s = 0;
-    const std::uint64_t n = plan().num_batches();
-    for (std::uint64_t p = n - d_->dropped; p < n; ++p)
-      s += plan().make_batch(plan().id_at(p)).size();
-    return s;
-  }
-
-  /// The resume state after `steps_done` steps of this schedule.
-  [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
-    return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
-            plan().options().balance_group, plan().token_budget()};
-  }
-};
+using packed_rank_steps = plan_rank_steps<packed_plan>;
 
 #if VBUCKET_HEADER_DEFINITIONS
 VBUCKET_COMPILED_INLINE packed_schedule packed_plan::deal(std::uint32_t world,
@@ -352,11 +245,11 @@ VBUCKET_COMPILED_INLINE packed_schedule packed_plan::deal(std::uint32_t world,
 VBUCKET_COMPILED_INLINE packed_schedule packed_plan::deal(std::uint32_t world,
                                                           const plan_state& state,
                                                           bool drop_last) const {
-  state.check_for(seed(), epoch(), options().balance_group, token_budget());
-  return deal(world, state.consumed, drop_last);
+  return packed_schedule::dealt_from(*this, world, state, drop_last);
 }
 #endif  // VBUCKET_HEADER_DEFINITIONS
 
+static_assert(batch_plan<packed_plan>);
 static_assert(std::ranges::random_access_range<packed_rank_steps>);
 static_assert(std::ranges::sized_range<packed_rank_steps>);
 static_assert(std::ranges::view<packed_rank_steps>);
@@ -380,7 +273,7 @@ namespace detail {
 /// `make_packed_plan` on groups it may reorder (each bucket's samples are shuffled in place).
 template <class Cost>
 packed_plan pack_groups(bucket_groups& groups, const bucket_config& config,
-                        const packed_options& options, const Cost& cost) {
+                        const plan_options& options, const Cost& cost) {
   const std::size_t nb = config.num_buckets();
   if (groups.num_buckets() != nb)
     throw error("packed plan: the groups have " + std::to_string(groups.num_buckets()) +
@@ -578,7 +471,7 @@ packed_plan pack_groups(bucket_groups& groups, const bucket_config& config,
 /// not a finite number ≥ 0, or (without `drop_oversized`) a sample costs more than the budget.
 template <batch_cost Cost = latent_tokens_cost>
 packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& config,
-                             const packed_options& options, const Cost& cost = {}) {
+                             const plan_options& options, const Cost& cost = {}) {
   bucket_groups copy = groups;
   return detail::pack_groups(copy, config, options, cost);
 }
@@ -588,17 +481,30 @@ packed_plan make_packed_plan(const bucket_groups& groups, const bucket_config& c
 /// `group_by_bucket` and the overload above.
 template <batch_cost Cost = latent_tokens_cost>
 packed_plan make_packed_plan(std::span<const bucket_id> ids, const bucket_config& config,
-                             const packed_options& options, const Cost& cost = {}) {
+                             const plan_options& options, const Cost& cost = {}) {
   bucket_groups groups = group_by_bucket(ids, config.num_buckets(), options.threads);
   return detail::pack_groups(groups, config, options, cost);
 }
 /// As above, over 16-bit ids (`compact_ids`): the same plan.
 template <batch_cost Cost = latent_tokens_cost>
 packed_plan make_packed_plan(std::span<const compact_bucket_id> ids, const bucket_config& config,
-                             const packed_options& options, const Cost& cost = {}) {
+                             const plan_options& options, const Cost& cost = {}) {
   bucket_groups groups = group_by_bucket(ids, config.num_buckets(), options.threads);
   return detail::pack_groups(groups, config, options, cost);
 }
+
+/// Packed batching as a type (`batch_sampler`, `loader`): samples of any buckets up to a cost
+/// budget per batch (`plan_options::token_budget`); its plans are `packed_plan`s, made by
+/// `make_packed_plan`.
+struct packed_batching {
+  using plan_type = packed_plan;
+  static constexpr batching_mode mode = batching_mode::packed;
+  template <class Id, batch_cost Cost>
+  [[nodiscard]] static packed_plan make_plan(std::span<const Id> ids, const bucket_config& config,
+                                             const plan_options& options, const Cost& cost) {
+    return make_packed_plan(ids, config, options, cost);
+  }
+};
 
 /// The step balance of a packed schedule (max / mean batch cost over the ranks of a step).
 VBUCKET_COMPILED_INLINE step_balance_stats step_balance(const packed_schedule& schedule);
@@ -718,17 +624,18 @@ VBUCKET_COMPILED_INLINE packed_stats compute_packed_stats(const packed_schedule&
 #if VBUCKET_EXTERN_TEMPLATES
 namespace vbucket {
 // Compiled once in the vbucket::compiled library (src/vbucket.cpp).
+extern template struct detail::schedule_data<packed_plan>;
 extern template packed_plan make_packed_plan<latent_tokens_cost>(const bucket_groups&,
                                                                  const bucket_config&,
-                                                                 const packed_options&,
+                                                                 const plan_options&,
                                                                  const latent_tokens_cost&);
 extern template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const bucket_id>,
                                                                  const bucket_config&,
-                                                                 const packed_options&,
+                                                                 const plan_options&,
                                                                  const latent_tokens_cost&);
 extern template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
                                                                  const bucket_config&,
-                                                                 const packed_options&,
+                                                                 const plan_options&,
                                                                  const latent_tokens_cost&);
 }  // namespace vbucket
 #endif

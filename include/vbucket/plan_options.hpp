@@ -1,6 +1,7 @@
 #pragma once
 /// What an epoch plan depends on besides the samples and the config (`plan_options`: seed,
-/// epoch, incomplete-batch policy, step balance), the run's defaults (`defaults`: the one place
+/// epoch, incomplete-batch policy, packed budget, step balance), the batching modes
+/// (`batching_mode`), the run's defaults (`defaults`: the one place
 /// the C++ sampler, the CLI and Python take them from), and the cost of a batch (`batch_cost`,
 /// by default latent tokens × batch size). See epoch_plan.hpp for how a plan is made.
 
@@ -57,6 +58,25 @@ constexpr std::optional<incomplete_policy> parse_policy(std::string_view s) noex
   if (s == "pad") return incomplete_policy::pad;
   if (s == "drop") return incomplete_policy::drop;
   if (s == "downgrade") return incomplete_policy::downgrade;
+  return std::nullopt;
+}
+
+/// How batches are formed: one bucket and its batch size per batch, or packed to a budget. As a
+/// type: `fixed_batching` (`epoch_plan`) and `packed_batching` (`packed_plan`).
+enum class batching_mode : std::uint8_t {
+  fixed,   ///< `make_epoch_plan`: per-bucket batch sizes
+  packed,  ///< `make_packed_plan`: mixed shapes up to a cost budget
+};
+
+/// "fixed" or "packed".
+constexpr std::string_view batching_name(batching_mode m) noexcept {
+  return m == batching_mode::packed ? "packed" : "fixed";
+}
+
+/// Parses "fixed" or "packed"; nullopt otherwise.
+constexpr std::optional<batching_mode> parse_batching(std::string_view s) noexcept {
+  if (s == "fixed") return batching_mode::fixed;
+  if (s == "packed") return batching_mode::packed;
   return std::nullopt;
 }
 
@@ -146,11 +166,22 @@ concept batch_cost = requires(const F& f, const bucket_config& c, bucket_id b, s
 /// most smaller ones (1–6, 10, 12, 15, 20, …), so those worlds get fully balanced steps.
 inline constexpr std::uint32_t default_balance_group = 960;
 
-/// What a plan depends on besides the groups and the config.
+/// What a plan, fixed (`make_epoch_plan`) or packed (`make_packed_plan`), depends on besides
+/// the groups and the config. The fields of one batching only are grouped and say so; the other
+/// planner ignores them.
 struct plan_options {
   std::uint64_t seed = defaults::seed;    ///< the run's seed
   std::uint64_t epoch = defaults::epoch;  ///< the epoch (shuffles differ per epoch)
+  /// Fixed batching: what happens to a bucket's last, incomplete batch.
   incomplete_policy policy = defaults::policy;
+  // --- packed batching only ---
+  /// Packed: B, the most cost one batch (one rank's step) may hold, in the cost's unit (latent
+  /// tokens by default). A finite number > 0.
+  double token_budget = 0.0;
+  /// Packed: a sample costing more than B alone: false, an error naming it; true, dropped and
+  /// counted.
+  bool drop_oversized = false;
+  // --- both ---
   /// Step balance. 0: the global order is a plain shuffle of all batches. G > 0: batches are
   /// sorted by cost (ties in shuffled order), cut into chunks of G consecutive batches and
   /// the chunks put in shuffled order, the remainder (count mod G, the cheapest) last.
@@ -170,5 +201,8 @@ struct plan_options {
   /// Threads for the per-bucket shuffles (0: one per core); the plan does not depend on it.
   unsigned threads = 0;
 };
+
+/// The options of a packed plan: `plan_options` (its `token_budget` and `drop_oversized`).
+using packed_options = plan_options;
 
 }  // namespace vbucket

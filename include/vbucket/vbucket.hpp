@@ -2,8 +2,10 @@
 /// vbucket: the data side of variable-resolution video training. This umbrella header
 /// includes every core component; it never includes an adapter (JSON, FFmpeg, CUDA).
 
+#include "vbucket/any_sampler.hpp"         // any_sampler: the batching chosen at run time
 #include "vbucket/aspect.hpp"              // aspect tables, resolutions, closest ratio
 #include "vbucket/assign.hpp"              // assign_all
+#include "vbucket/batch_plan.hpp"          // batch_plan, plan_schedule: dealing written once
 #include "vbucket/batch_sampler.hpp"       // batch_sampler: samples + config + rule -> batches
 #include "vbucket/batch_size.hpp"          // data-parallel size, tokens, micro-batching
 #include "vbucket/bucket_config.hpp"       // bucket_config
@@ -18,6 +20,7 @@
 #include "vbucket/normalize.hpp"           // THWC uint8 -> CTHW float/bf16 (CPU reference)
 #include "vbucket/numpy_random.hpp"        // numpy_rng, big_seed
 #include "vbucket/opensora_lifecycle.hpp"  // Open-Sora's set_step / state_dict(n) over a position
+#include "vbucket/opensora_sampler.hpp"    // any_sampler + Open-Sora's lifecycle sequencing
 #include "vbucket/packed_loader.hpp"       // packed batch -> flat buffer + cu_seqlens
 #include "vbucket/packed_plan.hpp"         // packed planner (token budget)
 #include "vbucket/plan_stats.hpp"          // plan statistics

@@ -95,7 +95,8 @@ TEST_CASE("any_sampler: packed batching: the packing batch_sampler of its argume
                           .token_budget = 40000.0,
                           .drop_oversized = true};
   auto any = vbucket::make_any_sampler(clips, config, vbucket::opensora_v2_rule{}, o);
-  vbucket::batch_sampler direct(*clips, config, vbucket::opensora_v2_rule{}, o);
+  vbucket::batch_sampler direct(*clips, config, vbucket::opensora_v2_rule{}, o,
+                                vbucket::packed_batching{});
   CHECK(any->packed());
   CHECK(any->batching() == batching_mode::packed);
   CHECK(any->fingerprint() == direct.fingerprint());

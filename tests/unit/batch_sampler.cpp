@@ -772,11 +772,13 @@ TEST_CASE("batch_sampler: a streamed metadata CSV gives the table's batches, wha
   REQUIRE(table.size() == records.size());
   const bucket_config v2 = v2_config();
   const bucket_config v12 = v12_config();
-  auto check_same = [&](const auto& config, const auto& rule, vbucket::sampler_options o) {
+  auto check_same = [&](const auto& config, const auto& rule, vbucket::sampler_options o,
+                        auto batching) {
     for (const std::size_t chunk : {std::size_t{1} << 20, std::size_t{4500}, std::size_t{7}}) {
       CAPTURE(chunk);
-      vbucket::batch_sampler whole(table, config, rule, o);
-      vbucket::batch_sampler streamed(vbucket::streamed_meta_csv{path, chunk}, config, rule, o);
+      vbucket::batch_sampler whole(table, config, rule, o, batching);
+      vbucket::batch_sampler streamed(vbucket::streamed_meta_csv{path, chunk}, config, rule, o,
+                                      batching);
       static_assert(
           std::same_as<typename decltype(streamed)::samples_type, vbucket::streamed_meta_csv>);
       CHECK(streamed.num_samples() == 0);  // not read yet
@@ -786,8 +788,10 @@ TEST_CASE("batch_sampler: a streamed metadata CSV gives the table's batches, wha
         CHECK(streamed.assign() == whole.assign());
         CHECK(streamed.fingerprint() == whole.fingerprint());
         CHECK(streamed.num_samples() == table.size());
-        if (o.batching == vbucket::batching_mode::packed) {
-          CHECK(streamed.packed_batches().size() == whole.packed_batches().size());
+        if constexpr (decltype(whole)::packed()) {
+          REQUIRE(streamed.size() == whole.size());
+          for (std::size_t k = 0; k < whole.size(); ++k)
+            CHECK(std::ranges::equal(streamed.batches()[k].indices, whole.batches()[k].indices));
         } else {
           check_equal(streamed, whole.batches());
         }
@@ -797,15 +801,14 @@ TEST_CASE("batch_sampler: a streamed metadata CSV gives the table's batches, wha
   const vbucket::opensora_v2_rule rule_v2{.fps_max = 16};
   for (const rng_mode mode : {rng_mode::fast, rng_mode::numpy}) {
     CAPTURE(static_cast<int>(mode));
-    check_same(v2, rule_v2, {.seed = 5, .world = 3, .rank = 1, .rng = mode});
-    check_same(v12, vbucket::opensora_v12_rule{}, {.seed = 6, .world = 2, .rank = 0, .rng = mode});
+    check_same(v2, rule_v2, {.seed = 5, .world = 3, .rank = 1, .rng = mode},
+               vbucket::fixed_batching{});
+    check_same(v12, vbucket::opensora_v12_rule{}, {.seed = 6, .world = 2, .rank = 0, .rng = mode},
+               vbucket::fixed_batching{});
   }
   check_same(v2, rule_v2,
-             {.seed = 8,
-              .world = 2,
-              .rank = 1,
-              .batching = vbucket::batching_mode::packed,
-              .token_budget = vbucket::largest_batch_cost(v2)});
+             {.seed = 8, .world = 2, .rank = 1, .token_budget = vbucket::largest_batch_cost(v2)},
+             vbucket::packed_batching{});
   std::filesystem::remove(path);
 
   // A bad row after whole chunks: the error names the file and row when the epoch is planned.
@@ -834,6 +837,13 @@ TEST_CASE("batch_sampler: a streamed metadata CSV gives the table's batches, wha
   std::filesystem::remove(bad);
 }
 
+/// Whether a sampler type has the packed accessors (`packing()`, `packed_batches()`).
+template <class S>
+constexpr bool has_packing = requires(const S& s) {
+  s.packing();
+  s.packed_batches();
+};
+
 TEST_CASE("batch_sampler: packed batching equals the hand-wired packed path, resumes, refuses") {
   const std::vector<clip_record> records = make_records(3000);
   const bucket_config config = v2_config();
@@ -850,14 +860,17 @@ TEST_CASE("batch_sampler: packed batching equals the hand-wired packed path, res
       for (std::uint32_t r = 0; r < world; ++r) {
         vbucket::sampler_options o{.seed = 7, .world = world, .rank = r, .rng = rng_mode::fast};
         o.balance_group = 4;
-        o.batching = vbucket::batching_mode::packed;
         o.token_budget = budget;
-        vbucket::batch_sampler s(records, config, rule, o);
+        vbucket::batch_sampler s(records, config, rule, o, vbucket::packed_batching{});
+        static_assert(
+            std::same_as<decltype(s), vbucket::packing_sampler<std::vector<clip_record>>>);
         s.set_epoch(epoch);
         REQUIRE(s.packed());
+        REQUIRE(s.options().batching == vbucket::batching_mode::packed);
         REQUIRE(s.size() == schedule.steps());
+        REQUIRE(s.packed_batches().size() == schedule.steps());
         std::uint64_t k = 0;
-        for (const vbucket::packed_batch& b : s.packed_batches()) {
+        for (const vbucket::packed_batch& b : s) {  // a range-for yields packed batches
           const vbucket::packed_batch want = schedule.at(k++, r);
           REQUIRE(std::ranges::equal(b.indices, want.indices));
           REQUIRE(std::ranges::equal(b.buckets, want.buckets));
@@ -869,30 +882,37 @@ TEST_CASE("batch_sampler: packed batching equals the hand-wired packed path, res
         vbucket::sampler_options o2 = o;
         o2.world = 2;
         o2.rank = 1;
-        vbucket::batch_sampler t(records, config, rule, o2);
+        vbucket::packing_sampler<std::vector<clip_record>> t(records, config, rule, o2);
         t.set_epoch(epoch);
         t.load_state(plan_state::parse(state.to_string()), s.fingerprint());
         const auto rest = t.packed_batches();
         if (!rest.empty()) CHECK(rest[0].position == state.consumed + 1);
-        // The fixed accessors refuse a packing sampler, and the other way round.
-        CHECK_THROWS_WITH_AS((void)s.begin(), doctest::Contains("packed_batches()"),
-                             vbucket::error);
-        CHECK_THROWS_AS((void)s.plan(), vbucket::error);
+        // A packing sampler's statistics are the packed ones of its schedule.
+        CHECK(s.stats().batches == plan.num_batches());
+        CHECK(&s.packing() == &s.plan());
       }
     }
   }
   vbucket::batch_sampler fixed(records, config, rule, {.seed = 7});
-  CHECK_THROWS_WITH_AS((void)fixed.packing(), doctest::Contains("fixed"), vbucket::error);
+  // The packed accessors of a fixed sampler do not compile (tests/compile_fail too).
+  static_assert(!has_packing<decltype(fixed)>);
+  static_assert(has_packing<vbucket::packing_sampler<std::vector<clip_record>>>);
+  static_assert(std::same_as<decltype(*fixed.begin()), vbucket::batch>);
   vbucket::sampler_options bad{.seed = 7};
-  bad.batching = vbucket::batching_mode::packed;
-  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, rule, bad),
-                       doctest::Contains("token budget"), vbucket::error);
+  CHECK_THROWS_WITH_AS(
+      vbucket::batch_sampler(records, config, rule, bad, vbucket::packed_batching{}),
+      doctest::Contains("token budget"), vbucket::error);
+  // .batching = packed on a fixed sampler type: refused, naming the packing type.
+  vbucket::sampler_options packed_field{
+      .seed = 7, .batching = vbucket::batching_mode::packed, .token_budget = budget};
+  CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, rule, packed_field),
+                       doctest::Contains("packed_batching"), vbucket::error);
   vbucket::sampler_options fixed_with_budget{.seed = 7};
   fixed_with_budget.token_budget = budget;
   CHECK_THROWS_WITH_AS(vbucket::batch_sampler(records, config, rule, fixed_with_budget),
                        doctest::Contains("apply to packed batching"), vbucket::error);
   // The packed and fixed fingerprints of one epoch differ.
   bad.token_budget = budget;
-  vbucket::batch_sampler packed(records, config, rule, bad);
+  vbucket::batch_sampler packed(records, config, rule, bad, vbucket::packed_batching{});
   CHECK(packed.fingerprint() != fixed.fingerprint());
 }

@@ -285,9 +285,9 @@ TEST_CASE("loader packed: driven by a packed batch_sampler, and resumed through 
   vbucket::host_backend backend;
   const std::uint32_t world = 2, rank = 1;
   vbucket::sampler_options o{.seed = 5, .world = world, .rank = rank};
-  o.batching = vbucket::batching_mode::packed;
   o.token_budget = f.budget;
-  vbucket::batch_sampler sampler(samples, f.config, vbucket::opensora_v2_rule{}, o);
+  vbucket::batch_sampler sampler(samples, f.config, vbucket::opensora_v2_rule{}, o,
+                                 vbucket::packed_batching{});
   sampler.set_epoch(2);
   const auto steps = sampler.packed_batches();
   REQUIRE(steps.size() > 3);
