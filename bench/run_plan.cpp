@@ -11,7 +11,8 @@
 ///  - `plan/run_change/<N>`: an epoch of N samples from 2 sources, in the middle of the epoch:
 ///    `load_ms` (a fresh run loads the state line: draws, assignment, the current plan),
 ///    `stage_ms` (the step at which a stage with other batch sizes and policy begins: the
-///    samples not yet delivered planned again), `oom_ms` (then an out-of-memory call: the same).
+///    samples not yet delivered planned again), `oom_ms` (then an out-of-memory call on one
+///    rank: the same).
 ///    One iteration each; 10^8 needs about 6 GB.
 ///
 ///     ./vbucket_bench --benchmark_filter='plan/(run|epoch)' --benchmark_repetitions=3
@@ -145,8 +146,10 @@ void plan_run_change(benchmark::State& state) {
     run.advance();  // stage 1 begins: the rest of the epoch planned again
     stage_s += seconds_since(t0);
     if (run.stage() != 1) state.SkipWithError("the stage did not change");
+    std::uint32_t failing = 0;  // a rank whose batch can be halved
+    while (failing + 1 < run_world && run.batch(failing).size() < 2) ++failing;
     t0 = std::chrono::steady_clock::now();
-    run.out_of_memory();
+    run.out_of_memory(std::span<const std::uint32_t>(&failing, 1));
     oom_s += seconds_since(t0);
     benchmark::DoNotOptimize(run.batch(0).rows.data());
   }

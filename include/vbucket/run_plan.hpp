@@ -39,9 +39,10 @@
 ///     }
 
 #include <algorithm>     // std::min, std::max
-#include <bit>           // std::bit_cast
+#include <bit>           // std::bit_cast, std::popcount, std::countr_zero
 #include <charconv>      // std::from_chars
 #include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
+#include <memory>        // std::make_unique_for_overwrite
 #include <optional>      // std::optional
 #include <span>          // std::span
 #include <string>        // std::string
@@ -260,12 +261,8 @@ class run_plan {
   [[nodiscard]] std::vector<std::uint32_t> undelivered() const {
     const std::uint64_t dropped =
         std::visit([](const auto& s) { return s.dropped_batches(); }, sched_);
-    const std::vector<std::uint8_t> done = delivered_in_plan(
-        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, plan_));
-    std::vector<std::uint32_t> out;
-    for (std::size_t i = 0; i < done.size(); ++i)
-      if (!done[i]) out.push_back(all_ ? static_cast<std::uint32_t>(i) : remaining_[i]);
-    return out;
+    return not_in(delivered_in_plan(
+        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, plan_)));
   }
 
   // --- batches ----------------------------------------------------------------------------
@@ -749,13 +746,6 @@ class run_plan {
   }
   void make_plan() {
     ensure_ids();
-    std::span<const bucket_id> ids(ids_);
-    std::vector<bucket_id> sub;
-    if (!all_) {
-      sub.resize(remaining_.size());
-      for (std::size_t i = 0; i < sub.size(); ++i) sub[i] = ids_[remaining_[i]];
-      ids = sub;
-    }
     const run_stage& st = stages_[cur_.stage];
     const bool same_sizes = cur_.batch_sizes == pair_batch_sizes(st.config);
     const std::optional<bucket_config> resized =
@@ -768,23 +758,39 @@ class run_plan {
         closed_.empty()
             ? opts_.seed
             : detail::stream_key(opts_.seed, detail::run_domain_segment, closed_.size());
-    if (cur_.batching == batching_mode::fixed) {
-      plan_options o;
-      o.seed = seed;
-      o.epoch = epoch_;
-      o.policy = cur_.policy;
-      o.balance_group = cur_.balance_group;
-      o.threads = opts_.threads;
-      plan_ = make_epoch_plan(ids, cfg, o);
+    const auto plan_over = [&](auto ids) {
+      if (cur_.batching == batching_mode::fixed) {
+        plan_options o;
+        o.seed = seed;
+        o.epoch = epoch_;
+        o.policy = cur_.policy;
+        o.balance_group = cur_.balance_group;
+        o.threads = opts_.threads;
+        plan_ = make_epoch_plan(ids, cfg, o);
+      } else {
+        packed_options o;
+        o.seed = seed;
+        o.epoch = epoch_;
+        o.token_budget = cur_.token_budget;
+        o.balance_group = cur_.balance_group;
+        o.threads = opts_.threads;
+        o.drop_oversized = true;
+        plan_ = make_packed_plan(ids, cfg, o);
+      }
+    };
+    if (all_) {
+      plan_over(std::span<const bucket_id>(ids_));
+    } else if (cfg.num_buckets() <= max_compact_buckets) {
+      // The remaining samples' buckets in 16 bits (the planners give the same plan).
+      const std::size_t m = remaining_.size();
+      const auto sub = std::make_unique_for_overwrite<compact_bucket_id[]>(m);
+      for (std::size_t i = 0; i < m; ++i)
+        sub[i] = static_cast<compact_bucket_id>(ids_[remaining_[i]]);
+      plan_over(std::span<const compact_bucket_id>(sub.get(), m));
     } else {
-      packed_options o;
-      o.seed = seed;
-      o.epoch = epoch_;
-      o.token_budget = cur_.token_budget;
-      o.balance_group = cur_.balance_group;
-      o.threads = opts_.threads;
-      o.drop_oversized = true;
-      plan_ = make_packed_plan(ids, cfg, o);
+      std::vector<bucket_id> sub(remaining_.size());
+      for (std::size_t i = 0; i < sub.size(); ++i) sub[i] = ids_[remaining_[i]];
+      plan_over(std::span<const bucket_id>(sub));
     }
     consumed_ = 0;
   }
@@ -805,35 +811,57 @@ class run_plan {
   /// `consumed_` global batches remain for the next.
   void close_segment() {
     if (consumed_ == 0) return;  // nothing delivered: the next segment replaces it
-    const std::vector<std::uint8_t> done = delivered_in_plan(consumed_);
-    std::vector<std::uint32_t> next;
-    next.reserve(done.size());
-    for (std::size_t i = 0; i < done.size(); ++i)
-      if (!done[i]) next.push_back(all_ ? static_cast<std::uint32_t>(i) : remaining_[i]);
-    remaining_ = std::move(next);
+    const std::vector<std::uint64_t> done = delivered_in_plan(consumed_);
+    remaining_ = not_in(done);
     all_ = false;
     closed_.push_back({cur_, consumed_});
     consumed_ = 0;
   }
-  /// Per sample of the current plan: 1 when it is in a real (not pad) slot of one of the plan's
-  /// first `end` global batches.
-  [[nodiscard]] std::vector<std::uint8_t> delivered_in_plan(std::uint64_t end) const {
-    std::vector<std::uint8_t> done(all_ ? drawn_.size() : remaining_.size(), 0);
+  /// The samples of the current plan (as drawn positions, ascending) whose bit is clear.
+  [[nodiscard]] std::vector<std::uint32_t> not_in(const std::vector<std::uint64_t>& done) const {
+    const std::size_t n = all_ ? drawn_.size() : remaining_.size();
+    std::size_t left = n;
+    for (const std::uint64_t w : done) left -= static_cast<std::size_t>(std::popcount(w));
+    std::vector<std::uint32_t> out(left);
+    std::size_t k = 0;
+    for (std::size_t w = 0; w < done.size(); ++w) {
+      std::uint64_t clear = ~done[w];
+      if (w + 1 == done.size() && n % 64 != 0) clear &= (std::uint64_t{1} << (n % 64)) - 1;
+      while (clear != 0) {
+        const std::size_t i = w * 64 + static_cast<std::size_t>(std::countr_zero(clear));
+        out[k++] = all_ ? static_cast<std::uint32_t>(i) : remaining_[i];
+        clear &= clear - 1;
+      }
+    }
+    return out;
+  }
+  /// A bit per sample of the current plan: set when it is in a real (not pad) slot of one of
+  /// the plan's first `end` global batches. (A bitmap, 1/8 byte a sample, so the marks stay in
+  /// the caches; the batches' slots are prefetched a few batches ahead.)
+  [[nodiscard]] std::vector<std::uint64_t> delivered_in_plan(std::uint64_t end) const {
+    const std::size_t n = all_ ? drawn_.size() : remaining_.size();
+    std::vector<std::uint64_t> done((n + 63) / 64, 0);
+    const auto mark = [&](std::uint32_t i) { done[i >> 6] |= std::uint64_t{1} << (i & 63); };
+    constexpr std::uint64_t ahead = 16;
     if (const auto* p = std::get_if<epoch_plan>(&plan_)) {
       end = std::min(end, p->num_batches());
       const std::uint32_t* base = p->slots().data();
       for (std::uint64_t g = 0; g < end; ++g) {
+        if (g + ahead < end) __builtin_prefetch(p->global_batch(g + ahead).indices.data());
         const vbucket::batch b = p->global_batch(g);
         const plan_bucket& pb = p->bucket(b.bucket);
         const auto off = static_cast<std::uint64_t>(b.indices.data() - base) - pb.slot_begin;
-        for (std::size_t t = 0; t < b.indices.size() && off + t < pb.samples; ++t)
-          done[b.indices[t]] = 1;
+        const std::size_t real = off >= pb.samples
+                                     ? 0
+                                     : static_cast<std::size_t>(std::min<std::uint64_t>(
+                                           b.indices.size(), pb.samples - off));
+        for (std::size_t t = 0; t < real; ++t) mark(b.indices[t]);
       }
     } else {
       const packed_plan& pp = std::get<packed_plan>(plan_);
       end = std::min(end, pp.num_batches());
       for (std::uint64_t g = 0; g < end; ++g)
-        for (const std::uint32_t i : pp.global_batch(g).indices) done[i] = 1;
+        for (const std::uint32_t i : pp.global_batch(g).indices) mark(i);
     }
     return done;
   }
