@@ -52,7 +52,7 @@
 #include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
 #include <cstdio>        // std::FILE, std::fopen, std::fwrite, std::fread, std::setvbuf
 #include <cstring>       // std::memchr, std::memmove
-#include <functional>    // std::function (a line sink)
+#include <functional>    // std::function (a line sink), std::less
 #include <memory>        // std::unique_ptr
 #include <optional>      // std::optional
 #include <span>          // std::span
@@ -831,7 +831,8 @@ struct ledger_context {
 };
 
 /// The record of a fixed batch of `plan` (pads: the tail of its bucket's last batch; a
-/// rank-alignment repeat: all pads). The batch must come from `plan` (or a schedule of it).
+/// rank-alignment repeat: all pads). The batch comes from `plan` or a schedule of it (or a
+/// loader's `loaded_batch::info`); one whose indices are not the plan's has no pads counted.
 [[nodiscard]] inline ledger_batch record_of(const batch& b, const epoch_plan& plan,
                                             const ledger_context& c) {
   ledger_batch r;
@@ -845,9 +846,15 @@ struct ledger_context {
   r.repeat = b.repeat;
   r.ids.reserve(b.indices.size());
   for (const std::uint32_t i : b.indices) r.ids.push_back(c.id_offset + i);
+  // Pads: the batch is a span of the plan's slots; the last batch of its bucket ends with them.
+  if (b.bucket < 0 || static_cast<std::size_t>(b.bucket) >= plan.num_buckets()) return r;
   const plan_bucket& pb = plan.bucket(b.bucket);
-  if (pb.batch_size != 0 && pb.pads != 0 && !b.indices.empty()) {
-    const auto slot = static_cast<std::uint64_t>(b.indices.data() - plan.slots().data());
+  const std::span<const std::uint32_t> slots = plan.slots();
+  const std::less<const std::uint32_t*> before;
+  if (pb.batch_size != 0 && pb.pads != 0 && !b.indices.empty() &&
+      !before(b.indices.data(), slots.data()) &&
+      before(b.indices.data(), slots.data() + slots.size())) {
+    const auto slot = static_cast<std::uint64_t>(b.indices.data() - slots.data());
     const std::uint64_t local = (slot - pb.slot_begin) / pb.batch_size;
     if (local + 1 == pb.batches) r.pads = static_cast<std::uint32_t>(pb.pads);
   }

@@ -335,6 +335,22 @@ TEST_CASE("ledger: pads, repeats and substitutions of a plan's batches") {
   vbucket::parse_ledger_line(line_of(rec), "x", back);  // the slot holds the failed sample
   CHECK(back.substitutions[0].why == "moov atom not found");
 
+  // A batch whose indices are not the plan's (a copy), or that has no bucket (a packed
+  // loader's info): recorded without pads.
+  const vbucket::batch last_batch = plan.global_batch(2);
+  const std::vector<std::uint32_t> copy(last_batch.indices.begin(), last_batch.indices.end());
+  vbucket::batch copied = last_batch;
+  copied.indices = copy;
+  CHECK(vbucket::record_of(last_batch, plan, {}).pads +
+            vbucket::record_of(plan.global_batch(0), plan, {}).pads +
+            vbucket::record_of(plan.global_batch(1), plan, {}).pads ==
+        2);
+  CHECK(vbucket::record_of(copied, plan, {}).pads == 0);
+  copied.bucket = vbucket::no_bucket;
+  const ledger_batch unbucketed = vbucket::record_of(copied, plan, {});
+  CHECK(unbucketed.pads == 0);
+  CHECK(unbucketed.ids.size() == 4);
+
   // epoch_block_of: 10 images drawn, nothing dropped; the plan's 2 pads declared.
   const vbucket::ledger_epoch_block block = vbucket::epoch_block_of(plan, 10, ids, "imgs");
   CHECK(block.epoch.epoch == 2);
