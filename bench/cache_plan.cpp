@@ -5,6 +5,7 @@
 ///    the delivered distribution, nearest fallback), `tv_buckets` (TV of the bucket histogram),
 ///    `GiB` (latents at 16 channels × 2 bytes, compression 4 × 8 × 8), and the two baselines:
 ///    `top1_*` (each sample's most probable shape) and `all_*` (every possible shape).
+///    Permille 0: `cache_selection::stratified` (one shape per sample, the histogram kept).
 ///
 ///     ./vbucket_bench --benchmark_filter=cache_plan/
 
@@ -26,7 +27,11 @@ void cache_plan_coverage(benchmark::State& state) {
   const vbucket::bucket_config config = vbucket::json::load_bucket_config(
       vbucket::bench::data_path("config_opensora_v2.json"), vbucket::opensora_v2_tables{});
   vbucket::cache_plan_options o;
-  o.coverage = static_cast<double>(permille) / 1000.0;
+  if (permille == 0) {
+    o.selection = vbucket::cache_selection::stratified;
+  } else {
+    o.coverage = static_cast<double>(permille) / 1000.0;
+  }
   vbucket::cache_plan plan;
   for (auto _ : state) {
     plan = vbucket::plan_cache(config, table, vbucket::opensora_v2_rule{16.0}, o);
@@ -51,6 +56,7 @@ BENCHMARK(cache_plan_coverage)
     ->Name("cache_plan/coverage")
     ->Args({990, 100000})
     ->Args({750, 100000})
+    ->Args({0, 100000})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 

@@ -28,6 +28,7 @@
 #include <cstddef>    // std::size_t
 #include <cstdint>    // std::int64_t, std::uint64_t, std::uint32_t
 #include <limits>     // std::numeric_limits
+#include <map>        // std::map (classes of samples)
 #include <memory>     // std::shared_ptr, std::make_shared
 #include <optional>   // std::optional
 #include <span>       // std::span
@@ -471,8 +472,24 @@ struct cache_cost_model {
   }
 };
 
+/// How `plan_cache` selects entries.
+enum class cache_selection {
+  /// The fewest entries reaching `coverage` (or, with `budget_bytes`, the most probability per
+  /// byte that fits): each sample keeps its most probable shapes.
+  coverage,
+  /// One shape per sample, drawn so that the samples of one class (the same outcomes and
+  /// probabilities) keep the rule's bucket histogram: within a class of n samples, in an order
+  /// keyed by (seed, sample), member r takes the shape at (r + U) / n of the class's
+  /// distribution (U uniform per class, keyed by the seed: systematic sampling). Each sample's
+  /// shape has the rule's probability, the class's counts are within 1 of n · p, so the bucket
+  /// histogram's TV is small; each sample is then always delivered at its one shape (the
+  /// per-sample TV is 1 − p of that shape).
+  stratified,
+};
+
 /// What `plan_cache` selects by.
 struct cache_plan_options {
+  cache_selection selection = cache_selection::coverage;
   /// The fraction of the bucketed draws (those that get a bucket) to serve from the cache.
   double coverage = 0.99;
   /// With a value: select the most probability per byte that fits this many bytes (and stop
@@ -595,9 +612,11 @@ cache_plan plan_cache(const bucket_config& config, const Table& table, const Rul
   plan.samples = n;
   std::vector<sample_distribution> dists(n);
   std::vector<detail::cache_candidate> all;
+  std::vector<std::size_t> first_candidate(n, 0);  // sample i's candidates start here in `all`
   for (std::size_t i = 0; i < n; ++i) {
     const sample_meta m = table[i];
     dists[i] = bucket_distribution(rule, config, m, i);
+    first_candidate[i] = all.size();
     if (dists[i].invalid) continue;
     detail::merge_by_shape(config, dists[i]);
     ++plan.bucketable;
@@ -614,7 +633,33 @@ cache_plan plan_cache(const bucket_config& config, const Table& table, const Rul
   {
     std::vector<std::size_t> order(all.size());
     for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
-    if (options.budget_bytes) {
+    if (options.selection == cache_selection::stratified) {
+      auto key_of = [&](std::size_t i) {
+        std::vector<std::pair<bucket_id, double>> k;
+        for (const auto& o : dists[i].outcomes) k.emplace_back(o.bucket, o.probability);
+        return k;
+      };
+      std::map<std::vector<std::pair<bucket_id, double>>, std::vector<std::uint64_t>> classes;
+      for (std::size_t i = 0; i < n; ++i)
+        if (!dists[i].invalid && !dists[i].outcomes.empty()) classes[key_of(i)].push_back(i);
+      const std::uint64_t key = detail::mix64(options.seed ^ 0x7374726174696679ULL);
+      for (auto& [outcomes, members] : classes) {
+        auto rank = [&](std::uint64_t i) { return detail::mix64(key ^ detail::mix64(i + 1)); };
+        std::sort(members.begin(), members.end(),
+                  [&](std::uint64_t a, std::uint64_t b) { return rank(a) < rank(b); });
+        double total = 0.0;
+        for (const auto& o : outcomes) total += o.second;
+        const double u0 = detail::to_unit_double(detail::mix64(key + rank(members.front())));
+        const auto count = static_cast<double>(members.size());
+        for (std::size_t r = 0; r < members.size(); ++r) {
+          const double u = (static_cast<double>(r) + u0) / count * total;
+          std::size_t k = 0;
+          double cumulative = outcomes[0].second;
+          while (k + 1 < outcomes.size() && !(u < cumulative)) cumulative += outcomes[++k].second;
+          chosen[first_candidate[static_cast<std::size_t>(members[r])] + k] = 1;
+        }
+      }
+    } else if (options.budget_bytes) {
       std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         const double da = all[a].probability / static_cast<double>(all[a].bytes);
         const double db = all[b].probability / static_cast<double>(all[b].bytes);

@@ -73,6 +73,8 @@ elif mode == "half":
     # 1.0 (sample 1) and 0.5 (sample 0's 1024px) reach it, one alone does not: two entries.
     assert len(rows) == 2, len(rows)
     assert probs(1) == [1.0] and probs(0) == [0.5], rows
+elif mode == "stratified":
+    assert sorted(by) == [0, 1, 2] and all(len(v) == 1 for v in by.values()), by
 elif mode.startswith("budget"):
     budget = int(mode[len("budget"):])
     assert sum(int(r["bytes"]) for r in rows) <= budget
@@ -93,6 +95,14 @@ if expect_ok "budget" cache-plan --config "$cfg" --meta "$meta" --budget-bytes 3
   json_check "budget manifest" "$tmp/b.csv" budget3000000
   grep -q "encoder-s" "$tmp/stdout" || fail "--seconds: no encoder-s column"
 fi
+if expect_ok "stratified" cache-plan --config "$cfg" --meta "$meta" --select stratified \
+  --out "$tmp/strat.csv"; then
+  json_check "stratified manifest" "$tmp/strat.csv" stratified
+  grep -q "stratified" "$tmp/stdout" || fail "--select stratified: not named in the summary"
+fi
+expect_error "stratified with coverage" 2 "--select" cache-plan --config "$cfg" --meta "$meta" \
+  --select stratified --coverage 0.5
+expect_error "bad select" 2 "--select" cache-plan --config "$cfg" --meta "$meta" --select most
 # The same flags give the same manifest; another seed moves the windows of the long video.
 run cache-plan --config "$cfg" --meta "$meta" --coverage 1 --out "$tmp/again.csv"
 cmp -s "$tmp/all.csv" "$tmp/again.csv" && pass || fail "cache-plan is not deterministic"

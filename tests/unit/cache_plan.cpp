@@ -341,3 +341,61 @@ TEST_CASE("cache_plan: the window depends on (seed, sample) only and fits the cl
   CHECK(vbucket::cache_key{3, {33, 256, 256}, 7, 2, "vae"}.file_name() ==
         "vae/3_33x256x256_s7_i2.npy");
 }
+
+TEST_CASE("cache_plan: stratified selection keeps the bucket histogram with one shape a sample") {
+  const bucket_config config = vbucket_test::opensora_v2_config();
+  const vbucket::opensora_v2_rule rule{16.0};
+  const vbucket::meta_table table = vbucket::bench::synthetic_table(20000, 3);
+  vbucket::cache_plan_options o;
+  o.selection = vbucket::cache_selection::stratified;
+  const vbucket::cache_plan plan = vbucket::plan_cache(config, table, rule, o);
+  // One entry per sample that can get a bucket, none for the others.
+  std::vector<int> entries(table.size(), 0);
+  for (const auto& e : plan.entries) ++entries[static_cast<std::size_t>(e.key.sample)];
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const auto d = vbucket::bucket_distribution(rule, config, table[i]);
+    CHECK(entries[i] == (d.outcomes.empty() ? 0 : 1));
+  }
+  // The epoch's bucket histogram, computed here from the entries: each sample delivers all its
+  // bucketed mass at its one cached bucket. Its TV to the rule's is the plan's tv_buckets, far
+  // below the most-probable-shape baseline's.
+  std::vector<double> rule_hist(config.num_buckets(), 0.0), got(config.num_buckets(), 0.0);
+  double samples = 0.0;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const auto d = vbucket::bucket_distribution(rule, config, table[i]);
+    if (d.invalid) continue;
+    samples += 1.0;
+    for (const auto& o2 : d.outcomes)
+      rule_hist[static_cast<std::size_t>(o2.bucket)] += o2.probability;
+  }
+  for (const auto& e : plan.entries) {
+    const auto d = vbucket::bucket_distribution(rule, config, table[e.key.sample]);
+    got[static_cast<std::size_t>(e.bucket)] += 1.0 - d.none;
+  }
+  double tv = 0.0;
+  for (std::size_t b = 0; b < got.size(); ++b) tv += std::abs(got[b] - rule_hist[b]);
+  tv = 0.5 * tv / samples;
+  CHECK(plan.chosen.tv_buckets == doctest::Approx(tv).epsilon(1e-9));
+  CHECK(plan.chosen.tv_buckets < 0.01);
+  CHECK(plan.one_per_sample.tv_buckets > 0.1);
+  CHECK(plan.chosen.shapes_per_sample <= 1.0);
+  // Unbiased per sample: over seeds, a sample's shape frequencies follow its distribution
+  // (a long 1080p video among 40 equal ones: the class is the same for every seed).
+  std::vector<sample_meta> same(40, sample_meta{400, 1080, 1920, 16.0});
+  const auto d = vbucket::bucket_distribution(rule, config, same[0]);
+  std::map<bucket_id, double> freq;
+  constexpr int seeds = 300;
+  for (int seed = 0; seed < seeds; ++seed) {
+    o.seed = static_cast<std::uint64_t>(seed);
+    const auto p = vbucket::plan_cache(config, same, rule, o);
+    REQUIRE(p.entries.size() == same.size());
+    for (const auto& e : p.entries)
+      if (e.key.sample == 7) freq[e.bucket] += 1.0 / seeds;
+  }
+  const double mass = 1.0 - d.none;
+  for (const auto& o2 : d.outcomes) {
+    const double q = o2.probability / mass;
+    INFO("bucket " << o2.bucket << ": q " << q << ", frequency " << freq[o2.bucket]);
+    CHECK(std::abs(freq[o2.bucket] - q) <= 5.0 * std::sqrt(q * (1.0 - q) / seeds) + 1e-9);
+  }
+}

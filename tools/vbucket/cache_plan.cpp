@@ -34,6 +34,9 @@ constexpr flag cache_plan_flags[] = {
      "the fraction of bucketed draws to serve from the cache, in (0, 1] (0.99; with "
      "--budget-bytes: 1)"},
     {"budget-bytes", "B", false, "select the most probability per byte within B bytes"},
+    {"select", "MODE", false,
+     "coverage (default: each sample's most probable shapes, the fewest entries) or "
+     "stratified (one shape per sample, drawn so the bucket histogram is the rule's)"},
     {"epochs", "E", false, "epochs the cache serves (1): the expected cached draws"},
     {"seed", "S", false, "the window seed: each entry's start frame (0)"},
     {"encoder", "ID", false, "the encoder id, part of each entry's key and file (latent)"},
@@ -58,7 +61,10 @@ constexpr std::string_view cache_plan_description =
     "sample's most probable shape; every possible shape) and the total variation between the\n"
     "rule's distribution and the one a run over the cache delivers (cached_rule: an uncached\n"
     "draw takes the sample's nearest cached shape): per sample (mean) and of the bucket\n"
-    "histogram. --out writes the manifest: sample,path,T,H,W,start,interval,bytes,probability,\n"
+    "histogram. --select stratified instead caches one shape per sample, drawn so that samples\n"
+    "with the same distribution keep the rule's bucket histogram (small TV buckets, but each\n"
+    "sample always at its one shape). --out writes the manifest: "
+    "sample,path,T,H,W,start,interval,bytes,probability,\n"
     "bucket,resolution,ratio,file.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
@@ -167,12 +173,13 @@ void print_plan(const cache_plan& plan, const bucket_config& config, const cache
               static_cast<unsigned long long>(plan.bucketable), plan.bucketed_mass);
   std::printf("possible entries:   %.0f (sample, shape) pairs of positive probability\n",
               plan.possible_entries);
-  std::printf(
-      "selection:          %s\n",
-      o.budget_bytes
-          ? ("most probability per byte within " + std::to_string(*o.budget_bytes) + " bytes")
-                .c_str()
-          : ("fewest entries reaching coverage " + fixed(o.coverage, 4)).c_str());
+  const std::string selection =
+      o.selection == cache_selection::stratified
+          ? std::string("stratified: one shape per sample, the bucket histogram kept")
+      : o.budget_bytes
+          ? "most probability per byte within " + std::to_string(*o.budget_bytes) + " bytes"
+          : "fewest entries reaching coverage " + fixed(o.coverage, 4);
+  std::printf("selection:          %s\n", selection.c_str());
   std::fputs("\n", stdout);
   std::vector<std::vector<std::string>> rows = {
       {"selection", "files", "shapes/sample", "coverage", "TV sample", "TV buckets", "bytes",
@@ -265,6 +272,17 @@ int cmd_cache_plan(int argc, char** argv) {
       o.coverage = 1.0;
     }
     if (a.has("coverage")) o.coverage = parse_fraction("coverage", a.value("coverage"));
+    if (a.has("select")) {
+      const std::string m = a.value("select");
+      if (m == "stratified") {
+        o.selection = cache_selection::stratified;
+        if (a.has("coverage") || a.has("budget-bytes"))
+          throw usage_error("--select stratified takes neither --coverage nor --budget-bytes");
+      } else if (m != "coverage") {
+        throw usage_error("--select: unknown selection \"" + m +
+                          "\" (expected coverage or stratified)");
+      }
+    }
     if (a.has("epochs"))
       o.epochs = parse_uint_flag("epochs", a.value("epochs"), 1, std::uint64_t{1} << 40);
     if (a.has("seed"))
