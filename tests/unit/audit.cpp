@@ -387,6 +387,34 @@ TEST_CASE("audit: shares against weights, counts, and draws with multiplicity") 
   CHECK(r.epochs[0].memory_bytes == 40 + 8);  // a count and a drawn bit per id
 }
 
+TEST_CASE("audit: two sources drawn whole, with ids between them in no source") {
+  vbucket_test::temp_dir dir("audit_two");
+  const std::string path = (dir.path / "rank-00000.ledger").string();
+  // a: ids 0..9, b: ids 12..19; 10 and 11 belong to no source.
+  const auto write = [&](const std::string& ids) {
+    write_lines(path, {std::string(vbucket::ledger_magic), "E e=4 st=1 n=20 src=2",
+                       "S e=4 src=1 name=b first=12 rows=8 drawn=8 draw=all weight=0.45",
+                       "S e=4 src=0 name=a first=0 rows=10 drawn=10 draw=all weight=0.55",
+                       "B e=4 s=9 st=1 r=0 w=1 ids=" + ids});
+  };
+  write("19,0,1,2,3,4,5,6,7,8,9,12,13,14,15,16,17,18");
+  audit_report r = audit({path});
+  INFO(vbucket::format_audit_report(r));
+  CHECK(r.clean());
+  REQUIRE(r.epochs[0].sources.size() == 2);
+  CHECK(r.epochs[0].sources[0].delivered == 10);
+  CHECK(r.epochs[0].sources[1].delivered == 8);
+  CHECK(r.epochs[0].stages == std::set<std::uint32_t>{1});
+  write("19,0,1,2,3,4,5,6,7,8,9,11,12,13,14,15,16,17");  // 11 instead of 18
+  r = audit({path});
+  CHECK(deviations_of(r) == found{{audit_issue::unexpected, 11}, {audit_issue::missing, 18}});
+  for (const auto& d : r.deviations) {
+    if (d.issue == audit_issue::unexpected) CHECK(d.detail == "in no source");
+    if (d.issue == audit_issue::missing) CHECK(d.detail == "source \"b\" row 6");
+  }
+  CHECK(r.epochs[0].sources[1].delivered == 7);
+}
+
 TEST_CASE("audit: an epoch without a header, and the naming cap") {
   vbucket_test::temp_dir dir("audit_cap");
   {
