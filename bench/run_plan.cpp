@@ -32,7 +32,6 @@
 #include "synthetic.hpp"
 #include "vbucket/json/bucket_config.hpp"
 #include "vbucket/run_plan.hpp"
-#include "vbucket/vbucket.hpp"
 
 namespace {
 
