@@ -84,9 +84,15 @@ nb::dict cache_plan_py(const i64_array& frames, const i64_array& height, const i
                        std::tuple<std::int64_t, std::int64_t, std::int64_t> compression,
                        std::int64_t channels, std::int64_t bytes_per_element,
                        double seconds_per_entry, double seconds_per_token,
-                       const std::string& fallback) {
+                       const std::string& fallback, const std::string& selection) {
   const std::vector<vbucket::sample_meta> table = samples_of(frames, height, width, fps);
   vbucket::cache_plan_options o;
+  if (selection == "stratified") {
+    o.selection = vbucket::cache_selection::stratified;
+  } else if (selection != "coverage") {
+    throw vbucket::error("select: unknown selection \"" + selection +
+                         "\" (expected coverage or stratified)");
+  }
   o.coverage = coverage;
   o.budget_bytes = budget_bytes;
   o.epochs = epochs;
@@ -187,7 +193,8 @@ void vbucket_bind_cache(nb::module_& m) {
   m.def("cache_plan", &cache_plan_py, "num_frames"_a, "height"_a, "width"_a, "fps"_a,
         "config_json"_a, "rule"_a, "fps_max"_a, "frame_interval"_a, "coverage"_a,
         "budget_bytes"_a.none(), "epochs"_a, "seed"_a, "encoder"_a, "compression"_a, "channels"_a,
-        "bytes_per_element"_a, "seconds_per_entry"_a, "seconds_per_token"_a, "fallback"_a);
+        "bytes_per_element"_a, "seconds_per_entry"_a, "seconds_per_token"_a, "fallback"_a,
+        "selection"_a);
   m.def("cache_assign", &cache_assign_py, "num_frames"_a, "height"_a, "width"_a, "fps"_a,
         "config_json"_a, "rule"_a, "fps_max"_a, "frame_interval"_a, "entry_sample"_a,
         "entry_bucket"_a, "seed"_a, "epoch"_a, "fallback"_a);

@@ -76,6 +76,13 @@ def test_cache_plan_from_a_dataframe_and_budget(tmp_path):
     assert 0 < c["chosen"]["bytes"] <= budget
     with pytest.raises(ValueError, match="fallback"):
         vbucket.cache_plan(df, CONFIG, fallback="bogus")
+    with pytest.raises(ValueError, match="selection"):
+        vbucket.cache_plan(df, CONFIG, select="bogus")
+    s = vbucket.cache_plan(df, CONFIG, select="stratified")
+    counts = {}
+    for r in s["entries"]:
+        counts[r["sample"]] = counts.get(r["sample"], 0) + 1
+    assert set(counts.values()) == {1} and s["chosen"]["shapes_per_sample"] <= 1
 
 
 def test_cache_assign_delivers_only_cached_shapes(tmp_path):

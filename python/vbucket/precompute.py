@@ -82,12 +82,15 @@ def cache_plan(meta, config, *, rule: str = "opensora-v2", coverage: Optional[fl
                budget_bytes: Optional[int] = None, epochs: int = 1, seed: int = 0,
                encoder: str = "latent", compression=(4, 8, 8), channels: int = 16,
                bytes_per_element: int = 2, seconds=None, fallback: str = "nearest",
-               fps_max: float = 16.0, frame_interval: int = 1, out=None) -> dict:
+               fps_max: float = 16.0, frame_interval: int = 1, select: str = "coverage",
+               out=None) -> dict:
     """The cache plan of ``meta`` (a metadata CSV path, a DataFrame or a dict of columns
     num_frames, height, width, fps and optionally path) under ``config`` (Open-Sora's dict or a
     JSON file) and ``rule``: as ``vbucket cache-plan``. ``coverage`` (default 0.99, or 1 with
     ``budget_bytes``) is the fraction of the bucketed draws served from the cache; ``seconds``
-    = (A, B) is the encoder's cost model A + B x latent positions per entry.
+    = (A, B) is the encoder's cost model A + B x latent positions per entry. ``select=
+    "stratified"``: one shape per sample instead, drawn so that samples with the same
+    distribution keep the rule's bucket histogram (``coverage`` and ``budget_bytes`` unused).
 
     Returns a dict: samples, bucketable, bucketed_mass, possible_entries; ``chosen``,
     ``one_per_sample`` and ``every_shape`` (each: files, bytes, seconds, shapes_per_sample,
@@ -103,7 +106,7 @@ def cache_plan(meta, config, *, rule: str = "opensora-v2", coverage: Optional[fl
                                float(fps_max), int(frame_interval), float(coverage),
                                None if budget_bytes is None else int(budget_bytes), int(epochs),
                                int(seed), str(encoder), (ct, ch, cw), int(channels),
-                               int(bytes_per_element), a, b, fallback)
+                               int(bytes_per_element), a, b, fallback, select)
     cols = plan.pop("entries")
     rows = []
     for j in range(len(cols["sample"])):
