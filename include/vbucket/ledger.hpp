@@ -886,13 +886,79 @@ void add_substitutions(ledger_batch& r, const Substitutions& subs, std::uint64_t
                                id_offset + s.replacement, std::string(s.error)});
 }
 
-/// What an epoch of one source declares: the `E` and `S` records and the samples the plan
-/// drops, by reason.
+/// What an epoch declares: the `E` and `S` records, the drawn ids of its listed sources (`D`)
+/// and the samples the plan drops, by reason (`X`).
 struct ledger_epoch_block {
   ledger_epoch epoch;
   std::vector<ledger_source> sources{};
-  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> dropped;  ///< (why, ids)
+  std::vector<std::vector<std::uint64_t>> drawn{};  ///< per source: its `D` ids (listed only)
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> dropped{};  ///< (why, ids)
 };
+
+/// One source's draws for an epoch of several sources (`epoch_block_of_sources`).
+struct ledger_source_draws {
+  std::string name;
+  std::uint64_t rows = 0;
+  bool whole = false;  ///< every row drawn once (declared `draw=all`, no list)
+  /// Otherwise: the rows drawn, with multiplicity, in any order (row numbers of the source).
+  std::vector<std::uint64_t> drawn{};
+  std::optional<double> weight{};
+  std::optional<std::uint64_t> count{};
+};
+
+/// The first global id of each source: sources are laid out one after the other in the given
+/// order (source s's row r is id first[s] + r); the last entry is the id space n.
+[[nodiscard]] inline std::vector<std::uint64_t> ledger_first_ids(
+    std::span<const ledger_source_draws> sources) {
+  std::vector<std::uint64_t> first(sources.size() + 1, 0);
+  for (std::size_t s = 0; s < sources.size(); ++s) first[s + 1] = first[s] + sources[s].rows;
+  return first;
+}
+
+/// The declaration of an epoch drawn from several sources (`ledger_first_ids` lays out the
+/// ids); add the drops (`dropped`) before writing it. Throws `vbucket::error` naming the source
+/// when a drawn row is not below its rows.
+[[nodiscard]] inline ledger_epoch_block epoch_block_of_sources(
+    std::uint64_t epoch, std::uint32_t stage, std::span<const ledger_source_draws> sources,
+    std::optional<std::uint64_t> seed = std::nullopt) {
+  const std::vector<std::uint64_t> first = ledger_first_ids(sources);
+  ledger_epoch_block out;
+  out.epoch.epoch = epoch;
+  out.epoch.stage = stage;
+  out.epoch.samples = first.back();
+  out.epoch.sources = static_cast<std::uint32_t>(sources.size());
+  out.epoch.seed = seed;
+  for (std::size_t s = 0; s < sources.size(); ++s) {
+    const ledger_source_draws& d = sources[s];
+    ledger_source src;
+    src.epoch = epoch;
+    src.id = static_cast<std::uint32_t>(s);
+    src.name = d.name;
+    src.first = first[s];
+    src.rows = d.rows;
+    src.weight = d.weight;
+    src.count = d.count;
+    std::vector<std::uint64_t> ids;
+    if (d.whole) {
+      src.draw = ledger_draw::all;
+      src.drawn = d.rows;
+    } else {
+      src.draw = ledger_draw::listed;
+      src.drawn = d.drawn.size();
+      ids.reserve(d.drawn.size());
+      for (const std::uint64_t row : d.drawn) {
+        if (row >= d.rows)
+          throw error("ledger: source \"" + d.name + "\" draws row " + std::to_string(row) +
+                      " of " + std::to_string(d.rows));
+        ids.push_back(first[s] + row);
+      }
+      src.digest = ledger_digest(ids);
+    }
+    out.sources.push_back(std::move(src));
+    out.drawn.push_back(std::move(ids));
+  }
+  return out;
+}
 
 /// The declaration of a plain epoch of one source: every row 0..num_samples-1 drawn once
 /// (`draw=all`); the rows in none of the plan's batches dropped, by reason: "unassigned" (no
@@ -920,6 +986,7 @@ struct ledger_epoch_block {
   s.drawn = num_samples;
   s.weight = 1.0;
   out.sources.push_back(std::move(s));
+  out.drawn.emplace_back();
 
   std::vector<bool> in_plan(static_cast<std::size_t>(num_samples), false);
   for (const plan_bucket& pb : plan.buckets()) {
@@ -957,6 +1024,9 @@ struct ledger_epoch_block {
 inline void write_epoch_block(ledger_writer& w, const ledger_epoch_block& b) {
   w.write(b.epoch);
   for (const ledger_source& s : b.sources) w.write(s);
+  for (std::size_t s = 0; s < b.sources.size() && s < b.drawn.size(); ++s)
+    if (b.sources[s].draw == ledger_draw::listed)
+      w.write_drawn(b.epoch.epoch, b.sources[s].id, b.drawn[s]);
   for (const auto& [why, ids] : b.dropped) w.write_dropped(b.epoch.epoch, why, ids);
 }
 

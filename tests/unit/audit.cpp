@@ -12,6 +12,7 @@
 #include <cstdint>     // std::uint64_t
 #include <filesystem>  // std::filesystem
 #include <fstream>     // std::ifstream, std::ofstream
+#include <map>         // std::map
 #include <set>         // std::set
 #include <sstream>     // std::stringstream
 #include <string>      // std::string
@@ -413,6 +414,77 @@ TEST_CASE("audit: two sources drawn whole, with ids between them in no source") 
     if (d.issue == audit_issue::missing) CHECK(d.detail == "source \"b\" row 6");
   }
   CHECK(r.epochs[0].sources[1].delivered == 7);
+}
+
+TEST_CASE("audit: a mixture declared by epoch_block_of_sources, drawn with replacement") {
+  vbucket_test::temp_dir dir("audit_mix");
+  vbucket_test::test_rng g{77};
+  // web: 50 rows drawn whole; img: 30 rows, 50 draws with replacement. Weights 0.5 / 0.5.
+  std::vector<vbucket::ledger_source_draws> sources(2);
+  sources[0] = {.name = "web", .rows = 50, .whole = true, .weight = 0.5};
+  sources[1] = {.name = "img", .rows = 30, .whole = false, .weight = 0.5};
+  for (int i = 0; i < 50; ++i) sources[1].drawn.push_back(g.below(30));
+  const std::vector<std::uint64_t> first = vbucket::ledger_first_ids(sources);
+  CHECK(first == std::vector<std::uint64_t>{0, 50, 80});
+  const vbucket::ledger_epoch_block block = vbucket::epoch_block_of_sources(2, 1, sources, 9);
+  CHECK(block.epoch.samples == 80);
+  CHECK(block.sources[1].drawn == 50);
+  CHECK(block.sources[1].digest.has_value());
+  // Every draw delivered once, in batches of 7 over 3 ranks.
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t r = 0; r < 50; ++r) ids.push_back(first[0] + r);
+  for (const std::uint64_t r : sources[1].drawn) ids.push_back(first[1] + r);
+  for (std::size_t i = ids.size() - 1; i > 0; --i) std::swap(ids[i], ids[g.below(i + 1)]);
+  const auto write = [&](const std::vector<std::uint64_t>& delivered) {
+    std::vector<std::string> paths;
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      paths.push_back((dir.path / vbucket::ledger_file_name(r)).string());
+      std::filesystem::remove(paths.back());
+    }
+    std::vector<vbucket::ledger_writer> out;
+    for (const std::string& p : paths) out.emplace_back(p);
+    vbucket::write_epoch_block(out[0], block);
+    for (std::size_t b = 0; 7 * b < delivered.size(); ++b) {
+      vbucket::ledger_batch rec;
+      rec.epoch = 2;
+      rec.stage = 1;
+      rec.step = b / 3;
+      rec.rank = static_cast<std::uint32_t>(b % 3);
+      rec.world = 3;
+      rec.ids.assign(
+          delivered.begin() + static_cast<std::ptrdiff_t>(7 * b),
+          delivered.begin() + static_cast<std::ptrdiff_t>(std::min(delivered.size(), 7 * b + 7)));
+      out[rec.rank].write(rec);
+    }
+    return paths;
+  };
+  audit_report r = audit(write(ids));
+  INFO(vbucket::format_audit_report(r));
+  CHECK(r.clean());
+  CHECK(r.epochs[0].drawn == 100);
+  CHECK(r.epochs[0].delivered == 100);
+  CHECK(r.epochs[0].sources[1].share == 0.5);
+  // A row of img drawn twice, delivered once.
+  std::map<std::uint64_t, int> times;
+  for (const std::uint64_t row : sources[1].drawn) ++times[row];
+  std::uint64_t twice = 0;
+  for (const auto& [row, n] : times)
+    if (n == 2) twice = first[1] + row;
+  REQUIRE(twice != 0);
+  std::vector<std::uint64_t> less = ids;
+  less.erase(std::find(less.begin(), less.end(), twice));
+  r = audit(write(less));
+  CHECK(deviations_of(r) == found{{audit_issue::missing, static_cast<std::int64_t>(twice)}});
+  CHECK(r.deviations[0].drawn == 2);
+  CHECK(r.deviations[0].seen == 1);
+  CHECK(r.deviations[0].detail == "source \"img\" row " + std::to_string(twice - first[1]));
+  CHECK_THROWS_WITH(
+      [&] {
+        std::vector<vbucket::ledger_source_draws> bad = sources;
+        bad[1].drawn.push_back(30);
+        (void)vbucket::epoch_block_of_sources(0, 0, bad);
+      }(),
+      "ledger: source \"img\" draws row 30 of 30");
 }
 
 TEST_CASE("audit: an epoch without a header, and the naming cap") {
