@@ -89,4 +89,12 @@ template void detail::assign_metas<opensora_v12_rule, numpy_source>(
 template void detail::assign_metas<compiled_v2_rule, fast_source>(
     std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,
     const compiled_v2_rule&, const fast_source&);
+#if VBUCKET_AVX2_DISPATCH
+// compiled_v2_rule's vector path (its one instantiation; header-only code compiles it where used).
+template void compiled_v2_rule::assign_rows_avx2<fast_source>(const bucket_config&,
+                                                              const meta_table&, std::size_t,
+                                                              std::size_t, std::span<bucket_id>,
+                                                              const fast_source&,
+                                                              std::uint64_t) const;
+#endif
 }  // namespace vbucket

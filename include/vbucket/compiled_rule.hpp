@@ -294,11 +294,15 @@ class compiled_v2_rule {
   }
 
 #if VBUCKET_AVX2_DISPATCH
-  /// Rows [begin, end) (a multiple of 4 apart) with the draws of `inner` (a fast_source) for
-  /// samples first + i: assign_rows_scalar's stages, four rows at a time.
-  [[gnu::target("avx2")]] VBUCKET_COMPILED_INLINE void assign_rows_avx2(
-      const bucket_config& c, const meta_table& table, std::size_t begin, std::size_t end,
-      std::span<bucket_id> out, const fast_source& inner, std::uint64_t first) const;
+  /// Rows [begin, end) (a multiple of 4 apart) with the draws of `inner` (a `fast_source`) for
+  /// samples first + i: assign_rows_scalar's stages, four rows at a time. A template only so
+  /// that header-only code compiles it where it is used; defined below with the definitions
+  /// (vbucket::compiled instantiates it for `fast_source`, its one argument).
+  template <class Inner>
+  [[gnu::target("avx2")]] void assign_rows_avx2(const bucket_config& c, const meta_table& table,
+                                                std::size_t begin, std::size_t end,
+                                                std::span<bucket_id> out, const Inner& inner,
+                                                std::uint64_t first) const;
 #endif  // VBUCKET_AVX2_DISPATCH
 
   struct outcome {
@@ -797,6 +801,8 @@ VBUCKET_COMPILED_INLINE void compiled_v2_rule::add_group(const aspect_table& t,
 #include <immintrin.h>  // AVX2 intrinsics (used only in target("avx2") functions)
 
 namespace detail::avx2 {
+// Templates only so that header-only code compiles them where they are used (GCC analyses a
+// non-template target("avx2") function with intrinsics in every translation unit).
 // The vector path: four rows a lane each, as assign_rows_scalar's stages, with the same
 // IEEE operations (divisions, compares, roundings) on the same values, so the same ids.
 using v4d = __m256d;
@@ -804,6 +810,7 @@ using v4i = __m256i;
 using v4i32 = __m128i;
 
 /// a · c mod 2^64 for a constant c (c_lo, c_hi: its low and high 32 bits in each lane).
+template <int = 0>
 [[gnu::target("avx2")]] inline v4i mul64(v4i a, v4i c_lo, v4i c_hi) noexcept {
   const v4i lo = _mm256_mul_epu32(a, c_lo);
   const v4i cross =
@@ -811,6 +818,7 @@ using v4i32 = __m128i;
   return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
 }
 /// detail::mix64 in each lane.
+template <int = 0>
 [[gnu::target("avx2")]] inline v4i mix64(v4i z) noexcept {
   const v4i m1_lo = _mm256_set1_epi64x(0x1ce4e5b9LL), m1_hi = _mm256_set1_epi64x(0xbf58476dLL);
   const v4i m2_lo = _mm256_set1_epi64x(0x133111ebLL), m2_hi = _mm256_set1_epi64x(0x94d049bbLL);
@@ -820,6 +828,7 @@ using v4i32 = __m128i;
 }
 /// detail::to_unit_double in each lane: the top 53 bits as a double (high 21 and low 32 bits
 /// placed in the mantissas of 2^84 and 2^52, both subtracted: every step is exact), · 2^-53.
+template <int = 0>
 [[gnu::target("avx2")]] inline v4d to_unit(v4i x) noexcept {
   const v4i v = _mm256_srli_epi64(x, 11);
   const v4i lo = _mm256_blend_epi32(v, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
@@ -830,36 +839,43 @@ using v4i32 = __m128i;
   return _mm256_mul_pd(d, _mm256_set1_pd(0x1.0p-53));
 }
 /// The low 32 bits of each 64-bit lane.
+template <int = 0>
 [[gnu::target("avx2")]] inline v4i32 narrow(v4i x) noexcept {
   return _mm256_castsi256_si128(
       _mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
 }
 // Gathers with an explicit zero source (GCC 12 warns that the plain forms' undefined source
 // may be used uninitialised).
+template <int = 0>
 [[gnu::target("avx2")]] inline v4d gather(const double* p, v4i32 index) noexcept {
   const v4d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
   return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), p, index, all, 8);
 }
+template <int = 0>
 [[gnu::target("avx2")]] inline v4i32 gather(const int* p, v4i32 index) noexcept {
   return _mm_mask_i32gather_epi32(_mm_setzero_si128(), p, index, _mm_set1_epi32(-1), 4);
 }
+template <int = 0>
 [[gnu::target("avx2")]] inline v4i gather(const long long* p, v4i32 index) noexcept {
   const v4i all = _mm256_set1_epi64x(-1);
   return _mm256_mask_i32gather_epi64(_mm256_setzero_si256(), p, index, all, 8);
 }
 /// Eight 32-bit lanes from memory.
+template <int = 0>
 [[gnu::target("avx2")]] inline v4i lanes(const std::int32_t* v) noexcept {
   return _mm256_loadu_si256(reinterpret_cast<const v4i*>(v));
 }
 /// 1.0 where the mask is set, else 0.0.
+template <int = 0>
 [[gnu::target("avx2")]] inline v4d ones_where(v4d mask) noexcept {
   return _mm256_and_pd(mask, _mm256_set1_pd(1.0));
 }
 }  // namespace detail::avx2
 
-[[gnu::target("avx2")]] VBUCKET_COMPILED_INLINE void compiled_v2_rule::assign_rows_avx2(
+template <class Inner>
+[[gnu::target("avx2")]] void compiled_v2_rule::assign_rows_avx2(
     const bucket_config& c, const meta_table& table, std::size_t begin, std::size_t end,
-    std::span<bucket_id> out, const fast_source& inner, std::uint64_t first) const {
+    std::span<bucket_id> out, const Inner& inner, std::uint64_t first) const {
   using namespace detail::avx2;
   const std::uint64_t key = inner.key();
   const std::uint32_t* const frames = table.num_frames_data();
