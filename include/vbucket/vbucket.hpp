@@ -9,6 +9,7 @@
 #include "vbucket/batch_sampler.hpp"       // batch_sampler: samples + config + rule -> batches
 #include "vbucket/batch_size.hpp"          // data-parallel size, tokens, micro-batching
 #include "vbucket/bucket_config.hpp"       // bucket_config
+#include "vbucket/cache_plan.hpp"          // latent caches: what to precompute, cached_rule
 #include "vbucket/compiled_rule.hpp"       // compiled_v2_rule (one draw per sample)
 #include "vbucket/csv.hpp"                 // metadata CSV reader
 #include "vbucket/epoch_plan.hpp"          // epoch planner
