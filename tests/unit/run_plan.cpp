@@ -360,9 +360,14 @@ TEST_CASE("run_plan: a packed stage after a fixed one, mid-epoch") {
     return std::make_unique<run_plan>(src, std::vector{s0, s1},
                                       vbucket::run_options{.seed = 5, .world = wd});
   };
-  const auto d = simulate(make, 2, {{30, event::save, 0}}, true, 2);
+  const std::vector<event> events{{30, event::save, 0}, {35, event::oom, 1}, {36, event::save, 0}};
+  const auto d = simulate(make, 2, events, true, 2);
   check_exactly_once(d.batches, drawn_sizes(d.batches, src, {}, 5), 2);
-  const auto ref = simulate(make, 2, {{30, event::save, 0}}, false, 2);
+  const auto ref = simulate(make, 2, events, false, 2);
+  // Out of memory in packed batching halves the token budget for the rest of the run.
+  REQUIRE(d.states.size() == 2);
+  CHECK(vbucket_test::contains(d.states[1], "budget_cap=10000"));
+  CHECK(vbucket_test::contains(d.states[1], ":packed=10000:"));
   REQUIRE(ref.batches.size() == d.batches.size());
   for (std::size_t i = 0; i < d.batches.size(); ++i)
     CHECK(same_batch(ref.batches[i], d.batches[i]));
