@@ -185,6 +185,30 @@ def test_precompute_shards_by_rank(tmp_path):
         vbucket.precompute(rows, fake_encode, tmp_path, rank=3, world=3, decode=fake_decode)
 
 
+def test_precompute_errors_surface_without_hanging(tmp_path):
+    rows = _entries(40)
+
+    def bad_encode(batch):
+        raise RuntimeError("encoder out of memory")
+
+    def bad_decode(entry):
+        if entry["sample"] == 13:
+            raise ValueError("clip 13 is corrupt")
+        return fake_decode(entry)
+
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="out of memory"):
+        vbucket.precompute(rows, bad_encode, tmp_path / "a", batch_size=2, prefetch=1,
+                           decode=fake_decode, to_torch=False)
+    with pytest.raises(ValueError, match="clip 13"):
+        vbucket.precompute(rows, fake_encode, tmp_path / "b", batch_size=2, prefetch=1,
+                           decode=bad_decode, to_torch=False)
+    assert time.monotonic() - t0 < 30
+    with pytest.raises(ValueError, match="encode returned"):
+        vbucket.precompute(rows, lambda b: fake_encode(b)[:1], tmp_path / "c", batch_size=2,
+                           decode=fake_decode, to_torch=False)
+
+
 JOB = r"""
 import json, os, sys, time
 import numpy as np

@@ -252,24 +252,29 @@ def precompute(manifest, encode: Callable, out_dir, *, batch_size: int = 8,
         decode_time[0] += time.perf_counter() - t0  # a float add under the GIL: atomic enough
         return x
 
+    def put(item) -> bool:
+        """Hands `item` to the consumer; False once the consumer has stopped."""
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce():
         try:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 for batch in batches:
-                    clips = list(pool.map(timed, batch))
-                    stacked = np.stack(clips)
-                    while not stop.is_set():
-                        try:
-                            q.put((batch, stacked), timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
                     if stop.is_set():
                         return
+                    clips = list(pool.map(timed, batch))
+                    if not put((batch, np.stack(clips))):
+                        return
         except BaseException as e:  # handed to the consumer, raised there
-            q.put(("error", e))
+            put(("error", e))
             return
-        q.put(None)
+        put(None)
 
     bar = None
     if progress:
