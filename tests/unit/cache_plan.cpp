@@ -5,12 +5,13 @@
 
 #include <doctest/doctest.h>
 
-#include <cmath>    // std::sqrt, std::abs
-#include <cstddef>  // std::size_t
-#include <cstdint>  // std::uint64_t
-#include <map>      // std::map
-#include <memory>   // std::make_shared
-#include <vector>   // std::vector
+#include <algorithm>  // std::ranges::equal
+#include <cmath>      // std::sqrt, std::abs
+#include <cstddef>    // std::size_t
+#include <cstdint>    // std::uint64_t
+#include <map>        // std::map
+#include <memory>     // std::make_shared
+#include <vector>     // std::vector
 
 #include "../../bench/synthetic.hpp"  // vbucket::bench::synthetic_table
 #include "vbucket/batch_sampler.hpp"
@@ -317,6 +318,24 @@ TEST_CASE("cache_plan: a sampler over the cached rule resumes exactly, any world
     }
     CHECK(k == rest[r].size());
   }
+  // Another world size: exactly the global batches not yet consumed, each once.
+  vbucket::batch_sampler whole(table, config, cached, {.seed = 4});
+  whole.set_epoch(1);
+  const vbucket::epoch_plan global = whole.plan();
+  std::vector<int> seen(global.num_batches(), 0);
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    vbucket::batch_sampler s(table, config, cached, {.seed = 4, .world = 3, .rank = r});
+    s.set_epoch(1);
+    s.load_state(saved);
+    for (const vbucket::batch& b : s) {
+      if (b.repeat) continue;
+      REQUIRE(b.position < global.num_batches());
+      ++seen[b.position];
+      CHECK(std::ranges::equal(b.indices, global.global_batch(b.position).indices));
+    }
+  }
+  for (std::uint64_t p = 0; p < global.num_batches(); ++p)
+    CHECK(seen[p] == (p < done * world ? 0 : 1));
 }
 
 TEST_CASE("cache_plan: the window depends on (seed, sample) only and fits the clip") {
