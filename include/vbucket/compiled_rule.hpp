@@ -55,6 +55,10 @@
 #else
 #define VBUCKET_AVX2_DISPATCH 0
 #endif
+// The intrinsics only where the vector path is defined (header-only code, vbucket::compiled).
+#if VBUCKET_AVX2_DISPATCH && VBUCKET_HEADER_DEFINITIONS
+#include <immintrin.h>  // AVX2 intrinsics (used only in target("avx2") functions)
+#endif
 
 namespace vbucket {
 
@@ -798,8 +802,6 @@ VBUCKET_COMPILED_INLINE void compiled_v2_rule::add_group(const aspect_table& t,
 #endif  // VBUCKET_HEADER_DEFINITIONS
 
 #if VBUCKET_HEADER_DEFINITIONS && VBUCKET_AVX2_DISPATCH
-#include <immintrin.h>  // AVX2 intrinsics (used only in target("avx2") functions)
-
 namespace detail::avx2 {
 // Templates only so that header-only code compiles them where they are used (GCC analyses a
 // non-template target("avx2") function with intrinsics in every translation unit).

@@ -22,7 +22,6 @@
 #include "vbucket/numpy_random.hpp"        // numpy_rng, big_seed
 #include "vbucket/opensora_lifecycle.hpp"  // Open-Sora's set_step / state_dict(n) over a position
 #include "vbucket/opensora_sampler.hpp"    // any_sampler + Open-Sora's lifecycle sequencing
-#include "vbucket/packed_loader.hpp"       // packed batch -> flat buffer + cu_seqlens
 #include "vbucket/packed_plan.hpp"         // packed planner (token budget)
 #include "vbucket/plan_stats.hpp"          // plan statistics
 #include "vbucket/random.hpp"              // fast_source, numpy_source
