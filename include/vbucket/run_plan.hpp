@@ -822,40 +822,68 @@ class run_plan {
     const std::size_t n = all_ ? drawn_.size() : remaining_.size();
     std::size_t left = n;
     for (const std::uint64_t w : done) left -= static_cast<std::size_t>(std::popcount(w));
-    std::vector<std::uint32_t> out(left);
-    std::size_t k = 0;
+    std::vector<std::uint32_t> out;
+    out.reserve(left);  // filled without zeroing first
     for (std::size_t w = 0; w < done.size(); ++w) {
       std::uint64_t clear = ~done[w];
       if (w + 1 == done.size() && n % 64 != 0) clear &= (std::uint64_t{1} << (n % 64)) - 1;
       while (clear != 0) {
         const std::size_t i = w * 64 + static_cast<std::size_t>(std::countr_zero(clear));
-        out[k++] = all_ ? static_cast<std::uint32_t>(i) : remaining_[i];
+        out.push_back(all_ ? static_cast<std::uint32_t>(i) : remaining_[i]);
         clear &= clear - 1;
       }
     }
     return out;
   }
   /// A bit per sample of the current plan: set when it is in a real (not pad) slot of one of
-  /// the plan's first `end` global batches. (A bitmap, 1/8 byte a sample, so the marks stay in
-  /// the caches; the batches' slots are prefetched a few batches ahead.)
+  /// the plan's first `end` global batches. Fixed plans in two passes, so that no pass reads
+  /// the slot array at random: the delivered batches as a bit per (bucket, batch number), then
+  /// every bucket's region in order, marking the real slots of its delivered batches. (The
+  /// marks, 1/8 byte a sample, are the one random access.)
   [[nodiscard]] std::vector<std::uint64_t> delivered_in_plan(std::uint64_t end) const {
     const std::size_t n = all_ ? drawn_.size() : remaining_.size();
     std::vector<std::uint64_t> done((n + 63) / 64, 0);
     const auto mark = [&](std::uint32_t i) { done[i >> 6] |= std::uint64_t{1} << (i & 63); };
-    constexpr std::uint64_t ahead = 16;
     if (const auto* p = std::get_if<epoch_plan>(&plan_)) {
       end = std::min(end, p->num_batches());
+      const std::span<const plan_bucket> buckets = p->buckets();
+      std::vector<std::uint64_t> first(buckets.size() + 1, 0);  // batch bits per bucket
+      for (std::size_t b = 0; b < buckets.size(); ++b) first[b + 1] = first[b] + buckets[b].batches;
+      std::vector<std::uint64_t> sent((first.back() + 63) / 64, 0);
       const std::uint32_t* base = p->slots().data();
       for (std::uint64_t g = 0; g < end; ++g) {
-        if (g + ahead < end) __builtin_prefetch(p->global_batch(g + ahead).indices.data());
-        const vbucket::batch b = p->global_batch(g);
-        const plan_bucket& pb = p->bucket(b.bucket);
-        const auto off = static_cast<std::uint64_t>(b.indices.data() - base) - pb.slot_begin;
-        const std::size_t real = off >= pb.samples
-                                     ? 0
-                                     : static_cast<std::size_t>(std::min<std::uint64_t>(
-                                           b.indices.size(), pb.samples - off));
-        for (std::size_t t = 0; t < real; ++t) mark(b.indices[t]);
+        const vbucket::batch b = p->global_batch(g);  // its slots are not read here
+        const plan_bucket& pb = buckets[static_cast<std::size_t>(b.bucket)];
+        const std::uint64_t j =
+            first[static_cast<std::size_t>(b.bucket)] +
+            (static_cast<std::uint64_t>(b.indices.data() - base) - pb.slot_begin) / pb.batch_size;
+        sent[j >> 6] |= std::uint64_t{1} << (j & 63);
+      }
+      const auto each_real = [&](auto&& fn) {
+        for (std::size_t b = 0; b < buckets.size(); ++b) {
+          const plan_bucket& pb = buckets[b];
+          for (std::uint64_t j = 0; j < pb.batches; ++j) {
+            const std::uint64_t bit = first[b] + j;
+            if (!((sent[bit >> 6] >> (bit & 63)) & 1)) continue;
+            const std::uint64_t from = j * pb.batch_size;
+            const std::uint64_t to = std::min(from + pb.batch_size, pb.samples);
+            for (std::uint64_t t = from; t < to; ++t) fn(base[pb.slot_begin + t]);
+          }
+        }
+      };
+      // A bitmap past the caches is marked through partitions of 2^21 samples (256 KiB of
+      // bits each): the marks first go, in order, to their partition's list, then each list
+      // sets bits in a slice that stays in the cache.
+      constexpr unsigned part_bits = 21;
+      if (n <= (std::size_t{1} << (part_bits + 1))) {
+        each_real(mark);
+      } else {
+        std::vector<std::vector<std::uint32_t>> parts((n >> part_bits) + 1);
+        each_real([&](std::uint32_t i) { parts[i >> part_bits].push_back(i); });
+        for (std::vector<std::uint32_t>& part : parts) {
+          for (const std::uint32_t i : part) mark(i);
+          std::vector<std::uint32_t>().swap(part);
+        }
       }
     } else {
       const packed_plan& pp = std::get<packed_plan>(plan_);
