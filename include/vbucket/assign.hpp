@@ -55,13 +55,46 @@ inline bool compilable(const opensora_v2_rule& rule) noexcept {
 /// The records of a user's range that `assign_range` converts at a time.
 inline constexpr std::size_t meta_block = 256;
 
+/// NumPy's streams (sample, 0) of a block of samples seeded ahead, the others from `inner`:
+/// the same streams as `inner` gives, so a rule draws the same from it.
+struct seeded_numpy_source {
+  const numpy_source* inner;
+  const numpy_rng::pcg64_state* states;  // of the samples first, first + 1, ...
+  std::uint64_t first;
+  std::size_t count;
+  [[nodiscard]] numpy_rng stream(std::uint64_t sample, std::uint64_t sub) const noexcept {
+    const std::uint64_t j = sample - first;
+    return sub == 0 && j < count ? numpy_rng(states[j]) : inner->stream(sample, sub);
+  }
+};
+template <>
+inline constexpr bool independent_streams<seeded_numpy_source> = true;
+
+/// Rules whose every sample draws from its stream (sample, 0) with NumPy's draws: their
+/// streams are seeded a block at a time (`numpy_source::seed_streams`, vectorised).
+template <class Rule, class Source>
+inline constexpr bool seeds_numpy_blocks =
+    std::same_as<Rule, opensora_v2_rule>&& std::same_as<Source, numpy_source>;
+
 /// out[j] = rule.assign(config, metas[j], first + j, source) for every j.
 template <class Rule, random_source Source>
 void assign_metas(std::span<bucket_id> out, const bucket_config& config,
                   std::span<const sample_meta> metas, std::uint64_t first, const Rule& rule,
                   const Source& source) {
-  for (std::size_t j = 0; j < metas.size(); ++j)
-    out[j] = rule.assign(config, metas[j], first + j, source);
+  if constexpr (seeds_numpy_blocks<Rule, Source>) {
+    constexpr std::size_t block = 256;
+    numpy_rng::pcg64_state states[block];
+    for (std::size_t s = 0; s < metas.size(); s += block) {
+      const std::size_t k = std::min(block, metas.size() - s);
+      source.seed_streams(first + s, 0, std::span<numpy_rng::pcg64_state>(states, k));
+      const seeded_numpy_source seeded{&source, states, first + s, k};
+      for (std::size_t j = s; j < s + k; ++j)
+        out[j] = rule.assign(config, metas[j], first + j, seeded);
+    }
+  } else {
+    for (std::size_t j = 0; j < metas.size(); ++j)
+      out[j] = rule.assign(config, metas[j], first + j, source);
+  }
 }
 }  // namespace detail
 
@@ -83,6 +116,15 @@ void assign_into(std::span<bucket_id> out, const bucket_config& config, const me
   detail::parallel_chunks(table.size(), threads, [&](std::size_t b, std::size_t e) {
     if constexpr (requires { rule.assign_rows(config, table, b, e, out, source); }) {
       rule.assign_rows(config, table, b, e, out, source);  // the rule's own whole-table path
+      return;
+    } else if constexpr (detail::seeds_numpy_blocks<Rule, Source>) {
+      sample_meta block[detail::meta_block];  // the streams seeded a block at a time
+      for (std::size_t s = b; s < e; s += detail::meta_block) {
+        const std::size_t k = std::min(detail::meta_block, e - s);
+        for (std::size_t j = 0; j < k; ++j) block[j] = table[s + j];
+        detail::assign_metas(out.subspan(s, k), config, std::span<const sample_meta>(block, k), s,
+                             rule, source);
+      }
       return;
     }
     for (std::size_t i = b; i < e; ++i)

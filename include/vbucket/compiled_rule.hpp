@@ -42,44 +42,17 @@
 
 #include "bucket_config.hpp"
 #include "detail/compiled.hpp"
+#include "detail/simd.hpp"  // VBUCKET_AVX2_DISPATCH, simd_path, detail::cpu_has_avx2
 #include "meta.hpp"
 #include "random.hpp"
 #include "rules.hpp"
 
-/// 1 where `compiled_v2_rule` has its AVX2 path (x86 with GCC or Clang), chosen at run time
-/// by the CPU, so the library still builds for baseline x86-64 and for other architectures.
-/// Define VBUCKET_NO_SIMD to leave it out.
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__CUDACC__) && !defined(VBUCKET_NO_SIMD)
-#define VBUCKET_AVX2_DISPATCH 1
-#else
-#define VBUCKET_AVX2_DISPATCH 0
-#endif
 // The intrinsics only where the vector path is defined (header-only code, vbucket::compiled).
 #if VBUCKET_AVX2_DISPATCH && VBUCKET_HEADER_DEFINITIONS
 #include <immintrin.h>  // AVX2 intrinsics (used only in target("avx2") functions)
 #endif
 
 namespace vbucket {
-
-/// Which code `compiled_v2_rule::assign_rows` runs: the vector path where the CPU has it
-/// (`automatic`), or one forced (tests and benchmarks compare them).
-enum class simd_path { automatic, scalar, avx2 };
-
-namespace detail {
-/// Whether this CPU runs AVX2 code (false where vbucket has no AVX2 path).
-inline bool cpu_has_avx2() noexcept {
-#if VBUCKET_AVX2_DISPATCH
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
-}  // namespace detail
 
 class compiled_v2_rule {
  public:
