@@ -17,16 +17,18 @@
 /// (plus its member and its use); the CLI's flags, `--help`, the JSON reader, Python's keyword
 /// arguments, docstrings and stubs follow from the table.
 
-#include <array>        // std::array
-#include <cstdint>      // std::uint64_t, std::uint32_t, std::int64_t
-#include <limits>       // std::numeric_limits
-#include <map>          // std::map
-#include <memory>       // std::shared_ptr, std::unique_ptr
-#include <optional>     // std::optional
-#include <span>         // std::span
-#include <string>       // std::string
-#include <string_view>  // std::string_view
-#include <utility>      // std::forward, std::move
+#include <array>         // std::array
+#include <charconv>      // std::from_chars (a triple's factors in messages)
+#include <cstdint>       // std::uint64_t, std::uint32_t, std::int64_t
+#include <limits>        // std::numeric_limits
+#include <map>           // std::map
+#include <memory>        // std::shared_ptr, std::unique_ptr
+#include <optional>      // std::optional
+#include <span>          // std::span
+#include <string>        // std::string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::errc
+#include <utility>       // std::forward, std::move
 
 #include "any_sampler.hpp"    // any_sampler, make_any_sampler
 #include "aspect.hpp"         // opensora_v2_tables, opensora_v12_tables
@@ -397,8 +399,25 @@ inline constexpr run_field run_field_table[] = {
       }
     case field_kind::flag:
       return text == "true" || text == "false" ? "" : "expected true or false, " + got;
-    case field_kind::triple:
-      return spec_triple(text) ? "" : "expected three integers from 1 to 65536 as T,H,W, " + got;
+    case field_kind::triple: {
+      if (spec_triple(text)) return "";
+      std::string why = "expected three integers from 1 to 65536 as T,H,W, " + got;
+      // Three integers with one out of range: name that factor too (compression_h, patch_t, ...)
+      std::string_view rest = text;
+      for (const char axis : {'t', 'h', 'w'}) {
+        const std::size_t comma = rest.find(',');
+        const std::string_view part = rest.substr(0, comma);
+        std::int64_t v = 0;
+        const auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+        if (part.empty() || ec != std::errc{} || p != part.data() + part.size()) break;
+        if (v < 1 || v > 65536)
+          return why + ": " + std::string(f.name) + "_" + axis +
+                 " must be an integer from 1 to 65536, got " + std::to_string(v);
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+      return why;
+    }
   }
   return "unknown field kind";
 }
@@ -474,7 +493,7 @@ inline void run_spec::validate(const field_naming& naming) const {
   if (batching == batching_mode::packed) {
     if (!token_budget)
       throw error(n("batching") + " packed needs " + n("token_budget") +
-                  " B (latent tokens per batch)");
+                  " B (the token budget: latent tokens per batch)");
     if (policy)
       throw error(n("policy") + " applies to " + n("batching") +
                   " fixed only (packed batches are never padded: a batch holds whole samples up "

@@ -556,15 +556,15 @@ class py_loader {
     }
     ff::file_decoder::options d;
     d.filter = parse_filter(filter);
-    const sampler_args& a = sampler.args();
-    if (parse_rule(a.rule) == rule_kind::opensora_v2) {
-      d.fps_max = a.fps_max;
+    const run_spec& a = sampler.spec();
+    if (a.rule == rule_kind::opensora_v2) {
+      d.fps_max = a.v2_rule().fps_max;
     } else {
-      d.frame_interval = a.frame_interval;
+      d.frame_interval = a.v12_rule().frame_interval;
     }
     // The plan's fingerprint with its schedule: the sampler may move on (set_epoch) while
     // the loader runs, and the loader's states are positions in its own plan.
-    const sampler_position pos = sampler.locked([this](sampler_base& b) {
+    const sampler_position pos = sampler.locked([this](sampler_ref b) {
       fingerprint_ = b.fingerprint();
       if (b.packed())
         return sampler_position{std::nullopt, b.rank(), b.state(), b.packing_schedule()};

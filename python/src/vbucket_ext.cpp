@@ -1,11 +1,15 @@
 /// `vbucket._vbucket`: the nanobind module under the `vbucket` Python package. Glue only: it
 /// converts Python values (JSON text, numpy columns, decimal seeds, state strings) and calls the
-/// library (`json::parse_bucket_config`, `load_meta_csv`, `batch_sampler`, `assign_epoch`,
-/// `compute_plan_stats`, `encode_opensora_batch`); every rule, seed convention and total is the
-/// library's. `vbucket::error` becomes ValueError. Calls that assign or plan release the GIL.
+/// library (`json::parse_bucket_config`, `load_meta_csv`, `run_spec`, `make_any_sampler`,
+/// `opensora_sampler`, `assign_epoch`, `compute_plan_stats`, `encode_opensora_batch`); every
+/// rule, default, seed convention and total is the library's. A run's keyword arguments reach
+/// the library as one `run_spec` (`RunSpec(dict)`: string keys and values, checked by the spec;
+/// `RUN_FIELDS` is its field table). `vbucket::error` becomes ValueError. Calls that assign or
+/// plan release the GIL.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -24,14 +28,17 @@
 #include <utility>      // std::move, std::pair, std::declval
 #include <vector>       // std::vector
 
+#include "vbucket/any_sampler.hpp"
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/explain.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/opensora_lifecycle.hpp"
+#include "vbucket/json/run_spec.hpp"
+#include "vbucket/opensora_sampler.hpp"
 #include "vbucket/packed_plan.hpp"
 #include "vbucket/plan_stats.hpp"
+#include "vbucket/run_spec.hpp"
 #include "vbucket/seeding.hpp"
 #include "vbucket/vbucket.hpp"
 #if VBUCKET_PY_HAS_FMT
@@ -49,36 +56,86 @@ using vbucket::bucket_id;
 using vbucket::meta_table;
 using vbucket::plan_state;
 using vbucket::rng_mode;
+using vbucket::rule_kind;
+using vbucket::run_spec;
 
 // ---------------------------------------------------------------------------------------------
 // Names from Python
 // ---------------------------------------------------------------------------------------------
 
-enum class rule_kind { opensora_v2, opensora_v12 };
-
-rule_kind parse_rule(std::string_view name) {
-  if (name == "opensora-v2") return rule_kind::opensora_v2;
-  if (name == "opensora-v1.2") return rule_kind::opensora_v12;
-  throw vbucket::error("rule: unknown rule \"" + std::string(name) +
-                       "\" (expected opensora-v2 or opensora-v1.2)");
-}
-
-rng_mode parse_rng(std::string_view name) {
-  if (const auto m = vbucket::parse_rng_mode(name)) return *m;
-  throw vbucket::error("rng: unknown random mode \"" + std::string(name) +
-                       "\" (expected fast or numpy)");
-}
-
-vbucket::incomplete_policy parse_policy(std::string_view name) {
-  if (const auto p = vbucket::parse_policy(name)) return *p;
-  throw vbucket::error("policy: unknown policy \"" + std::string(name) +
-                       "\" (expected pad, drop or downgrade)");
-}
-
 /// A fingerprint as Python shows it: "0x" and the library's 16 hex digits.
 std::string hex64(std::uint64_t v) { return "0x" + plan_state::hex(v); }
 
 std::uint64_t parse_hex64(std::string_view s) { return plan_state::parse_hex(s); }
+
+/// The spec of a run from Python's keyword arguments, as string keys and values (the package
+/// converts each value by its field's kind): the library checks the names, the values and the
+/// combination; errors name the key.
+run_spec spec_from_dict(const std::map<std::string, std::string>& fields) {
+  return run_spec::from_map(fields);
+}
+
+/// Every field of `spec` that has a value (all, or those `run_spec::to_map` lists), as the
+/// Python value of its kind (count and seed: int, number: float, flag: bool, triple: a tuple of
+/// 3 ints, choice and path: str). Of a default spec: the keyword defaults of the package, its
+/// docstrings and its stubs (`DEFAULTS`).
+nb::dict field_values(const run_spec& spec, bool only_set) {
+  nb::dict out;
+  const auto set = spec.to_map();
+  for (const vbucket::run_field& f : run_spec::fields()) {
+    const std::string text = vbucket::field_text(spec, f);
+    const std::string name(f.name);
+    if (text.empty() || (only_set && set.count(name) == 0)) continue;
+    switch (f.kind) {
+      case vbucket::field_kind::count:
+      case vbucket::field_kind::seed:
+        out[name.c_str()] = nb::steal(PyLong_FromString(text.c_str(), nullptr, 10));
+        break;
+      case vbucket::field_kind::number:
+        out[name.c_str()] = std::stod(text);
+        break;
+      case vbucket::field_kind::flag:
+        out[name.c_str()] = text == "true";
+        break;
+      case vbucket::field_kind::triple: {
+        const auto v = *vbucket::detail::spec_triple(text);
+        out[name.c_str()] = nb::make_tuple(v[0], v[1], v[2]);
+        break;
+      }
+      case vbucket::field_kind::choice:
+      case vbucket::field_kind::path:
+        out[name.c_str()] = text;
+        break;
+    }
+  }
+  return out;
+}
+
+/// The field table as Python data: one dict per field (name, kind, value_name, choices,
+/// default: the text of a default spec, "" when none, help).
+nb::list run_fields() {
+  nb::list out;
+  const run_spec defaults;
+  for (const vbucket::run_field& f : run_spec::fields()) {
+    nb::dict d;
+    d["name"] = std::string(f.name);
+    d["kind"] = std::string(vbucket::kind_name(f.kind));
+    d["value_name"] = std::string(f.value_name);
+    nb::list choices;
+    for (std::string_view c = f.choices; !c.empty();) {
+      const std::size_t bar = c.find('|');
+      choices.append(std::string(c.substr(0, bar)));
+      c = bar == std::string_view::npos ? std::string_view() : c.substr(bar + 1);
+    }
+    d["choices"] = choices;
+    d["min"] = f.min;
+    d["max"] = f.max;
+    d["default"] = vbucket::field_text(defaults, f);
+    d["help"] = std::string(f.help);
+    out.append(d);
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Config
@@ -93,23 +150,20 @@ struct py_config {
 py_config config_from_text(const std::string& text, const std::string& where,
                            const std::string& rule) {
   py_config c;
-  c.rule = parse_rule(rule);
-  c.config = c.rule == rule_kind::opensora_v2
-                 ? std::make_shared<const bucket_config>(vbucket::json::parse_bucket_config(
-                       text, vbucket::opensora_v2_tables{}, where))
-                 : std::make_shared<const bucket_config>(vbucket::json::parse_bucket_config(
-                       text, vbucket::opensora_v12_tables{}, where));
+  c.rule = vbucket::parse_rule_or_throw(rule);
+  c.config = vbucket::visit_rule_kind(c.rule, [&](const auto& tables, const auto&) {
+    return std::make_shared<const bucket_config>(
+        vbucket::json::parse_bucket_config(text, tables, where));
+  });
   return c;
 }
 
 py_config config_from_path(const std::string& path, const std::string& rule) {
   py_config c;
-  c.rule = parse_rule(rule);
-  c.config = c.rule == rule_kind::opensora_v2
-                 ? std::make_shared<const bucket_config>(
-                       vbucket::json::load_bucket_config(path, vbucket::opensora_v2_tables{}))
-                 : std::make_shared<const bucket_config>(
-                       vbucket::json::load_bucket_config(path, vbucket::opensora_v12_tables{}));
+  c.rule = vbucket::parse_rule_or_throw(rule);
+  c.config = vbucket::visit_rule_kind(c.rule, [&](const auto& tables, const auto&) {
+    return std::make_shared<const bucket_config>(vbucket::json::load_bucket_config(path, tables));
+  });
   return c;
 }
 
@@ -324,231 +378,73 @@ nb::tuple meta_columns(const py_meta& m) {
 /// This rank's packed batches (`batch_sampler::packed_steps`, the same for every sampler type).
 using packed_steps = vbucket::packed_rank_steps;
 
-/// What the module calls on a `batch_sampler` of any rule and source family.
-class sampler_base {
- public:
-  virtual ~sampler_base() = default;
-  virtual void set_epoch(std::uint64_t e) = 0;
-  virtual std::uint64_t epoch() const = 0;
-  virtual void advance(std::uint64_t steps) = 0;
-  virtual plan_state state() const = 0;
-  virtual void load_state(const plan_state& s, std::optional<std::uint64_t> fingerprint) = 0;
-  virtual vbucket::rank_steps batches() const = 0;
-  virtual std::uint64_t fingerprint() const = 0;
-  virtual vbucket::plan_stats stats() const = 0;
-  virtual vbucket::step_balance_stats balance() const = 0;
-  virtual vbucket::epoch_schedule epoch_schedule_from_start() const = 0;
-  /// The epoch dealt to this world from global position `from` (whatever the state).
-  virtual vbucket::epoch_schedule schedule_from(std::uint64_t from) const = 0;
-  virtual vbucket::packed_schedule packing_schedule_from(std::uint64_t from) const = 0;
-  /// The schedule the state walks (this world's deal of the epoch), for the loader.
-  virtual vbucket::epoch_schedule schedule() const = 0;
-  virtual std::uint32_t world() const = 0;
-  virtual std::uint32_t rank() const = 0;
-  virtual bool packed() const = 0;
-  virtual packed_steps packed_batches() const = 0;
-  virtual vbucket::packed_schedule packed_schedule_from_start() const = 0;
-  /// The packed schedule dealt from the current state (packing samplers only).
-  virtual vbucket::packed_schedule packing_schedule() const = 0;
-  virtual vbucket::packed_stats packed_stats() const = 0;
-  /// This rank's steps from the state, either batching.
-  std::size_t size() const { return packed() ? packed_batches().size() : batches().size(); }
-  /// (steps, world) of the whole epoch from its start, either batching.
-  std::pair<std::uint64_t, std::uint32_t> epoch_shape() const {
-    if (packed()) {
-      const vbucket::packed_schedule s = packed_schedule_from_start();
-      return {s.steps(), s.world_size()};
-    }
-    const vbucket::epoch_schedule s = epoch_schedule_from_start();
-    return {s.steps(), s.world_size()};
-  }
-};
-
-template <class Samples, class Rule, class Sources>
-class sampler_impl final : public sampler_base {
- public:
-  sampler_impl(std::shared_ptr<const Samples> meta, std::shared_ptr<const bucket_config> cfg,
-               Rule rule, vbucket::sampler_options o, Sources sources)
-      : meta_(std::move(meta)),
-        s_(*meta_, std::move(cfg), std::move(rule), o, std::move(sources)) {}
-
-  void set_epoch(std::uint64_t e) override { s_.set_epoch(e); }
-  std::uint64_t epoch() const override { return s_.epoch(); }
-  void advance(std::uint64_t steps) override { s_.advance(steps); }
-  plan_state state() const override { return s_.state(); }
-  void load_state(const plan_state& st, std::optional<std::uint64_t> fp) override {
-    if (fp) {
-      s_.load_state(st, *fp);
-    } else {
-      s_.load_state(st);
-    }
-  }
-  vbucket::rank_steps batches() const override { return s_.batches(); }
-  std::uint64_t fingerprint() const override { return s_.fingerprint(); }
-  vbucket::plan_stats stats() const override { return s_.stats(); }
-  vbucket::step_balance_stats balance() const override {
-    return vbucket::step_balance(s_.schedule());
-  }
-  /// The whole epoch dealt to this world, from its start (whatever the state).
-  vbucket::epoch_schedule epoch_schedule_from_start() const override { return schedule_from(0); }
-  vbucket::epoch_schedule schedule_from(std::uint64_t from) const override {
-    return s_.plan().deal(s_.world_size(), from, s_.options().drop_last);
-  }
-  vbucket::packed_schedule packing_schedule_from(std::uint64_t from) const override {
-    return s_.packing().deal(s_.world_size(), from, s_.options().drop_last);
-  }
-  vbucket::epoch_schedule schedule() const override { return s_.schedule(); }
-  std::uint32_t world() const override { return s_.world_size(); }
-  std::uint32_t rank() const override { return s_.rank(); }
-  bool packed() const override { return s_.packed(); }
-  packed_steps packed_batches() const override { return s_.packed_batches(); }
-  vbucket::packed_schedule packed_schedule_from_start() const override {
-    return packing_schedule_from(0);
-  }
-  vbucket::packed_schedule packing_schedule() const override { return s_.packing_schedule(); }
-  vbucket::packed_stats packed_stats() const override {
-    return vbucket::compute_packed_stats(s_.packing_schedule());
-  }
-
- private:
-  std::shared_ptr<const Samples> meta_;  // before s_, which views the table (copies a streamed CSV)
-  vbucket::batch_sampler<Samples, Rule, Sources> s_;
-};
-
-struct sampler_args {
-  std::string rule = "opensora-v2";
-  std::string rng{vbucket::to_string(vbucket::defaults::rng)};
-  std::string seed = std::to_string(vbucket::defaults::seed);  ///< decimal: NumPy seeds may be huge
-  std::uint32_t world = vbucket::defaults::world;
-  std::uint32_t rank = 0;
-  std::string policy{vbucket::policy_name(vbucket::defaults::policy)};
-  bool drop_last = false;
-  std::uint32_t balance_group = 0;
-  double fps_max = 16.0;
-  std::int64_t frame_interval = 1;
-  unsigned threads = 0;
-  std::string batching = "fixed";
-  double token_budget = 0.0;
-  bool drop_oversized = false;
-  /// The token formula (`vbucket::token_formula`): compression T, H, W and patch T, H, W.
-  std::vector<std::int64_t> compression = {vbucket::token_formula{}.compression_t,
-                                           vbucket::token_formula{}.compression_h,
-                                           vbucket::token_formula{}.compression_w};
-  std::vector<std::int64_t> patch = {vbucket::token_formula{}.patch_t,
-                                     vbucket::token_formula{}.patch_h,
-                                     vbucket::token_formula{}.patch_w};
-};
-
-/// The sampler's token formula from its (compression, patch) triples; errors name the argument.
-vbucket::token_formula token_formula_of(const sampler_args& a) {
-  for (const auto* v : {&a.compression, &a.patch})
-    if (v->size() != 3)
-      throw vbucket::error(std::string(v == &a.compression ? "compression" : "patch") +
-                           " must be three integers (T, H, W), got " + std::to_string(v->size()));
-  const vbucket::token_formula f{a.compression[0], a.compression[1], a.compression[2],
-                                 a.patch[0],       a.patch[1],       a.patch[2]};
-  f.validate();
-  return f;
-}
-
-template <class Samples, class Rule>
-std::unique_ptr<sampler_base> make_sampler_for(std::shared_ptr<const Samples> meta,
-                                               const py_config& cfg, Rule rule,
-                                               const sampler_args& a) {
-  const rng_mode mode = parse_rng(a.rng);
-  const big_seed seed = big_seed::parse(a.seed);
-  vbucket::check_seed(mode, seed);
-  vbucket::sampler_options o;
-  o.world = a.world;
-  o.rank = a.rank;
-  o.rng = mode;
-  o.policy = parse_policy(a.policy);
-  o.drop_last = a.drop_last;
-  o.balance_group = a.balance_group;
-  o.threads = a.threads;
-  const auto batching = vbucket::parse_batching(a.batching);
-  if (!batching)
-    throw vbucket::error("batching: unknown batching \"" + a.batching +
-                         "\" (expected fixed or packed)");
-  o.batching = *batching;
-  o.token_budget = a.token_budget;
-  o.drop_oversized = a.drop_oversized;
-  o.tokens = token_formula_of(a);
-  o.seed = vbucket::plan_seed(seed);
-  if (vbucket::seed_u64(seed)) {
-    return std::make_unique<sampler_impl<Samples, Rule, vbucket::builtin_sources>>(
-        std::move(meta), cfg.config, std::move(rule), o, vbucket::builtin_sources{});
-  }
-  o.rng = rng_mode::fast;  // the family draws NumPy's: rng applies to the built-in sources only
-  return std::make_unique<sampler_impl<Samples, Rule, vbucket::numpy_seed_family>>(
-      std::move(meta), cfg.config, std::move(rule), o, vbucket::numpy_seed_family{seed});
-}
-
-/// A sampler of one rank, and the lock that keeps its calls one at a time.
+/// A sampler of one rank (the library's `opensora_sampler` over `make_any_sampler` of the run
+/// spec), and the lock that keeps its calls one at a time.
 class py_sampler {
  public:
-  py_sampler(const py_meta& meta, const py_config& cfg, const sampler_args& a)
-      : lifecycle(a.world), config_(cfg), meta_(meta.table), args_(a) {
-    make(meta.table, cfg, a);
-  }
+  py_sampler(const py_meta& meta, const py_config& cfg, const run_spec& spec)
+      : config_(cfg), meta_(meta.table), spec_(spec), os_(make(meta.table, cfg, spec)) {}
   /// Over a streamed CSV: no table is held (`meta()` is null).
-  py_sampler(const py_streamed_meta& meta, const py_config& cfg, const sampler_args& a)
-      : lifecycle(a.world), config_(cfg), args_(a) {
-    make(meta.csv, cfg, a);
-  }
+  py_sampler(const py_streamed_meta& meta, const py_config& cfg, const run_spec& spec)
+      : config_(cfg), spec_(spec), os_(make(meta.csv, cfg, spec)) {}
 
+  /// `f(any_sampler&)` with the GIL released and the lock held.
   template <class F>
   auto locked(F&& f) const {
     nb::gil_scoped_release release;
     std::lock_guard lock(mutex_);
-    return f(*s_);
+    return f(os_->sampler());
+  }
+  /// `f(opensora_sampler&)` (Open-Sora's lifecycle) with the GIL released and the lock held.
+  template <class F>
+  auto locked_os(F&& f) const {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    return f(*os_);
   }
 
   const py_config& config() const noexcept { return config_; }
   /// The table, or null for a sampler over a streamed CSV.
   const std::shared_ptr<const meta_table>& meta() const noexcept { return meta_; }
-  const sampler_args& args() const noexcept { return args_; }
+  const run_spec& spec() const noexcept { return spec_; }
 
   /// One step done (a batch handed out), without releasing the GIL: cheap, once per batch.
   void advance_one() {
     std::lock_guard lock(mutex_);
-    s_->advance(1);
+    os_->sampler().advance(1);
   }
-
-  /// A Python iteration ran to its end: the next one replays the epoch from its start, as
-  /// iterating a torch sampler twice without set_epoch does. Cleared by set_epoch and loads.
-  bool finished = false;
-  /// Open-Sora's lifecycle (the drop-in sampler's set_step / state_dict(n) / len): the anchor
-  /// of this epoch's step numbering. Used with the GIL held.
-  vbucket::opensora_lifecycle lifecycle;
+  /// An iteration ran to its end (`opensora_sampler::finish`).
+  void finish() {
+    std::lock_guard lock(mutex_);
+    os_->finish();
+  }
 
  private:
   template <class Samples>
-  void make(std::shared_ptr<const Samples> samples, const py_config& cfg, const sampler_args& a) {
-    const rule_kind rule = parse_rule(a.rule);
-    if (rule != cfg.rule)
-      throw vbucket::error(
-          "the config was loaded for rule " +
-          std::string(cfg.rule == rule_kind::opensora_v2 ? "opensora-v2" : "opensora-v1.2") +
-          ", the sampler's rule is " + a.rule);
-    if (rule == rule_kind::opensora_v2) {
-      s_ = make_sampler_for(std::move(samples), cfg, vbucket::opensora_v2_rule{a.fps_max}, a);
-    } else {
-      s_ = make_sampler_for(std::move(samples), cfg, vbucket::opensora_v12_rule{a.frame_interval},
-                            a);
-    }
+  static std::unique_ptr<vbucket::opensora_sampler> make(std::shared_ptr<const Samples> samples,
+                                                         const py_config& cfg,
+                                                         const run_spec& spec) {
+    if (spec.rule != cfg.rule)
+      throw vbucket::error("the config was loaded for rule " +
+                           std::string(vbucket::rule_name(cfg.rule)) + ", the sampler's rule is " +
+                           std::string(vbucket::rule_name(spec.rule)));
+    return std::make_unique<vbucket::opensora_sampler>(
+        vbucket::make_any_sampler(std::move(samples), cfg.config, spec));
   }
 
   py_config config_;
   std::shared_ptr<const meta_table> meta_;
-  sampler_args args_;
-  std::unique_ptr<sampler_base> s_;
+  run_spec spec_;
+  std::unique_ptr<vbucket::opensora_sampler> os_;
   mutable std::mutex mutex_;
 };
 
+using sampler_ref = vbucket::any_sampler&;
+using os_ref = vbucket::opensora_sampler&;
+
 /// The state as the library writes it ("vbucket-plan seed=S epoch=E consumed=C balance=G").
 std::string state_text(const py_sampler& s) {
-  return s.locked([](sampler_base& b) { return b.state().to_string(); });
+  return s.locked([](sampler_ref b) { return b.state().to_string(); });
 }
 
 /// Loads a state string (any rank's, any world size's): moves to its epoch, then resumes; with
@@ -558,12 +454,10 @@ void load_state_text(py_sampler& s, const std::string& text,
   const plan_state st = plan_state::parse(text);
   const std::optional<std::uint64_t> fp =
       fingerprint ? std::optional<std::uint64_t>(parse_hex64(*fingerprint)) : std::nullopt;
-  s.locked([&](sampler_base& b) {
-    if (b.epoch() != st.epoch) b.set_epoch(st.epoch);
-    b.load_state(st, fp);
+  s.locked_os([&](os_ref o) {
+    o.load_state(st, fp);
     return 0;
   });
-  s.finished = false;
 }
 
 /// A state string's fields (the library's parser): (plan seed, epoch, consumed global
@@ -579,11 +473,7 @@ nb::tuple parse_state(const std::string& text) {
 /// The state after `steps` steps of this world from the start of the current epoch (Open-Sora's
 /// `state_dict(num_steps)`).
 std::string epoch_state_text(const py_sampler& s, std::uint64_t steps) {
-  return s.locked([steps](sampler_base& b) {
-    plan_state start = b.state();  // the epoch's start: the same plan fields, nothing consumed
-    start.consumed = 0;
-    return start.advanced(steps, b.world()).to_string();
-  });
+  return s.locked([steps](sampler_ref b) { return b.epoch_state(steps).to_string(); });
 }
 
 /// Loads a state given as fields (Open-Sora's dict: seed, epoch and the consumed count): the
@@ -597,104 +487,69 @@ void load_state_fields(py_sampler& s, const std::string& seed, std::uint64_t epo
 
 // --- Open-Sora's lifecycle (`vbucket::opensora_lifecycle`) -------------------------------------
 
-/// The end of the epoch under this world as dealt from global position `from`: from + its
-/// steps · world.
-std::uint64_t dealt_end(sampler_base& b, std::uint64_t from) {
-  const std::uint64_t steps =
-      b.packed() ? b.packing_schedule_from(from).steps() : b.schedule_from(from).steps();
-  return from + steps * b.world();
-}
-
-/// Moves a sampler to global position `consumed` of its current epoch.
-void move_to(sampler_base& b, std::uint64_t consumed) {
-  plan_state st = b.state();
-  st.consumed = consumed;
-  st.world.reset();  // a position of this world's deal
-  b.load_state(st, std::nullopt);
-}
-
-/// Open-Sora's set_epoch: sets the epoch only. The position carries over to the new epoch
-/// unless the current one is finished (iterated to its end, or its position at its end), as
-/// Open-Sora's index is reset when an epoch ends.
+/// Open-Sora's set_epoch (`opensora_sampler::set_epoch`).
 void os_set_epoch(py_sampler& s, std::uint64_t e) {
-  s.locked([&](sampler_base& b) {
-    if (b.epoch() == e && !s.finished) return 0;
-    const std::uint64_t p = b.state().consumed;
-    const bool done = s.finished || p >= dealt_end(b, 0);
-    b.set_epoch(e);
-    if (done) {
-      s.lifecycle.reset();
-    } else if (p > 0) {
-      move_to(b, p);
-    }
+  s.locked_os([e](os_ref o) {
+    o.set_epoch(e);
     return 0;
   });
-  s.finished = false;
 }
 
-/// Open-Sora's set_step(k) (see `opensora_lifecycle::set_step`).
+/// Open-Sora's set_step(k) (`opensora_sampler::set_step`).
 void os_set_step(py_sampler& s, std::uint64_t k) {
-  s.locked([&](sampler_base& b) {
-    if (const auto p = s.lifecycle.set_step(k, dealt_end(b, 0))) move_to(b, *p);
+  s.locked_os([k](os_ref o) {
+    o.set_step(k);
     return 0;
   });
-  s.finished = false;
 }
 
 /// Open-Sora's reset(): the start of the current epoch.
 void os_reset(py_sampler& s) {
-  s.locked([&](sampler_base& b) {
-    b.set_epoch(b.epoch());
+  s.locked_os([](os_ref o) {
+    o.reset();
     return 0;
   });
-  s.lifecycle.reset();
-  s.finished = false;
 }
 
-/// Open-Sora's load_state_dict for a vbucket state: moves to its epoch and position (checked
-/// against the fingerprint it records or `fingerprint`) and anchors the step numbering there.
+/// Open-Sora's load_state_dict for a vbucket state (`opensora_sampler::load`).
 void os_load(py_sampler& s, const std::string& text, std::optional<std::string> fingerprint) {
-  load_state_text(s, text, std::move(fingerprint));
-  s.lifecycle.load(plan_state::parse(text));
+  const plan_state st = plan_state::parse(text);
+  const std::optional<std::uint64_t> fp =
+      fingerprint ? std::optional<std::uint64_t>(parse_hex64(*fingerprint)) : std::nullopt;
+  s.locked_os([&](os_ref o) {
+    o.load(st, fp);
+    return 0;
+  });
 }
 
-/// Open-Sora's state_dict(num_steps): the state after `num_steps` steps of this epoch in its
-/// step numbering (anchored where a resume started).
+/// Open-Sora's state_dict(num_steps) (`opensora_sampler::state_after`).
 std::string os_state(const py_sampler& s, std::uint64_t num_steps) {
-  return s.locked([&](sampler_base& b) {
-    const std::uint64_t from = s.lifecycle.anchor_position();
-    plan_state st = b.state();
-    st.consumed = s.lifecycle.position_after(num_steps, dealt_end(b, from));
-    st.world = b.world();
-    return st.to_string();
-  });
+  return s.locked_os([&](os_ref o) { return o.state_after(num_steps).to_string(); });
 }
 
 /// What a copy of the sampler needs besides its arguments: (state, finished, anchor step,
 /// anchor position).
 nb::tuple os_snapshot(const py_sampler& s) {
-  return nb::make_tuple(state_text(s), s.finished, s.lifecycle.anchor_step(),
-                        s.lifecycle.anchor_position());
+  const vbucket::opensora_snapshot snap = s.locked_os([](os_ref o) { return o.snapshot(); });
+  return nb::make_tuple(snap.state.to_string(), snap.finished, snap.anchor_step,
+                        snap.anchor_position);
 }
 
 /// Restores `os_snapshot()` in a sampler made with the same arguments.
 void os_restore(py_sampler& s, const nb::tuple& snap) {
   if (snap.size() != 4) throw vbucket::error("sampler snapshot: expected 4 fields");
-  const auto text = nb::cast<std::string>(snap[0]);
-  const bool finished = nb::cast<bool>(snap[1]);
-  load_state_text(s, text, std::nullopt);
-  s.lifecycle.restore(nb::cast<std::uint64_t>(snap[2]), nb::cast<std::uint64_t>(snap[3]));
-  s.finished = finished;
+  vbucket::opensora_snapshot o{plan_state::parse(nb::cast<std::string>(snap[0])),
+                               nb::cast<bool>(snap[1]), nb::cast<std::uint64_t>(snap[2]),
+                               nb::cast<std::uint64_t>(snap[3])};
+  s.locked_os([&](os_ref os) {
+    os.restore(o);
+    return 0;
+  });
 }
 
-/// The steps of the epoch in its step numbering: the whole epoch after an iteration ended,
-/// else the anchor step + the steps dealt from the anchor.
+/// The steps of the epoch in its step numbering (`opensora_sampler::epoch_steps`).
 std::uint64_t os_epoch_steps(const py_sampler& s) {
-  return s.locked([&](sampler_base& b) -> std::uint64_t {
-    if (s.finished) return (dealt_end(b, 0)) / b.world();
-    const std::uint64_t from = s.lifecycle.anchor_position();
-    return s.lifecycle.epoch_steps((dealt_end(b, from) - from) / b.world());
-  });
+  return s.locked_os([](os_ref o) { return o.epoch_steps(); });
 }
 
 /// A batch as a Python list: Open-Sora's "idx-T-H-W" strings (`encode_opensora_index`) or ints.
@@ -750,24 +605,20 @@ nb::object packed_list(const vbucket::packed_batch& b, bool strings) {
 class py_batches {
  public:
   py_batches(py_sampler& s, bool strings) : s_(&s), strings_(strings) {
-    if (s.finished) {  // Open-Sora's reset() at the end of an iteration
-      s.locked([](sampler_base& b) {
-        b.set_epoch(b.epoch());
-        return 0;
-      });
-      s.lifecycle.reset();
-      s.finished = false;
-    }
-    if (s.locked([](sampler_base& b) { return b.packed(); })) {
-      packed_ = s.locked([](sampler_base& b) { return b.packed_batches(); });
+    s.locked_os([](os_ref o) {
+      if (o.finished()) o.reset();  // Open-Sora's reset() at the end of an iteration
+      return 0;
+    });
+    if (s.locked([](sampler_ref b) { return b.packed(); })) {
+      packed_ = s.locked([](sampler_ref b) { return b.packed_batches(); });
     } else {
-      steps_ = s.locked([](sampler_base& b) { return b.batches(); });
+      steps_ = s.locked([](sampler_ref b) { return b.batches(); });
     }
   }
 
   nb::object next() {
     if (next_ >= size()) {
-      if (!done_) s_->finished = true;
+      if (!done_) s_->finish();
       done_ = true;
       throw nb::stop_iteration();
     }
@@ -850,8 +701,8 @@ nb::dict counts_dict(const vbucket::plan_counts& c) {
 
 /// `compute_plan_stats` of the sampler's epoch as dealt from its state, as plain Python data.
 nb::dict stats_dict(const py_sampler& s) {
-  if (s.locked([](sampler_base& b) { return b.packed(); })) {
-    const vbucket::packed_stats st = s.locked([](sampler_base& b) { return b.packed_stats(); });
+  if (s.locked([](sampler_ref b) { return b.packed(); })) {
+    const vbucket::packed_stats st = s.locked([](sampler_ref b) { return b.packed_stats(); });
     nb::dict out;
     out["batching"] = "packed";
     out["token_budget"] = st.budget;
@@ -885,7 +736,7 @@ nb::dict stats_dict(const py_sampler& s) {
     out["step_balance"] = bal;
     return out;
   }
-  const auto [st, balance] = s.locked([](sampler_base& b) {
+  const auto [st, balance] = s.locked([](sampler_ref b) {
     return std::pair<vbucket::plan_stats, vbucket::step_balance_stats>(b.stats(), b.balance());
   });
   nb::dict out;
@@ -928,23 +779,18 @@ nb::dict stats_dict(const py_sampler& s) {
 
 /// The bucket of every sample (`assign_epoch`, the seed convention `vbucket assign` uses):
 /// ids, or -1 for no bucket and -2 for invalid metadata.
-nb::ndarray<nb::numpy, bucket_id, nb::ndim<1>> assign_epoch(
-    const py_meta& meta, const py_config& cfg, const std::string& rng, const std::string& seed,
-    std::uint64_t epoch, double fps_max, std::int64_t frame_interval, unsigned threads) {
-  const rng_mode mode = parse_rng(rng);
-  const big_seed s = big_seed::parse(seed);
+nb::ndarray<nb::numpy, bucket_id, nb::ndim<1>> assign_epoch(const py_meta& meta,
+                                                            const py_config& cfg,
+                                                            const run_spec& spec) {
   std::vector<bucket_id> ids;
   {
     nb::gil_scoped_release release;
-    if (cfg.rule == rule_kind::opensora_v2) {
-      const vbucket::opensora_v2_rule rule{fps_max};
+    spec.validate();
+    ids = spec.visit_rule([&](const auto&, const auto& rule) {
       rule.validate();
-      ids = vbucket::assign_epoch(*cfg.config, *meta.table, rule, mode, s, epoch, threads);
-    } else {
-      const vbucket::opensora_v12_rule rule{frame_interval};
-      rule.validate();
-      ids = vbucket::assign_epoch(*cfg.config, *meta.table, rule, mode, s, epoch, threads);
-    }
+      return vbucket::assign_epoch(*cfg.config, *meta.table, rule, spec.rng, spec.seed, spec.epoch,
+                                   spec.threads);
+    });
   }
   return to_numpy(std::move(ids));
 }
@@ -952,7 +798,7 @@ nb::ndarray<nb::numpy, bucket_id, nb::ndim<1>> assign_epoch(
 /// The cost of every rank's batch at every step of the epoch from its start, step-major
 /// (steps × world values; reshape with the world size): one plan, dealt once, for the report.
 nb::ndarray<nb::numpy, double, nb::ndim<1>> step_costs(const py_sampler& s) {
-  return to_numpy(s.locked([](sampler_base& b) {
+  return to_numpy(s.locked([](sampler_ref b) {
     std::vector<double> out;
     if (b.packed()) {
       const vbucket::packed_schedule sch = b.packed_schedule_from_start();
@@ -973,22 +819,14 @@ nb::ndarray<nb::numpy, double, nb::ndim<1>> step_costs(const py_sampler& s) {
 
 /// One sample's walk through the rule (`vbucket::explain_sample`, the seed convention of
 /// `assign_epoch`): (bucket, the text, the events as dicts).
-nb::tuple explain_sample(const py_meta& meta, const py_config& cfg, const std::string& rng,
-                         const std::string& seed, std::uint64_t epoch, double fps_max,
-                         std::int64_t frame_interval, std::uint64_t index) {
-  const rng_mode mode = parse_rng(rng);
-  const big_seed s = big_seed::parse(seed);
-  vbucket::check_seed(mode, s);
-  vbucket::rule_explanation e;
-  if (cfg.rule == rule_kind::opensora_v2) {
-    const vbucket::opensora_v2_rule rule{fps_max};
+nb::tuple explain_sample(const py_meta& meta, const py_config& cfg, const run_spec& spec,
+                         std::uint64_t index) {
+  spec.validate();
+  const vbucket::rule_explanation e = spec.visit_rule([&](const auto&, const auto& rule) {
     rule.validate();
-    e = vbucket::explain_sample(*cfg.config, *meta.table, rule, index, mode, s, epoch);
-  } else {
-    const vbucket::opensora_v12_rule rule{frame_interval};
-    rule.validate();
-    e = vbucket::explain_sample(*cfg.config, *meta.table, rule, index, mode, s, epoch);
-  }
+    return vbucket::explain_sample(*cfg.config, *meta.table, rule, index, spec.rng, spec.seed,
+                                   spec.epoch);
+  });
   const bucket_config& c = *cfg.config;
   nb::list events;
   for (const vbucket::rule_event& ev : e.events) {
@@ -1016,7 +854,7 @@ nb::tuple explain_sample(const py_meta& meta, const py_config& cfg, const std::s
 /// `format_plan_table` of the sampler's epoch with its step balance: the table `vbucket stats`
 /// prints.
 std::string stats_table(const py_sampler& s) {
-  return s.locked([](sampler_base& b) {
+  return s.locked([](sampler_ref b) {
     const vbucket::plan_stats st = b.stats();
     const vbucket::step_balance_stats balance = b.balance();
     return vbucket::format_plan_table(st, &balance);
@@ -1046,19 +884,10 @@ NB_MODULE(_vbucket, m) {
   });
 
   m.attr("DEFAULT_BALANCE_GROUP") = vbucket::default_balance_group;
-  {
-    // The run's defaults (vbucket::defaults): every Python keyword default is read from here.
-    nb::dict d;
-    d["rng"] = std::string(vbucket::to_string(vbucket::defaults::rng));
-    d["seed"] = vbucket::defaults::seed;
-    d["epoch"] = vbucket::defaults::epoch;
-    d["policy"] = std::string(vbucket::policy_name(vbucket::defaults::policy));
-    d["world"] = vbucket::defaults::world;
-    const vbucket::token_formula f{};
-    d["compression"] = nb::make_tuple(f.compression_t, f.compression_h, f.compression_w);
-    d["patch"] = nb::make_tuple(f.patch_t, f.patch_h, f.patch_w);
-    m.attr("DEFAULTS") = d;
-  }
+  // The run spec's field table: every Python keyword argument of a run, its kind, its default
+  // and its help come from here (vbucket::run_spec::fields()).
+  m.attr("RUN_FIELDS") = run_fields();
+  m.attr("DEFAULTS") = field_values(run_spec{}, false);
   m.attr("HAS_FMT") = static_cast<bool>(VBUCKET_PY_HAS_FMT);
   m.attr("HAS_FFMPEG") = static_cast<bool>(VBUCKET_PY_HAS_FFMPEG);
   m.attr("HAS_CUDA") = static_cast<bool>(VBUCKET_PY_HAS_CUDA);
@@ -1093,24 +922,26 @@ NB_MODULE(_vbucket, m) {
                ", chunk_rows=" + std::to_string(s.csv->chunk_rows) + ")";
       });
 
-  nb::class_<sampler_args>(m, "SamplerArgs")
-      .def(nb::init<>())
-      .def_rw("rule", &sampler_args::rule)
-      .def_rw("rng", &sampler_args::rng)
-      .def_rw("seed", &sampler_args::seed)
-      .def_rw("world", &sampler_args::world)
-      .def_rw("rank", &sampler_args::rank)
-      .def_rw("policy", &sampler_args::policy)
-      .def_rw("drop_last", &sampler_args::drop_last)
-      .def_rw("balance_group", &sampler_args::balance_group)
-      .def_rw("fps_max", &sampler_args::fps_max)
-      .def_rw("frame_interval", &sampler_args::frame_interval)
-      .def_rw("threads", &sampler_args::threads)
-      .def_rw("batching", &sampler_args::batching)
-      .def_rw("token_budget", &sampler_args::token_budget)
-      .def_rw("drop_oversized", &sampler_args::drop_oversized)
-      .def_rw("compression", &sampler_args::compression)
-      .def_rw("patch", &sampler_args::patch);
+  nb::class_<run_spec>(m, "RunSpec")
+      .def(nb::new_(&spec_from_dict), "fields"_a)
+      .def_static(
+          "from_json", [](const std::string& path) { return vbucket::json::load_run_spec(path); },
+          "path"_a)
+      .def("to_dict", &run_spec::to_map)
+      .def("values", [](const run_spec& s) { return field_values(s, true); })
+      .def_prop_ro("meta", [](const run_spec& s) { return s.meta; })
+      .def_prop_ro("config", [](const run_spec& s) { return s.config; })
+      .def_prop_ro("rule",
+                   [](const run_spec& s) { return std::string(vbucket::rule_name(s.rule)); })
+      .def_prop_ro(
+          "policy",
+          [](const run_spec& s) { return std::string(vbucket::policy_name(s.effective_policy())); })
+      .def_prop_ro("epoch", [](const run_spec& s) { return s.epoch; })
+      .def("__repr__", [](const run_spec& s) {
+        std::string out = "RunSpec(";
+        for (const auto& [k, v] : s.to_map()) out += (out.size() > 8 ? ", " : "") + k + "=" + v;
+        return out + ")";
+      });
 
   nb::class_<py_steps>(m, "Steps")
       .def("__len__", &py_steps::size)
@@ -1123,14 +954,14 @@ NB_MODULE(_vbucket, m) {
       .def("__length_hint__", &py_batches::remaining);
 
   nb::class_<py_sampler>(m, "Sampler")
-      .def(nb::init<const py_meta&, const py_config&, const sampler_args&>(), "meta"_a, "config"_a,
-           "args"_a)
-      .def(nb::init<const py_streamed_meta&, const py_config&, const sampler_args&>(), "meta"_a,
-           "config"_a, "args"_a)
+      .def(nb::init<const py_meta&, const py_config&, const run_spec&>(), "meta"_a, "config"_a,
+           "spec"_a)
+      .def(nb::init<const py_streamed_meta&, const py_config&, const run_spec&>(), "meta"_a,
+           "config"_a, "spec"_a)
       .def(
           "set_epoch",
           [](py_sampler& s, std::uint64_t e) {
-            s.locked([e](sampler_base& b) {
+            s.locked([e](sampler_ref b) {
               b.set_epoch(e);
               return 0;
             });
@@ -1138,17 +969,17 @@ NB_MODULE(_vbucket, m) {
           "epoch"_a)
       .def_prop_ro(
           "epoch",
-          [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.epoch(); }); })
+          [](const py_sampler& s) { return s.locked([](sampler_ref b) { return b.epoch(); }); })
       .def_prop_ro(
           "world",
-          [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.world(); }); })
+          [](const py_sampler& s) { return s.locked([](sampler_ref b) { return b.world(); }); })
       .def_prop_ro(
           "rank",
-          [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.rank(); }); })
+          [](const py_sampler& s) { return s.locked([](sampler_ref b) { return b.rank(); }); })
       .def(
           "advance",
           [](py_sampler& s, std::uint64_t steps) {
-            s.locked([steps](sampler_base& b) {
+            s.locked([steps](sampler_ref b) {
               b.advance(steps);
               return 0;
             });
@@ -1157,28 +988,30 @@ NB_MODULE(_vbucket, m) {
       .def(
           "iterate", [](py_sampler& s, bool strings) { return py_batches(s, strings); },
           "strings"_a, nb::keep_alive<0, 1>())
-      .def_prop_ro("finished", [](const py_sampler& s) { return s.finished; })
+      .def_prop_ro(
+          "finished",
+          [](const py_sampler& s) { return s.locked_os([](os_ref o) { return o.finished(); }); })
       .def("state", &state_text)
       .def("consumed",
            [](const py_sampler& s) {
-             return s.locked([](sampler_base& b) { return b.state().consumed; });
+             return s.locked([](sampler_ref b) { return b.state().consumed; });
            })
       .def("load_state", &load_state_text, "state"_a, "fingerprint"_a.none())
       .def("steps",
            [](const py_sampler& s) {
-             return s.locked([](sampler_base& b) {
+             return s.locked([](sampler_ref b) {
                return b.packed() ? py_steps(b.packed_batches()) : py_steps(b.batches());
              });
            })
       .def("size",
-           [](const py_sampler& s) { return s.locked([](sampler_base& b) { return b.size(); }); })
+           [](const py_sampler& s) { return s.locked([](sampler_ref b) { return b.size(); }); })
       .def("epoch_steps",
            [](const py_sampler& s) {
-             return s.locked([](sampler_base& b) { return b.epoch_shape().first; });
+             return s.locked([](sampler_ref b) { return b.epoch_shape().first; });
            })
       .def("epoch_batches",
            [](const py_sampler& s) {
-             return s.locked([](sampler_base& b) {
+             return s.locked([](sampler_ref b) {
                const auto [steps, world] = b.epoch_shape();
                return steps * world;
              });
@@ -1190,7 +1023,13 @@ NB_MODULE(_vbucket, m) {
       .def("os_load", &os_load, "state"_a, "fingerprint"_a.none())
       .def("os_state", &os_state, "num_steps"_a)
       .def("os_epoch_steps", &os_epoch_steps)
-      .def("os_started", [](py_sampler& s) { s.lifecycle.started(); })
+      .def("os_started",
+           [](py_sampler& s) {
+             s.locked_os([](os_ref o) {
+               o.started();
+               return 0;
+             });
+           })
       .def("table",
            [](const py_sampler& s) -> std::optional<py_meta> {
              if (!s.meta()) return std::nullopt;  // a streamed CSV holds no table
@@ -1202,7 +1041,7 @@ NB_MODULE(_vbucket, m) {
            "balance_group"_a.none(), "fingerprint"_a.none())
       .def("fingerprint",
            [](const py_sampler& s) {
-             return hex64(s.locked([](sampler_base& b) { return b.fingerprint(); }));
+             return hex64(s.locked([](sampler_ref b) { return b.fingerprint(); }));
            })
       .def("stats", &stats_dict)
 #if VBUCKET_PY_HAS_FMT
@@ -1210,12 +1049,21 @@ NB_MODULE(_vbucket, m) {
 #endif
       ;
 
+  m.def(
+      "mix64",
+      [](nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> z) {
+        std::vector<std::uint64_t> out(z.shape(0));
+        const std::uint64_t* in = z.data();
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = vbucket::detail::mix64(in[i]);
+        return to_numpy(std::move(out));
+      },
+      "z"_a,
+      "SplitMix64's finaliser (the library's vbucket::detail::mix64) of every element of a "
+      "uint64 array.");
   m.def("parse_state", &parse_state, "state"_a);
-  m.def("explain_sample", &explain_sample, "meta"_a, "config"_a, "rng"_a, "seed"_a, "epoch"_a,
-        "fps_max"_a, "frame_interval"_a, "index"_a);
+  m.def("explain_sample", &explain_sample, "meta"_a, "config"_a, "spec"_a, "index"_a);
   m.def("step_costs", &step_costs, "sampler"_a);
-  m.def("assign_epoch", &assign_epoch, "meta"_a, "config"_a, "rng"_a, "seed"_a, "epoch"_a,
-        "fps_max"_a, "frame_interval"_a, "threads"_a);
+  m.def("assign_epoch", &assign_epoch, "meta"_a, "config"_a, "spec"_a);
   m.def(
       "encode_opensora_index",
       [](std::uint64_t index, std::int64_t t, std::int64_t h, std::int64_t w) {

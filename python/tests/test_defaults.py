@@ -18,26 +18,51 @@ from conftest import CONFIG_360P, SAMPLE_META, read_jsonl, run_cli
 
 
 def test_the_defaults_are_the_decided_ones():
-    assert _vbucket.DEFAULTS == {"rng": "numpy", "seed": 0, "epoch": 0, "policy": "pad",
-                                 "world": 1, "compression": (4, 8, 8), "patch": (1, 2, 2)}
+    decided = {"rng": "numpy", "seed": 0, "epoch": 0, "policy": "pad", "world": 1,
+               "rank": 0, "rule": "opensora-v2", "fps_max": 16.0, "frame_interval": 1,
+               "drop_last": False, "balance": False, "balance_group": 0, "threads": 0,
+               "batching": "fixed", "drop_oversized": False, "compression": (4, 8, 8),
+               "patch": (1, 2, 2)}
+    assert _vbucket.DEFAULTS == decided
     assert vbucket.DEFAULTS == _vbucket.DEFAULTS
+    # every field has a default but the paths and the packed budget (no default: required)
+    assert set(_core.FIELDS) - set(decided) == {"meta", "config", "token_budget"}
 
 
 def test_every_python_keyword_default_is_the_librarys():
     d = _vbucket.DEFAULTS
-    for fn, names in [(vbucket.stats, ("rng", "seed", "epoch", "policy", "world")),
-                      (vbucket.assign, ("rng", "seed", "epoch")),
-                      (vbucket.VariableVideoBatchSampler.__init__, ("rng", "seed"))]:
+    for fn in (vbucket.stats, vbucket.stats_table, vbucket.assign, vbucket.explain,
+               vbucket.VariableVideoBatchSampler.__init__):
         params = inspect.signature(fn).parameters
-        for n in names:
-            assert params[n].default == d[n], (fn.__qualname__, n)
+        fields = fn.run_fields
+        assert fields and set(fields) <= set(_core.FIELDS)
+        for n in fields:
+            assert params[n].default == d.get(n), (fn.__qualname__, n)
+            # the docstring names each keyword with its help and default
+            assert f"    {n}: {_core.FIELDS[n]['help']}" in fn.__doc__, (fn.__qualname__, n)
+            if n in d:
+                assert f"(default: {d[n]!r})" in fn.__doc__
 
 
 def test_cli_help_names_the_same_defaults(cli):
+    """Every run field flag of `vbucket plan/stats/assign --help` says the library's default,
+    the one Python's signatures carry."""
     for cmd in ("stats", "plan", "assign"):
         text = run_cli(cli, cmd, "--help").stdout
-        line = next(ln for ln in text.splitlines() if ln.strip().startswith("--rng"))
-        assert f"{_vbucket.DEFAULTS['rng']} (" in line and "default" in line, (cmd, line)
+        lines = {ln.split()[0][2:].replace("-", "_"): ln for ln in text.splitlines()
+                 if ln.startswith("  --")}
+        seen = 0
+        for name, f in _core.FIELDS.items():
+            if name not in lines or f["kind"] == "flag" or name in ("world", "rank") and cmd == "plan":
+                continue
+            seen += 1
+            line = lines[name]
+            assert f["help"] in line, (cmd, name)
+            if f["default"]:
+                assert line.endswith(f"(default: {f['default']})"), (cmd, line)
+        assert seen >= 5, cmd
+        rng = lines["rng"]
+        assert f"(default: {_vbucket.DEFAULTS['rng']})" in rng
 
 
 def test_stats_with_defaults_agree_on_every_surface(cli, capsys):

@@ -196,7 +196,7 @@ def test_big_numpy_seed():
     "kwargs,error,pattern",
     [
         (dict(rule="opensora-v3"), ValueError, "unknown rule"),
-        (dict(rng="mt19937"), ValueError, "unknown random mode"),
+        (dict(rng="mt19937"), ValueError, "unknown random source"),
         (dict(policy="keep"), ValueError, "unknown policy"),
         (dict(output="tensors"), ValueError, "output"),
         (dict(shuffle=False), ValueError, "shuffle=False"),

@@ -6,22 +6,26 @@ rules, the seed convention and every count are the library's.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _vbucket
 
-RULES = ("opensora-v2", "opensora-v1.2")
+#: The run spec's field table (C++ ``vbucket::run_spec::fields()``): name -> {kind, value_name,
+#: choices, min, max, default, help}. Every keyword argument of a run (the sampler's, ``stats``,
+#: ``assign``, ``explain``, ``python -m vbucket``) is one of these fields, checked by the spec.
+FIELDS: Mapping[str, Mapping[str, Any]] = {f["name"]: f for f in _vbucket.RUN_FIELDS}
 
-#: The run's defaults, defined once in C++ (``vbucket::defaults``): rng, seed, epoch, policy and
-#: world of every Python surface (``stats``, ``assign``, ``report``, the sampler) come from here.
+#: The run's defaults, defined once in C++ (the member initialisers of ``vbucket::run_spec``,
+#: from ``vbucket::defaults``), as Python values: every keyword default, docstring and stub.
 DEFAULTS: Mapping[str, Any] = dict(_vbucket.DEFAULTS)
-_RNG, _SEED, _EPOCH = DEFAULTS["rng"], DEFAULTS["seed"], DEFAULTS["epoch"]
-_POLICY, _WORLD = DEFAULTS["policy"], DEFAULTS["world"]
+
+RULES = tuple(FIELDS["rule"]["choices"])
 
 REQUIRED_COLUMNS = ("num_frames", "height", "width", "fps")
 
@@ -320,60 +324,108 @@ def read_meta(path: PathLike):
 
 
 # ------------------------------------------------------------------------------------------
-# Seeds and options
+# The run spec: keyword arguments -> the library's run_spec
 # ------------------------------------------------------------------------------------------
 
 
 def _seed_text(seed) -> str:
     """A seed as decimal text for the core (NumPy seeds may be 2^64 or more)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be a non-negative int, got {type(seed).__name__}")
-    seed = int(seed)
-    if seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed}")
-    return str(seed)
+    return _field_text("seed", seed)
 
 
-def _balance_group(balance) -> int:
-    if balance is False or balance is None:
-        return 0
-    if balance is True:
-        return int(_vbucket.DEFAULT_BALANCE_GROUP)
-    if isinstance(balance, (int, np.integer)) and balance > 0:
-        return int(balance)
-    raise ValueError(f"balance must be a bool or a positive group size, got {balance!r}")
-
-
-def _sampler_args(*, rule, rng, seed, world, rank, policy, drop_last, balance, fps_max,
-                  frame_interval, threads, batching="fixed", token_budget=None,
-                  drop_oversized=False, compression=None,
-                  patch=None) -> "_vbucket.SamplerArgs":
-    a = _vbucket.SamplerArgs()
-    a.rule = rule
-    a.rng = rng
-    a.seed = _seed_text(seed)
-    a.world = int(world)
-    a.rank = int(rank)
-    a.policy = policy
-    a.drop_last = bool(drop_last)
-    a.balance_group = _balance_group(balance)
-    a.fps_max = float(fps_max)
-    a.frame_interval = int(frame_interval)
-    a.threads = int(threads)
-    # The library checks the combination (a budget only with packed batching, > 0 there).
-    a.batching = str(batching)
-    a.token_budget = 0.0 if token_budget is None else float(token_budget)
-    a.drop_oversized = bool(drop_oversized)
-    # The token formula: the library's default unless given; the library checks the range.
-    for name, value in (("compression", compression), ("patch", patch)):
-        if value is None:
-            continue
+def _field_text(name: str, value) -> str:
+    """A keyword argument's value as the text of its field's kind (the spec checks the value:
+    ranges, choices); a value of another Python type is a TypeError naming the argument."""
+    kind = FIELDS[name]["kind"]
+    shown = f"{type(value).__name__} {value!r}"
+    if kind == "flag":
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a bool, got {shown}")
+        return "true" if value else "false"
+    if kind in ("count", "seed"):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {shown}")
+        return str(int(value))
+    if kind == "number":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a number, got {shown}")
+        return repr(float(value))
+    if kind == "triple":
         if (isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 3
-                or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                or any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer))
                        for v in value)):
             raise ValueError(f"{name} must be three integers (T, H, W), got {value!r}")
-        setattr(a, name, [int(v) for v in value])
-    return a
+        return ",".join(str(int(v)) for v in value)
+    if kind == "path":
+        if not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"{name} must be a path, got {shown}")
+        return os.fspath(value)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {shown}")
+    return value
+
+
+def _spec(kwargs: Mapping, where: str, allowed=None) -> "_vbucket.RunSpec":
+    """The one translation of keyword arguments onto the library's run spec: each name is a
+    field (``allowed`` of them), None leaves the field's default, ``balance=G`` (an int) is
+    ``balance_group=G``; the library checks every value and the combination (ValueError naming
+    the field)."""
+    fields = {}
+    for name, value in kwargs.items():
+        if name not in FIELDS or (allowed is not None and name not in allowed):
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+        if value is None:
+            continue
+        if name == "balance" and not isinstance(value, (bool, np.bool_)):
+            name = "balance_group"  # balance=G: step balance with chunks of G batches
+        fields[name] = _field_text(name, value)
+    return _vbucket.RunSpec(fields)
+
+
+_TYPES = {"count": int, "seed": int, "number": float, "flag": bool,
+          "triple": Tuple[int, int, int], "path": str}
+
+
+def _annotation(name: str):
+    f = FIELDS[name]
+    if f["kind"] == "choice":
+        return Literal[tuple(f["choices"])]
+    if name == "balance":
+        return Union[bool, int]
+    return _TYPES[f["kind"]]
+
+
+def _field_doc(name: str) -> str:
+    f = FIELDS[name]
+    default = f" (default: {DEFAULTS[name]!r})" if name in DEFAULTS else ""
+    return f"    {name}: {f['help']}{default}"
+
+
+def takes_run_fields(*names: str, doc: str = "Run spec keywords"):
+    """Gives ``fn(..., **spec)`` the signature and docstring of the run fields ``names`` (their
+    defaults and help from the library's field table), and keeps the names it accepts in
+    ``fn.run_fields``: help(), inspect.signature() and the stubs show every keyword."""
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.kind != p.VAR_KEYWORD]
+        have = {p.name for p in own}
+        extra = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY,
+                                   default=DEFAULTS.get(n), annotation=_annotation(n))
+                 for n in names if n not in have]
+        fn.__signature__ = sig.replace(parameters=own + extra)
+        fn.__doc__ = ((fn.__doc__ or "").rstrip() + f"\n\n    {doc} (the library's field table, "
+                      "``vbucket.FIELDS``):\n" + "\n".join(_field_doc(n) for n in names) + "\n")
+        fn.run_fields = tuple(names)
+        return fn
+
+    return wrap
+
+
+#: The fields of one assignment (assign, explain) and of one plan (stats, stats_table).
+ASSIGN_FIELDS = ("rule", "fps_max", "frame_interval", "rng", "seed", "epoch", "threads")
+PLAN_FIELDS = tuple(n for n in FIELDS if n not in ("meta", "config", "rank"))
 
 
 # ------------------------------------------------------------------------------------------
@@ -381,9 +433,8 @@ def _sampler_args(*, rule, rng, seed, world, rank, policy, drop_last, balance, f
 # ------------------------------------------------------------------------------------------
 
 
-def assign(meta, config, *, seed: int = _SEED, epoch: int = _EPOCH, rule: str = "opensora-v2",
-           rng: str = _RNG, fps_max: float = 16, frame_interval: int = 1, threads: int = 0,
-           as_arrays: bool = False):
+@takes_run_fields(*ASSIGN_FIELDS)
+def assign(meta, config, *, as_arrays: bool = False, **spec):
     """The bucket of every sample, as `vbucket assign` writes it (same seed convention).
 
     Returns a DataFrame indexed by sample with columns bucket (id; -1 no bucket, -2 invalid
@@ -392,9 +443,9 @@ def assign(meta, config, *, seed: int = _SEED, epoch: int = _EPOCH, rule: str = 
     the transpose); with ``as_arrays=True`` the bucket ids as a numpy int32 array. The CLI's
     CSV names them T, H, W (``python -m vbucket assign --out`` writes the CLI's header).
     """
-    cfg = _config(config, rule)
-    ids = _vbucket.assign_epoch(_meta(meta), cfg, rng, _seed_text(seed), int(epoch),
-                                float(fps_max), int(frame_interval), int(threads))
+    run = _spec(spec, "assign", ASSIGN_FIELDS)
+    cfg = _config(config, run.rule)
+    ids = _vbucket.assign_epoch(_meta(meta), cfg, run)
     if as_arrays:
         return ids
     return _bucket_frame(cfg, ids)
@@ -436,14 +487,10 @@ def _bucket_frame(cfg, ids: np.ndarray):
     ).rename_axis("index")
 
 
-def _stats_sampler(meta, config, *, seed, epoch, world, rule, rng, policy, drop_last, balance,
-                   fps_max, frame_interval, threads):
-    cfg = _config(config, rule)
-    args = _sampler_args(rule=rule, rng=rng, seed=seed, world=world, rank=0, policy=policy,
-                         drop_last=drop_last, balance=balance, fps_max=fps_max,
-                         frame_interval=frame_interval, threads=threads)
-    s = _vbucket.Sampler(_samples(meta), cfg, args)
-    s.set_epoch(int(epoch))
+def _stats_sampler(meta, config, where: str, **spec):
+    run = _spec(spec, where, PLAN_FIELDS)
+    s = _vbucket.Sampler(_samples(meta), _config(config, run.rule), run)
+    s.set_epoch(run.epoch)
     return s
 
 
@@ -458,10 +505,8 @@ def _stats_frame(d: dict):
     return df
 
 
-def stats(meta, config, *, seed: int = _SEED, epoch: int = _EPOCH, world: int = _WORLD,
-          rule: str = "opensora-v2", rng: str = _RNG, policy: str = _POLICY,
-          drop_last: bool = False, balance=False, fps_max: float = 16, frame_interval: int = 1,
-          threads: int = 0):
+@takes_run_fields(*PLAN_FIELDS)
+def stats(meta, config, **spec):
     """Per-bucket statistics of one epoch's plan, the numbers `vbucket stats` prints.
 
     A DataFrame indexed by bucket id: resolution, frames, ratio, T, H, W, batch_size, grouped,
@@ -470,39 +515,33 @@ def stats(meta, config, *, seed: int = _SEED, epoch: int = _EPOCH, world: int = 
     videos (same fields), unassigned, invalid, alignment (rank alignment for ``world``) and
     step_balance.
     """
-    s = _stats_sampler(meta, config, seed=seed, epoch=epoch, world=world, rule=rule, rng=rng,
-                       policy=policy, drop_last=drop_last, balance=balance, fps_max=fps_max,
-                       frame_interval=frame_interval, threads=threads)
-    return _stats_frame(s.stats())
+    return _stats_frame(_stats_sampler(meta, config, "stats", **spec).stats())
 
 
 def _plan_args(kwargs: Mapping, where: str) -> dict:
-    """`stats`'s arguments with the library's defaults filled in (unknown names refused)."""
-    defaults = dict(seed=_SEED, epoch=_EPOCH, world=_WORLD, rule="opensora-v2", rng=_RNG,
-                    policy=_POLICY, drop_last=False, balance=False, fps_max=16,
-                    frame_interval=1, threads=0)
-    unknown = set(kwargs) - set(defaults)
-    if unknown:
-        raise TypeError(f"{where}: unexpected arguments {sorted(unknown)}")
-    defaults.update(kwargs)
-    return defaults
+    """`stats`'s arguments (unknown names and bad values refused by the spec) with the library's
+    defaults filled in and the policy in effect, for showing the run (a report's header)."""
+    run = _spec(kwargs, where, PLAN_FIELDS)
+    shown = dict(DEFAULTS, **{k: v for k, v in kwargs.items() if v is not None})
+    shown["policy"] = run.policy
+    return shown
 
 
 def _plan(meta, config, **kwargs) -> "_vbucket.Sampler":
     """The one plan `stats` makes (rank 0 of ``world``), for several readings of it."""
-    return _stats_sampler(meta, config, **_plan_args(kwargs, "plan"))
+    return _stats_sampler(meta, config, "plan", **kwargs)
 
 
-def stats_table(meta, config, **kwargs) -> str:
+@takes_run_fields(*PLAN_FIELDS)
+def stats_table(meta, config, **spec) -> str:
     """The statistics table exactly as `vbucket stats` prints it (same arguments as `stats`)."""
     if not _vbucket.HAS_FMT:
         raise RuntimeError("vbucket was built without {fmt}: stats_table is not available")
-    return _stats_sampler(meta, config, **_plan_args(kwargs, "stats_table")).stats_table()
+    return _stats_sampler(meta, config, "stats_table", **spec).stats_table()
 
 
-def explain(meta, config, index: int, *, seed: int = _SEED, epoch: int = _EPOCH,
-            rule: str = "opensora-v2", rng: str = _RNG, fps_max: float = 16,
-            frame_interval: int = 1) -> dict:
+@takes_run_fields(*ASSIGN_FIELDS[:-1])
+def explain(meta, config, index: int, **spec) -> dict:
     """Why sample ``index`` got its bucket, a smaller one or none: the rule's own walk for that
     sample (the library's ``explain_sample``; the same draws as ``assign`` with these
     arguments). Returns {"bucket": id (-1 none, -2 invalid metadata), "text": the walk in
@@ -511,8 +550,7 @@ def explain(meta, config, index: int, *, seed: int = _SEED, epoch: int = _EPOCH,
     if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
         raise ValueError(f"index must be a non-negative int (a row of the metadata), got "
                          f"{index!r}")
-    cfg = _config(config, rule)
-    bucket, text, events = _vbucket.explain_sample(
-        _meta(meta), cfg, rng, _seed_text(seed), int(epoch), float(fps_max),
-        int(frame_interval), int(index))
+    run = _spec(spec, "explain", ASSIGN_FIELDS[:-1])
+    bucket, text, events = _vbucket.explain_sample(_meta(meta), _config(config, run.rule), run,
+                                                   int(index))
     return {"bucket": int(bucket), "text": text, "events": list(events)}

@@ -2,7 +2,7 @@
 the sampler, against the same work in C++ (``vbucket_bench --benchmark_filter=plan/epoch``).
 
 The samples are bench/synthetic.hpp's web-video crawl, generated here with numpy bit for bit
-(the same SplitMix64 draws), so both sides plan the same epoch: Open-Sora 2.0's rule, fast
+(the same SplitMix64 draws, finalised by the library's own mix64), so both sides plan the same epoch: Open-Sora 2.0's rule, fast
 draws, tests/data/config_opensora_v2.json, seed 1234, world 64, a new epoch each repetition.
 
 Reported per size:
@@ -30,9 +30,7 @@ import time
 
 import numpy as np
 
-GAMMA = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
+GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment (the finaliser is _mix)
 
 # bench/synthetic.hpp's tables: (width, height, weight per mille)
 VIDEO_SIZES = [(1920, 1080, 250), (1280, 720, 200), (854, 480, 60), (640, 480, 30),
@@ -51,10 +49,12 @@ SEED = 1234
 WORLD = 64
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
+def _mix(z) -> np.ndarray:
+    """SplitMix64's finaliser of every element: the library's own (``_vbucket.mix64``)."""
+    from . import _vbucket
+
+    a = np.asarray(z, dtype=np.uint64)
+    return _vbucket.mix64(np.ascontiguousarray(a.reshape(-1))).reshape(a.shape)
 
 
 def _pick(sizes, ticket):

@@ -284,12 +284,12 @@ def render_report(meta, config, out, *, world: Optional[int] = None, profile=Non
 
     if (profile is None) != (memory_gib is None):
         raise ValueError("report: --profile and --memory-gib go together")
-    opts = _core._plan_args(dict(kw, world=_core.DEFAULTS["world"] if world is None else world),
-                            "report")
+    given = dict(kw, world=_core.DEFAULTS["world"] if world is None else world)
+    opts = _core._plan_args(given, "report")  # the run as shown; `given` is what is planned
     world = int(opts["world"])
     cfg = _core.BucketConfig(config, rule=opts["rule"])
     table = _core._samples(meta)  # read once for both plans
-    plain = _core._plan(table, cfg, **dict(opts, balance=False))
+    plain = _core._plan(table, cfg, **dict(given, balance=False))
     st = _core._stats_frame(plain.stats())
     a = st.attrs
     figures: List[Tuple[str, str]] = []
@@ -318,7 +318,7 @@ def render_report(meta, config, out, *, world: Optional[int] = None, profile=Non
         fig.tight_layout()
         figures.append(("Pads, drops and moves per bucket", _png(fig)))
 
-        balanced = _core._plan(table, cfg, **dict(opts, balance=True))
+        balanced = _core._plan(table, cfg, **dict(given, balance=True))
         fig, axes = plt.subplots(1, 2, figsize=(14, 4.5), sharey=True)
         _step_panel(axes[0], _step_costs_of(plain, world), dict(a.get("step_balance", {})),
                     f"per-step cost over {world} ranks, without --balance")

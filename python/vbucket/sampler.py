@@ -41,6 +41,11 @@ _U64_MAX = (1 << 64) - 1
 _U32_MAX = (1 << 32) - 1
 
 
+#: The run fields the sampler takes as keyword arguments (world and rank are ``num_replicas`` and
+#: ``rank``; the metadata and the config are ``dataset`` and ``bucket_config``).
+_SAMPLER_FIELDS = tuple(n for n in _core.FIELDS if n not in ("meta", "config", "world", "rank"))
+
+
 def _check_int(name: str, value, low: int = 0, high: int = _U64_MAX) -> int:
     """An int parameter in [low, high], or TypeError/ValueError naming it, its value and the
     range (before it reaches the binding, whose own errors name no parameter)."""
@@ -87,6 +92,7 @@ class VariableVideoBatchSampler(_SamplerBase):
     ph)) * (W / (cw * pw)); the defaults (4, 8, 8) and (1, 2, 2) are Open-Sora 2.0's.
     """
 
+    @_core.takes_run_fields(*_SAMPLER_FIELDS)
     def __init__(
         self,
         dataset: Any,
@@ -95,24 +101,13 @@ class VariableVideoBatchSampler(_SamplerBase):
         rank: Optional[int] = None,
         shuffle: bool = True,
         seed: int = _core.DEFAULTS["seed"],
-        drop_last: bool = False,
+        drop_last: bool = _core.DEFAULTS["drop_last"],
         *,
-        rule: str = "opensora-v2",
-        rng: str = _core.DEFAULTS["rng"],
-        fps_max: Optional[float] = None,
-        frame_interval: Optional[int] = None,
-        policy: Optional[str] = None,
-        balance: Union[bool, int] = False,
         output: str = "opensora",
-        batching: str = "fixed",
-        token_budget: Optional[float] = None,
-        drop_oversized: bool = False,
-        compression=_core.DEFAULTS["compression"],
-        patch=_core.DEFAULTS["patch"],
-        threads: int = 0,
         verbose: bool = False,
         num_bucket_build_workers: int = 1,
         num_groups: int = 1,
+        **spec: Any,
     ) -> None:
         # torch's Sampler.__init__ is not called: it does nothing, and no one call fits every
         # torch (1.x requires a `data_source` argument; 2.11 accepts none).
@@ -127,61 +122,66 @@ class VariableVideoBatchSampler(_SamplerBase):
         world, r = _dist_world_rank(num_replicas, rank)
         world = _check_int("num_replicas", world, 1, _U32_MAX)
         r = _check_int("rank", r, 0, world - 1)
-        threads = _check_int("threads", threads, 0, _U32_MAX)
-        if policy is None:  # Open-Sora's drop_last: drop each bucket's remainder too
-            policy = "drop" if drop_last else _core.DEFAULTS["policy"]
+        rule = spec.get("rule") or _core.DEFAULTS["rule"]
+        # As Open-Sora reads them: fps_max (2.0) and frame_interval (v1.2) from its dataset
+        is_dataset = hasattr(dataset, "data") and not type(dataset).__module__.startswith(
+            ("pandas", "pyarrow"))
+        if is_dataset and rule == "opensora-v2" and spec.get("fps_max") is None:
+            spec["fps_max"] = getattr(dataset, "fps_max", None)
+        if is_dataset and rule == "opensora-v1.2" and spec.get("frame_interval") is None:
+            spec["frame_interval"] = getattr(dataset, "frame_interval", None)
+        # The one translation onto the library's run spec (it checks every value)
+        run = _core._spec(dict(spec, seed=seed, drop_last=drop_last, world=world, rank=r),
+                          "VariableVideoBatchSampler", _SAMPLER_FIELDS + ("world", "rank"))
+        fields = run.to_dict()
         self.dataset = dataset
         self.num_replicas = world
         self.rank = r
         self.shuffle = True
-        self.seed = int(_core._seed_text(seed))
+        self.seed = int(seed)
         self.drop_last = bool(drop_last)
-        self.rule = rule
-        self.rng = rng
-        self.policy = policy
+        self.rule = run.rule
+        self.rng = fields["rng"]
+        self.policy = run.policy
+        self.batching = fields["batching"]
+        self.token_budget = spec.get("token_budget")
+        self.fps_max = spec.get("fps_max")
+        self.frame_interval = spec.get("frame_interval")
         self.output = output
         self._strings = output == "opensora"
         self.verbose = bool(verbose)
         self.num_groups = num_groups
+        # Open-Sora's knobs for its own bucket building; vbucket's uses `threads` (0: all cores)
+        self.num_bucket_build_workers = num_bucket_build_workers
         # What rebuilds this sampler (pickle, copy.deepcopy: `__reduce__`); the samples come
         # from the sampler's own table, so the dataset is not held here
         self._init_kwargs = dict(
-            bucket_config=bucket_config, num_replicas=world, rank=r,
-            shuffle=shuffle, seed=seed, drop_last=drop_last, rule=rule, rng=rng,
-            fps_max=fps_max, frame_interval=frame_interval, policy=policy, balance=balance,
-            output=output, batching=batching, token_budget=token_budget,
-            drop_oversized=drop_oversized, compression=compression, patch=patch,
-            threads=threads, verbose=verbose,
+            spec, bucket_config=bucket_config, num_replicas=world, rank=r, shuffle=shuffle,
+            seed=seed, drop_last=drop_last, output=output, verbose=verbose,
             num_bucket_build_workers=num_bucket_build_workers, num_groups=num_groups,
         )
-        # Open-Sora's knobs for its own bucket building; vbucket's uses `threads` (0: all cores)
-        self.num_bucket_build_workers = num_bucket_build_workers
-        # As Open-Sora reads them: fps_max (2.0) and frame_interval (v1.2) from its dataset
-        is_dataset = hasattr(dataset, "data") and not type(dataset).__module__.startswith(
-            ("pandas", "pyarrow"))
-        if fps_max is None:
-            fps_max = getattr(dataset, "fps_max", 16) if is_dataset else 16
-        if frame_interval is None:
-            frame_interval = getattr(dataset, "frame_interval", 1) if is_dataset else 1
-        self.fps_max = fps_max
-        self.frame_interval = frame_interval
         self.bucket_config = (
             bucket_config
             if isinstance(bucket_config, _core.BucketConfig)
-            else _core.BucketConfig(bucket_config, rule=rule)
+            else _core.BucketConfig(bucket_config, rule=self.rule)
         )
-        args = _core._sampler_args(
-            rule=rule, rng=rng, seed=self.seed, world=world, rank=r, policy=policy,
-            drop_last=drop_last, balance=balance, fps_max=fps_max,
-            frame_interval=frame_interval, threads=threads, batching=batching,
-            token_budget=token_budget, drop_oversized=drop_oversized,
-            compression=compression, patch=patch,
-        )
-        self.batching = batching
-        self.token_budget = token_budget
         samples = _core._samples(dataset)
         self._init_dataset_stream = samples if isinstance(samples, _vbucket.StreamedCsv) else None
-        self._s = _vbucket.Sampler(samples, _core._config(self.bucket_config, rule), args)
+        self._s = _vbucket.Sampler(samples, _core._config(self.bucket_config, self.rule), run)
+        if run.epoch != 0:
+            self._s.os_set_epoch(run.epoch)
+
+    @classmethod
+    def from_run(cls, path, **overrides: Any) -> "VariableVideoBatchSampler":
+        """The sampler a run file describes (``vbucket plan --run RUN.json``'s JSON: its metadata,
+        config and every run field, relative paths from its directory); keyword arguments
+        override its fields, as flags do the CLI's. ``world``/``rank`` are
+        ``num_replicas``/``rank`` here."""
+        run = _vbucket.RunSpec.from_json(os.fspath(path))
+        kwargs = {k: v for k, v in run.values().items() if k not in ("meta", "config")}
+        kwargs["num_replicas"] = kwargs.pop("world")
+        kwargs.update(overrides)
+        return cls(run.meta, run.config, **kwargs)
 
     # --- epochs (Open-Sora's lifecycle: vbucket::opensora_lifecycle) ----------------------
 
@@ -213,7 +213,7 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     @last_micro_batch_access_index.setter
     def last_micro_batch_access_index(self, consumed: int) -> None:
-        self._s.load_state_fields(_core._seed_text(self.seed), self.epoch,
+        self._s.load_state_fields(_core._field_text("seed", self.seed), self.epoch,
                                   _check_int("last_micro_batch_access_index", consumed), None, None)
 
     # --- batches --------------------------------------------------------------------------

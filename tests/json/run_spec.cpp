@@ -141,6 +141,9 @@ TEST_CASE("run_spec: a bad value names the key and the value") {
   CHECK(msg("drop_last", "yes") == "drop_last: expected true or false, got \"yes\"");
   CHECK(msg("patch", "1,2") ==
         "patch: expected three integers from 1 to 65536 as T,H,W, got \"1,2\"");
+  CHECK(msg("compression", "4,0,8") ==
+        "compression: expected three integers from 1 to 65536 as T,H,W, got \"4,0,8\": "
+        "compression_h must be an integer from 1 to 65536, got 0");
   CHECK(msg("compression", "1,2,3,4") ==
         "compression: expected three integers from 1 to 65536 as T,H,W, got \"1,2,3,4\"");
   CHECK(contains(msg("sources", "x"), "unknown key \"sources\" (known: config, meta, rule"));
@@ -161,7 +164,7 @@ TEST_CASE("run_spec: combinations that are not a run are refused") {
   CHECK(msg({{"world", "2"}, {"rank", "2"}}) == "rank 2 is not below world 2 (ranks are 0 to 1)");
   CHECK(contains(msg({{"rng", "fast"}, {"seed", "18446744073709551616"}}), "seed: seed "));
   CHECK(msg({{"batching", "packed"}}) ==
-        "batching packed needs token_budget B (latent tokens per batch)");
+        "batching packed needs token_budget B (the token budget: latent tokens per batch)");
   CHECK(contains(msg({{"batching", "packed"}, {"token_budget", "10"}, {"policy", "pad"}}),
                  "policy applies to batching fixed only"));
   CHECK(msg({{"token_budget", "10"}}) == "token_budget applies to batching packed only");
