@@ -93,3 +93,40 @@ def test_stats_equals_vbucket_stats(cli, rng, world, balance):
     assert df.attrs["total"]["samples"] + df.attrs["total"]["dropped"] == df.grouped.sum() \
         + df.moved_in.sum() - df.moved_out.sum()
     assert df.attrs["alignment"]["world"] == world
+
+
+@pytest.mark.parametrize("seed,rng,extra", [
+    (2**70 + 3, "numpy", {"policy": "downgrade", "balance": True}),
+    (7, "fast", {"batching": "packed", "token_budget": 60000.0, "drop_oversized": True}),
+])
+def test_a_run_file_gives_the_same_batches_to_the_cli_and_python(cli, tmp_path, seed, rng, extra):
+    """One run spec as JSON: `vbucket plan --run` and VariableVideoBatchSampler.from_run give the
+    same batches, and so do the same settings as flags and as keyword arguments (the C++ side
+    is tests/json/run_spec.cpp: a sampler from the same file equals one made by hand)."""
+    import json
+
+    run = dict(config=str(CONFIG_V2), meta=str(SAMPLE_META), rng=rng, seed=str(seed), epoch=2,
+               world=3, rank=1, **extra)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    flags = ["--rng", rng, "--seed", seed, "--epoch", 2, "--world", 3]
+    for k, v in extra.items():
+        flags += [f"--{k.replace('_', '-')}"] + ([] if v is True else [v])
+    for rank in range(3):
+        by_file = tmp_path / f"file{rank}.jsonl"
+        by_flags = tmp_path / f"flags{rank}.jsonl"
+        run_cli(cli, "plan", "--run", path, "--rank", rank, "--out", by_file, "--quiet")
+        run_cli(cli, "plan", "--config", CONFIG_V2, "--meta", SAMPLE_META, *flags, "--rank", rank,
+                "--out", by_flags, "--quiet")
+        expected = [e["indices"] for e in read_jsonl(by_file)]
+        assert expected and expected == [e["indices"] for e in read_jsonl(by_flags)]
+        s = vbucket.VariableVideoBatchSampler.from_run(path, rank=rank, output="indices")
+        assert s.epoch == 2 and s.num_replicas == 3 and s.rank == rank
+        assert list(s) == expected
+        kw = vbucket.VariableVideoBatchSampler(SAMPLE_META, CONFIG_V2, num_replicas=3, rank=rank,
+                                               seed=seed, rng=rng, epoch=2, output="indices",
+                                               **extra)
+        assert list(kw) == expected
+    # the file's own rank (1) when none is given
+    assert list(vbucket.VariableVideoBatchSampler.from_run(path, output="indices")) == [
+        e["indices"] for e in read_jsonl(tmp_path / "file1.jsonl")]

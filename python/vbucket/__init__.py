@@ -8,6 +8,7 @@ values and calls it, so the Python results are the CLI's and the C++ API's, numb
 from . import _vbucket
 from ._core import (
     DEFAULTS,
+    FIELDS,
     BucketConfig,
     assign,
     explain,
@@ -39,6 +40,7 @@ __all__ = [
     "Batch",
     "BucketConfig",
     "DEFAULTS",
+    "FIELDS",
     "DecodeError",
     "Loader",
     "VariableVideoBatchSampler",

@@ -9,8 +9,10 @@ import pandas as pd
 
 __version__: str
 HAS_CUDA: bool
-#: the run's defaults, defined once in C++ (vbucket::defaults)
+#: the run's defaults, defined once in C++ (the member initialisers of vbucket::run_spec)
 DEFAULTS: Mapping[str, Any]
+#: the run spec's field table (vbucket::run_spec::fields()): name -> kind, choices, default, help
+FIELDS: Mapping[str, Mapping[str, Any]]
 
 PathLike = Union[str, os.PathLike[str]]
 Rule = Literal["opensora-v2", "opensora-v1.2"]
@@ -34,43 +36,78 @@ def assign(
     meta: Metadata,
     config: ConfigLike,
     *,
-    seed: int = ...,
-    epoch: int = ...,
-    rule: Rule = ...,
-    rng: Rng = ...,
-    fps_max: float = ...,
-    frame_interval: int = ...,
-    threads: int = ...,
     as_arrays: bool = ...,
+    # BEGIN run fields: assign
+    rule: Literal["opensora-v2", "opensora-v1.2"] = "opensora-v2",
+    fps_max: float = 16.0,
+    frame_interval: int = 1,
+    rng: Literal["numpy", "fast"] = "numpy",
+    seed: int = 0,
+    epoch: int = 0,
+    threads: int = 0,
+    # END run fields
 ) -> Union[pd.DataFrame, np.ndarray]: ...
 def stats(
     meta: Metadata,
     config: ConfigLike,
     *,
-    seed: int = ...,
-    epoch: int = ...,
-    world: int = ...,
-    rule: Rule = ...,
-    rng: Rng = ...,
-    policy: Policy = ...,
-    drop_last: bool = ...,
-    balance: Union[bool, int] = ...,
-    fps_max: float = ...,
-    frame_interval: int = ...,
-    threads: int = ...,
+    # BEGIN run fields: stats
+    rule: Literal["opensora-v2", "opensora-v1.2"] = "opensora-v2",
+    fps_max: float = 16.0,
+    frame_interval: int = 1,
+    rng: Literal["numpy", "fast"] = "numpy",
+    seed: int = 0,
+    epoch: int = 0,
+    world: int = 1,
+    policy: Literal["pad", "drop", "downgrade"] = "pad",
+    drop_last: bool = False,
+    balance: Union[bool, int] = False,
+    balance_group: int = 0,
+    threads: int = 0,
+    batching: Literal["fixed", "packed"] = "fixed",
+    token_budget: Optional[float] = None,
+    drop_oversized: bool = False,
+    compression: Tuple[int, int, int] = (4, 8, 8),
+    patch: Tuple[int, int, int] = (1, 2, 2),
+    # END run fields
 ) -> pd.DataFrame: ...
-def stats_table(meta: Metadata, config: ConfigLike, **kwargs: Any) -> str: ...
+def stats_table(
+    meta: Metadata,
+    config: ConfigLike,
+    *,
+    # BEGIN run fields: stats_table
+    rule: Literal["opensora-v2", "opensora-v1.2"] = "opensora-v2",
+    fps_max: float = 16.0,
+    frame_interval: int = 1,
+    rng: Literal["numpy", "fast"] = "numpy",
+    seed: int = 0,
+    epoch: int = 0,
+    world: int = 1,
+    policy: Literal["pad", "drop", "downgrade"] = "pad",
+    drop_last: bool = False,
+    balance: Union[bool, int] = False,
+    balance_group: int = 0,
+    threads: int = 0,
+    batching: Literal["fixed", "packed"] = "fixed",
+    token_budget: Optional[float] = None,
+    drop_oversized: bool = False,
+    compression: Tuple[int, int, int] = (4, 8, 8),
+    patch: Tuple[int, int, int] = (1, 2, 2),
+    # END run fields
+) -> str: ...
 def explain(
     meta: Metadata,
     config: ConfigLike,
     index: int,
     *,
-    seed: int = ...,
-    epoch: int = ...,
-    rule: Rule = ...,
-    rng: Rng = ...,
-    fps_max: float = ...,
-    frame_interval: int = ...,
+    # BEGIN run fields: explain
+    rule: Literal["opensora-v2", "opensora-v1.2"] = "opensora-v2",
+    fps_max: float = 16.0,
+    frame_interval: int = 1,
+    rng: Literal["numpy", "fast"] = "numpy",
+    seed: int = 0,
+    epoch: int = 0,
+    # END run fields
 ) -> dict: ...
 def encode_opensora_index(index: int, frames: int, height: int, width: int) -> str: ...
 def decode_opensora_index(s: str) -> Tuple[int, int, int, int]: ...
@@ -95,23 +132,32 @@ class VariableVideoBatchSampler:
         num_replicas: Optional[int] = ...,
         rank: Optional[int] = ...,
         shuffle: bool = ...,
-        seed: int = ...,
-        drop_last: bool = ...,
+        seed: int = 0,
+        drop_last: bool = False,
         *,
-        rule: Rule = ...,
-        rng: Rng = ...,
-        fps_max: float = ...,
-        frame_interval: int = ...,
-        policy: Policy = ...,
-        balance: Union[bool, int] = ...,
         output: Literal["opensora", "indices"] = ...,
-        batching: Literal["fixed", "packed"] = ...,
-        token_budget: Optional[float] = ...,
-        drop_oversized: bool = ...,
-        compression: Tuple[int, int, int] = ...,
-        patch: Tuple[int, int, int] = ...,
-        threads: int = ...,
+        verbose: bool = ...,
+        num_bucket_build_workers: int = ...,
+        num_groups: int = ...,
+        # BEGIN run fields: VariableVideoBatchSampler.__init__
+        rule: Literal["opensora-v2", "opensora-v1.2"] = "opensora-v2",
+        fps_max: float = 16.0,
+        frame_interval: int = 1,
+        rng: Literal["numpy", "fast"] = "numpy",
+        epoch: int = 0,
+        policy: Literal["pad", "drop", "downgrade"] = "pad",
+        balance: Union[bool, int] = False,
+        balance_group: int = 0,
+        threads: int = 0,
+        batching: Literal["fixed", "packed"] = "fixed",
+        token_budget: Optional[float] = None,
+        drop_oversized: bool = False,
+        compression: Tuple[int, int, int] = (4, 8, 8),
+        patch: Tuple[int, int, int] = (1, 2, 2),
+        # END run fields
     ) -> None: ...
+    @classmethod
+    def from_run(cls, path: PathLike, **overrides: Any) -> VariableVideoBatchSampler: ...
     def set_epoch(self, epoch: int) -> None: ...
     @property
     def epoch(self) -> int: ...
