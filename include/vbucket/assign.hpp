@@ -159,6 +159,45 @@ template <class Rule, random_source Source, class Range>
         return assign_range(config, samples, compiled_v2_rule(config, rule), source, threads);
     }
     std::vector<bucket_id> out(n);
+    if constexpr (std::same_as<Rule, compiled_v2_rule> && detail::fast_draws<Source>) {
+      // The records a block at a time into a small table, and the table through the rule's
+      // whole-table path (vectorised), each row's draws those of its index in the range.
+      detail::parallel_chunks(n, threads, [&](std::size_t b, std::size_t e) {
+        sample_meta block[detail::meta_block];
+        std::size_t large[detail::meta_block];  // rows a table cannot hold: assigned alone
+        meta_table rows;
+        rows.reserve(detail::meta_block);
+        for (std::size_t s = b; s < e; s += detail::meta_block) {
+          const std::size_t k = std::min(detail::meta_block, e - s);
+          std::size_t num_large = 0;
+          for (std::size_t j = 0; j < k; ++j) {
+            block[j] = to_sample_meta(first[static_cast<std::ptrdiff_t>(s + j)]);
+            const sample_meta& m = block[j];
+            const bool fits = (m.num_frames <= meta_table::max_size) &
+                              (m.height <= meta_table::max_size) &
+                              (m.width <= meta_table::max_size);
+            large[num_large] = j;
+            num_large += static_cast<std::size_t>(!fits);
+          }
+          for (std::size_t q = 0; q < num_large; ++q) block[large[q]] = sample_meta{};
+          rows.clear();
+          rows.append(std::span<const sample_meta>(block, k));
+          const std::span<bucket_id> part = std::span<bucket_id>(out).subspan(s, k);
+          if constexpr (std::same_as<Source, fast_source>) {
+            rule.assign_rows(config, rows, 0, k, part, shifted_source<fast_source>{source, s});
+          } else {
+            rule.assign_rows(config, rows, 0, k, part,
+                             shifted_source<fast_source>{source.inner, source.first + s});
+          }
+          for (std::size_t q = 0; q < num_large; ++q) {
+            const std::size_t j = large[q];
+            part[j] = rule.assign(config, to_sample_meta(first[static_cast<std::ptrdiff_t>(s + j)]),
+                                  s + j, source);
+          }
+        }
+      });
+      return out;
+    }
     detail::parallel_chunks(n, threads, [&](std::size_t b, std::size_t e) {
       // The records' sizes a block at a time, then the rule over the block (for the built-in
       // rules and sources, compiled once in vbucket::compiled).

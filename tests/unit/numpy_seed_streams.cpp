@@ -138,3 +138,41 @@ TEST_CASE("numpy_source: the block-seeded whole-table path gives the per-sample 
   }
 }
 #endif
+
+#if !defined(VBUCKET_TEST_HAS_JSON) || VBUCKET_TEST_HAS_JSON
+TEST_CASE(
+    "assign_range: records through the compiled rule's whole-table path give per-sample ids") {
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      std::string(VBUCKET_TEST_DATA_DIR) + "/config_opensora_v2.json",
+      vbucket::opensora_v2_tables{});
+  test_random r{77};
+  const long long edges[] = {-5, 0, 1, 2, 0xffffffffLL, 0x100000000LL, 1LL << 40, 1LL << 62};
+  for (int trial = 0; trial < 4; ++trial) {
+    CAPTURE(trial);
+    const vbucket::opensora_v2_rule rule{trial % 2 == 0 ? 16.0 : 23.976};
+    const vbucket::compiled_v2_rule compiled(config, rule);
+    const vbucket::meta_table table =
+        vbucket::bench::synthetic_table(6000 + r.below(999), r.next());
+    std::vector<record> records;
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      const vbucket::sample_meta m = table[i];
+      record rec{m.num_frames, m.height, m.width, m.fps};
+      if (r.below(20) == 0) rec.height = edges[r.below(8)];
+      if (r.below(20) == 0) rec.width = edges[r.below(8)];
+      if (r.below(20) == 0) rec.num_frames = edges[r.below(8)];
+      records.push_back(rec);
+    }
+    const vbucket::fast_source fast(r.next(), r.below(4));
+    const vbucket::shifted_source<vbucket::fast_source> shifted{fast, r.below(1u << 30)};
+    std::vector<vbucket::bucket_id> expected(records.size()), expected_shifted(records.size());
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      const vbucket::sample_meta m = vbucket::to_sample_meta(records[i]);
+      expected[i] = rule.assign(config, m, i, fast);
+      expected_shifted[i] = rule.assign(config, m, i, shifted);
+    }
+    CHECK(vbucket::assign_range(config, records, compiled, fast, 1) == expected);
+    CHECK(vbucket::assign_range(config, records, rule, fast, 2) == expected);
+    CHECK(vbucket::assign_range(config, records, compiled, shifted, 3) == expected_shifted);
+  }
+}
+#endif
