@@ -47,7 +47,7 @@ const flag_table& plan_flags() {
            "balance=G world=W fingerprint=F\"): as --consumed-batches N, refused when seed, "
            "epoch, balance group or the plan's fingerprint (metadata, config, rule, rng, "
            "policy) differ"});
-    f.sampler_fields();
+    f.sampler_fields().other_fields();
     f.own({"quiet", "", false, "do not print the summary"});
     f.run_file();
     return f;

@@ -5,15 +5,17 @@
 /// flags override), the one sampler the spec defines (`make_sampler`, in run.cpp), and the pad
 /// warning (--pad-warn, the CLI's own).
 
-#include <cstddef>      // std::size_t
-#include <cstdint>      // std::uint64_t, std::uint32_t
-#include <cstdio>       // std::snprintf, std::fputs (the pad warning)
-#include <deque>        // std::deque (the generated flags' text)
-#include <memory>       // std::unique_ptr
-#include <span>         // std::span
-#include <string>       // std::string
-#include <string_view>  // std::string_view
-#include <vector>       // std::vector
+#include <cstddef>           // std::size_t
+#include <cstdint>           // std::uint64_t, std::uint32_t
+#include <cstdio>            // std::snprintf, std::fputs (the pad warning)
+#include <deque>             // std::deque (the generated flags' text)
+#include <initializer_list>  // std::initializer_list
+#include <memory>            // std::unique_ptr
+#include <span>              // std::span
+#include <stdexcept>         // std::logic_error
+#include <string>            // std::string
+#include <string_view>       // std::string_view
+#include <vector>            // std::vector
 
 #include "cli.hpp"
 #include "vbucket/any_sampler.hpp"
@@ -64,6 +66,17 @@ class flag_table {
         .field("drop_oversized")
         .field("compression")
         .field("patch");
+  }
+  /// The flags of every run spec field not added yet, but those in `skip`, in table order: a
+  /// field added to the table becomes a flag of the commands that end with this.
+  flag_table& other_fields(std::initializer_list<std::string_view> skip = {}) {
+    for (const run_field& f : run_spec::fields()) {
+      bool present = false;
+      for (const std::string_view have : field_) present = present || have == f.name;
+      for (const std::string_view s : skip) present = present || s == f.name;
+      if (!present) field(f.name);
+    }
+    return *this;
   }
   /// --run RUN.json.
   flag_table& run_file() {

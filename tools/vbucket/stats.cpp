@@ -22,7 +22,7 @@ const flag_table& stats_flags() {
   static const flag_table t = [] {
     flag_table f;
     f.field("config", true).field("meta", true).field("world").field("seed").field("epoch");
-    f.field("drop_last").sampler_fields();
+    f.field("drop_last").sampler_fields().other_fields({"rank"});
     f.run_file();
     return f;
   }();
