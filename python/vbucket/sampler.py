@@ -178,7 +178,10 @@ class VariableVideoBatchSampler(_SamplerBase):
         override its fields, as flags do the CLI's. ``world``/``rank`` are
         ``num_replicas``/``rank`` here."""
         run = _vbucket.RunSpec.from_json(os.fspath(path))
-        kwargs = {k: v for k, v in run.values().items() if k not in ("meta", "config")}
+        # the fields the file sets (the others keep the defaults, as the CLI's flags would)
+        kwargs = {k: v for k, v in run.values().items()
+                  if k not in ("meta", "config") and v != _core.DEFAULTS.get(k)}
+        kwargs.setdefault("world", _core.DEFAULTS["world"])
         kwargs["num_replicas"] = kwargs.pop("world")
         kwargs.update(overrides)
         return cls(run.meta, run.config, **kwargs)
