@@ -23,8 +23,13 @@
 /// loader reports an error instead.
 ///
 /// The loader is an input range: `for (auto& b : loader)` yields each `loaded_batch` (movable
-/// out of the loop, slot and all), as `next()` does. It follows an `epoch_schedule` and a rank,
-/// or any `schedule_source` (a `batch_sampler`) from that source's current state.
+/// out of the loop, slot and all), as `next()` does. It follows a schedule and a rank, or any
+/// `loader_source` (a `batch_sampler`) from that source's current state.
+///
+/// The batching is the loader's type, as the sampler's (`batch_plan.hpp`): `loader<Decoder,
+/// Backend, Tensor, Batching = fixed_batching>`, deduced from the schedule or the sampler it is
+/// given. `any_loader<Decoder, Backend, Tensor>` is the interface of both (the batch type is
+/// the same); `make_any_loader` makes the one a source's run-time batching needs.
 ///
 /// Back-pressure: at most `prefetch` batches are decoded ahead of the trainer, and the ring's
 /// slots bound the memory. `stop()` (and the destructor) cancels mid-epoch: workers finish the
@@ -61,8 +66,9 @@
 #include <utility>             // std::move
 #include <vector>              // std::vector
 
+#include "batch_plan.hpp"    // batching_kind, plan_schedule
 #include "clip_decoder.hpp"  // clip_task, clip_decoder, file_naming_decoder
-#include "epoch_plan.hpp"
+#include "epoch_plan.hpp"    // fixed_batching
 #include "error.hpp"
 #include "fields.hpp"
 #include "loader_options.hpp"  // loader_options, clip_converter
@@ -71,14 +77,17 @@
 #include "loader_streams.hpp"  // crop_stream, crop_seed, substitution_stream
 #include "normalize.hpp"       // clip_normalizer
 #include "packed_layout.hpp"
+#include "packed_plan.hpp"  // packed_batching
 #include "staging.hpp"
 #include "tensor.hpp"  // tensor_view, tensor_traits, plain_tensor
 
 namespace vbucket {
 
+/// What a loader of either batching offers (`loader` is its model): the batches, the resume
+/// state, statistics and cancelling. A `loaded_batch` is the same type for both batchings.
 template <class Decoder, staging_backend Backend, tensor_adapter Tensor = plain_tensor>
   requires clip_decoder<Decoder>
-class loader {
+class any_loader {
  public:
   using slot_type = typename staging_ring<Backend>::slot;
 
@@ -113,25 +122,102 @@ class loader {
     batch_fields fields{};
   };
 
-  /// Starts the workers on steps [first_step, schedule.steps()) of `rank`. The decoder and
-  /// the ring must outlive the loader. Throws `vbucket::error` on a bad rank or option.
-  loader(epoch_schedule schedule, std::uint32_t rank, Decoder& decoder, staging_ring<Backend>& ring,
+  any_loader() = default;
+  any_loader(const any_loader&) = delete;
+  any_loader& operator=(const any_loader&) = delete;
+  virtual ~any_loader() = default;
+
+  /// The next batch of this rank, or nullopt at the end of the epoch (or after `stop()`).
+  /// Throws `vbucket::error` when a batch cannot be filled (every replacement failed) or the
+  /// staging ring fails.
+  virtual std::optional<loaded_batch> next() = 0;
+  /// The resume state after the batches handed out so far (steps × world global batches on
+  /// top of the schedule's starting point).
+  [[nodiscard]] virtual plan_state state() const = 0;
+  [[nodiscard]] virtual loader_stats stats() const = 0;
+  /// Cancels: no new clip starts, waiting calls return, threads are joined. Batches already
+  /// handed out stay valid. Idempotent.
+  virtual void stop() = 0;
+  /// Batches this loader hands out in all, from its first step to the end of the schedule.
+  [[nodiscard]] virtual std::uint64_t steps() const noexcept = 0;
+  [[nodiscard]] virtual std::uint32_t rank() const noexcept = 0;
+  /// Whether it follows a packed schedule.
+  [[nodiscard]] virtual bool packed() const noexcept = 0;
+
+  /// The input iterator of `for (auto& b : loader)`: `*it` is the current batch, which the
+  /// loop body may move from (the slot with it); `++it` drops what is left of it and waits for
+  /// the next. Equal to `end()` (`std::default_sentinel`) after the last batch or `stop()`.
+  class iterator {
+   public:
+    using value_type = loaded_batch;
+    using difference_type = std::ptrdiff_t;
+
+    iterator() = default;
+    explicit iterator(any_loader* owner) noexcept : owner_(owner) {}
+
+    loaded_batch& operator*() const noexcept { return *owner_->current_; }
+    loaded_batch* operator->() const noexcept { return &*owner_->current_; }
+    iterator& operator++() {
+      owner_->advance();
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept {
+      return it.done();
+    }
+
+   private:
+    [[nodiscard]] bool done() const noexcept { return owner_ == nullptr || !owner_->current_; }
+
+    any_loader* owner_ = nullptr;
+  };
+
+  /// Waits for the next batch (unless one is current) and points at it. Throws as `next()`.
+  /// One pass: a loop over the loader continues where `next()` or an earlier loop stopped.
+  [[nodiscard]] iterator begin() {
+    if (!current_) advance();
+    return iterator(this);
+  }
+  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+
+ protected:
+  /// Drops the current batch (its slot goes back first, so the feeder can use it) and waits
+  /// for the next.
+  void advance() {
+    current_.reset();
+    current_ = next();
+  }
+  /// The range's current batch (trainer's thread only).
+  std::optional<loaded_batch> current_;
+};
+
+/// The loader of one rank's batches of `Batching` (`fixed_batching`: `batch`es of one shape,
+/// `packed_batching`: mixed shapes back to back; see the top of this header).
+template <class Decoder, staging_backend Backend, tensor_adapter Tensor = plain_tensor,
+          batching_kind Batching = fixed_batching>
+  requires clip_decoder<Decoder>
+class loader final : public any_loader<Decoder, Backend, Tensor> {
+  using loader_interface = any_loader<Decoder, Backend, Tensor>;
+  static constexpr bool packs = Batching::mode == batching_mode::packed;
+
+ public:
+  using loader_interface::begin;
+  using loader_interface::end;
+  using typename loader_interface::iterator;
+  using typename loader_interface::loaded_batch;
+  using typename loader_interface::packed_clips;
+  using typename loader_interface::slot_type;
+  using batching_type = Batching;
+  using plan_type = typename Batching::plan_type;
+  /// What it follows: `epoch_schedule` or `packed_schedule`.
+  using schedule_type = plan_schedule<plan_type>;
+
+  /// Starts the workers on steps [first_step, schedule.steps()) of `rank` (a packed
+  /// schedule's step is one packed batch). The decoder and the ring must outlive the loader.
+  /// Throws `vbucket::error` on a bad rank or option.
+  loader(schedule_type schedule, std::uint32_t rank, Decoder& decoder, staging_ring<Backend>& ring,
          loader_options options = {}, std::uint64_t first_step = 0)
-      : loader(std::optional<epoch_schedule>(std::move(schedule)), std::nullopt, rank, decoder,
-               ring, std::move(options), first_step) {}
-
-  /// The same over a packed schedule: each step of `rank` is one packed batch.
-  loader(packed_schedule schedule, std::uint32_t rank, Decoder& decoder,
-         staging_ring<Backend>& ring, loader_options options = {}, std::uint64_t first_step = 0)
-      : loader(std::nullopt, std::optional<packed_schedule>(std::move(schedule)), rank, decoder,
-               ring, std::move(options), first_step) {}
-
- private:
-  loader(std::optional<epoch_schedule> fixed, std::optional<packed_schedule> packed,
-         std::uint32_t rank, Decoder& decoder, staging_ring<Backend>& ring, loader_options options,
-         std::uint64_t first_step)
-      : fixed_(std::move(fixed)),
-        packed_(std::move(packed)),
+      : schedule_(std::move(schedule)),
         rank_(rank),
         decoder_(decoder),
         ring_(ring),
@@ -151,7 +237,7 @@ class loader {
                   " slots cannot hold " + std::to_string(options_.prefetch) +
                   " prefetched batches and the one the trainer holds (need at least " +
                   std::to_string(options_.prefetch + 1) + ")");
-    if (options_.fields && options_.fields->has_tensors() && packed_)
+    if (options_.fields && options_.fields->has_tensors() && packs)
       throw error(
           "loader: tensor files need fixed batches (a packed batch's clips differ in "
           "shape, so their tensors cannot be stacked)");
@@ -164,41 +250,15 @@ class loader {
     for (unsigned w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { work(); });
   }
 
-  template <class Source>
-  static std::optional<epoch_schedule> fixed_of(const Source& source) {
-    if constexpr (packed_schedule_source<Source>)
-      if (source.packed()) return std::nullopt;
-    if constexpr (schedule_source<Source>)
-      return source.schedule();
-    else
-      throw error("loader: the source is not packed and has no fixed schedule");
-  }
-  template <class Source>
-  static std::optional<packed_schedule> packed_of(const Source& source) {
-    if constexpr (packed_schedule_source<Source>)
-      if (source.packed()) return source.packing_schedule();
-    return std::nullopt;
-  }
-  template <class Source>
-  static std::uint64_t first_step_of(const Source& source) {
-    if constexpr (packed_schedule_source<Source>)
-      if (source.packed()) return first_step_of(source.packing_schedule(), source.state());
-    if constexpr (schedule_source<Source>)
-      return first_step_of(source.schedule(), source.state());
-    else
-      return 0;  // fixed_of threw first
-  }
-
- public:
-  /// Follows `source` (a `batch_sampler`, say) from its current state: its schedule (packed
-  /// when the source is a packed one), its rank, and the step its state points at. Throws
-  /// `vbucket::error` when the state is not of the schedule's plan or not at a step boundary of
-  /// it, and as the other constructor.
+  /// Follows `source` (a `batch_sampler`, say) from its current state: its schedule, its rank,
+  /// and the step its state points at. Throws `vbucket::error` when the source's batching (a
+  /// run-time `packed()`) is not the loader's, when the state is not of the schedule's plan or
+  /// not at a step boundary of it, and as the other constructor.
   template <loader_source Source>
   loader(const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
          loader_options options = {})
-      : loader(fixed_of(source), packed_of(source), static_cast<std::uint32_t>(source.rank()),
-               decoder, ring, std::move(options), first_step_of(source)) {
+      : loader(schedule_of(source), static_cast<std::uint32_t>(source.rank()), decoder, ring,
+               std::move(options), first_step_of(schedule_of(source), source.state())) {
     // The source's state names the plan (its fingerprint) and the world it was saved under:
     // the loader's states are positions in that same plan, whatever the source does next.
     const plan_state st = source.state();
@@ -208,64 +268,27 @@ class loader {
 
   loader(const loader&) = delete;
   loader& operator=(const loader&) = delete;
-  ~loader() { stop(); }
-
-  /// The input iterator of `for (auto& b : loader)`: `*it` is the current batch, which the
-  /// loop body may move from (the slot with it); `++it` drops what is left of it and waits for
-  /// the next. Equal to `end()` (`std::default_sentinel`) after the last batch or `stop()`.
-  class iterator {
-   public:
-    using value_type = loaded_batch;
-    using difference_type = std::ptrdiff_t;
-
-    iterator() = default;
-    explicit iterator(loader* owner) noexcept : owner_(owner) {}
-
-    loaded_batch& operator*() const noexcept { return *owner_->current_; }
-    loaded_batch* operator->() const noexcept { return &*owner_->current_; }
-    iterator& operator++() {
-      owner_->advance();
-      return *this;
-    }
-    void operator++(int) { ++*this; }
-    friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept {
-      return it.done();
-    }
-
-   private:
-    [[nodiscard]] bool done() const noexcept { return owner_ == nullptr || !owner_->current_; }
-
-    loader* owner_ = nullptr;
-  };
-
-  /// Waits for the next batch (unless one is current) and points at it. Throws as `next()`.
-  /// One pass: a loop over the loader continues where `next()` or an earlier loop stopped.
-  [[nodiscard]] iterator begin() {
-    if (!current_) advance();
-    return iterator(this);
-  }
-  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+  ~loader() override { stop(); }
 
   /// Batches this loader hands out in all, from its first step to the end of the schedule.
-  [[nodiscard]] std::uint64_t steps() const noexcept { return total_steps() - first_step_; }
-  /// Whether it follows a packed schedule.
-  [[nodiscard]] bool packed() const noexcept { return packed_.has_value(); }
-  /// The fixed schedule it follows; throws `vbucket::error` for a packed loader.
-  [[nodiscard]] const epoch_schedule& schedule() const {
-    if (!fixed_) throw error("loader: a packed loader has no fixed schedule (packing_schedule())");
-    return *fixed_;
+  [[nodiscard]] std::uint64_t steps() const noexcept override {
+    return total_steps() - first_step_;
   }
-  /// The packed schedule it follows; throws `vbucket::error` for a fixed loader.
-  [[nodiscard]] const packed_schedule& packing_schedule() const {
-    if (!packed_) throw error("loader: a fixed loader has no packed schedule (schedule())");
-    return *packed_;
+  /// Whether it follows a packed schedule (its type's batching).
+  [[nodiscard]] bool packed() const noexcept override { return packs; }
+  /// The schedule it follows.
+  [[nodiscard]] const schedule_type& schedule() const noexcept { return schedule_; }
+  /// The packed schedule it follows (`schedule()` of a packed loader).
+  [[nodiscard]] const packed_schedule& packing_schedule()
+      const noexcept requires std::same_as<Batching, packed_batching> {
+    return schedule_;
   }
-  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::uint32_t rank() const noexcept override { return rank_; }
 
   /// The next batch of this rank, or nullopt at the end of the epoch (or after `stop()`).
   /// Throws `vbucket::error` when a batch cannot be filled (every replacement failed) or the
   /// staging ring fails.
-  std::optional<loaded_batch> next() {
+  std::optional<loaded_batch> next() override {
     const auto t0 = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex_);
     if (next_step_ >= total_steps()) return std::nullopt;
@@ -297,7 +320,7 @@ class loader {
     view.data = j->slot.data().data();
     view.type = options_.element;
     view.layout = options_.layout;
-    if (!packed_) {
+    if constexpr (!packs) {
       const auto b = static_cast<std::int64_t>(j->samples.size());
       view.shape = clip_shape(b, j->info.frames, j->info.height, j->info.width);
       if (!options_.pixels) view.shape = clip_shape(b, 0, 0, 0);
@@ -308,7 +331,58 @@ class loader {
                           std::move(j->slot),
                           std::nullopt,
                           std::move(j->fields)};
+    } else {
+      return packed_batch_of(*j, view);
     }
+  }
+
+  /// The resume state after the batches handed out so far (steps × world global batches on
+  /// top of the schedule's starting point).
+  [[nodiscard]] plan_state state() const override {
+    std::lock_guard lock(mutex_);
+    plan_state s = schedule_.state_after(next_step_);
+    // After the last step the position may lie past the epoch's N batches (alignment repeats,
+    // wherever a resume under another world size put the step boundaries): the sampler accepts
+    // up to N + world - 1 (the kill test found a refused end at world 3 after world 2).
+    if (recorded_world_) s.world = world_size();
+    s.fingerprint = fingerprint_;
+    return s;
+  }
+
+  [[nodiscard]] loader_stats stats() const override {
+    std::lock_guard lock(mutex_);
+    loader_stats s = stats_;
+    s.decode_seconds = static_cast<double>(decode_ns_.load()) * 1e-9;
+    s.convert_seconds = static_cast<double>(convert_ns_.load()) * 1e-9;
+    s.elapsed_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    s.mean_ready =
+        ready_samples_ ? static_cast<double>(ready_sum_) / static_cast<double>(ready_samples_) : 0;
+    return s;
+  }
+
+  /// Cancels: no new clip starts, waiting calls return, threads are joined. Batches already
+  /// handed out stay valid. Idempotent.
+  void stop() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    stop_source_.request_stop();
+    cv_.notify_all();
+    if (feeder_.joinable()) feeder_.join();
+    for (auto& w : workers_)
+      if (w.joinable()) w.join();
+    std::lock_guard lock(mutex_);
+    jobs_.clear();  // unfinished batches give their slots back
+    tasks_.clear();
+  }
+
+ private:
+  /// A packed job's `loaded_batch`: the flat buffer `view` and the clips' layout.
+  template <class Job>
+  loaded_batch packed_batch_of(Job& jr, tensor_view view) {
+    Job* const j = &jr;
     packed_clips p;
     const std::size_t es = element_size(options_.element);
     view.shape = {static_cast<std::int64_t>(j->offsets.back() / es), 1, 1, 1, 1};
@@ -335,49 +409,6 @@ class loader {
                         std::move(j->fields)};
   }
 
-  /// The resume state after the batches handed out so far (steps × world global batches on
-  /// top of the schedule's starting point).
-  [[nodiscard]] plan_state state() const {
-    std::lock_guard lock(mutex_);
-    plan_state s = packed_ ? packed_->state_after(next_step_) : fixed_->state_after(next_step_);
-    // After the last step the position may lie past the epoch's N batches (alignment repeats,
-    // wherever a resume under another world size put the step boundaries): the sampler accepts
-    // up to N + world - 1 (the kill test found a refused end at world 3 after world 2).
-    if (recorded_world_) s.world = world_size();
-    s.fingerprint = fingerprint_;
-    return s;
-  }
-
-  [[nodiscard]] loader_stats stats() const {
-    std::lock_guard lock(mutex_);
-    loader_stats s = stats_;
-    s.decode_seconds = static_cast<double>(decode_ns_.load()) * 1e-9;
-    s.convert_seconds = static_cast<double>(convert_ns_.load()) * 1e-9;
-    s.elapsed_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    s.mean_ready =
-        ready_samples_ ? static_cast<double>(ready_sum_) / static_cast<double>(ready_samples_) : 0;
-    return s;
-  }
-
-  /// Cancels: no new clip starts, waiting calls return, threads are joined. Batches already
-  /// handed out stay valid. Idempotent.
-  void stop() {
-    {
-      std::lock_guard lock(mutex_);
-      stopped_ = true;
-    }
-    stop_source_.request_stop();
-    cv_.notify_all();
-    if (feeder_.joinable()) feeder_.join();
-    for (auto& w : workers_)
-      if (w.joinable()) w.join();
-    std::lock_guard lock(mutex_);
-    jobs_.clear();  // unfinished batches give their slots back
-    tasks_.clear();
-  }
-
- private:
   struct job {
     batch info;
     slot_type slot;
@@ -413,18 +444,33 @@ class loader {
     return (state.consumed - schedule.consumed()) / world;
   }
 
-  [[nodiscard]] std::uint64_t total_steps() const noexcept {
-    return packed_ ? packed_->steps() : fixed_->steps();
+  /// The schedule `source` deals from, which is this loader's batching.
+  template <class Source>
+  static schedule_type schedule_of(const Source& source) {
+    if constexpr (requires { static_cast<bool>(source.packed()); }) {
+      if (static_cast<bool>(source.packed()) != packs)
+        throw error(std::string("loader: the source's batches are ") +
+                    (packs ? "fixed" : "packed") + ", this loader's are " +
+                    std::string(batching_name(Batching::mode)) +
+                    " (a loader of the source's batching: CTAD from the sampler, "
+                    "loader<..., packed_batching>, or make_any_loader)");
+    }
+    if constexpr (packs && packed_schedule_source<Source>) {
+      return source.packing_schedule();
+    } else if constexpr (requires {
+                           { source.schedule() } -> std::convertible_to<schedule_type>;
+                         }) {
+      return source.schedule();
+    } else {
+      throw error(std::string("loader: the source has no ") +
+                  std::string(batching_name(Batching::mode)) + " schedule");
+    }
   }
-  [[nodiscard]] std::uint32_t world_size() const noexcept {
-    return packed_ ? packed_->world_size() : fixed_->world_size();
-  }
-  [[nodiscard]] std::uint64_t seed() const noexcept {
-    return packed_ ? packed_->plan().seed() : fixed_->plan().seed();
-  }
-  [[nodiscard]] std::uint64_t epoch() const noexcept {
-    return packed_ ? packed_->plan().epoch() : fixed_->plan().epoch();
-  }
+
+  [[nodiscard]] std::uint64_t total_steps() const noexcept { return schedule_.steps(); }
+  [[nodiscard]] std::uint32_t world_size() const noexcept { return schedule_.world_size(); }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return schedule_.plan().seed(); }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return schedule_.plan().epoch(); }
   [[nodiscard]] std::array<std::int64_t, 5> clip_shape(std::int64_t n, std::int64_t t,
                                                        std::int64_t h,
                                                        std::int64_t w) const noexcept {
@@ -435,8 +481,8 @@ class loader {
   /// The job of `step`: its batch, and every clip's shape, bucket and place in the slot.
   std::unique_ptr<job> make_job(std::uint64_t step) const {
     auto j = std::make_unique<job>();
-    if (packed_) {
-      const packed_batch pb = packed_->at(step, rank_);
+    if constexpr (packs) {
+      const packed_batch pb = schedule_.at(step, rank_);
       j->info.indices = pb.indices;
       j->info.step = pb.step;
       j->info.position = pb.position;
@@ -447,7 +493,7 @@ class loader {
         j->buckets.push_back(pb.buckets[c]);
       }
     } else {
-      j->info = fixed_->at(step, rank_);
+      j->info = schedule_.at(step, rank_);
       j->shapes.assign(j->info.indices.size(),
                        sample_shape{j->info.frames, j->info.height, j->info.width});
       j->buckets.assign(j->info.indices.size(), j->info.bucket);
@@ -469,28 +515,22 @@ class loader {
   /// The samples a failed clip of bucket `b` may be replaced by: the bucket's planned slots
   /// (fixed), or its samples in the packed plan's packing order (packed).
   std::span<const std::uint32_t> candidates(bucket_id b) {
-    if (!packed_) {
-      const plan_bucket& pb = fixed_->plan().bucket(b);
-      return fixed_->plan().slots().subspan(static_cast<std::size_t>(pb.slot_begin),
-                                            static_cast<std::size_t>(pb.batches * pb.batch_size));
+    if constexpr (!packs) {
+      const plan_bucket& pb = schedule_.plan().bucket(b);
+      return schedule_.plan().slots().subspan(static_cast<std::size_t>(pb.slot_begin),
+                                              static_cast<std::size_t>(pb.batches * pb.batch_size));
+    } else {
+      std::call_once(bucket_samples_once_, [&] {
+        const packed_plan& plan = schedule_.plan();
+        bucket_samples_.resize(plan.num_buckets());
+        for (std::uint64_t id = 0; id < plan.num_batches(); ++id) {
+          const packed_batch pb = plan.make_batch(id);
+          for (std::size_t c = 0; c < pb.size(); ++c)
+            bucket_samples_[static_cast<std::size_t>(pb.buckets[c])].push_back(pb.indices[c]);
+        }
+      });
+      return bucket_samples_[static_cast<std::size_t>(b)];
     }
-    std::call_once(bucket_samples_once_, [&] {
-      const packed_plan& plan = packed_->plan();
-      bucket_samples_.resize(plan.num_buckets());
-      for (std::uint64_t id = 0; id < plan.num_batches(); ++id) {
-        const packed_batch pb = plan.make_batch(id);
-        for (std::size_t c = 0; c < pb.size(); ++c)
-          bucket_samples_[static_cast<std::size_t>(pb.buckets[c])].push_back(pb.indices[c]);
-      }
-    });
-    return bucket_samples_[static_cast<std::size_t>(b)];
-  }
-
-  /// Drops the current batch (its slot goes back first, so the feeder can use it) and waits
-  /// for the next.
-  void advance() {
-    current_.reset();
-    current_ = next();
   }
 
   /// Whether the workers convert each decoded clip (else the decoder writes the output).
@@ -717,8 +757,7 @@ class loader {
     }
   }
 
-  std::optional<epoch_schedule> fixed_;  // one of the two is set
-  std::optional<packed_schedule> packed_;
+  schedule_type schedule_;
   std::once_flag bucket_samples_once_;  // candidates() of a packed loader
   std::vector<std::vector<std::uint32_t>> bucket_samples_;
   std::uint32_t rank_;
@@ -743,23 +782,61 @@ class loader {
   std::unordered_set<std::string> failed_keys_;  // failure_key of every failure this epoch
   std::atomic<std::int64_t> decode_ns_{0};
   std::atomic<std::int64_t> convert_ns_{0};
-  std::optional<loaded_batch> current_;  // the range's current batch (trainer's thread only)
   std::chrono::steady_clock::time_point start_;
   std::stop_source stop_source_;
   std::jthread feeder_;
   std::vector<std::jthread> workers_;  // last: joined by stop() before the members above go
 };
 
+namespace detail {
+/// The batching of a loader source: its `batching_type` (a `batch_sampler`), else fixed.
+template <class Source>
+struct source_batching {
+  using type = fixed_batching;
+};
+template <class Source>
+  requires requires { typename Source::batching_type; }
+struct source_batching<Source> {
+  using type = typename Source::batching_type;
+};
+}  // namespace detail
+
 /// `vbucket::loader l(schedule, rank, decoder, ring)` and `vbucket::loader l(sampler, decoder,
-/// ring)`: the decoder's type as given (const or not), the ring's backend, `plain_tensor`.
+/// ring)`: the decoder's type as given (const or not), the ring's backend, `plain_tensor`, the
+/// schedule's or the sampler's batching.
 template <class Decoder, class Backend>
 loader(epoch_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_options = {},
        std::uint64_t = 0) -> loader<Decoder, Backend>;
 template <class Decoder, class Backend>
 loader(packed_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_options = {},
-       std::uint64_t = 0) -> loader<Decoder, Backend>;
+       std::uint64_t = 0) -> loader<Decoder, Backend, plain_tensor, packed_batching>;
 template <loader_source Source, class Decoder, class Backend>
 loader(const Source&, Decoder&, staging_ring<Backend>&, loader_options = {})
-    -> loader<Decoder, Backend>;
+    -> loader<Decoder, Backend, plain_tensor, typename detail::source_batching<Source>::type>;
+
+/// The loader a source's batching needs, as its interface: a source that chooses at run time
+/// (`packed()`, as `any_sampler`) gets a packed or a fixed `loader`. Throws as `loader`'s
+/// constructor.
+///
+///     std::unique_ptr<vbucket::any_loader<my_decoder, vbucket::host_backend>> l =
+///         vbucket::make_any_loader(*sampler, decoder, ring, {.workers = 8});
+///     for (auto& b : *l) train(b);
+template <tensor_adapter Tensor = plain_tensor, loader_source Source, class Decoder,
+          staging_backend Backend>
+  requires clip_decoder<Decoder> std::unique_ptr<any_loader<Decoder, Backend, Tensor>>
+  make_any_loader(const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
+                  loader_options options = {}) {
+    if constexpr (packed_schedule_source<Source>) {
+      if (source.packed())
+        return std::make_unique<loader<Decoder, Backend, Tensor, packed_batching>>(
+            source, decoder, ring, std::move(options));
+    }
+    if constexpr (schedule_source<Source>) {
+      return std::make_unique<loader<Decoder, Backend, Tensor, fixed_batching>>(
+          source, decoder, ring, std::move(options));
+    } else {
+      throw error("make_any_loader: the source is not packed and has no fixed schedule");
+    }
+  }
 
 }  // namespace vbucket

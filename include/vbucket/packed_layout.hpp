@@ -1,8 +1,8 @@
 #pragma once
 /// The flat layout of a packed batch (`packed_plan.hpp`): where each clip lies in one buffer of
 /// clips back to back, and `cu_seqlens`, the cumulative token counts that flash-attention's
-/// varlen kernels take (sequence i is tokens [cu_seqlens[i], cu_seqlens[i+1])). Used by
-/// `load_packed_batch` (`packed_loader.hpp`) and by the prefetching `loader` (`loader.hpp`).
+/// varlen kernels take (sequence i is tokens [cu_seqlens[i], cu_seqlens[i+1])). Used by the
+/// prefetching `loader` over packed batches (`loader.hpp`).
 
 #include <algorithm>  // std::max
 #include <cstddef>    // std::size_t

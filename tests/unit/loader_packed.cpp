@@ -1,24 +1,26 @@
 /// Tests of vbucket/loader.hpp over packed schedules (`packed_plan.hpp`), with a synthetic
 /// decoder: every packed batch of a rank arrives in order, its clips back to back in one slot
-/// with the offsets, cu_seqlens and shapes of `make_packed_layout` and the bytes of
-/// `load_packed_batch`; failed clips are replaced by samples of their own bucket by the
+/// with the offsets, cu_seqlens and shapes of `make_packed_layout` and the bytes of the decoder
+/// called clip by clip; failed clips are replaced by samples of their own bucket by the
 /// `substitution_stream` rule, counted and listed; resume continues exactly, also under another
-/// world size; a packed batch_sampler drives it; float32 CTHW clips are the normalised uint8
-/// ones. The names say "thread" so these also run under TSan.
+/// world size; a packed batch_sampler drives it (the loader's type deduced from it), and an
+/// any_sampler through make_any_loader; float32 CTHW clips are the normalised uint8 ones. The
+/// names say "thread" so these also run under TSan.
 #include <doctest/doctest.h>
 
 #include <algorithm>  // std::ranges::equal, std::max
 #include <cstdint>    // std::uint8_t, std::uint32_t
 #include <cstring>    // std::memcmp
 #include <map>        // std::map
+#include <memory>     // std::make_shared
 #include <optional>   // std::optional
 #include <set>        // std::set
 #include <string>     // std::string
 #include <vector>     // std::vector
 
+#include "vbucket/any_sampler.hpp"
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/loader.hpp"
-#include "vbucket/packed_loader.hpp"
 #include "vbucket_test/loader_data.hpp"
 
 namespace {
@@ -37,7 +39,8 @@ struct pattern_decoder {
 };
 
 using host_ring = vbucket::staging_ring<vbucket::host_backend>;
-using host_loader = vbucket::loader<pattern_decoder, vbucket::host_backend>;
+using host_loader = vbucket::loader<pattern_decoder, vbucket::host_backend, vbucket::plain_tensor,
+                                    vbucket::packed_batching>;
 
 /// Small clips of three shapes (8×4 and 6×6 at 3 and 1 frames, 12×12 at 2 frames), packed to
 /// a budget of a few samples.
@@ -60,13 +63,25 @@ struct fixture {
   }
 };
 
-/// The bytes `load_packed_batch` gives batch `b` (uint8 THWC).
+/// The bytes of batch `b` (uint8 THWC): the decoder called for each clip in turn, with its
+/// shape and the loader's crop seed, the clips back to back.
 std::vector<std::uint8_t> reference_bytes(const vbucket::packed_batch& b,
                                           const vbucket::packed_plan& plan) {
   pattern_decoder d;
-  const vbucket::packed_layout layout = vbucket::make_packed_layout(b);
-  std::vector<std::uint8_t> out(layout.bytes());
-  vbucket::load_packed_batch(b, d, plan.seed(), plan.epoch(), layout, out, 1);
+  std::vector<std::uint8_t> out;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const vbucket::sample_shape s = b.shape(i);
+    vbucket::clip_task t;
+    t.sample = b.indices[i];
+    t.frames = s.frames;
+    t.height = s.height;
+    t.width = s.width;
+    t.layout = vbucket::clip_layout::thwc;
+    t.seed = vbucket::crop_seed(plan.seed(), plan.epoch(), t.sample);
+    std::vector<std::uint8_t> clip(t.bytes());
+    REQUIRE_FALSE(d.decode(t, clip).has_value());
+    out.insert(out.end(), clip.begin(), clip.end());
+  }
   return out;
 }
 
@@ -296,7 +311,7 @@ TEST_CASE("loader packed: driven by a packed batch_sampler, and resumed through 
   static_assert(std::same_as<decltype(l), host_loader>);
   CHECK(l.packed());
   CHECK(l.steps() == steps.size());
-  CHECK_THROWS_AS((void)l.schedule(), vbucket::error);
+  CHECK(l.schedule().steps() == steps.size());
   std::size_t k = 0;
   for (auto& b : l) {
     REQUIRE(k < steps.size());
@@ -313,6 +328,55 @@ TEST_CASE("loader packed: driven by a packed batch_sampler, and resumed through 
   std::size_t i = 2;
   for (auto& b : resumed) check_batch(b, steps[i++], sampler.packing());
   CHECK(i == steps.size());
+}
+
+TEST_CASE("loader packed: make_any_loader follows an any_sampler's run-time batching (threads)") {
+  fixture f;
+  const auto samples =
+      std::make_shared<const std::vector<vbucket::sample_meta>>(vbucket_test::loader_samples());
+  const auto config = std::make_shared<const vbucket::bucket_config>(f.config);
+  pattern_decoder decoder;
+  vbucket::host_backend backend;
+  for (const bool pack : {false, true}) {
+    CAPTURE(pack);
+    vbucket::sampler_options o{.seed = 5, .world = 2, .rank = 1};
+    if (pack) {
+      o.batching = vbucket::batching_mode::packed;
+      o.token_budget = f.budget;
+    }
+    const auto s = vbucket::make_any_sampler(samples, config, vbucket::opensora_v2_rule{}, o);
+    s->set_epoch(1);
+    REQUIRE(s->size() > 2);
+    host_ring ring(backend, {.slots = 3});
+    const auto l = vbucket::make_any_loader(*s, decoder, ring, {.workers = 2});
+    CHECK(l->packed() == pack);
+    CHECK(l->steps() == s->size());
+    std::size_t k = 0;
+    for (auto& b : *l) {
+      REQUIRE(k < s->size());
+      CHECK(b.packed.has_value() == pack);
+      if (pack) {
+        CHECK(std::ranges::equal(b.samples, s->packed_batches()[k].indices));
+      } else {
+        const vbucket::batch want = s->batches()[k];
+        CHECK(std::ranges::equal(b.samples, want.indices));
+        CHECK(b.info.bucket == want.bucket);
+      }
+      ++k;
+    }
+    CHECK(k == s->size());
+    CHECK(l->state() == s->state().advanced(k, 2));
+    // A loader of the other batching refuses the source at run time.
+    host_ring ring2(backend, {.slots = 3});
+    if (pack) {
+      CHECK_THROWS_WITH_AS(
+          (vbucket::loader<pattern_decoder, vbucket::host_backend>(*s, decoder, ring2)),
+          doctest::Contains("the source's batches are packed"), vbucket::error);
+    } else {
+      CHECK_THROWS_WITH_AS(host_loader(*s, decoder, ring2),
+                           doctest::Contains("the source's batches are fixed"), vbucket::error);
+    }
+  }
 }
 
 TEST_CASE("loader packed: float32 CTHW clips are the normalised uint8 ones (threads)") {
