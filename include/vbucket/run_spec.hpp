@@ -33,6 +33,7 @@
 #include "any_sampler.hpp"    // any_sampler, make_any_sampler
 #include "aspect.hpp"         // opensora_v2_tables, opensora_v12_tables
 #include "batch_sampler.hpp"  // sampler_options, builtin_sources
+#include "csv.hpp"            // streamed_meta_csv (chunk_rows)
 #include "detail/parse_number.hpp"
 #include "error.hpp"
 #include "numpy_random.hpp"  // big_seed
@@ -113,7 +114,8 @@ inline constexpr std::uint64_t max_run_world = std::uint64_t{1} << 24;
 /// `from_map` and `set` read text and check each value, `validate` the combination.
 struct run_spec {
   // --- what is planned ---
-  std::string meta;    ///< metadata source: a CSV path
+  std::string meta;                                         ///< metadata source: a CSV path
+  std::size_t chunk_rows = streamed_meta_csv{}.chunk_rows;  ///< rows read at a time (streamed)
   std::string config;  ///< bucket config: a JSON path (Open-Sora's dict)
   // --- the rule ---
   rule_kind rule = rule_kind::opensora_v2;
@@ -289,6 +291,11 @@ inline constexpr run_field run_field_table[] = {
      "metadata CSV with columns num_frames,height,width,fps (any order, others ignored; fps "
      "empty, nan or 0 = unknown; sizes may be written as floats such as 51.0)",
      VBUCKET_SPEC_RW(meta, std::string(t), s.meta)},
+    {"chunk_rows", field_kind::count, "N", "", 1, std::uint64_t{1} << 32,
+     "metadata CSV rows read at a time when the metadata is streamed (less memory, more "
+     "passes; the batches do not depend on it)",
+     VBUCKET_SPEC_RW(chunk_rows, static_cast<std::size_t>(*parse_uint_in(t, 1, 1ULL << 32)),
+                     std::to_string(s.chunk_rows))},
     {"rule", field_kind::choice, "RULE", "opensora-v2|opensora-v1.2", 0, 0,
      "the bucket rule: Open-Sora 2.0's or v1.2's",
      VBUCKET_SPEC_RW(rule, *parse_rule_name(t), std::string(rule_name(s.rule)))},

@@ -22,7 +22,7 @@ def test_the_defaults_are_the_decided_ones():
                "rank": 0, "rule": "opensora-v2", "fps_max": 16.0, "frame_interval": 1,
                "drop_last": False, "balance": False, "balance_group": 0, "threads": 0,
                "batching": "fixed", "drop_oversized": False, "compression": (4, 8, 8),
-               "patch": (1, 2, 2)}
+               "patch": (1, 2, 2), "chunk_rows": 1 << 20}
     assert _vbucket.DEFAULTS == decided
     assert vbucket.DEFAULTS == _vbucket.DEFAULTS
     # every field has a default but the paths and the packed budget (no default: required)

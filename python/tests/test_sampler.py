@@ -348,3 +348,16 @@ def test_planning_releases_the_gil():
     assert duration > 0.02  # a call long enough to see
     # Holding the GIL, the call would pause the main thread for about its whole duration.
     assert longest_pause < 0.5 * duration, (longest_pause, duration)
+
+
+def test_chunk_rows_streams_a_csv_path_with_the_same_batches():
+    """chunk_rows (a run field): a CSV path is read that many rows at a time at each epoch's
+    planning instead of held; the batches are the same."""
+    whole = vbucket.VariableVideoBatchSampler(str(SAMPLE_META), CONFIG_360P, num_replicas=2,
+                                              rank=1, seed=3, output="indices")
+    chunked = vbucket.VariableVideoBatchSampler(str(SAMPLE_META), CONFIG_360P, num_replicas=2,
+                                                rank=1, seed=3, output="indices", chunk_rows=7)
+    assert whole._s.table() is not None and chunked._s.table() is None
+    assert list(chunked) == list(whole) != []
+    with pytest.raises(ValueError, match="chunk_rows: expected an integer from 1 to"):
+        vbucket.VariableVideoBatchSampler(str(SAMPLE_META), CONFIG_360P, chunk_rows=0)

@@ -52,6 +52,7 @@ def stats(
     config: ConfigLike,
     *,
     # BEGIN run fields: stats
+    chunk_rows: int = 1048576,
     rule: Literal["opensora-v2", "opensora-v1.2"] = "opensora-v2",
     fps_max: float = 16.0,
     frame_interval: int = 1,
@@ -76,6 +77,7 @@ def stats_table(
     config: ConfigLike,
     *,
     # BEGIN run fields: stats_table
+    chunk_rows: int = 1048576,
     rule: Literal["opensora-v2", "opensora-v1.2"] = "opensora-v2",
     fps_max: float = 16.0,
     frame_interval: int = 1,
@@ -140,6 +142,7 @@ class VariableVideoBatchSampler:
         num_bucket_build_workers: int = ...,
         num_groups: int = ...,
         # BEGIN run fields: VariableVideoBatchSampler.__init__
+        chunk_rows: int = 1048576,
         rule: Literal["opensora-v2", "opensora-v1.2"] = "opensora-v2",
         fps_max: float = 16.0,
         frame_interval: int = 1,

@@ -254,8 +254,12 @@ def stream_csv(path: PathLike, chunk_rows: int = 1 << 20) -> "_vbucket.StreamedC
     return _vbucket.StreamedCsv(os.fspath(path), int(chunk_rows))
 
 
-def _samples(meta):
-    """What a sampler plans over: a streamed CSV as it is, any other form as the table."""
+def _samples(meta, chunk_rows=None):
+    """What a sampler plans over: a streamed CSV as it is, a CSV path streamed in chunks of
+    ``chunk_rows`` when given, any other form as the table."""
+    if chunk_rows is not None and isinstance(meta, (str, os.PathLike)) and os.fspath(
+            meta).lower().endswith(".csv"):
+        return stream_csv(meta, chunk_rows)
     return meta if isinstance(meta, _vbucket.StreamedCsv) else _meta(meta)
 
 
@@ -489,7 +493,7 @@ def _bucket_frame(cfg, ids: np.ndarray):
 
 def _stats_sampler(meta, config, where: str, **spec):
     run = _spec(spec, where, PLAN_FIELDS)
-    s = _vbucket.Sampler(_samples(meta), _config(config, run.rule), run)
+    s = _vbucket.Sampler(_samples(meta, spec.get("chunk_rows")), _config(config, run.rule), run)
     s.set_epoch(run.epoch)
     return s
 

@@ -165,7 +165,7 @@ class VariableVideoBatchSampler(_SamplerBase):
             if isinstance(bucket_config, _core.BucketConfig)
             else _core.BucketConfig(bucket_config, rule=self.rule)
         )
-        samples = _core._samples(dataset)
+        samples = _core._samples(dataset, spec.get("chunk_rows"))
         self._init_dataset_stream = samples if isinstance(samples, _vbucket.StreamedCsv) else None
         self._s = _vbucket.Sampler(samples, _core._config(self.bucket_config, self.rule), run)
         if run.epoch != 0:

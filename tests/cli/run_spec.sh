@@ -78,6 +78,13 @@ expect_error "combination" 2 "--fps-max applies to --rule opensora-v2 only" plan
   --run "$tmp/combo.json" --config "$tmp/cfg.json" --meta "$meta" --rank 0 --seed 1 --epoch 0 \
   --out "$tmp/x.jsonl"
 
+# --chunk-rows N (a field added to the table: a flag of plan and stats with no CLI edit): the CSV
+# is read 7 rows at a time, the batches are the same
+expect_ok_warned "chunk rows" plan "${flags[@]}" --rank 0 --chunk-rows 7 --out "$tmp/c.jsonl" --quiet
+if cmp -s "$tmp/c.jsonl" "$tmp/flags0.jsonl"; then pass; else fail "--chunk-rows 7 changed the batches"; fi
+expect_error "chunk rows 0" 2 "--chunk-rows: expected an integer from 1 to" plan "${flags[@]}" \
+  --rank 0 --chunk-rows 0 --out "$tmp/x.jsonl"
+
 # --help: every field flag with its default (rng numpy, fps-max 16, compression 4,8,8).
 expect_ok "help" plan --help
 for line in "--rng RNG .*(default: numpy)" "--fps-max F .*(default: 16)" \

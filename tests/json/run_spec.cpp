@@ -100,7 +100,8 @@ TEST_CASE("run_spec: from_map reads every field, to_map gives them back") {
                                                 {"balance_group", "48"},
                                                 {"threads", "2"},
                                                 {"compression", "4,16,16"},
-                                                {"patch", "1,1,1"}};
+                                                {"patch", "1,1,1"},
+                                                {"chunk_rows", "1000"}};
   const vbucket::run_spec s = vbucket::run_spec::from_map(m);
   CHECK(s.rule == vbucket::rule_kind::opensora_v12);
   CHECK(s.v12_rule().frame_interval == 3);
@@ -113,6 +114,8 @@ TEST_CASE("run_spec: from_map reads every field, to_map gives them back") {
   CHECK(s.drop_last);
   CHECK(s.effective_balance_group() == 48);
   CHECK(s.tokens == vbucket::token_formula{4, 16, 16, 1, 1, 1});
+  CHECK(s.chunk_rows == 1000);
+  CHECK(vbucket::run_spec{}.chunk_rows == vbucket::streamed_meta_csv{}.chunk_rows);
   const auto back = s.to_map();
   for (const auto& [k, v] : m) CHECK(back.at(k) == v);
   CHECK(vbucket::run_spec::from_map(back).to_map() == back);
@@ -133,6 +136,8 @@ TEST_CASE("run_spec: a bad value names the key and the value") {
   CHECK(msg("seed", "-1") ==
         std::string("seed: ") + error_message([] { (void)vbucket::big_seed::parse("-1"); }));
   CHECK(msg("world", "0") == "world: expected an integer from 1 to 16777216, got \"0\"");
+  CHECK(msg("chunk_rows", "0") ==
+        "chunk_rows: expected an integer from 1 to 4294967296, got \"0\"");
   CHECK(msg("fps_max", "nan") == "fps_max: expected a positive number, got \"nan\"");
   CHECK(msg("rule", "opensora-v3") ==
         "rule: unknown rule \"opensora-v3\" (expected opensora-v2 or opensora-v1.2)");
@@ -146,7 +151,7 @@ TEST_CASE("run_spec: a bad value names the key and the value") {
         "compression_h must be an integer from 1 to 65536, got 0");
   CHECK(msg("compression", "1,2,3,4") ==
         "compression: expected three integers from 1 to 65536 as T,H,W, got \"1,2,3,4\"");
-  CHECK(contains(msg("sources", "x"), "unknown key \"sources\" (known: config, meta, rule"));
+  CHECK(contains(msg("sources", "x"), "unknown key \"sources\" (known: config, meta, "));
   // as the CLI names them
   const vbucket::field_naming flags{vbucket::field_naming::style::flag, {}};
   CHECK(error_message([&] {

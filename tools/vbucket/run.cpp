@@ -65,7 +65,8 @@ std::string json_string(std::string_view s) {
 
 std::unique_ptr<any_sampler> make_sampler(const run_spec& spec) {
   auto config = json::load_config(spec);
-  auto meta = std::make_shared<const streamed_meta_csv>(streamed_meta_csv{spec.meta});
+  auto meta =
+      std::make_shared<const streamed_meta_csv>(streamed_meta_csv{spec.meta, spec.chunk_rows});
   std::unique_ptr<any_sampler> s = make_any_sampler(std::move(meta), std::move(config), spec);
   s->set_epoch(spec.epoch);
   return s;
