@@ -19,7 +19,8 @@
 #include "vbucket/error.hpp"
 #include "vbucket/random_source.hpp"  // random_source, detail::independent_streams
 
-#if VBUCKET_AVX2_DISPATCH
+// The intrinsics only where the vector path is defined (header-only code, vbucket::compiled).
+#if VBUCKET_AVX2_DISPATCH && VBUCKET_HEADER_DEFINITIONS
 #include <immintrin.h>  // AVX2 intrinsics (used only in target("avx2") functions)
 #endif
 
@@ -287,59 +288,6 @@ inline constexpr u128 kPcgMultiplier =
 
 }  // namespace detail
 
-#if VBUCKET_AVX2_DISPATCH
-namespace detail::avx2_seed {
-using v8 = __m256i;
-[[gnu::target("avx2")]] inline v8 broadcast(std::uint32_t k) noexcept {
-  return _mm256_set1_epi32(static_cast<int>(k));
-}
-// hashmix in each lane.
-[[gnu::target("avx2")]] inline v8 hash(v8 value, std::uint32_t before,
-                                       std::uint32_t after) noexcept {
-  value = _mm256_mullo_epi32(_mm256_xor_si256(value, broadcast(before)), broadcast(after));
-  return _mm256_xor_si256(value, _mm256_srli_epi32(value, 16));
-}
-// mix in each lane.
-[[gnu::target("avx2")]] inline v8 mixed(v8 x, v8 y) noexcept {
-  const v8 r = _mm256_sub_epi32(_mm256_mullo_epi32(x, broadcast(kSeedMixMultL)),
-                                _mm256_mullo_epi32(y, broadcast(kSeedMixMultR)));
-  return _mm256_xor_si256(r, _mm256_srli_epi32(r, 16));
-}
-}  // namespace detail::avx2_seed
-
-namespace detail {
-/// SeedSequence for eight entropies of at most four words, a 32-bit lane each: entropy[w][k] is
-/// word w of entropy k (0 where it is shorter); state[i][k] is word i of its
-/// generate_state(4, uint64) as 32-bit words. The same operations as mix_head and
-/// generate_state, lane by lane.
-[[gnu::target("avx2")]] inline void seed_state_avx2(const std::uint32_t (&entropy)[4][8],
-                                                    std::uint32_t (&state)[kSeedStateWords][8]) {
-  using namespace avx2_seed;
-  constexpr const auto& k = kHashConstA;
-  v8 p0 = hash(_mm256_load_si256(reinterpret_cast<const v8*>(entropy[0])), k[0], k[1]);
-  v8 p1 = hash(_mm256_load_si256(reinterpret_cast<const v8*>(entropy[1])), k[1], k[2]);
-  v8 p2 = hash(_mm256_load_si256(reinterpret_cast<const v8*>(entropy[2])), k[2], k[3]);
-  v8 p3 = hash(_mm256_load_si256(reinterpret_cast<const v8*>(entropy[3])), k[3], k[4]);
-  p1 = mixed(p1, hash(p0, k[4], k[5]));
-  p2 = mixed(p2, hash(p0, k[5], k[6]));
-  p3 = mixed(p3, hash(p0, k[6], k[7]));
-  p0 = mixed(p0, hash(p1, k[7], k[8]));
-  p2 = mixed(p2, hash(p1, k[8], k[9]));
-  p3 = mixed(p3, hash(p1, k[9], k[10]));
-  p0 = mixed(p0, hash(p2, k[10], k[11]));
-  p1 = mixed(p1, hash(p2, k[11], k[12]));
-  p3 = mixed(p3, hash(p2, k[12], k[13]));
-  p0 = mixed(p0, hash(p3, k[13], k[14]));
-  p1 = mixed(p1, hash(p3, k[14], k[15]));
-  p2 = mixed(p2, hash(p3, k[15], k[16]));
-  const v8 pool[kSeedPoolSize] = {p0, p1, p2, p3};
-  for (std::size_t i = 0; i < kSeedStateWords; ++i)
-    _mm256_store_si256(reinterpret_cast<v8*>(state[i]),
-                       hash(pool[i % kSeedPoolSize], kHashConstB[i], kHashConstB[i + 1]));
-}
-}  // namespace detail
-#endif  // VBUCKET_AVX2_DISPATCH
-
 /// numpy.random.default_rng(seed): SeedSequence -> PCG64.
 class numpy_rng {
  public:
@@ -457,44 +405,110 @@ class numpy_source {
   /// register; both paths give the same states, bit for bit (the same 32-bit integer operations).
   /// `simd_path::scalar` forces the scalar path, `simd_path::avx2` the vector one where the CPU
   /// has it.
-  void seed_streams(std::uint64_t first, std::uint64_t sub, std::span<numpy_rng::pcg64_state> out,
-                    simd_path path = simd_path::automatic) const noexcept {
-    std::size_t j = 0;
-#if VBUCKET_AVX2_DISPATCH
-    const std::span<const std::uint32_t> words = seed_.words();
-    if (words.size() <= 4 && out.size() >= 8 && detail::use_avx2(path)) {
-      u128 low = 0;
-      for (std::size_t i = words.size(); i-- > 0;) low = (low << 32) | words[i];
-      alignas(32) std::uint32_t entropy[4][8];
-      alignas(32) std::uint32_t state[detail::kSeedStateWords][8];
-      for (; j + 8 <= out.size(); j += 8) {
-        unsigned carried = 0;  // lanes whose sum has a fifth word (done on the scalar path)
-        for (std::size_t k = 0; k < 8; ++k) {
-          const u128 sum = low + (static_cast<u128>(first + j + k) * num_bucket_ + sub);
-          carried |= static_cast<unsigned>(sum < low) << k;
-          for (std::size_t w = 0; w < 4; ++w)
-            entropy[w][k] = static_cast<std::uint32_t>(sum >> (32 * w));
-        }
-        detail::seed_state_avx2(entropy, state);
-        for (std::size_t k = 0; k < 8; ++k) {
-          out[j + k] = numpy_rng::seeded_state({state[0][k] | std::uint64_t{state[1][k]} << 32,
-                                                state[2][k] | std::uint64_t{state[3][k]} << 32,
-                                                state[4][k] | std::uint64_t{state[5][k]} << 32,
-                                                state[6][k] | std::uint64_t{state[7][k]} << 32});
-        }
-        for (std::size_t k = 0; k < 8; ++k)
-          if ((carried >> k) & 1u) out[j + k] = stream(first + j + k, sub).raw_state();
-      }
-    }
-#endif
-    (void)path;
-    for (; j < out.size(); ++j) out[j] = stream(first + j, sub).raw_state();
-  }
+  VBUCKET_COMPILED_INLINE void seed_streams(std::uint64_t first, std::uint64_t sub,
+                                            std::span<numpy_rng::pcg64_state> out,
+                                            simd_path path = simd_path::automatic) const noexcept;
 
  private:
   big_seed seed_;
   std::uint64_t num_bucket_;
 };
+
+#if VBUCKET_AVX2_DISPATCH && VBUCKET_HEADER_DEFINITIONS
+// Templates only so that header-only code compiles them where they are used (GCC analyses a
+// non-template target("avx2") function with intrinsics in every translation unit).
+namespace detail::avx2_seed {
+using v8 = __m256i;
+template <int = 0>
+[[gnu::target("avx2")]] inline v8 broadcast(std::uint32_t k) noexcept {
+  return _mm256_set1_epi32(static_cast<int>(k));
+}
+// hashmix in each lane.
+template <int = 0>
+[[gnu::target("avx2")]] inline v8 hash(v8 value, std::uint32_t before,
+                                       std::uint32_t after) noexcept {
+  value = _mm256_mullo_epi32(_mm256_xor_si256(value, broadcast(before)), broadcast(after));
+  return _mm256_xor_si256(value, _mm256_srli_epi32(value, 16));
+}
+// mix in each lane.
+template <int = 0>
+[[gnu::target("avx2")]] inline v8 mixed(v8 x, v8 y) noexcept {
+  const v8 r = _mm256_sub_epi32(_mm256_mullo_epi32(x, broadcast(kSeedMixMultL)),
+                                _mm256_mullo_epi32(y, broadcast(kSeedMixMultR)));
+  return _mm256_xor_si256(r, _mm256_srli_epi32(r, 16));
+}
+}  // namespace detail::avx2_seed
+
+namespace detail {
+/// SeedSequence for eight entropies of at most four words, a 32-bit lane each: entropy[w][k] is
+/// word w of entropy k (0 where it is shorter); state[i][k] is word i of its
+/// generate_state(4, uint64) as 32-bit words. The same operations as mix_head and
+/// generate_state, lane by lane.
+template <int = 0>
+[[gnu::target("avx2")]] inline void seed_state_avx2(const std::uint32_t (&entropy)[4][8],
+                                                    std::uint32_t (&state)[kSeedStateWords][8]) {
+  using namespace avx2_seed;
+  constexpr const auto& k = kHashConstA;
+  v8 p0 = hash(_mm256_load_si256(reinterpret_cast<const v8*>(entropy[0])), k[0], k[1]);
+  v8 p1 = hash(_mm256_load_si256(reinterpret_cast<const v8*>(entropy[1])), k[1], k[2]);
+  v8 p2 = hash(_mm256_load_si256(reinterpret_cast<const v8*>(entropy[2])), k[2], k[3]);
+  v8 p3 = hash(_mm256_load_si256(reinterpret_cast<const v8*>(entropy[3])), k[3], k[4]);
+  p1 = mixed(p1, hash(p0, k[4], k[5]));
+  p2 = mixed(p2, hash(p0, k[5], k[6]));
+  p3 = mixed(p3, hash(p0, k[6], k[7]));
+  p0 = mixed(p0, hash(p1, k[7], k[8]));
+  p2 = mixed(p2, hash(p1, k[8], k[9]));
+  p3 = mixed(p3, hash(p1, k[9], k[10]));
+  p0 = mixed(p0, hash(p2, k[10], k[11]));
+  p1 = mixed(p1, hash(p2, k[11], k[12]));
+  p3 = mixed(p3, hash(p2, k[12], k[13]));
+  p0 = mixed(p0, hash(p3, k[13], k[14]));
+  p1 = mixed(p1, hash(p3, k[14], k[15]));
+  p2 = mixed(p2, hash(p3, k[15], k[16]));
+  const v8 pool[kSeedPoolSize] = {p0, p1, p2, p3};
+  for (std::size_t i = 0; i < kSeedStateWords; ++i)
+    _mm256_store_si256(reinterpret_cast<v8*>(state[i]),
+                       hash(pool[i % kSeedPoolSize], kHashConstB[i], kHashConstB[i + 1]));
+}
+}  // namespace detail
+#endif  // VBUCKET_AVX2_DISPATCH && VBUCKET_HEADER_DEFINITIONS
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE void numpy_source::seed_streams(std::uint64_t first, std::uint64_t sub,
+                                                        std::span<numpy_rng::pcg64_state> out,
+                                                        simd_path path) const noexcept {
+  std::size_t j = 0;
+#if VBUCKET_AVX2_DISPATCH
+  const std::span<const std::uint32_t> words = seed_.words();
+  if (words.size() <= 4 && out.size() >= 8 && detail::use_avx2(path)) {
+    u128 low = 0;
+    for (std::size_t i = words.size(); i-- > 0;) low = (low << 32) | words[i];
+    alignas(32) std::uint32_t entropy[4][8];
+    alignas(32) std::uint32_t state[detail::kSeedStateWords][8];
+    for (; j + 8 <= out.size(); j += 8) {
+      unsigned carried = 0;  // lanes whose sum has a fifth word (done on the scalar path)
+      for (std::size_t k = 0; k < 8; ++k) {
+        const u128 sum = low + (static_cast<u128>(first + j + k) * num_bucket_ + sub);
+        carried |= static_cast<unsigned>(sum < low) << k;
+        for (std::size_t w = 0; w < 4; ++w)
+          entropy[w][k] = static_cast<std::uint32_t>(sum >> (32 * w));
+      }
+      detail::seed_state_avx2(entropy, state);
+      for (std::size_t k = 0; k < 8; ++k) {
+        out[j + k] = numpy_rng::seeded_state({state[0][k] | std::uint64_t{state[1][k]} << 32,
+                                              state[2][k] | std::uint64_t{state[3][k]} << 32,
+                                              state[4][k] | std::uint64_t{state[5][k]} << 32,
+                                              state[6][k] | std::uint64_t{state[7][k]} << 32});
+      }
+      for (std::size_t k = 0; k < 8; ++k)
+        if ((carried >> k) & 1u) out[j + k] = stream(first + j + k, sub).raw_state();
+    }
+  }
+#endif
+  (void)path;
+  for (; j < out.size(); ++j) out[j] = stream(first + j, sub).raw_state();
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 static_assert(random_source<numpy_source>);
 
