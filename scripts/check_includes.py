@@ -20,7 +20,7 @@ ROOT = os.environ.get("VBUCKET_ROOT") or os.path.dirname(os.path.dirname(os.path
 LAYERS = [
     ("base", [  # no vbucket include above these: errors, build switches, plain vocabulary
         "vbucket/error.hpp", "vbucket/detail/compiled.hpp", "vbucket/detail/task_control.hpp",
-        "vbucket/tensor.hpp", "vbucket/clip_decoder.hpp"]),
+        "vbucket/tensor.hpp", "vbucket/clip_decoder.hpp", "vbucket/detail/simd.hpp"]),
     ("generic", [  # concepts and primitives that specific models plug into
         "vbucket/detail/parallel_tasks.hpp", "vbucket/random_source.hpp", "vbucket/normalize.hpp",
         "vbucket/loader_stats.hpp"]),
