@@ -33,6 +33,7 @@
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/ffmpeg/decode.hpp"
 #include "vbucket/ffmpeg/decode_cost.hpp"
+#include "vbucket/ffmpeg/detail/libav.hpp"  // the libav wrappers the raw-decode baseline uses
 #include "vbucket/ffmpeg/probe.hpp"
 #include "vbucket/random.hpp"
 #include "vbucket/rules.hpp"
