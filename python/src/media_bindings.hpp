@@ -288,7 +288,8 @@ nb::dict decode_clip_info(const std::string& path, std::int64_t start, std::int6
 // ---------------------------------------------------------------------------------------------
 
 using py_ring = vbucket::staging_ring<py_backend>;
-using file_loader = vbucket::loader<ff::file_decoder, py_backend>;
+/// A loader of the sampler's batching, chosen at run time (`make_any_loader`).
+using file_loader = vbucket::any_loader<ff::file_decoder, py_backend>;
 
 /// A sampler's position as the loader's `schedule_source` (or `packed_schedule_source` when
 /// the sampler packs: then `packed_sched` is set and `sched` is not).
@@ -590,7 +591,7 @@ class py_loader {
     o.fields = make_fields(fields, sampler.meta()->size());
     core_->decoder =
         std::make_unique<ff::file_decoder>(std::move(paths), *sampler.meta(), d);  // checks sizes
-    core_->loader = std::make_unique<file_loader>(pos, *core_->decoder, *core_->ring, o);
+    core_->loader = vbucket::make_any_loader(pos, *core_->decoder, *core_->ring, o);
   }
 
   /// The next batch as (tensor, samples, planned, bucket, (T, H, W), step, position, repeat,
