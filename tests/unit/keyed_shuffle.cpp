@@ -42,4 +42,18 @@ TEST_CASE("keyed_shuffle: the plain keyed Fisher-Yates, small and large arrays")
   // Past 4 MiB: the 256-row prefetch blocks (and a remainder that is not a whole block).
   check_same<std::uint32_t>((std::size_t{1} << 20) + 77, 12345);
   check_same<std::uint64_t>((std::size_t{1} << 19) + 3, 54321);
+  // Past 16 MiB: the array is advised huge pages first (the advice keeps its contents).
+  check_same<std::uint32_t>((std::size_t{5} << 20) + 11, 999);
+}
+
+TEST_CASE("advise_huge_pages: contents unchanged, any alignment, small and null ranges ignored") {
+  std::vector<std::uint32_t> a((std::size_t{9} << 20) + 5);  // 36 MiB and a bit
+  std::iota(a.begin(), a.end(), std::uint32_t{3});
+  const std::vector<std::uint32_t> before = a;
+  vbucket::detail::advise_huge_pages(a.data() + 1, (a.size() - 1) * sizeof(std::uint32_t));
+  vbucket::detail::advise_huge_pages(a.data(), 4096);
+  vbucket::detail::advise_huge_pages(nullptr, std::size_t{1} << 30);
+  CHECK(a == before);
+  a[12345678] = 7;  // still writable
+  CHECK(a[12345678] == 7);
 }

@@ -18,19 +18,12 @@ namespace vbucket::detail {
 /// Arrays smaller than this are left alone (they fit the TLB's reach with small pages).
 inline constexpr std::size_t huge_pages_from = std::size_t{16} << 20;
 
-/// How huge pages are asked for.
-enum class huge_advice {
-  /// Memory not yet touched gets huge pages when first written (MADV_HUGEPAGE).
-  before_touch,
-  /// As above, and memory already written is moved to huge pages now (MADV_COLLAPSE, Linux
-  /// 6.1 on; a copy of the array, worth it before random access to all of it).
-  collapse,
-};
-
 /// Asks for huge pages over the whole 2 MiB pages inside [p, p + bytes), when bytes ≥
-/// `huge_pages_from`.
-inline void advise_huge_pages(const void* p, std::size_t bytes,
-                              huge_advice how = huge_advice::before_touch) noexcept {
+/// `huge_pages_from` (MADV_HUGEPAGE). Memory not yet touched then gets huge pages when first
+/// written; memory already written keeps its pages until the kernel's background collapse.
+/// (Collapsing it on the spot, MADV_COLLAPSE, copies the array: measured, it cost the planner
+/// more than the walks it saves.)
+inline void advise_huge_pages(const void* p, std::size_t bytes) noexcept {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (p == nullptr || bytes < huge_pages_from) return;
   constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
@@ -41,14 +34,9 @@ inline void advise_huge_pages(const void* p, std::size_t bytes,
   // NOLINTNEXTLINE(performance-no-int-to-ptr): an address range for the kernel
   void* const range = reinterpret_cast<void*>(begin);
   (void)madvise(range, end - begin, MADV_HUGEPAGE);
-  if (how == huge_advice::collapse) {
-    constexpr int madv_collapse = 25;  // MADV_COLLAPSE (Linux 6.1), absent from older headers
-    (void)madvise(range, end - begin, madv_collapse);
-  }
 #else
   (void)p;
   (void)bytes;
-  (void)how;
 #endif
 }
 

@@ -53,8 +53,9 @@ void keyed_shuffle(std::span<T> a, std::uint64_t k) noexcept {
   constexpr std::size_t beyond_cache = std::size_t{4} << 20;  // bytes
   const std::size_t block = a.size() > beyond_cache / sizeof(T) ? most : 32;
   // Every element is swapped with one anywhere in the array: huge pages keep the TLB's reach
-  // over all of it (with small pages a gigabyte array costs a page walk per swap).
-  advise_huge_pages(a.data(), a.size() * sizeof(T), huge_advice::collapse);
+  // over all of it (with small pages a gigabyte array costs a page walk per swap). Only the
+  // pages not yet written get them; a caller that allocates the array advises it before filling.
+  advise_huge_pages(a.data(), a.size() * sizeof(T));
   std::size_t targets[most];
   std::size_t i = a.size();
   while (i > 1) {
