@@ -699,6 +699,29 @@ nb::dict counts_dict(const vbucket::plan_counts& c) {
   return d;
 }
 
+/// A plan's rank alignment (`alignment_stats`), fixed or packed, as a dict.
+nb::dict alignment_dict(const vbucket::alignment_stats& al) {
+  nb::dict a;
+  a["world"] = al.world;
+  a["consumed"] = al.consumed;
+  a["steps"] = al.steps;
+  a["repeat_batches"] = al.repeat_batches;
+  a["repeat_samples"] = al.repeat_samples;
+  a["dropped_batches"] = al.dropped_batches;
+  a["dropped_samples"] = al.dropped_samples;
+  return a;
+}
+
+/// A schedule's step balance (`step_balance_stats`), fixed or packed, as a dict.
+nb::dict balance_dict(const vbucket::step_balance_stats& b) {
+  nb::dict bal;
+  bal["steps"] = b.steps;
+  bal["max_over_mean"] = b.max_over_mean;
+  bal["mean_step_ratio"] = b.mean_step_ratio;
+  bal["worst_step_ratio"] = b.worst_step_ratio;
+  return bal;
+}
+
 /// `compute_plan_stats` of the sampler's epoch as dealt from its state, as plain Python data.
 nb::dict stats_dict(const py_sampler& s) {
   if (s.locked([](sampler_ref b) { return b.packed(); })) {
@@ -719,21 +742,8 @@ nb::dict stats_dict(const py_sampler& s) {
     out["min_batch_fill"] = st.min_batch_fill;
     out["total_cost"] = st.total_cost;
     out["fill"] = st.fill;
-    nb::dict a;
-    a["world"] = st.alignment.world;
-    a["consumed"] = st.alignment.consumed;
-    a["steps"] = st.alignment.steps;
-    a["repeat_batches"] = st.alignment.repeat_batches;
-    a["repeat_samples"] = st.alignment.repeat_samples;
-    a["dropped_batches"] = st.alignment.dropped_batches;
-    a["dropped_samples"] = st.alignment.dropped_samples;
-    out["alignment"] = a;
-    nb::dict bal;
-    bal["steps"] = st.balance.steps;
-    bal["max_over_mean"] = st.balance.max_over_mean;
-    bal["mean_step_ratio"] = st.balance.mean_step_ratio;
-    bal["worst_step_ratio"] = st.balance.worst_step_ratio;
-    out["step_balance"] = bal;
+    out["alignment"] = alignment_dict(st.alignment);
+    out["step_balance"] = balance_dict(st.balance);
     return out;
   }
   const auto [st, balance] = s.locked([](sampler_ref b) {
@@ -759,21 +769,8 @@ nb::dict stats_dict(const py_sampler& s) {
   out["total"] = counts_dict(st.total);
   out["unassigned"] = st.unassigned;
   out["invalid"] = st.invalid;
-  nb::dict a;
-  a["world"] = st.alignment.world;
-  a["consumed"] = st.alignment.consumed;
-  a["steps"] = st.alignment.steps;
-  a["repeat_batches"] = st.alignment.repeat_batches;
-  a["repeat_samples"] = st.alignment.repeat_samples;
-  a["dropped_batches"] = st.alignment.dropped_batches;
-  a["dropped_samples"] = st.alignment.dropped_samples;
-  out["alignment"] = a;
-  nb::dict bal;
-  bal["steps"] = balance.steps;
-  bal["max_over_mean"] = balance.max_over_mean;
-  bal["mean_step_ratio"] = balance.mean_step_ratio;
-  bal["worst_step_ratio"] = balance.worst_step_ratio;
-  out["step_balance"] = bal;
+  out["alignment"] = alignment_dict(st.alignment);
+  out["step_balance"] = balance_dict(balance);
   return out;
 }
 
