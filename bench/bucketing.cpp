@@ -15,9 +15,12 @@
 /// `assign/opensora_v2/fast_compiled/scalar_vs_avx2`: both paths of `compiled_v2_rule` forced
 /// (`simd_path`) and timed in every iteration, on the same rows: `scalar_ns`, `avx2_ns` (per
 /// sample) and `speedup` = scalar_ns / avx2_ns; `per_sample` is the two together.
+/// `assign/numpy_seed/scalar_vs_avx2`: the same for the seeding of NumPy's streams
+/// (`numpy_source::seed_streams`, SeedSequence + PCG64's seeding, a block of 256 at a time).
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>   // std::min
 #include <cstddef>     // std::size_t
 #include <cstdint>     // std::uint64_t
 #include <filesystem>  // std::filesystem::path (locating tests/data)
@@ -168,6 +171,43 @@ void assign_v2_numpy(benchmark::State& state) {
                vbucket::numpy_source(bench_seed, config_v2().num_buckets()), 1);
 }
 
+/// numpy_source::seed_streams' scalar and AVX2 paths, each forced, over the benchmark's sample
+/// indices (Open-Sora 2.0's stride), interleaved in every iteration.
+void numpy_seed_paths(benchmark::State& state) {
+  const vbucket::numpy_source source(bench_seed, config_v2().num_buckets());
+  std::vector<vbucket::numpy_rng::pcg64_state> scalar(num_samples), avx2(num_samples);
+  const auto run = [&](std::vector<vbucket::numpy_rng::pcg64_state>& out, vbucket::simd_path path) {
+    const double t0 = vbucket::bench::thread_seconds();
+    constexpr std::size_t block = 256;  // as the assignment seeds them
+    for (std::size_t b = 0; b < out.size(); b += block)
+      source.seed_streams(b, 0,
+                          std::span<vbucket::numpy_rng::pcg64_state>(out).subspan(
+                              b, std::min(block, out.size() - b)),
+                          path);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+    return vbucket::bench::thread_seconds() - t0;
+  };
+  double scalar_s = 0.0, avx2_s = 0.0;
+  for (auto _ : state) {
+    scalar_s += run(scalar, vbucket::simd_path::scalar);
+    avx2_s += run(avx2, vbucket::simd_path::avx2);
+  }
+  for (std::size_t i = 0; i < num_samples; ++i)
+    if (scalar[i].state != avx2[i].state || scalar[i].increment != avx2[i].increment) {
+      state.SkipWithError("the scalar and AVX2 seeding gave different states");
+      return;
+    }
+  if (!vbucket::detail::cpu_has_avx2()) state.SetLabel("no AVX2: both runs are scalar");
+  const double per =
+      1e9 / static_cast<double>(state.iterations()) / static_cast<double>(num_samples);
+  state.counters["scalar_ns"] = scalar_s * per;
+  state.counters["avx2_ns"] = avx2_s * per;
+  state.counters["speedup"] = scalar_s / avx2_s;
+  state.SetItemsProcessed(2 * static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(num_samples));
+}
+
 void assign_v12_fast(benchmark::State& state) {
   assign_bench(state, config_v12(), vbucket::opensora_v12_rule{},
                vbucket::fast_source(bench_seed, 0), 1);
@@ -265,6 +305,8 @@ void group_by_bucket(benchmark::State& state) {
                                assign_v2_fast_compiled_paths)
       ->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v2/numpy", assign_v2_numpy)->Unit(kMillisecond);
+  benchmark::RegisterBenchmark("assign/numpy_seed/scalar_vs_avx2", numpy_seed_paths)
+      ->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v12/fast", assign_v12_fast)->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v12/numpy", assign_v12_numpy)->Unit(kMillisecond);
   benchmark::RegisterBenchmark("assign/opensora_v2/fast_records", assign_v2_fast_records)
