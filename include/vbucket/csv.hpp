@@ -29,7 +29,6 @@
 #include <cstdint>       // std::int64_t, std::uint64_t
 #include <cstdio>        // std::fopen, std::fread, std::ferror, std::setvbuf
 #include <cstring>       // std::strerror, std::memcpy, std::memmove, std::memchr
-#include <filesystem>    // std::filesystem::status, file_size
 #include <limits>        // std::numeric_limits
 #include <memory>        // std::unique_ptr, std::shared_ptr
 #include <mutex>         // std::mutex (streamed_meta_csv's record)
@@ -42,6 +41,10 @@
 #include "error.hpp"
 #include "meta.hpp"
 #include "rules.hpp"  // detail::max_side
+
+#if VBUCKET_HEADER_DEFINITIONS
+#include <filesystem>  // std::filesystem::status, file_size, last_write_time
+#endif
 
 namespace vbucket {
 
@@ -182,6 +185,40 @@ struct csv_file {
 /// record is the header (row 0); later records are data rows 1, 2, ... Empty lines are
 /// skipped. Syntax errors, NUL bytes and `fail` throw `vbucket::error` naming the file, row,
 /// line and, once `set_columns` has named them, the column.
+/// What `std::filesystem` says of a path (no error when it cannot tell): a directory, a regular
+/// file and its size and modification time (ticks of the file clock). Compiled once, so that
+/// the header needs no <filesystem>.
+struct file_status {
+  bool directory = false;
+  bool regular = false;
+  bool size_known = false;
+  std::uint64_t size = 0;
+  bool mtime_known = false;
+  std::int64_t mtime = 0;
+};
+VBUCKET_COMPILED_INLINE file_status probe_file(const std::string& path, bool want_mtime);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE file_status probe_file(const std::string& path, bool want_mtime) {
+  file_status out;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec) return out;
+  out.directory = std::filesystem::is_directory(status);
+  out.regular = std::filesystem::is_regular_file(status);
+  if (!out.regular) return out;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (ec) return out;
+  out.size_known = true;
+  out.size = static_cast<std::uint64_t>(bytes);
+  if (!want_mtime) return out;
+  const auto mtime = std::filesystem::last_write_time(path, ec);
+  if (ec) return out;
+  out.mtime_known = true;
+  out.mtime = static_cast<std::int64_t>(mtime.time_since_epoch().count());
+  return out;
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
+
 class csv_reader {
  public:
   /// Reads `text`, which must outlive the reader; `where` names it in messages.
@@ -196,10 +233,8 @@ class csv_reader {
   /// Reads a file in bounded chunks, so memory does not grow with its size.
   explicit csv_reader(const csv_file& file)
       : where_(file.path), chunk_(std::max<std::size_t>(file.chunk_bytes, 1)) {
-    std::error_code ec;
-    const auto status = std::filesystem::status(file.path, ec);
-    if (!ec && std::filesystem::is_directory(status))
-      throw error(where_ + ": cannot read file (it is a directory)");
+    const file_status status = probe_file(file.path, false);
+    if (status.directory) throw error(where_ + ": cannot read file (it is a directory)");
     errno = 0;
     std::FILE* f = std::fopen(file.path.c_str(), "rb");
     if (f == nullptr)
@@ -208,10 +243,7 @@ class csv_reader {
                   ")");
     file_.reset(f);
     std::setvbuf(f, nullptr, _IONBF, 0);  // whole chunks straight into the buffer
-    if (!ec && std::filesystem::is_regular_file(status)) {
-      const auto bytes = std::filesystem::file_size(file.path, ec);
-      if (!ec) file_size_ = static_cast<std::uint64_t>(bytes);
-    }
+    if (status.size_known) file_size_ = status.size;
   }
 
   csv_reader(const csv_reader&) = delete;
@@ -710,16 +742,13 @@ inline std::string read_whole_file(const std::string& path) {
   // One read of the whole file when its size is known (a regular file); pipes and other
   // unseekable inputs are read in growing chunks.
   std::size_t chunk = std::size_t{1} << 16;
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::is_directory(status)) {
+  const file_status status = probe_file(path, false);
+  if (status.directory) {
     std::fclose(f);
     throw error(path + ": cannot read file (it is a directory)");
   }
-  if (!ec && std::filesystem::is_regular_file(status)) {
-    const auto bytes = std::filesystem::file_size(path, ec);
-    if (!ec && bytes < (std::uintmax_t{1} << 40)) chunk = static_cast<std::size_t>(bytes) + 1;
-  }
+  if (status.size_known && status.size < (std::uint64_t{1} << 40))
+    chunk = static_cast<std::size_t>(status.size) + 1;
   for (;;) {
     text.resize(size + chunk);
     const std::size_t got = std::fread(text.data() + size, 1, chunk, f);
@@ -774,8 +803,8 @@ namespace detail {
 struct file_identity {
   bool regular = false;
   std::uint64_t size = 0;
-  std::filesystem::file_time_type mtime{};
-  bool read = false;  // bytes and hash are known
+  std::int64_t mtime = 0;  // ticks of std::filesystem's file clock
+  bool read = false;       // bytes and hash are known
   std::uint64_t bytes = 0;
   std::uint64_t hash = 0;
 };
@@ -783,15 +812,11 @@ struct file_identity {
 /// A regular file's size and modification time (nothing recorded for a pipe or a device).
 inline file_identity stat_identity(const std::string& path) {
   file_identity id;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec) || ec) return id;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return id;
-  const auto mtime = std::filesystem::last_write_time(path, ec);
-  if (ec) return id;
+  const file_status status = probe_file(path, true);
+  if (!status.regular || !status.size_known || !status.mtime_known) return id;
   id.regular = true;
-  id.size = static_cast<std::uint64_t>(size);
-  id.mtime = mtime;
+  id.size = status.size;
+  id.mtime = status.mtime;
   return id;
 }
 

@@ -123,7 +123,174 @@ struct field_tensor {
 };
 
 /// "(2, 3)" for messages.
-inline std::string shape_text(std::span<const std::int64_t> shape) {
+VBUCKET_COMPILED_INLINE std::string shape_text(std::span<const std::int64_t> shape);
+/// Reads a `.npy` file (format versions 1, 2 and 3) into `out`; nullopt on success, else a
+/// message naming the file (not a .npy file, Fortran order, an unsupported or big-endian dtype,
+/// truncated data).
+VBUCKET_COMPILED_INLINE std::optional<std::string> read_npy(const std::string& path,
+                                                            field_tensor& out);
+/// Reads one tensor of a `.safetensors` file into `out`: the one named `name`, or the file's
+/// only tensor. nullopt on success, else a message naming the file.
+VBUCKET_COMPILED_INLINE std::optional<std::string> read_safetensors(const std::string& path,
+                                                                    std::string_view name,
+                                                                    field_tensor& out);
+/// A tensor file by its extension: `.npy`, or `.safetensors` (the tensor named `name`, or the
+/// file's only one).
+VBUCKET_COMPILED_INLINE std::optional<std::string> read_tensor_file(const std::string& path,
+                                                                    std::string_view name,
+                                                                    field_tensor& out);
+
+/// One batch's fields, column by column in the table's order within each kind.
+struct batch_fields {
+  struct text_column {
+    std::string name;
+    std::string chars;                   ///< the batch's strings back to back
+    std::vector<std::uint64_t> offsets;  ///< n + 1
+    [[nodiscard]] std::size_t size() const noexcept {
+      return offsets.empty() ? 0 : offsets.size() - 1;
+    }
+    [[nodiscard]] std::string_view at(std::size_t i) const noexcept {
+      return std::string_view(chars).substr(offsets[i], offsets[i + 1] - offsets[i]);
+    }
+  };
+  struct number_column {
+    std::string name;
+    field_dtype dtype = field_dtype::f64;
+    std::vector<std::byte> data;  ///< n values
+    template <class T>
+    [[nodiscard]] T at(std::size_t i) const noexcept {
+      T v{};
+      std::memcpy(&v, data.data() + i * sizeof(T), sizeof(T));
+      return v;
+    }
+  };
+  struct tensor_column {
+    std::string name;
+    field_tensor stacked;  ///< shape B × the files' shape
+  };
+  std::vector<text_column> text;
+  std::vector<number_column> numbers;
+  std::vector<tensor_column> tensors;
+
+  /// The column named `name`; throws `vbucket::error` when there is none.
+  [[nodiscard]] const text_column& text_of(std::string_view name) const { return find(text, name); }
+  [[nodiscard]] const number_column& numbers_of(std::string_view name) const {
+    return find(numbers, name);
+  }
+  [[nodiscard]] const tensor_column& tensors_of(std::string_view name) const {
+    return find(tensors, name);
+  }
+
+ private:
+  template <class C>
+  static const C& find(const std::vector<C>& cols, std::string_view name) {
+    for (const C& c : cols)
+      if (c.name == name) return c;
+    throw error("batch fields: no column \"" + std::string(name) + "\" of this kind");
+  }
+};
+
+/// The per-sample columns of a metadata table (`rows` samples), for the loader.
+class field_table {
+ public:
+  explicit field_table(std::size_t rows) : rows_(rows) {}
+
+  [[nodiscard]] std::size_t rows() const noexcept { return rows_; }
+  [[nodiscard]] bool has_tensors() const noexcept { return !tensors_.empty(); }
+  [[nodiscard]] bool empty() const noexcept {
+    return text_.empty() && numbers_.empty() && tensors_.empty();
+  }
+
+  /// A string column as one buffer and `rows() + 1` nondecreasing offsets into it.
+  VBUCKET_COMPILED_INLINE void add_strings(std::string name, std::string chars,
+                                           std::vector<std::uint64_t> offsets);
+  VBUCKET_COMPILED_INLINE void add_strings(std::string name, std::span<const std::string> values);
+
+  /// A number column: `rows()` values of `dtype`, little-endian bytes.
+  VBUCKET_COMPILED_INLINE void add_numbers(std::string name, field_dtype dtype,
+                                           std::vector<std::byte> values);
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  void add_numbers(std::string name, std::span<const T> values) {
+    std::vector<std::byte> bytes(values.size_bytes());
+    if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+    add_numbers(std::move(name), field_dtype_of<T>(), std::move(bytes));
+  }
+
+  /// A column of tensor files (`.npy`, `.safetensors`), one per row, read per clip.
+  VBUCKET_COMPILED_INLINE void add_tensor_files(std::string name,
+                                                std::span<const std::string> paths);
+
+  /// A column from the trainer's records: `project(record)` is a string (text column) or a
+  /// number (number column).
+  template <std::ranges::random_access_range Records, class Project>
+  void add_column(std::string name, const Records& records, Project project) {
+    using V = std::remove_cvref_t<
+        std::invoke_result_t<Project&, std::ranges::range_reference_t<const Records>>>;
+    if constexpr (std::is_arithmetic_v<V>) {
+      std::vector<V> values;
+      values.reserve(std::ranges::size(records));
+      for (const auto& r : records) values.push_back(project(r));
+      check_rows(name, values.size());
+      add_numbers<V>(std::move(name), std::span<const V>(values));
+    } else {
+      static_assert(std::is_convertible_v<V, std::string_view>,
+                    "add_column: the projection must return a number or a string");
+      std::string chars;
+      std::vector<std::uint64_t> offsets{0};
+      for (const auto& r : records) {
+        chars += std::string_view(project(r));
+        offsets.push_back(chars.size());
+      }
+      check_rows(name, offsets.size() - 1);
+      add_strings(std::move(name), std::move(chars), std::move(offsets));
+    }
+  }
+
+  /// The tensor file of `sample` in tensor column `c`.
+  [[nodiscard]] std::string tensor_path(std::size_t c, std::uint32_t sample) const {
+    const auto& t = tensors_[c];
+    return t.chars.substr(t.offsets[sample], t.offsets[sample + 1] - t.offsets[sample]);
+  }
+
+  /// Reads `sample`'s tensor files (one per tensor column) into `out`; nullopt on success, else
+  /// the message naming the file. Thread-safe.
+  VBUCKET_COMPILED_INLINE std::optional<std::string> read_tensors(
+      std::uint32_t sample, std::vector<field_tensor>& out) const;
+
+  /// The fields of `samples`: strings and numbers gathered, and `per_clip` (each clip's
+  /// tensors from `read_tensors`) stacked. Throws `vbucket::error` naming both files and shapes
+  /// when two tensors of one column differ in shape or dtype.
+  [[nodiscard]] VBUCKET_COMPILED_INLINE batch_fields
+  gather(std::span<const std::uint32_t> samples,
+         std::span<std::vector<field_tensor>> per_clip = {}) const;
+
+ private:
+  struct strings {
+    std::string name;
+    std::string chars;
+    std::vector<std::uint64_t> offsets;
+  };
+  struct numbers {
+    std::string name;
+    field_dtype dtype;
+    std::vector<std::byte> data;
+  };
+
+  VBUCKET_COMPILED_INLINE void check_name(const std::string& name) const;
+  VBUCKET_COMPILED_INLINE void check_rows(const std::string& name, std::size_t n) const;
+  VBUCKET_COMPILED_INLINE std::pair<std::string, std::vector<std::uint64_t>> pack(
+      std::span<const std::string> values, const std::string& name) const;
+
+  std::size_t rows_;
+  std::vector<strings> text_;
+  std::vector<numbers> numbers_;
+  std::vector<strings> tensors_;
+};
+
+#if VBUCKET_HEADER_DEFINITIONS
+/// "(2, 3)" for messages.
+VBUCKET_COMPILED_INLINE std::string shape_text(std::span<const std::int64_t> shape) {
   std::string s = "(";
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";
@@ -336,7 +503,8 @@ inline std::optional<field_dtype> safetensors_dtype(std::string_view d) {
 /// Reads a `.npy` file (format versions 1, 2 and 3) into `out`; nullopt on success, else a
 /// message naming the file (not a .npy file, Fortran order, an unsupported or big-endian dtype,
 /// truncated data).
-inline std::optional<std::string> read_npy(const std::string& path, field_tensor& out) {
+VBUCKET_COMPILED_INLINE std::optional<std::string> read_npy(const std::string& path,
+                                                            field_tensor& out) {
   std::vector<std::byte> bytes;
   if (auto e = detail::read_whole_file(path, bytes)) return e;
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -388,8 +556,9 @@ inline std::optional<std::string> read_npy(const std::string& path, field_tensor
 
 /// Reads one tensor of a `.safetensors` file into `out`: the one named `name`, or the file's
 /// only tensor. nullopt on success, else a message naming the file.
-inline std::optional<std::string> read_safetensors(const std::string& path, std::string_view name,
-                                                   field_tensor& out) {
+VBUCKET_COMPILED_INLINE std::optional<std::string> read_safetensors(const std::string& path,
+                                                                    std::string_view name,
+                                                                    field_tensor& out) {
   std::vector<std::byte> bytes;
   if (auto e = detail::read_whole_file(path, bytes)) return e;
   if (bytes.size() < 8) return path + ": not a safetensors file (shorter than 8 bytes)";
@@ -485,8 +654,9 @@ inline std::optional<std::string> read_safetensors(const std::string& path, std:
 
 /// A tensor file by its extension: `.npy`, or `.safetensors` (the tensor named `name`, or the
 /// file's only one).
-inline std::optional<std::string> read_tensor_file(const std::string& path, std::string_view name,
-                                                   field_tensor& out) {
+VBUCKET_COMPILED_INLINE std::optional<std::string> read_tensor_file(const std::string& path,
+                                                                    std::string_view name,
+                                                                    field_tensor& out) {
   const auto ends = [&](std::string_view ext) {
     return path.size() >= ext.size() &&
            path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
@@ -496,241 +666,123 @@ inline std::optional<std::string> read_tensor_file(const std::string& path, std:
   return path + ": not a tensor file (expected .npy or .safetensors)";
 }
 
-/// One batch's fields, column by column in the table's order within each kind.
-struct batch_fields {
-  struct text_column {
-    std::string name;
-    std::string chars;                   ///< the batch's strings back to back
-    std::vector<std::uint64_t> offsets;  ///< n + 1
-    [[nodiscard]] std::size_t size() const noexcept {
-      return offsets.empty() ? 0 : offsets.size() - 1;
+VBUCKET_COMPILED_INLINE void field_table::add_strings(std::string name, std::string chars,
+                                                      std::vector<std::uint64_t> offsets) {
+  check_name(name);
+  if (offsets.size() != rows_ + 1)
+    throw error("fields: column \"" + name + "\" has " + std::to_string(offsets.size()) +
+                " offsets for " + std::to_string(rows_) + " rows (need rows + 1)");
+  for (std::size_t i = 0; i < rows_; ++i)
+    if (offsets[i] > offsets[i + 1] || offsets[i + 1] > chars.size())
+      throw error("fields: column \"" + name + "\": offsets of row " + std::to_string(i) +
+                  " are not within its buffer");
+  text_.push_back({std::move(name), std::move(chars), std::move(offsets)});
+}
+
+VBUCKET_COMPILED_INLINE void field_table::add_strings(std::string name,
+                                                      std::span<const std::string> values) {
+  auto [chars, offsets] = pack(values, name);
+  add_strings(std::move(name), std::move(chars), std::move(offsets));
+}
+
+VBUCKET_COMPILED_INLINE void field_table::add_numbers(std::string name, field_dtype dtype,
+                                                      std::vector<std::byte> values) {
+  check_name(name);
+  if (values.size() != rows_ * field_dtype_size(dtype))
+    throw error("fields: column \"" + name + "\" has " +
+                std::to_string(values.size() / field_dtype_size(dtype)) + " values for " +
+                std::to_string(rows_) + " rows");
+  numbers_.push_back({std::move(name), dtype, std::move(values)});
+}
+
+VBUCKET_COMPILED_INLINE void field_table::add_tensor_files(std::string name,
+                                                           std::span<const std::string> paths) {
+  auto [chars, offsets] = pack(paths, name);
+  check_name(name);
+  tensors_.push_back({std::move(name), std::move(chars), std::move(offsets)});
+}
+
+VBUCKET_COMPILED_INLINE std::optional<std::string> field_table::read_tensors(
+    std::uint32_t sample, std::vector<field_tensor>& out) const {
+  out.resize(tensors_.size());
+  if (sample >= rows_) return "fields: sample " + std::to_string(sample) + " has no row";
+  for (std::size_t c = 0; c < tensors_.size(); ++c)
+    if (auto e = read_tensor_file(tensor_path(c, sample), tensors_[c].name, out[c])) return e;
+  return std::nullopt;
+}
+
+VBUCKET_COMPILED_INLINE batch_fields field_table::gather(
+    std::span<const std::uint32_t> samples, std::span<std::vector<field_tensor>> per_clip) const {
+  batch_fields out;
+  for (const auto& t : text_) {
+    batch_fields::text_column col{t.name, {}, {0}};
+    col.offsets.reserve(samples.size() + 1);
+    for (const std::uint32_t s : samples) {
+      col.chars.append(t.chars, t.offsets[s], t.offsets[s + 1] - t.offsets[s]);
+      col.offsets.push_back(col.chars.size());
     }
-    [[nodiscard]] std::string_view at(std::size_t i) const noexcept {
-      return std::string_view(chars).substr(offsets[i], offsets[i + 1] - offsets[i]);
-    }
-  };
-  struct number_column {
-    std::string name;
-    field_dtype dtype = field_dtype::f64;
-    std::vector<std::byte> data;  ///< n values
-    template <class T>
-    [[nodiscard]] T at(std::size_t i) const noexcept {
-      T v{};
-      std::memcpy(&v, data.data() + i * sizeof(T), sizeof(T));
-      return v;
-    }
-  };
-  struct tensor_column {
-    std::string name;
-    field_tensor stacked;  ///< shape B × the files' shape
-  };
-  std::vector<text_column> text;
-  std::vector<number_column> numbers;
-  std::vector<tensor_column> tensors;
-
-  /// The column named `name`; throws `vbucket::error` when there is none.
-  [[nodiscard]] const text_column& text_of(std::string_view name) const { return find(text, name); }
-  [[nodiscard]] const number_column& numbers_of(std::string_view name) const {
-    return find(numbers, name);
+    out.text.push_back(std::move(col));
   }
-  [[nodiscard]] const tensor_column& tensors_of(std::string_view name) const {
-    return find(tensors, name);
+  for (const auto& n : numbers_) {
+    const std::size_t es = field_dtype_size(n.dtype);
+    batch_fields::number_column col{n.name, n.dtype, std::vector<std::byte>(samples.size() * es)};
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      std::memcpy(col.data.data() + i * es, n.data.data() + samples[i] * es, es);
+    out.numbers.push_back(std::move(col));
   }
-
- private:
-  template <class C>
-  static const C& find(const std::vector<C>& cols, std::string_view name) {
-    for (const C& c : cols)
-      if (c.name == name) return c;
-    throw error("batch fields: no column \"" + std::string(name) + "\" of this kind");
-  }
-};
-
-/// The per-sample columns of a metadata table (`rows` samples), for the loader.
-class field_table {
- public:
-  explicit field_table(std::size_t rows) : rows_(rows) {}
-
-  [[nodiscard]] std::size_t rows() const noexcept { return rows_; }
-  [[nodiscard]] bool has_tensors() const noexcept { return !tensors_.empty(); }
-  [[nodiscard]] bool empty() const noexcept {
-    return text_.empty() && numbers_.empty() && tensors_.empty();
-  }
-
-  /// A string column as one buffer and `rows() + 1` nondecreasing offsets into it.
-  void add_strings(std::string name, std::string chars, std::vector<std::uint64_t> offsets) {
-    check_name(name);
-    if (offsets.size() != rows_ + 1)
-      throw error("fields: column \"" + name + "\" has " + std::to_string(offsets.size()) +
-                  " offsets for " + std::to_string(rows_) + " rows (need rows + 1)");
-    for (std::size_t i = 0; i < rows_; ++i)
-      if (offsets[i] > offsets[i + 1] || offsets[i + 1] > chars.size())
-        throw error("fields: column \"" + name + "\": offsets of row " + std::to_string(i) +
-                    " are not within its buffer");
-    text_.push_back({std::move(name), std::move(chars), std::move(offsets)});
-  }
-  void add_strings(std::string name, std::span<const std::string> values) {
-    auto [chars, offsets] = pack(values, name);
-    add_strings(std::move(name), std::move(chars), std::move(offsets));
-  }
-
-  /// A number column: `rows()` values of `dtype`, little-endian bytes.
-  void add_numbers(std::string name, field_dtype dtype, std::vector<std::byte> values) {
-    check_name(name);
-    if (values.size() != rows_ * field_dtype_size(dtype))
-      throw error("fields: column \"" + name + "\" has " +
-                  std::to_string(values.size() / field_dtype_size(dtype)) + " values for " +
-                  std::to_string(rows_) + " rows");
-    numbers_.push_back({std::move(name), dtype, std::move(values)});
-  }
-  template <class T>
-    requires std::is_arithmetic_v<T>
-  void add_numbers(std::string name, std::span<const T> values) {
-    std::vector<std::byte> bytes(values.size_bytes());
-    if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
-    add_numbers(std::move(name), field_dtype_of<T>(), std::move(bytes));
-  }
-
-  /// A column of tensor files (`.npy`, `.safetensors`), one per row, read per clip.
-  void add_tensor_files(std::string name, std::span<const std::string> paths) {
-    auto [chars, offsets] = pack(paths, name);
-    check_name(name);
-    tensors_.push_back({std::move(name), std::move(chars), std::move(offsets)});
-  }
-
-  /// A column from the trainer's records: `project(record)` is a string (text column) or a
-  /// number (number column).
-  template <std::ranges::random_access_range Records, class Project>
-  void add_column(std::string name, const Records& records, Project project) {
-    using V = std::remove_cvref_t<
-        std::invoke_result_t<Project&, std::ranges::range_reference_t<const Records>>>;
-    if constexpr (std::is_arithmetic_v<V>) {
-      std::vector<V> values;
-      values.reserve(std::ranges::size(records));
-      for (const auto& r : records) values.push_back(project(r));
-      check_rows(name, values.size());
-      add_numbers<V>(std::move(name), std::span<const V>(values));
-    } else {
-      static_assert(std::is_convertible_v<V, std::string_view>,
-                    "add_column: the projection must return a number or a string");
-      std::string chars;
-      std::vector<std::uint64_t> offsets{0};
-      for (const auto& r : records) {
-        chars += std::string_view(project(r));
-        offsets.push_back(chars.size());
+  for (std::size_t c = 0; c < tensors_.size(); ++c) {
+    batch_fields::tensor_column col{tensors_[c].name, {}};
+    if (per_clip.size() == samples.size() && !samples.empty()) {
+      const field_tensor& first = per_clip[0][c];
+      col.stacked.dtype = first.dtype;
+      col.stacked.shape.push_back(static_cast<std::int64_t>(samples.size()));
+      col.stacked.shape.insert(col.stacked.shape.end(), first.shape.begin(), first.shape.end());
+      col.stacked.data.reserve(first.data.size() * samples.size());
+      for (std::size_t i = 0; i < samples.size(); ++i) {
+        const field_tensor& t = per_clip[i][c];
+        if (t.shape != first.shape || t.dtype != first.dtype)
+          throw error("fields: tensor \"" + tensors_[c].name + "\": " + tensor_path(c, samples[i]) +
+                      " has shape " + shape_text(t.shape) + " " + field_dtype_name(t.dtype) +
+                      ", but " + tensor_path(c, samples[0]) + " in the same batch has " +
+                      shape_text(first.shape) + " " + field_dtype_name(first.dtype) +
+                      " (a batch stacks its tensors: one shape per bucket)");
+        col.stacked.data.insert(col.stacked.data.end(), t.data.begin(), t.data.end());
       }
-      check_rows(name, offsets.size() - 1);
-      add_strings(std::move(name), std::move(chars), std::move(offsets));
     }
+    out.tensors.push_back(std::move(col));
   }
+  return out;
+}
 
-  /// The tensor file of `sample` in tensor column `c`.
-  [[nodiscard]] std::string tensor_path(std::size_t c, std::uint32_t sample) const {
-    const auto& t = tensors_[c];
-    return t.chars.substr(t.offsets[sample], t.offsets[sample + 1] - t.offsets[sample]);
-  }
+VBUCKET_COMPILED_INLINE void field_table::check_name(const std::string& name) const {
+  if (name.empty()) throw error("fields: a column needs a name");
+  for (const auto& c : text_)
+    if (c.name == name) throw error("fields: two columns named \"" + name + "\"");
+  for (const auto& c : numbers_)
+    if (c.name == name) throw error("fields: two columns named \"" + name + "\"");
+  for (const auto& c : tensors_)
+    if (c.name == name) throw error("fields: two columns named \"" + name + "\"");
+}
 
-  /// Reads `sample`'s tensor files (one per tensor column) into `out`; nullopt on success, else
-  /// the message naming the file. Thread-safe.
-  std::optional<std::string> read_tensors(std::uint32_t sample,
-                                          std::vector<field_tensor>& out) const {
-    out.resize(tensors_.size());
-    if (sample >= rows_) return "fields: sample " + std::to_string(sample) + " has no row";
-    for (std::size_t c = 0; c < tensors_.size(); ++c)
-      if (auto e = read_tensor_file(tensor_path(c, sample), tensors_[c].name, out[c])) return e;
-    return std::nullopt;
-  }
+VBUCKET_COMPILED_INLINE void field_table::check_rows(const std::string& name, std::size_t n) const {
+  if (n != rows_)
+    throw error("fields: column \"" + name + "\" has " + std::to_string(n) + " values for " +
+                std::to_string(rows_) + " rows");
+}
 
-  /// The fields of `samples`: strings and numbers gathered, and `per_clip` (each clip's
-  /// tensors from `read_tensors`) stacked. Throws `vbucket::error` naming both files and shapes
-  /// when two tensors of one column differ in shape or dtype.
-  [[nodiscard]] batch_fields gather(std::span<const std::uint32_t> samples,
-                                    std::span<std::vector<field_tensor>> per_clip = {}) const {
-    batch_fields out;
-    for (const auto& t : text_) {
-      batch_fields::text_column col{t.name, {}, {0}};
-      col.offsets.reserve(samples.size() + 1);
-      for (const std::uint32_t s : samples) {
-        col.chars.append(t.chars, t.offsets[s], t.offsets[s + 1] - t.offsets[s]);
-        col.offsets.push_back(col.chars.size());
-      }
-      out.text.push_back(std::move(col));
-    }
-    for (const auto& n : numbers_) {
-      const std::size_t es = field_dtype_size(n.dtype);
-      batch_fields::number_column col{n.name, n.dtype, std::vector<std::byte>(samples.size() * es)};
-      for (std::size_t i = 0; i < samples.size(); ++i)
-        std::memcpy(col.data.data() + i * es, n.data.data() + samples[i] * es, es);
-      out.numbers.push_back(std::move(col));
-    }
-    for (std::size_t c = 0; c < tensors_.size(); ++c) {
-      batch_fields::tensor_column col{tensors_[c].name, {}};
-      if (per_clip.size() == samples.size() && !samples.empty()) {
-        const field_tensor& first = per_clip[0][c];
-        col.stacked.dtype = first.dtype;
-        col.stacked.shape.push_back(static_cast<std::int64_t>(samples.size()));
-        col.stacked.shape.insert(col.stacked.shape.end(), first.shape.begin(), first.shape.end());
-        col.stacked.data.reserve(first.data.size() * samples.size());
-        for (std::size_t i = 0; i < samples.size(); ++i) {
-          const field_tensor& t = per_clip[i][c];
-          if (t.shape != first.shape || t.dtype != first.dtype)
-            throw error("fields: tensor \"" + tensors_[c].name +
-                        "\": " + tensor_path(c, samples[i]) + " has shape " + shape_text(t.shape) +
-                        " " + field_dtype_name(t.dtype) + ", but " + tensor_path(c, samples[0]) +
-                        " in the same batch has " + shape_text(first.shape) + " " +
-                        field_dtype_name(first.dtype) +
-                        " (a batch stacks its tensors: one shape per bucket)");
-          col.stacked.data.insert(col.stacked.data.end(), t.data.begin(), t.data.end());
-        }
-      }
-      out.tensors.push_back(std::move(col));
-    }
-    return out;
+VBUCKET_COMPILED_INLINE std::pair<std::string, std::vector<std::uint64_t>> field_table::pack(
+    std::span<const std::string> values, const std::string& name) const {
+  check_rows(name, values.size());
+  std::pair<std::string, std::vector<std::uint64_t>> p;
+  p.second.reserve(values.size() + 1);
+  p.second.push_back(0);
+  for (const auto& v : values) {
+    p.first += v;
+    p.second.push_back(p.first.size());
   }
+  return p;
+}
 
- private:
-  struct strings {
-    std::string name;
-    std::string chars;
-    std::vector<std::uint64_t> offsets;
-  };
-  struct numbers {
-    std::string name;
-    field_dtype dtype;
-    std::vector<std::byte> data;
-  };
-
-  void check_name(const std::string& name) const {
-    if (name.empty()) throw error("fields: a column needs a name");
-    for (const auto& c : text_)
-      if (c.name == name) throw error("fields: two columns named \"" + name + "\"");
-    for (const auto& c : numbers_)
-      if (c.name == name) throw error("fields: two columns named \"" + name + "\"");
-    for (const auto& c : tensors_)
-      if (c.name == name) throw error("fields: two columns named \"" + name + "\"");
-  }
-  void check_rows(const std::string& name, std::size_t n) const {
-    if (n != rows_)
-      throw error("fields: column \"" + name + "\" has " + std::to_string(n) + " values for " +
-                  std::to_string(rows_) + " rows");
-  }
-  std::pair<std::string, std::vector<std::uint64_t>> pack(std::span<const std::string> values,
-                                                          const std::string& name) const {
-    check_rows(name, values.size());
-    std::pair<std::string, std::vector<std::uint64_t>> p;
-    p.second.reserve(values.size() + 1);
-    p.second.push_back(0);
-    for (const auto& v : values) {
-      p.first += v;
-      p.second.push_back(p.first.size());
-    }
-    return p;
-  }
-
-  std::size_t rows_;
-  std::vector<strings> text_;
-  std::vector<numbers> numbers_;
-  std::vector<strings> tensors_;
-};
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 }  // namespace vbucket
