@@ -271,15 +271,22 @@ void resume(Sampler& sampler, const plan_request& r) {
   }
 }
 
-/// Writes this rank's batches (the sampler's range) or, with --rank all, every rank's (its
-/// schedule), step by step, to `out` (opened before planning), and commits it.
-template <class Sampler>
-void write_batches(const plan_request& r, const Sampler& sampler, output_file& out) {
-  const std::vector<std::string> prefixes = bucket_prefixes(sampler.config());
+/// Writes this rank's steps (`mine`) or, with --rank all, every rank's (`all()`, the schedule),
+/// step by step, one JSON object per line — {"rank":r,"step":k then what `fields(buffer, b,
+/// flush)` appends, "}" — to `out` (opened before planning), and commits it. The one writer of
+/// fixed and packed lines.
+template <class Steps, class All, class Fields>
+void write_lines(const plan_request& r, const Steps& mine, All&& all, output_file& out,
+                 Fields&& fields) {
   std::string buffer;
   constexpr std::size_t flush_at = std::size_t{1} << 20;
   buffer.reserve(flush_at + 4096);
-  auto write_one = [&](std::uint64_t k, const batch& b, std::uint32_t rank, bool with_rank) {
+  auto flush = [&] {
+    if (buffer.size() < flush_at) return;
+    out.write(buffer);
+    buffer.clear();
+  };
+  auto write_one = [&](std::uint64_t k, const auto& b, std::uint32_t rank, bool with_rank) {
     buffer.push_back('{');
     if (with_rank) {
       buffer += "\"rank\":";
@@ -288,27 +295,15 @@ void write_batches(const plan_request& r, const Sampler& sampler, output_file& o
     }
     buffer += "\"step\":";
     append_number(buffer, r.first_label + k);
-    buffer.push_back(',');
-    buffer += prefixes[static_cast<std::size_t>(b.bucket)];
-    for (std::size_t i = 0; i < b.indices.size(); ++i) {
-      if (i > 0) buffer.push_back(',');
-      append_number(buffer, b.indices[i]);
-      if (buffer.size() >= flush_at) {
-        out.write(buffer);
-        buffer.clear();
-      }
-    }
-    buffer += "]}\n";
-    if (buffer.size() >= flush_at) {
-      out.write(buffer);
-      buffer.clear();
-    }
+    fields(buffer, b, flush);
+    buffer += "}\n";
+    flush();
   };
   if (r.rank) {
     std::uint64_t k = 0;
-    for (const batch& b : sampler.batches()) write_one(k++, b, *r.rank, false);
+    for (const auto& b : mine) write_one(k++, b, *r.rank, false);
   } else {
-    const epoch_schedule& s = sampler.schedule();
+    const auto& s = all();
     for (std::uint64_t k = 0; k < s.steps(); ++k)
       for (std::uint32_t rank = 0; rank < s.world_size(); ++rank)
         write_one(k, s.at(k, rank), rank, true);
@@ -317,56 +312,49 @@ void write_batches(const plan_request& r, const Sampler& sampler, output_file& o
   out.commit();
 }
 
-/// As `write_batches`, for a packing sampler.
-template <class Sampler>
-void write_packed_batches(const plan_request& r, const Sampler& sampler, output_file& out) {
+/// Writes the batches of a fixed sampler: ,"bucket":[res,frames,ratio],"thw":[T,H,W],
+/// "indices":[...] per line.
+void write_batches(const plan_request& r, const any_sampler& sampler, output_file& out) {
+  const std::vector<std::string> prefixes = bucket_prefixes(sampler.config());
+  write_lines(
+      r, sampler.batches(), [&]() -> const epoch_schedule& { return sampler.schedule(); }, out,
+      [&](std::string& buffer, const batch& b, auto& flush) {
+        buffer.push_back(',');
+        buffer += prefixes[static_cast<std::size_t>(b.bucket)];
+        for (std::size_t i = 0; i < b.indices.size(); ++i) {
+          if (i > 0) buffer.push_back(',');
+          append_number(buffer, b.indices[i]);
+          flush();
+        }
+        buffer.push_back(']');
+      });
+}
+
+/// Writes the batches of a packing sampler: one bucket and one [T,H,W] per index, and the cost.
+void write_packed_batches(const plan_request& r, const any_sampler& sampler, output_file& out) {
   const std::vector<bucket_json> parts = bucket_parts(sampler.config());
-  std::string buffer;
-  constexpr std::size_t flush_at = std::size_t{1} << 20;
-  buffer.reserve(flush_at + 4096);
-  auto write_one = [&](std::uint64_t k, const packed_batch& b, std::uint32_t rank, bool with_rank) {
-    buffer.push_back('{');
-    if (with_rank) {
-      buffer += "\"rank\":";
-      append_number(buffer, rank);
-      buffer.push_back(',');
-    }
-    buffer += "\"step\":";
-    append_number(buffer, r.first_label + k);
-    buffer += ",\"bucket\":[";
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      if (i > 0) buffer.push_back(',');
-      buffer += parts[static_cast<std::size_t>(b.buckets[i])].key;
-    }
-    buffer += "],\"thw\":[";
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      if (i > 0) buffer.push_back(',');
-      buffer += parts[static_cast<std::size_t>(b.buckets[i])].thw;
-    }
-    buffer += "],\"indices\":[";
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      if (i > 0) buffer.push_back(',');
-      append_number(buffer, b.indices[i]);
-    }
-    buffer += "],\"cost\":";
-    append_cost(buffer, b.cost);
-    buffer += "}\n";
-    if (buffer.size() >= flush_at) {
-      out.write(buffer);
-      buffer.clear();
-    }
-  };
-  if (r.rank) {
-    std::uint64_t k = 0;
-    for (const packed_batch& b : sampler.packed_batches()) write_one(k++, b, *r.rank, false);
-  } else {
-    const packed_schedule& s = sampler.packing_schedule();
-    for (std::uint64_t k = 0; k < s.steps(); ++k)
-      for (std::uint32_t rank = 0; rank < s.world_size(); ++rank)
-        write_one(k, s.at(k, rank), rank, true);
-  }
-  out.write(buffer);
-  out.commit();
+  write_lines(
+      r, sampler.packed_batches(),
+      [&]() -> const packed_schedule& { return sampler.packing_schedule(); }, out,
+      [&](std::string& buffer, const packed_batch& b, auto& /*flush*/) {
+        buffer += ",\"bucket\":[";
+        for (std::size_t i = 0; i < b.size(); ++i) {
+          if (i > 0) buffer.push_back(',');
+          buffer += parts[static_cast<std::size_t>(b.buckets[i])].key;
+        }
+        buffer += "],\"thw\":[";
+        for (std::size_t i = 0; i < b.size(); ++i) {
+          if (i > 0) buffer.push_back(',');
+          buffer += parts[static_cast<std::size_t>(b.buckets[i])].thw;
+        }
+        buffer += "],\"indices\":[";
+        for (std::size_t i = 0; i < b.size(); ++i) {
+          if (i > 0) buffer.push_back(',');
+          append_number(buffer, b.indices[i]);
+        }
+        buffer += "],\"cost\":";
+        append_cost(buffer, b.cost);
+      });
 }
 
 /// The summary lines every plan shares, fixed or packed: fingerprint, the deal, the resume
@@ -517,7 +505,12 @@ int plan_mpi(int argc, char** argv) {
 
 }  // namespace
 
+// A run file with "sources" or "stages" is a run plan (tools/vbucket/run_plan_cmd.cpp).
+bool is_run_plan_invocation(int argc, char** argv);
+int cmd_run_plan(int argc, char** argv);
+
 int cmd_plan(int argc, char** argv) {
+  if (is_run_plan_invocation(argc, argv)) return cmd_run_plan(argc, argv);
   const bool help = [&] {
     for (int i = 1; i < argc; ++i)
       if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") return true;
