@@ -1,0 +1,316 @@
+#pragma once
+/// Reads a multi-source, multi-stage run file into a `vbucket::run_plan`'s sources, stages and
+/// options (`load_run_plan_file`). The run spec's fields (seed, world, rank, threads, drop_last,
+/// rule, fps_max, ...) are read by the run-spec reader (run_spec.hpp), the rest here:
+///
+///     {"seed": 42, "world": 8, "rank": 0,
+///      "sources": [{"name": "web", "csv": "web.csv", "weight": 0.7},
+///                  {"name": "curated", "csv": "curated.csv", "count": 5000,
+///                   "config": "curated_probs.json", "rule": "opensora-v2"}],
+///      "stages": [{"name": "256px", "config": "stage1.json"},
+///                 {"name": "768px", "from_step": 1200, "config": {"768px": {"1": [0.5, 13]}},
+///                  "draws": {"web": {"weight": 0.5}, "curated": {"repeat": 2}},
+///                  "policy": "pad", "balance": true, "batching": "fixed"}],
+///      "epoch_samples": 0, "replacement": false}
+///
+/// A source draws by `weight`, `count` or `repeat` (at most one; none: repeat 1); a stage's
+/// `draws` (an object keyed by source name, each {"weight"|"count"|"repeat": x} or a bare
+/// number, a weight) replaces them from that stage on, `epoch_samples` and `replacement` may be
+/// set per stage too. Configs are inline JSON objects or paths; paths are relative to the run
+/// file. Every error names the file and the key ("run.json: stages[1].from_step: ...").
+
+#include <cstdint>      // std::uint64_t, std::uint32_t
+#include <filesystem>   // std::filesystem::path
+#include <memory>       // std::make_shared
+#include <optional>     // std::optional
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <utility>      // std::move
+#include <vector>       // std::vector
+
+#include <nlohmann/json.hpp>
+
+#include "vbucket/csv.hpp"  // load_meta_csv
+#include "vbucket/error.hpp"
+#include "vbucket/json/bucket_config.hpp"  // parse_json, read_file, parse_bucket_config
+#include "vbucket/json/run_spec.hpp"       // run_spec_entries
+#include "vbucket/run_plan.hpp"
+#include "vbucket/run_spec.hpp"
+
+namespace vbucket::json {
+
+/// What a run file describes: the run spec's fields and the run plan's sources and stages.
+struct run_plan_file {
+  run_spec spec;                    ///< seed, world, rank, threads, rule, ...
+  std::vector<run_source> sources;  ///< tables loaded
+  std::vector<run_stage> stages;
+  run_options options;  ///< from spec
+};
+
+/// True when the JSON text of a run file has "sources" or "stages" (a run plan, not one
+/// sampler's run spec).
+[[nodiscard]] inline bool is_run_plan_text(std::string_view text, const std::string& where) {
+  const nlohmann::ordered_json j = parse_json(text, where);
+  return j.is_object() && (j.contains("sources") || j.contains("stages"));
+}
+
+namespace detail {
+
+inline constexpr std::string_view run_plan_keys[] = {"sources", "stages", "epoch_samples",
+                                                     "replacement"};
+
+[[noreturn]] inline void run_file_fail(const std::string& where, const std::string& key,
+                                       const std::string& what) {
+  throw error(where + ": " + key + ": " + what);
+}
+
+inline std::string shown(const nlohmann::ordered_json& v) {
+  const std::string s = v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+inline std::uint64_t run_file_uint(const nlohmann::ordered_json& v, const std::string& where,
+                                   const std::string& key) {
+  if (!v.is_number_unsigned())
+    run_file_fail(where, key, "expected a non-negative integer, got " + shown(v));
+  return v.get<std::uint64_t>();
+}
+
+inline double run_file_number(const nlohmann::ordered_json& v, const std::string& where,
+                              const std::string& key) {
+  if (!v.is_number()) run_file_fail(where, key, "expected a number, got " + shown(v));
+  return v.get<double>();
+}
+
+inline std::string run_file_string(const nlohmann::ordered_json& v, const std::string& where,
+                                   const std::string& key) {
+  if (!v.is_string()) run_file_fail(where, key, "expected a string, got " + shown(v));
+  return v.get<std::string>();
+}
+
+inline std::string run_file_path(const nlohmann::ordered_json& v, const std::string& where,
+                                 const std::string& key) {
+  std::string p = run_file_string(v, where, key);
+  if (!p.empty() && std::filesystem::path(p).is_relative())
+    p = (std::filesystem::path(where).parent_path() / p).string();
+  return p;
+}
+
+/// A config: an inline object, or a path (relative to the run file).
+template <class Tables>
+bucket_config run_file_config(const nlohmann::ordered_json& v, const std::string& where,
+                              const std::string& key, const Tables& tables) {
+  if (v.is_object()) {
+    try {
+      return parse_bucket_config(v.dump(), tables, where + ": " + key);
+    } catch (const error& e) {
+      throw error(std::string(e.what()));
+    }
+  }
+  if (!v.is_string())
+    run_file_fail(where, key, "expected a config object or a path, got " + shown(v));
+  return load_bucket_config(run_file_path(v, where, key), tables);
+}
+
+/// {"weight": x} | {"count": n} | {"repeat": r} | x (a weight) | absent (repeat 1).
+inline source_draw run_file_draw(const nlohmann::ordered_json& v, const std::string& where,
+                                 const std::string& key) {
+  source_draw d;
+  if (v.is_number()) {
+    d.kind = draw_kind::weight;
+    d.value = run_file_number(v, where, key);
+  } else if (v.is_object()) {
+    int given = 0;
+    for (const auto& [k, x] : v.items()) {
+      if (k == "weight")
+        d.kind = draw_kind::weight;
+      else if (k == "count")
+        d.kind = draw_kind::count;
+      else if (k == "repeat")
+        d.kind = draw_kind::repeat;
+      else
+        run_file_fail(where, key + "." + k, "unknown key (expected weight, count or repeat)");
+      d.value = k == "count" ? static_cast<double>(run_file_uint(x, where, key + "." + k))
+                             : run_file_number(x, where, key + "." + k);
+      ++given;
+    }
+    if (given != 1) run_file_fail(where, key, "give exactly one of weight, count, repeat");
+  } else {
+    run_file_fail(where, key,
+                  "expected a weight or {\"weight\"|\"count\"|\"repeat\": x}, got " + shown(v));
+  }
+  if (!(d.value >= 0.0)) run_file_fail(where, key, "must be ≥ 0");
+  return d;
+}
+
+}  // namespace detail
+
+/// Reads a run plan file (see the file's comment): the run spec's fields through the run-spec
+/// reader, sources (their CSV tables loaded), stages and the draw options.
+inline run_plan_file load_run_plan_file(const std::string& path) {
+  using namespace detail;
+  const std::string text = read_file(path);
+  const nlohmann::ordered_json j = parse_json(text, path);
+  if (!j.is_object()) throw error(path + ": a run file must be a JSON object");
+  run_plan_file out;
+  // The run spec's fields: everything but the run plan's keys, read by the run-spec reader.
+  nlohmann::ordered_json rest = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : j.items()) {
+    bool plan_key = false;
+    for (const std::string_view p : run_plan_keys) plan_key = plan_key || k == p;
+    if (!plan_key) rest[k] = v;
+  }
+  const field_naming name{field_naming::style::file_key, path};
+  for (auto& [key, value] : run_spec_entries(rest.dump(), path)) out.spec.set(key, value, name);
+  if (out.spec.rank >= out.spec.world)
+    throw error(path + ": rank: " + std::to_string(out.spec.rank) + " is not below world " +
+                std::to_string(out.spec.world));
+  const auto seed = seed_u64(out.spec.seed);
+  if (!seed) throw error(path + ": seed: a run plan's seed must be below 2^64");
+  out.options.seed = *seed;
+  out.options.world = out.spec.world;
+  out.options.drop_last = out.spec.drop_last;
+  out.options.threads = out.spec.threads;
+
+  // Draw options shared by every stage unless a stage sets its own.
+  std::uint64_t epoch_samples = 0;
+  bool replacement = false;
+  if (j.contains("epoch_samples"))
+    epoch_samples = run_file_uint(j["epoch_samples"], path, "epoch_samples");
+  if (j.contains("replacement")) {
+    if (!j["replacement"].is_boolean())
+      run_file_fail(path, "replacement", "expected true or false, got " + shown(j["replacement"]));
+    replacement = j["replacement"].get<bool>();
+  }
+
+  out.spec.visit_rule([&](const auto& tables, const auto& rule) {
+    // Sources.
+    if (!j.contains("sources") || !j["sources"].is_array() || j["sources"].empty())
+      run_file_fail(path, "sources", "expected a non-empty list of sources");
+    std::vector<source_draw> draws;
+    bool any_draw = false;
+    for (std::size_t i = 0; i < j["sources"].size(); ++i) {
+      const auto& s = j["sources"][i];
+      const std::string key = "sources[" + std::to_string(i) + "]";
+      if (!s.is_object()) run_file_fail(path, key, "expected an object, got " + shown(s));
+      run_source src;
+      std::optional<source_draw> d;
+      std::optional<std::string> csv;
+      for (const auto& [k, v] : s.items()) {
+        const std::string kk = key + "." + k;
+        if (k == "name") {
+          src.name = run_file_string(v, path, kk);
+        } else if (k == "csv") {
+          csv = run_file_path(v, path, kk);
+        } else if (k == "parquet") {
+          run_file_fail(path, kk, "Parquet sources are not read by this build (give \"csv\")");
+        } else if (k == "weight" || k == "count" || k == "repeat") {
+          if (d) run_file_fail(path, kk, "give one of weight, count, repeat");
+          nlohmann::ordered_json one = nlohmann::ordered_json::object();
+          one[k] = v;
+          d = run_file_draw(one, path, key);
+        } else if (k == "config") {
+          src.config = run_file_config(v, path, kk, tables);
+        } else if (k == "rule") {
+          const std::string r = run_file_string(v, path, kk);
+          const auto kind = parse_rule_name(r);
+          if (!kind || *kind != out.spec.rule)
+            run_file_fail(path, kk,
+                          "\"" + r + "\": a source's rule must be the run's (\"" +
+                              std::string(rule_name(out.spec.rule)) + "\")");
+        } else {
+          run_file_fail(path, kk,
+                        "unknown key (a source has name, csv, weight|count|repeat, config, "
+                        "rule)");
+        }
+      }
+      if (src.name.empty()) run_file_fail(path, key + ".name", "missing (a source needs a name)");
+      if (!csv) run_file_fail(path, key + ".csv", "missing (the source's metadata CSV)");
+      src.table = std::make_shared<const meta_table>(load_meta_csv(*csv));
+      src.assign = rule_assigner(rule);
+      src.rule_name = std::string(rule_name(out.spec.rule));
+      any_draw = any_draw || d.has_value();
+      draws.push_back(d.value_or(source_draw{}));
+      out.sources.push_back(std::move(src));
+    }
+    draw_spec base;
+    if (any_draw) base.draws = draws;
+    base.epoch_samples = epoch_samples;
+    base.replacement = replacement;
+
+    // Stages.
+    if (!j.contains("stages") || !j["stages"].is_array() || j["stages"].empty())
+      run_file_fail(path, "stages", "expected a non-empty list of stages");
+    for (std::size_t i = 0; i < j["stages"].size(); ++i) {
+      const auto& s = j["stages"][i];
+      const std::string key = "stages[" + std::to_string(i) + "]";
+      if (!s.is_object()) run_file_fail(path, key, "expected an object, got " + shown(s));
+      run_stage st;
+      st.draws = base;
+      st.policy = out.spec.effective_policy();
+      st.balance_group = out.spec.effective_balance_group();
+      st.batching = out.spec.batching;
+      st.token_budget = out.spec.token_budget.value_or(0.0);
+      bool has_config = false;
+      for (const auto& [k, v] : s.items()) {
+        const std::string kk = key + "." + k;
+        if (k == "name") {
+          st.name = run_file_string(v, path, kk);
+        } else if (k == "from_step") {
+          st.from_step = run_file_uint(v, path, kk);
+        } else if (k == "from_epoch") {
+          st.from_epoch = run_file_uint(v, path, kk);
+        } else if (k == "config") {
+          st.config = run_file_config(v, path, kk, tables);
+          has_config = true;
+        } else if (k == "draws") {
+          if (!v.is_object())
+            run_file_fail(path, kk, "expected an object keyed by source name, got " + shown(v));
+          std::vector<source_draw> sd(out.sources.size());
+          for (const auto& [sn, x] : v.items()) {
+            std::size_t at = out.sources.size();
+            for (std::size_t q = 0; q < out.sources.size(); ++q)
+              if (out.sources[q].name == sn) at = q;
+            if (at == out.sources.size())
+              run_file_fail(path, kk + "." + sn, "no source of that name");
+            sd[at] = run_file_draw(x, path, kk + "." + sn);
+          }
+          st.draws.draws = std::move(sd);
+        } else if (k == "epoch_samples") {
+          st.draws.epoch_samples = run_file_uint(v, path, kk);
+        } else if (k == "replacement") {
+          if (!v.is_boolean()) run_file_fail(path, kk, "expected true or false, got " + shown(v));
+          st.draws.replacement = v.template get<bool>();
+        } else if (k == "policy") {
+          const std::string p = run_file_string(v, path, kk);
+          const auto pp = parse_policy(p);
+          if (!pp)
+            run_file_fail(path, kk, "\"" + p + "\" is not a policy (pad, drop, downgrade...)");
+          st.policy = *pp;
+        } else if (k == "balance") {
+          if (v.is_boolean()) {
+            st.balance_group = v.template get<bool>() ? default_balance_group : 0;
+          } else {
+            st.balance_group = static_cast<std::uint32_t>(run_file_uint(v, path, kk));
+          }
+        } else if (k == "batching") {
+          const std::string b = run_file_string(v, path, kk);
+          const auto bb = parse_batching(b);
+          if (!bb) run_file_fail(path, kk, "\"" + b + "\" is not fixed or packed");
+          st.batching = *bb;
+        } else if (k == "budget" || k == "token_budget") {
+          st.token_budget = run_file_number(v, path, kk);
+        } else {
+          run_file_fail(path, kk,
+                        "unknown key (a stage has name, from_step|from_epoch, config, draws, "
+                        "epoch_samples, replacement, policy, balance, batching, budget)");
+        }
+      }
+      if (!has_config) run_file_fail(path, key + ".config", "missing (the stage's bucket config)");
+      out.stages.push_back(std::move(st));
+    }
+  });
+  return out;
+}
+
+}  // namespace vbucket::json
