@@ -439,21 +439,29 @@ VBUCKET_COMPILED_INLINE resolution_info opensora_v12_tables::resolve(std::string
 class user_tables {
  public:
   /// Adds or replaces a resolution. Throws on a non-positive pixel count.
-  user_tables& add(std::string name, std::int64_t pixels, aspect_table table) {
-    if (pixels <= 0) throw error("resolution \"" + name + "\": pixel count must be positive");
-    std::string key = name;
-    tables_[key] = resolution_info{std::move(name), pixels, std::move(table)};
-    return *this;
-  }
-  [[nodiscard]] resolution_info resolve(std::string_view name) const {
-    auto it = tables_.find(std::string(name));
-    if (it == tables_.end()) throw error("unknown resolution \"" + std::string(name) + "\"");
-    return it->second;
-  }
+  VBUCKET_COMPILED_INLINE user_tables& add(std::string name, std::int64_t pixels,
+                                           aspect_table table);
+  [[nodiscard]] VBUCKET_COMPILED_INLINE resolution_info resolve(std::string_view name) const;
 
  private:
   std::map<std::string, resolution_info> tables_;
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE user_tables& user_tables::add(std::string name, std::int64_t pixels,
+                                                      aspect_table table) {
+  if (pixels <= 0) throw error("resolution \"" + name + "\": pixel count must be positive");
+  std::string key = name;
+  tables_[key] = resolution_info{std::move(name), pixels, std::move(table)};
+  return *this;
+}
+
+VBUCKET_COMPILED_INLINE resolution_info user_tables::resolve(std::string_view name) const {
+  auto it = tables_.find(std::string(name));
+  if (it == tables_.end()) throw error("unknown resolution \"" + std::string(name) + "\"");
+  return it->second;
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 static_assert(resolution_source<opensora_v2_tables>);
 static_assert(resolution_source<opensora_v12_tables>);

@@ -95,6 +95,10 @@ constexpr std::string_view step_name(rule_event::step s) noexcept {
   return "?";
 }
 
+/// The explanation in words, one decision per line.
+VBUCKET_COMPILED_INLINE std::string describe(const rule_explanation& x, const bucket_config& c);
+
+#if VBUCKET_HEADER_DEFINITIONS
 namespace detail {
 inline std::string explain_number(double v) {
   char buf[32];
@@ -115,8 +119,7 @@ inline std::string explain_test(const rule_event& e, const char* name) {
 }
 }  // namespace detail
 
-/// The explanation in words, one decision per line.
-inline std::string describe(const rule_explanation& x, const bucket_config& c) {
+VBUCKET_COMPILED_INLINE std::string describe(const rule_explanation& x, const bucket_config& c) {
   using ev = rule_event::step;
   const sample_meta& m = x.meta;
   std::string out =
@@ -180,5 +183,6 @@ inline std::string describe(const rule_explanation& x, const bucket_config& c) {
   }
   return out;
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 }  // namespace vbucket

@@ -183,36 +183,7 @@ class meta_table {
   /// Appends rows in order, with one growth of each column. A negative size is stored as 0.
   /// Throws `vbucket::error` naming the first row with a size above `max_size`, and then
   /// appends nothing.
-  void append(std::span<const sample_meta> rows) {
-    const std::size_t old = size();
-    frames_.resize(old + rows.size());
-    height_.resize(old + rows.size());
-    width_.resize(old + rows.size());
-    fps_code_.resize(old + rows.size());
-    unsigned too_large = 0;  // no branch per row
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const sample_meta& m = rows[i];
-      too_large |= static_cast<unsigned>(m.num_frames > max_size) |
-                   static_cast<unsigned>(m.height > max_size) |
-                   static_cast<unsigned>(m.width > max_size);
-      frames_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.num_frames, 0));
-      height_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.height, 0));
-      width_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.width, 0));
-      fps_code_[old + i] = fps_code(m.fps);
-    }
-    if (too_large == 0) return;
-    // Take the rows back (their rates stay known) and name the first size too large.
-    frames_.resize(old);
-    height_.resize(old);
-    width_.resize(old);
-    fps_code_.resize(old);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const sample_meta& m = rows[i];
-      if (m.num_frames > max_size) throw_too_large(old + i, "num_frames", m.num_frames);
-      if (m.height > max_size) throw_too_large(old + i, "height", m.height);
-      if (m.width > max_size) throw_too_large(old + i, "width", m.width);
-    }
-  }
+  VBUCKET_COMPILED_INLINE void append(std::span<const sample_meta> rows);
 
   /// Row i as the rules read it.
   [[nodiscard]] sample_meta operator[](std::size_t i) const noexcept {
@@ -255,10 +226,9 @@ class meta_table {
   }
 
  private:
-  [[noreturn]] static void throw_too_large(std::size_t row, const char* column, std::int64_t v) {
-    throw error("meta_table: row " + std::to_string(row) + ": " + column + " " + std::to_string(v) +
-                " is more than a table holds (" + std::to_string(max_size) + ")");
-  }
+  [[noreturn]] VBUCKET_COMPILED_INLINE static void throw_too_large(std::size_t row,
+                                                                   const char* column,
+                                                                   std::int64_t v);
 
   static std::uint64_t key_of(double v) noexcept {
     if (v != v) v = std::numeric_limits<double>::quiet_NaN();  // one code for every NaN
@@ -285,38 +255,14 @@ class meta_table {
   static std::size_t recent_slot(std::uint64_t key) noexcept {
     return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> 60);  // 16 entries
   }
-  [[gnu::noinline]] std::uint32_t fps_code_slow(std::uint64_t key) {
-    if (2 * (fps_values_.size() + 1) > slots_.size()) grow();
-    const std::size_t mask = slots_.size() - 1;
-    std::size_t s = slot_of(key, mask);
-    while (slots_[s] != 0) {
-      const std::uint32_t code = slots_[s] - 1;
-      if (key_of(fps_values_[code]) == key) return remember(key, code);
-      s = (s + 1) & mask;
-    }
-    if (fps_values_.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
-      throw error("meta_table: more than 2^32 - 2 distinct fps values");
-    const auto code = static_cast<std::uint32_t>(fps_values_.size());
-    fps_values_.push_back(std::bit_cast<double>(key));
-    slots_[s] = code + 1;
-    return remember(key, code);
-  }
+  std::uint32_t fps_code_slow(std::uint64_t key);  // noinline, and inline in header-only use
   std::uint32_t remember(std::uint64_t key, std::uint32_t code) noexcept {
     recent_entry& e = recent_[recent_slot(key)];
     e.key = key;
     e.code = code + 1;
     return code;
   }
-  void grow() {
-    std::vector<std::uint32_t> slots(slots_.empty() ? 64 : 2 * slots_.size(), 0);
-    const std::size_t mask = slots.size() - 1;
-    for (std::uint32_t code = 0; code < fps_values_.size(); ++code) {
-      std::size_t s = slot_of(key_of(fps_values_[code]), mask);
-      while (slots[s] != 0) s = (s + 1) & mask;
-      slots[s] = code + 1;
-    }
-    slots_ = std::move(slots);
-  }
+  VBUCKET_COMPILED_INLINE void grow();
 
   std::vector<std::uint32_t> frames_;
   std::vector<std::uint32_t> height_;
@@ -331,6 +277,75 @@ class meta_table {
   static constexpr std::size_t recent_size = 16;
   recent_entry recent_[recent_size] = {};
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE void meta_table::append(std::span<const sample_meta> rows) {
+  const std::size_t old = size();
+  frames_.resize(old + rows.size());
+  height_.resize(old + rows.size());
+  width_.resize(old + rows.size());
+  fps_code_.resize(old + rows.size());
+  unsigned too_large = 0;  // no branch per row
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const sample_meta& m = rows[i];
+    too_large |= static_cast<unsigned>(m.num_frames > max_size) |
+                 static_cast<unsigned>(m.height > max_size) |
+                 static_cast<unsigned>(m.width > max_size);
+    frames_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.num_frames, 0));
+    height_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.height, 0));
+    width_[old + i] = static_cast<std::uint32_t>(std::max<std::int64_t>(m.width, 0));
+    fps_code_[old + i] = fps_code(m.fps);
+  }
+  if (too_large == 0) return;
+  // Take the rows back (their rates stay known) and name the first size too large.
+  frames_.resize(old);
+  height_.resize(old);
+  width_.resize(old);
+  fps_code_.resize(old);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const sample_meta& m = rows[i];
+    if (m.num_frames > max_size) throw_too_large(old + i, "num_frames", m.num_frames);
+    if (m.height > max_size) throw_too_large(old + i, "height", m.height);
+    if (m.width > max_size) throw_too_large(old + i, "width", m.width);
+  }
+}
+
+[[noreturn]] VBUCKET_COMPILED_INLINE void meta_table::throw_too_large(std::size_t row,
+                                                                      const char* column,
+                                                                      std::int64_t v) {
+  throw error("meta_table: row " + std::to_string(row) + ": " + column + " " + std::to_string(v) +
+              " is more than a table holds (" + std::to_string(max_size) + ")");
+}
+
+[[gnu::noinline]] VBUCKET_COMPILED_INLINE std::uint32_t meta_table::fps_code_slow(
+    std::uint64_t key) {
+  if (2 * (fps_values_.size() + 1) > slots_.size()) grow();
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t s = slot_of(key, mask);
+  while (slots_[s] != 0) {
+    const std::uint32_t code = slots_[s] - 1;
+    if (key_of(fps_values_[code]) == key) return remember(key, code);
+    s = (s + 1) & mask;
+  }
+  if (fps_values_.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
+    throw error("meta_table: more than 2^32 - 2 distinct fps values");
+  const auto code = static_cast<std::uint32_t>(fps_values_.size());
+  fps_values_.push_back(std::bit_cast<double>(key));
+  slots_[s] = code + 1;
+  return remember(key, code);
+}
+
+VBUCKET_COMPILED_INLINE void meta_table::grow() {
+  std::vector<std::uint32_t> slots(slots_.empty() ? 64 : 2 * slots_.size(), 0);
+  const std::size_t mask = slots.size() - 1;
+  for (std::uint32_t code = 0; code < fps_values_.size(); ++code) {
+    std::size_t s = slot_of(key_of(fps_values_[code]), mask);
+    while (slots[s] != 0) s = (s + 1) & mask;
+    slots[s] = code + 1;
+  }
+  slots_ = std::move(slots);
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// One piece of samples read in order: rows[i] is sample index `first + i`.
 struct meta_chunk {

@@ -145,64 +145,23 @@ class host_backend {
   };
 
   host_backend() : host_backend(options{}) {}
-  explicit host_backend(options o) : options_(o) {
-    if (options_.async_copies)
-      engine_ = std::jthread([this](std::stop_token stop) { run_engine(stop); });
-  }
+  VBUCKET_COMPILED_INLINE explicit host_backend(options o);
+
   host_backend(const host_backend&) = delete;
   host_backend& operator=(const host_backend&) = delete;
-  ~host_backend() {
-    if (engine_.joinable()) {
-      engine_.request_stop();
-      {
-        std::lock_guard lock(mutex_);  // the engine checks the stop flag under the lock
-      }
-      cv_.notify_all();
-      engine_.join();
-    }
-  }
+  VBUCKET_COMPILED_INLINE ~host_backend();
 
-  std::byte* allocate(std::size_t n) {
-    try {
-      return static_cast<std::byte*>(::operator new (n, std::align_val_t{alignment}));
-    } catch (const std::bad_alloc&) {
-      throw error("host staging: cannot allocate " + std::to_string(n) + " bytes");
-    }
-  }
+  VBUCKET_COMPILED_INLINE std::byte* allocate(std::size_t n);
+
   void deallocate(std::byte* p, std::size_t) noexcept {
     ::operator delete (p, std::align_val_t{alignment});
   }
 
-  event copy_async(void* dst, const std::byte* src, std::size_t n) {
-    const bool fail = copies_++ >= options_.fail_copy_after;
-    if (!options_.async_copies) {
-      if (fail) return event(std::make_shared<job>(job{dst, src, n, true, true}));
-      if (n > 0) std::memcpy(dst, src, n);
-      return event();
-    }
-    auto j = std::make_shared<job>(job{dst, src, n, fail, false});
-    {
-      std::lock_guard lock(mutex_);
-      queue_.push_back(j);
-    }
-    cv_.notify_all();
-    return event(std::move(j));
-  }
+  VBUCKET_COMPILED_INLINE event copy_async(void* dst, const std::byte* src, std::size_t n);
 
-  void wait(event& e) {
-    if (!e.job_) return;
-    {
-      std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return e.job_->done; });
-    }
-    if (e.job_->fail) throw error("host staging: copy failed (injected failure)");
-  }
+  VBUCKET_COMPILED_INLINE void wait(event& e);
 
-  bool ready(event& e) {
-    if (!e.job_) return true;
-    std::lock_guard lock(mutex_);
-    return e.job_->done;
-  }
+  VBUCKET_COMPILED_INLINE bool ready(event& e);
 
   /// Copies started so far.
   [[nodiscard]] std::uint64_t copies() const noexcept { return copies_; }
@@ -210,21 +169,7 @@ class host_backend {
   static constexpr std::size_t alignment = 256;
 
  private:
-  void run_engine(std::stop_token stop) {
-    std::unique_lock lock(mutex_);
-    while (true) {
-      cv_.wait(lock, [&] { return stop.stop_requested() || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop requested and nothing left: a stream drains first
-      auto j = queue_.front();
-      queue_.pop_front();
-      lock.unlock();
-      if (options_.copy_delay.count() > 0) std::this_thread::sleep_for(options_.copy_delay);
-      if (!j->fail && j->n > 0) std::memcpy(j->dst, j->src, j->n);
-      lock.lock();
-      j->done = true;
-      cv_.notify_all();
-    }
-  }
+  VBUCKET_COMPILED_INLINE void run_engine(std::stop_token stop);
 
   options options_;
   std::atomic<std::uint64_t> copies_{0};
@@ -233,6 +178,81 @@ class host_backend {
   std::deque<std::shared_ptr<job>> queue_;
   std::jthread engine_;  // last: joined before the members above are destroyed
 };
+
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE host_backend::host_backend(options o) : options_(o) {
+  if (options_.async_copies)
+    engine_ = std::jthread([this](std::stop_token stop) { run_engine(stop); });
+}
+
+VBUCKET_COMPILED_INLINE host_backend::~host_backend() {
+  if (engine_.joinable()) {
+    engine_.request_stop();
+    {
+      std::lock_guard lock(mutex_);  // the engine checks the stop flag under the lock
+    }
+    cv_.notify_all();
+    engine_.join();
+  }
+}
+
+VBUCKET_COMPILED_INLINE std::byte* host_backend::allocate(std::size_t n) {
+  try {
+    return static_cast<std::byte*>(::operator new (n, std::align_val_t{alignment}));
+  } catch (const std::bad_alloc&) {
+    throw error("host staging: cannot allocate " + std::to_string(n) + " bytes");
+  }
+}
+
+VBUCKET_COMPILED_INLINE host_backend::event host_backend::copy_async(void* dst,
+                                                                     const std::byte* src,
+                                                                     std::size_t n) {
+  const bool fail = copies_++ >= options_.fail_copy_after;
+  if (!options_.async_copies) {
+    if (fail) return event(std::make_shared<job>(job{dst, src, n, true, true}));
+    if (n > 0) std::memcpy(dst, src, n);
+    return event();
+  }
+  auto j = std::make_shared<job>(job{dst, src, n, fail, false});
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(j);
+  }
+  cv_.notify_all();
+  return event(std::move(j));
+}
+
+VBUCKET_COMPILED_INLINE void host_backend::wait(event& e) {
+  if (!e.job_) return;
+  {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return e.job_->done; });
+  }
+  if (e.job_->fail) throw error("host staging: copy failed (injected failure)");
+}
+
+VBUCKET_COMPILED_INLINE bool host_backend::ready(event& e) {
+  if (!e.job_) return true;
+  std::lock_guard lock(mutex_);
+  return e.job_->done;
+}
+
+VBUCKET_COMPILED_INLINE void host_backend::run_engine(std::stop_token stop) {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop.stop_requested() || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop requested and nothing left: a stream drains first
+    auto j = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    if (options_.copy_delay.count() > 0) std::this_thread::sleep_for(options_.copy_delay);
+    if (!j->fail && j->n > 0) std::memcpy(j->dst, j->src, j->n);
+    lock.lock();
+    j->done = true;
+    cv_.notify_all();
+  }
+}
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 static_assert(staging_backend<host_backend>);
 
