@@ -60,6 +60,33 @@ expect_error "decode: past the shard's end" 1 "lies past the end of the shard" d
 expect_error "decode: no such member" 1 "the shard has no member k9.mp4" decode \
   "$tmp/shards/s0.tar#k9.mp4" --start 0 --frames 1 --interval 1 --size 8x8 --out "$tmp/x.rgb"
 
+# The frame index over shards: scan --index indexes each video member of a local shard (stamped
+# with the shard's size and mtime); decode --index of a deep clip in a member uses its entry and
+# gives the bytes of the plain file; once the shard changes, the entry is stale and not used.
+mkdir -p "$tmp/deep" "$tmp/ishards"
+ffmpeg -nostdin -v error -y -f lavfi -i "testsrc=size=64x48:rate=25:duration=12,hue=H=n*0.9" \
+  -c:v libx264 -preset veryfast -g 12 -bf 2 -pix_fmt yuv420p "$tmp/deep/d0.mkv"
+cp "$tmp/deep/d0.mkv" "$tmp/deep/d1.mkv"
+(cd "$tmp/deep" && tar --format=gnu -cf "$tmp/ishards/i0.tar" d0.mkv d1.mkv)
+expect_ok "scan shards --index" scan "$tmp/ishards" --out "$tmp/imeta.csv" --index
+check "scan --index: both members indexed" grep -q 'indexed 2 videos' "$tmp/stdout"
+check "scan --index: the sidecar" test -s "$tmp/imeta.vbidx"
+d1=$(grep -o "^$tmp/ishards/i0.tar#d1.mkv@[0-9]*+[0-9]*" "$tmp/imeta.csv")
+expect_ok "decode the plain deep clip" decode "$tmp/deep/d1.mkv" --start 200 --frames 4 \
+  --interval 2 --size 24x32 --out "$tmp/dplain.rgb"
+expect_ok "decode the member --index" decode "$d1" --start 200 --frames 4 --interval 2 \
+  --size 24x32 --index "$tmp/imeta.vbidx" --out "$tmp/dmember.rgb"
+check "decode member --index: the index is used" grep -q 'frame index used' "$tmp/stdout"
+check "decode member --index: the plain file's bytes" cmp -s "$tmp/dplain.rgb" "$tmp/dmember.rgb"
+touch -d '2001-01-01' "$tmp/ishards/i0.tar"
+expect_ok_warned "decode the member of a changed shard --index" decode "$d1" --start 200 --frames 4 \
+  --interval 2 --size 24x32 --index "$tmp/imeta.vbidx" --out "$tmp/dmember2.rgb"
+check "decode member, shard changed: the stale entry is named" grep -q \
+  "i0.tar#d1.mkv@.*is stale (size or mtime changed since the scan)" "$tmp/stderr"
+check "decode member, shard changed: the stale entry is not used" \
+  bash -c "! grep -q 'frame index used' '$tmp/stdout'"
+check "decode member, shard changed: the same bytes" cmp -s "$tmp/dplain.rgb" "$tmp/dmember2.rgb"
+
 if ((failures > 0)); then
   echo "scan_shards: $failures of $checks checks FAILED" >&2
   exit 1

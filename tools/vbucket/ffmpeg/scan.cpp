@@ -200,10 +200,10 @@ void write_scan(scan_job& job, const std::vector<ffmpeg::result<ffmpeg::video_in
   std::string indexed;
   if (job.index_out) {
     std::vector<std::string> videos;  // the files that probed, images left out
-    // Local files only: a tar member or a URL has no size and mtime of its own to check.
+    // Local files and members of local shards (stamped with the shard's size and mtime); a URL
+    // has no size and mtime to check an entry against.
     for (std::size_t i = 0; i < paths.size(); ++i)
-      if (results[i] && std::isfinite(results[i]->fps) && !ffmpeg::is_url(paths[i]) &&
-          !ffmpeg::parse_media_path(paths[i]).in_tar())
+      if (results[i] && std::isfinite(results[i]->fps) && !ffmpeg::parse_media_path(paths[i]).url())
         videos.push_back(paths[i]);
     const auto entries = ffmpeg::index_all(videos, job.threads);
     ffmpeg::frame_index index;

@@ -55,6 +55,7 @@
 #include <vector>         // std::vector
 
 #include "vbucket/error.hpp"
+#include "vbucket/ffmpeg/tar.hpp"  // parse_media_path (a member's stamp is its shard's)
 
 namespace vbucket::ffmpeg {
 
@@ -99,13 +100,18 @@ struct file_index {
   std::vector<index_packet> packets;
 };
 
-/// The file's size and modification time now; nullopt when it cannot be read.
+/// The file's size and modification time now; nullopt when it cannot be read. A tar member
+/// (`SHARD.tar#MEMBER@OFFSET+SIZE`, tar.hpp) has its local shard's: any change to the shard
+/// makes its members' entries stale. A URL (or a member of a shard behind one) has none.
 inline std::optional<std::pair<std::int64_t, std::int64_t>> file_stamp(const std::string& path) {
   namespace fs = std::filesystem;
+  const media_path where = parse_media_path(path);
+  if (where.url()) return std::nullopt;
+  const std::string& file = where.in_tar() ? where.container : path;
   std::error_code ec;
-  const auto size = fs::file_size(path, ec);
+  const auto size = fs::file_size(file, ec);
   if (ec) return std::nullopt;
-  const auto time = fs::last_write_time(path, ec);
+  const auto time = fs::last_write_time(file, ec);
   if (ec) return std::nullopt;
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch());
   return std::pair{static_cast<std::int64_t>(size), static_cast<std::int64_t>(ns.count())};
