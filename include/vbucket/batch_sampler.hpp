@@ -320,386 +320,381 @@ class batch_sampler {
   /// As above, with the batching as the last argument (`vbucket::packed_batching{}`), for
   /// class template argument deduction.
   template <detail::forwarded<Samples> S, detail::sampler_config_arg C>
-    requires std::default_initializable<Sources> batch_sampler(S&& samples, C&& config, Rule rule,
-                                                               sampler_options options, Batching)
-        : batch_sampler(std::forward<S>(samples), std::forward<C>(config), std::move(rule), options,
-                        Sources{}) {}
-    template <detail::forwarded<Samples> S, detail::sampler_config_arg C>
-    batch_sampler(S&& samples, C&& config, Rule rule, sampler_options options, Sources sources,
-                  Batching)
-        : batch_sampler(std::forward<S>(samples), std::forward<C>(config), std::move(rule), options,
-                        std::move(sources)) {}
+  batch_sampler(S&& samples, C&& config, Rule rule, sampler_options options, Batching)
+      : batch_sampler(std::forward<S>(samples), std::forward<C>(config), std::move(rule), options,
+                      Sources{}) {}
+  template <detail::forwarded<Samples> S, detail::sampler_config_arg C>
+  batch_sampler(S&& samples, C&& config, Rule rule, sampler_options options, Sources sources,
+                Batching)
+      : batch_sampler(std::forward<S>(samples), std::forward<C>(config), std::move(rule), options,
+                      std::move(sources)) {}
 
-    // --- epoch and progress ------------------------------------------------------------------
+  // --- epoch and progress ------------------------------------------------------------------
 
-    /// Starts epoch `e` from its beginning (consumed = 0); its plan is made when first needed.
-    void set_epoch(std::uint64_t e) {
-      epoch_ = e;
-      consumed_ = 0;
-      plan_.reset();
-      schedule_.reset();
-      fingerprint_.reset();
+  /// Starts epoch `e` from its beginning (consumed = 0); its plan is made when first needed.
+  void set_epoch(std::uint64_t e) {
+    epoch_ = e;
+    consumed_ = 0;
+    plan_.reset();
+    schedule_.reset();
+    fingerprint_.reset();
+  }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+
+  /// Records that this rank (and so every rank) ran `steps` more steps: consumed grows by
+  /// steps · world. Iterators already taken stay valid; the next `begin()` starts after them.
+  void advance(std::uint64_t steps = 1) {
+    const std::uint64_t w = options_.world;
+    if (steps > (std::numeric_limits<std::uint64_t>::max() - consumed_) / w)
+      throw error("batch_sampler: advance(" + std::to_string(steps) + ") overflows the " +
+                  "consumed batch count " + std::to_string(consumed_));
+    consumed_ += steps * w;
+  }
+
+  /// The resume state now: (seed, epoch, global batches consumed, balance group, this world
+  /// size, the plan's fingerprint). Save `state().to_string()` in a checkpoint: `load_state`
+  /// refuses it for any other plan (the fingerprint is recorded). Makes the epoch's plan if it
+  /// is not made yet (for the fingerprint).
+  [[nodiscard]] plan_state state() const {
+    plan_state s{options_.seed, epoch_, consumed_, options_.balance_group, recorded_budget()};
+    s.world = options_.world;
+    s.fingerprint = fingerprint();
+    return s;
+  }
+  /// The resume state after `steps` more steps of this rank. Throws `vbucket::error` when the
+  /// position would overflow 64 bits or pass the end of the epoch (naming its size).
+  [[nodiscard]] plan_state state_after(std::uint64_t steps) const {
+    plan_state s = state().advanced(steps, options_.world);
+    check_position(s);
+    return s;
+  }
+
+  /// Resumes from a saved state (of any world size): the next `begin()` yields the global
+  /// batches not yet consumed, dealt to this world. Throws `vbucket::error` when the state is
+  /// not of this plan: another seed, another epoch (call `set_epoch` first), another recorded
+  /// balance group or token budget, another recorded fingerprint (the samples, config, rule,
+  /// rng or policy changed since it was saved), or a position past the end of the epoch. Makes
+  /// the epoch's plan if it is not made yet.
+  void load_state(const plan_state& s) {
+    check_state(s);
+    s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget());
+    if (s.fingerprint) check_fingerprint(s, *s.fingerprint);
+    check_position(s);
+    // The plan's own check covers every recorded plan parameter of the state.
+    schedule_ = schedule_type::dealt_from(ensure_plan(), options_.world, s, options_.drop_last);
+    consumed_ = dealt_from_ = s.consumed;
+  }
+  /// As `load_state(s)`, and also refuses a state saved with another plan of the same seed and
+  /// epoch (other samples, config, rule, rng or policy): `fingerprint` is the `fingerprint()`
+  /// saved with the state (for states from before `plan_state::fingerprint` existed).
+  void load_state(const plan_state& s, std::uint64_t fingerprint) {
+    check_state(s);
+    s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget());
+    check_fingerprint(s, fingerprint);
+    load_state(s);
+  }
+
+  /// The number of global batches of the epoch's plan (before dealing: no alignment repeats).
+  [[nodiscard]] std::uint64_t num_global_batches() const { return ensure_plan().num_batches(); }
+
+  // --- this rank's batches -----------------------------------------------------------------
+
+  /// This rank's batches from the current state: a fixed sampler's `batch`es (the bucket, target
+  /// T/H/W and the sample indices, element numbers of the samples), a packing sampler's
+  /// `packed_batch`es.
+  [[nodiscard]] iterator begin() const { return batches().begin(); }
+  [[nodiscard]] iterator end() const { return batches().end(); }
+  /// This rank's steps from the current state: the number of batches `begin()..end()` yields.
+  [[nodiscard]] std::size_t size() const { return batches().size(); }
+  [[nodiscard]] bool empty() const { return size() == 0; }
+  /// This rank's batches from the current state as a view that shares the schedule.
+  [[nodiscard]] steps_type batches() const { return ensure_schedule().rank(options_.rank); }
+
+  // --- the epoch as a whole ------------------------------------------------------------------
+
+  /// The epoch's plan (the global batch sequence, independent of the world size).
+  [[nodiscard]] const plan_type& plan() const { return ensure_plan(); }
+  /// The plan dealt to this world from the current state (every rank's steps).
+  [[nodiscard]] const schedule_type& schedule() const { return ensure_schedule(); }
+  /// Statistics of the epoch as dealt from the current state: `plan_stats`, or a packing
+  /// sampler's `packed_stats`.
+  [[nodiscard]] auto stats() const {
+    if constexpr (packs) {
+      return compute_packed_stats(schedule());
+    } else {
+      return compute_plan_stats(schedule(), *config_);
     }
-    [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  }
 
-    /// Records that this rank (and so every rank) ran `steps` more steps: consumed grows by
-    /// steps · world. Iterators already taken stay valid; the next `begin()` starts after them.
-    void advance(std::uint64_t steps = 1) {
-      const std::uint64_t w = options_.world;
-      if (steps > (std::numeric_limits<std::uint64_t>::max() - consumed_) / w)
-        throw error("batch_sampler: advance(" + std::to_string(steps) + ") overflows the " +
-                    "consumed batch count " + std::to_string(consumed_));
-      consumed_ += steps * w;
+  /// A 64-bit hash of the epoch's global batch sequence (`plan_fingerprint`): equal on every
+  /// rank and world size for the same samples, config, rule, rng, seed, epoch, policy (or
+  /// budget) and balance group. Compare it across ranks (an all-gather) to check they agree.
+  [[nodiscard]] std::uint64_t fingerprint() const {
+    if (!fingerprint_) fingerprint_ = plan_fingerprint(ensure_plan(), options_.threads);
+    return *fingerprint_;
+  }
+
+  // --- packed batching: the names of the generic members ---------------------------------------
+
+  /// Whether this sampler packs (its type's batching).
+  [[nodiscard]] static constexpr bool packed() noexcept { return packs; }
+  /// This rank's packed batches from the current state (`batches()`).
+  template <class B = Batching>
+    requires std::same_as<B, packed_batching>
+  [[nodiscard]] packed_steps packed_batches() const { return batches(); }
+  /// The epoch's packed plan (`plan()`).
+  template <class B = Batching>
+    requires std::same_as<B, packed_batching>
+  [[nodiscard]] const packed_plan& packing() const { return plan(); }
+  /// The packed plan dealt to this world from the current state (`schedule()`).
+  template <class B = Batching>
+    requires std::same_as<B, packed_batching>
+  [[nodiscard]] const packed_schedule& packing_schedule() const { return schedule(); }
+
+  // --- what it was made with -----------------------------------------------------------------
+
+  [[nodiscard]] const Samples& samples() const noexcept {
+    if constexpr (stores_copy) {
+      return samples_;
+    } else {
+      return *samples_;
     }
-
-    /// The resume state now: (seed, epoch, global batches consumed, balance group, this world
-    /// size, the plan's fingerprint). Save `state().to_string()` in a checkpoint: `load_state`
-    /// refuses it for any other plan (the fingerprint is recorded). Makes the epoch's plan if it
-    /// is not made yet (for the fingerprint).
-    [[nodiscard]] plan_state state() const {
-      plan_state s{options_.seed, epoch_, consumed_, options_.balance_group, recorded_budget()};
-      s.world = options_.world;
-      s.fingerprint = fingerprint();
-      return s;
+  }
+  /// The number of samples (`chunked_samples`: of the last epoch planned, 0 before).
+  [[nodiscard]] std::size_t num_samples() const noexcept {
+    if constexpr (chunked) {
+      return read_samples_;
+    } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+      return samples().size();
+    } else {
+      return static_cast<std::size_t>(std::ranges::size(samples()));
     }
-    /// The resume state after `steps` more steps of this rank. Throws `vbucket::error` when the
-    /// position would overflow 64 bits or pass the end of the epoch (naming its size).
-    [[nodiscard]] plan_state state_after(std::uint64_t steps) const {
-      plan_state s = state().advanced(steps, options_.world);
-      check_position(s);
-      return s;
+  }
+  [[nodiscard]] const bucket_config& config() const noexcept { return *config_; }
+  [[nodiscard]] const std::shared_ptr<const bucket_config>& shared_config() const noexcept {
+    return config_;
+  }
+  [[nodiscard]] const Rule& rule() const noexcept { return rule_; }
+  [[nodiscard]] const Sources& sources() const noexcept { return sources_; }
+  [[nodiscard]] const sampler_options& options() const noexcept { return options_; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return options_.seed; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept { return options_.world; }
+  [[nodiscard]] std::uint32_t rank() const noexcept { return options_.rank; }
+
+  /// The bucket of every sample in this epoch, as the plan was made from (assigns again).
+  [[nodiscard]] std::vector<bucket_id> assign() const {
+    return with_source([&](const auto& source) { return assign_with(source); });
+  }
+
+ private:
+  template <class S>
+  static stored_samples keep(S&& s) {
+    if constexpr (stores_copy) {
+      return std::forward<S>(s);
+    } else {
+      return &s;
     }
+  }
 
-    /// Resumes from a saved state (of any world size): the next `begin()` yields the global
-    /// batches not yet consumed, dealt to this world. Throws `vbucket::error` when the state is
-    /// not of this plan: another seed, another epoch (call `set_epoch` first), another recorded
-    /// balance group or token budget, another recorded fingerprint (the samples, config, rule,
-    /// rng or policy changed since it was saved), or a position past the end of the epoch. Makes
-    /// the epoch's plan if it is not made yet.
-    void load_state(const plan_state& s) {
-      check_state(s);
-      s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget());
-      if (s.fingerprint) check_fingerprint(s, *s.fingerprint);
-      check_position(s);
-      // The plan's own check covers every recorded plan parameter of the state.
-      schedule_ = schedule_type::dealt_from(ensure_plan(), options_.world, s, options_.drop_last);
-      consumed_ = dealt_from_ = s.consumed;
+  void check_fingerprint(const plan_state& s, std::uint64_t fingerprint) const {
+    const std::uint64_t mine = this->fingerprint();
+    if (mine != fingerprint)
+      throw error("batch_sampler: cannot load state \"" + s.to_string() +
+                  "\": it was saved with plan fingerprint " + plan_state::hex(fingerprint) +
+                  ", this sampler's plan of epoch " + std::to_string(epoch_) + " (" +
+                  std::string(batching_name(Batching::mode)) + " batching) is " +
+                  plan_state::hex(mine) +
+                  " (the samples, config, rule, rng, policy, balance group or batching differ: "
+                  "resuming would replay some samples and skip others)");
+  }
+
+  /// A position is at most the end of the epoch's last step under the world it was saved under:
+  /// its N global batches, plus fewer than a world of alignment repeats in that step (wherever
+  /// a resume under another world size put the step boundaries).
+  void check_position(const plan_state& s) const {
+    const std::uint64_t n = num_global_batches();
+    const std::uint64_t w = s.world.value_or(options_.world);
+    const std::uint64_t end = n + (w - 1);
+    if (s.consumed > end)
+      throw error("batch_sampler: position " + std::to_string(s.consumed) +
+                  " (consumed global batches) of state \"" + s.to_string() +
+                  "\" is past the end of epoch " + std::to_string(epoch_) + ", which has " +
+                  std::to_string(n) + " global batches (" + std::to_string((n + w - 1) / w) +
+                  " steps at world " + std::to_string(w) + " from its start)");
+  }
+
+  void check_state(const plan_state& s) const {
+    if (s.seed != options_.seed)
+      throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of seed " +
+                  std::to_string(s.seed) + ", this sampler's seed is " +
+                  std::to_string(options_.seed));
+    if (s.epoch != epoch_)
+      throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of epoch " +
+                  std::to_string(s.epoch) + ", the sampler is at epoch " + std::to_string(epoch_) +
+                  " (call set_epoch(" + std::to_string(s.epoch) + ") first)");
+  }
+
+  /// The options with the batching of this sampler's type: a packing sampler sets it; a fixed
+  /// one refuses `packed`, which needs the packing type.
+  static sampler_options typed(sampler_options o) {
+    if constexpr (packs) {
+      o.batching = batching_mode::packed;
+    } else if (o.batching == batching_mode::packed) {
+      throw error(
+          "batch_sampler: batching = packed needs a packing sampler: pass "
+          "vbucket::packed_batching{} as the last argument (batch_sampler<..., "
+          "packed_batching>), or choose at run time with make_any_sampler");
     }
-    /// As `load_state(s)`, and also refuses a state saved with another plan of the same seed and
-    /// epoch (other samples, config, rule, rng or policy): `fingerprint` is the `fingerprint()`
-    /// saved with the state (for states from before `plan_state::fingerprint` existed).
-    void load_state(const plan_state& s, std::uint64_t fingerprint) {
-      check_state(s);
-      s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget());
-      check_fingerprint(s, fingerprint);
-      load_state(s);
+    return o;
+  }
+
+  /// What the resume state records besides seed, epoch and balance group: a packing sampler's
+  /// budget.
+  [[nodiscard]] std::optional<double> recorded_budget() const noexcept {
+    if constexpr (packs) {
+      return options_.token_budget;
+    } else {
+      return std::nullopt;
     }
+  }
 
-    /// The number of global batches of the epoch's plan (before dealing: no alignment repeats).
-    [[nodiscard]] std::uint64_t num_global_batches() const { return ensure_plan().num_batches(); }
-
-    // --- this rank's batches -----------------------------------------------------------------
-
-    /// This rank's batches from the current state: a fixed sampler's `batch`es (the bucket, target
-    /// T/H/W and the sample indices, element numbers of the samples), a packing sampler's
-    /// `packed_batch`es.
-    [[nodiscard]] iterator begin() const { return batches().begin(); }
-    [[nodiscard]] iterator end() const { return batches().end(); }
-    /// This rank's steps from the current state: the number of batches `begin()..end()` yields.
-    [[nodiscard]] std::size_t size() const { return batches().size(); }
-    [[nodiscard]] bool empty() const { return size() == 0; }
-    /// This rank's batches from the current state as a view that shares the schedule.
-    [[nodiscard]] steps_type batches() const { return ensure_schedule().rank(options_.rank); }
-
-    // --- the epoch as a whole ------------------------------------------------------------------
-
-    /// The epoch's plan (the global batch sequence, independent of the world size).
-    [[nodiscard]] const plan_type& plan() const { return ensure_plan(); }
-    /// The plan dealt to this world from the current state (every rank's steps).
-    [[nodiscard]] const schedule_type& schedule() const { return ensure_schedule(); }
-    /// Statistics of the epoch as dealt from the current state: `plan_stats`, or a packing
-    /// sampler's `packed_stats`.
-    [[nodiscard]] auto stats() const {
-      if constexpr (packs) {
-        return compute_packed_stats(schedule());
-      } else {
-        return compute_plan_stats(schedule(), *config_);
-      }
-    }
-
-    /// A 64-bit hash of the epoch's global batch sequence (`plan_fingerprint`): equal on every
-    /// rank and world size for the same samples, config, rule, rng, seed, epoch, policy (or
-    /// budget) and balance group. Compare it across ranks (an all-gather) to check they agree.
-    [[nodiscard]] std::uint64_t fingerprint() const {
-      if (!fingerprint_) fingerprint_ = plan_fingerprint(ensure_plan(), options_.threads);
-      return *fingerprint_;
-    }
-
-    // --- packed batching: the names of the generic members ---------------------------------------
-
-    /// Whether this sampler packs (its type's batching).
-    [[nodiscard]] static constexpr bool packed() noexcept { return packs; }
-    /// This rank's packed batches from the current state (`batches()`).
-    [[nodiscard]] packed_steps packed_batches()
-        const requires std::same_as<Batching, packed_batching> {
-      return batches();
-    }
-    /// The epoch's packed plan (`plan()`).
-    [[nodiscard]] const packed_plan& packing()
-        const requires std::same_as<Batching, packed_batching> {
-      return plan();
-    }
-    /// The packed plan dealt to this world from the current state (`schedule()`).
-    [[nodiscard]] const packed_schedule& packing_schedule()
-        const requires std::same_as<Batching, packed_batching> {
-      return schedule();
-    }
-
-    // --- what it was made with -----------------------------------------------------------------
-
-    [[nodiscard]] const Samples& samples() const noexcept {
-      if constexpr (stores_copy) {
-        return samples_;
-      } else {
-        return *samples_;
-      }
-    }
-    /// The number of samples (`chunked_samples`: of the last epoch planned, 0 before).
-    [[nodiscard]] std::size_t num_samples() const noexcept {
-      if constexpr (chunked) {
-        return read_samples_;
-      } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
-        return samples().size();
-      } else {
-        return static_cast<std::size_t>(std::ranges::size(samples()));
-      }
-    }
-    [[nodiscard]] const bucket_config& config() const noexcept { return *config_; }
-    [[nodiscard]] const std::shared_ptr<const bucket_config>& shared_config() const noexcept {
-      return config_;
-    }
-    [[nodiscard]] const Rule& rule() const noexcept { return rule_; }
-    [[nodiscard]] const Sources& sources() const noexcept { return sources_; }
-    [[nodiscard]] const sampler_options& options() const noexcept { return options_; }
-    [[nodiscard]] std::uint64_t seed() const noexcept { return options_.seed; }
-    [[nodiscard]] std::uint32_t world_size() const noexcept { return options_.world; }
-    [[nodiscard]] std::uint32_t rank() const noexcept { return options_.rank; }
-
-    /// The bucket of every sample in this epoch, as the plan was made from (assigns again).
-    [[nodiscard]] std::vector<bucket_id> assign() const {
-      return with_source([&](const auto& source) { return assign_with(source); });
-    }
-
-   private:
-    template <class S>
-    static stored_samples keep(S&& s) {
-      if constexpr (stores_copy) {
-        return std::forward<S>(s);
-      } else {
-        return &s;
-      }
-    }
-
-    void check_fingerprint(const plan_state& s, std::uint64_t fingerprint) const {
-      const std::uint64_t mine = this->fingerprint();
-      if (mine != fingerprint)
-        throw error("batch_sampler: cannot load state \"" + s.to_string() +
-                    "\": it was saved with plan fingerprint " + plan_state::hex(fingerprint) +
-                    ", this sampler's plan of epoch " + std::to_string(epoch_) + " (" +
-                    std::string(batching_name(Batching::mode)) + " batching) is " +
-                    plan_state::hex(mine) +
-                    " (the samples, config, rule, rng, policy, balance group or batching differ: "
-                    "resuming would replay some samples and skip others)");
-    }
-
-    /// A position is at most the end of the epoch's last step under the world it was saved under:
-    /// its N global batches, plus fewer than a world of alignment repeats in that step (wherever
-    /// a resume under another world size put the step boundaries).
-    void check_position(const plan_state& s) const {
-      const std::uint64_t n = num_global_batches();
-      const std::uint64_t w = s.world.value_or(options_.world);
-      const std::uint64_t end = n + (w - 1);
-      if (s.consumed > end)
-        throw error("batch_sampler: position " + std::to_string(s.consumed) +
-                    " (consumed global batches) of state \"" + s.to_string() +
-                    "\" is past the end of epoch " + std::to_string(epoch_) + ", which has " +
-                    std::to_string(n) + " global batches (" + std::to_string((n + w - 1) / w) +
-                    " steps at world " + std::to_string(w) + " from its start)");
-    }
-
-    void check_state(const plan_state& s) const {
-      if (s.seed != options_.seed)
-        throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of seed " +
-                    std::to_string(s.seed) + ", this sampler's seed is " +
-                    std::to_string(options_.seed));
-      if (s.epoch != epoch_)
-        throw error("batch_sampler: cannot load state \"" + s.to_string() + "\": it is of epoch " +
-                    std::to_string(s.epoch) + ", the sampler is at epoch " +
-                    std::to_string(epoch_) + " (call set_epoch(" + std::to_string(s.epoch) +
-                    ") first)");
-    }
-
-    /// The options with the batching of this sampler's type: a packing sampler sets it; a fixed
-    /// one refuses `packed`, which needs the packing type.
-    static sampler_options typed(sampler_options o) {
-      if constexpr (packs) {
-        o.batching = batching_mode::packed;
-      } else if (o.batching == batching_mode::packed) {
+  void check_options() const {
+    if (options_.world == 0) throw error("batch_sampler: world size must be at least 1");
+    if (options_.rank >= options_.world)
+      throw error("batch_sampler: rank " + std::to_string(options_.rank) +
+                  " is not below the world size " + std::to_string(options_.world));
+    // rng chooses among the built-in sources (numpy by default); a user family draws its own.
+    if (options_.rng == rng_mode::numpy) {
+      if constexpr (std::same_as<Sources, builtin_sources> && !bucket_rule<Rule, numpy_source>) {
         throw error(
-            "batch_sampler: batching = packed needs a packing sampler: pass "
-            "vbucket::packed_batching{} as the last argument (batch_sampler<..., "
-            "packed_batching>), or choose at run time with make_any_sampler");
-      }
-      return o;
-    }
-
-    /// What the resume state records besides seed, epoch and balance group: a packing sampler's
-    /// budget.
-    [[nodiscard]] std::optional<double> recorded_budget() const noexcept {
-      if constexpr (packs) {
-        return options_.token_budget;
-      } else {
-        return std::nullopt;
+            "batch_sampler: rng numpy (the default) needs a rule that draws from "
+            "numpy_source; this rule draws from fast_source only: set rng = rng_mode::fast");
       }
     }
+    if (!packed() && (options_.token_budget != 0.0 || options_.drop_oversized))
+      throw error(
+          "batch_sampler: token_budget and drop_oversized apply to packed batching "
+          "(batching = packed); this sampler has fixed batches");
+    if (packed() && !(options_.token_budget > 0.0 && std::isfinite(options_.token_budget)))
+      throw error(
+          "batch_sampler: packed batching needs a token budget that is a finite number > "
+          "0, got " +
+          detail::format_cost(options_.token_budget));
+    options_.tokens.validate();
+    if constexpr (requires { rule_.validate(); }) rule_.validate();
+  }
 
-    void check_options() const {
-      if (options_.world == 0) throw error("batch_sampler: world size must be at least 1");
-      if (options_.rank >= options_.world)
-        throw error("batch_sampler: rank " + std::to_string(options_.rank) +
-                    " is not below the world size " + std::to_string(options_.world));
-      // rng chooses among the built-in sources (numpy by default); a user family draws its own.
+  /// `f(source)` with the epoch's random source.
+  template <class F>
+  decltype(auto) with_source(F&& f) const {
+    if constexpr (std::same_as<Sources, builtin_sources>) {
       if (options_.rng == rng_mode::numpy) {
-        if constexpr (std::same_as<Sources, builtin_sources> && !bucket_rule<Rule, numpy_source>) {
-          throw error(
-              "batch_sampler: rng numpy (the default) needs a rule that draws from "
-              "numpy_source; this rule draws from fast_source only: set rng = rng_mode::fast");
+        if constexpr (bucket_rule<Rule, numpy_source>) {
+          return f(numpy_epoch_source(big_seed(options_.seed), epoch_, config_->num_buckets()));
         }
       }
-      if (!packed() && (options_.token_budget != 0.0 || options_.drop_oversized))
-        throw error(
-            "batch_sampler: token_budget and drop_oversized apply to packed batching "
-            "(batching = packed); this sampler has fixed batches");
-      if (packed() && !(options_.token_budget > 0.0 && std::isfinite(options_.token_budget)))
-        throw error(
-            "batch_sampler: packed batching needs a token budget that is a finite number > "
-            "0, got " +
-            detail::format_cost(options_.token_budget));
-      options_.tokens.validate();
-      if constexpr (requires { rule_.validate(); }) rule_.validate();
+      return f(fast_source(options_.seed, epoch_));
+    } else {
+      return f(sources_(options_.seed, epoch_, config_->num_buckets()));
     }
+  }
 
-    /// `f(source)` with the epoch's random source.
-    template <class F>
-    decltype(auto) with_source(F&& f) const {
-      if constexpr (std::same_as<Sources, builtin_sources>) {
-        if (options_.rng == rng_mode::numpy) {
-          if constexpr (bucket_rule<Rule, numpy_source>) {
-            return f(numpy_epoch_source(big_seed(options_.seed), epoch_, config_->num_buckets()));
-          }
-        }
-        return f(fast_source(options_.seed, epoch_));
+  /// `f(ids)` with the epoch's bucket ids as a span: 16-bit ids (`compact_bucket_id`) for
+  /// chunked samples when the config allows, so the epoch's ids take 2 bytes a sample.
+  template <class F>
+  decltype(auto) with_epoch_ids(F&& f) const {
+    if constexpr (chunked) {
+      if (config_->num_buckets() <= max_compact_buckets) {
+        const std::vector<compact_bucket_id> ids = with_source(
+            [&](const auto& source) { return assign_chunks<compact_bucket_id>(source); });
+        return f(std::span<const compact_bucket_id>(ids));
+      }
+    }
+    const std::vector<bucket_id> ids = assign();
+    return f(std::span<const bucket_id>(ids));
+  }
+
+  /// Chunked samples: each chunk assigned as the rows of the whole table (its draws are those
+  /// of its sample indices), its ids kept as `Id`s.
+  template <class Id, class Source>
+  std::vector<Id> assign_chunks(const Source& source) const {
+    std::vector<Id> out;
+    std::vector<bucket_id> scratch;  // a chunk's ids before they are made compact
+    const std::uint64_t n = samples().for_each_chunk([&](const meta_chunk& c) {
+      const auto first = static_cast<std::size_t>(c.first);
+      const std::size_t rows = c.rows.size();
+      if (out.capacity() < first + rows)  // the reader's estimate, or geometric growth
+        out.reserve(std::max(first + rows + static_cast<std::size_t>(c.more + c.more / 8),
+                             out.capacity() + out.capacity() / 2));
+      out.resize(first + rows);
+      const shifted_source<Source> shifted{source, c.first};
+      if constexpr (std::same_as<Id, bucket_id>) {
+        assign_into(std::span<bucket_id>(out).subspan(first), *config_, c.rows, rule_, shifted,
+                    options_.threads);
       } else {
-        return f(sources_(options_.seed, epoch_, config_->num_buckets()));
+        scratch.resize(rows);
+        assign_into(std::span<bucket_id>(scratch), *config_, c.rows, rule_, shifted,
+                    options_.threads);
+        compact_ids(scratch, std::span<Id>(out).subspan(first), config_->num_buckets(), c.first);
       }
-    }
+    });
+    if (n != out.size())
+      throw error("batch_sampler: the chunked samples reported " + std::to_string(n) +
+                  " samples but handed over " + std::to_string(out.size()));
+    read_samples_ = out.size();
+    return out;
+  }
 
-    /// `f(ids)` with the epoch's bucket ids as a span: 16-bit ids (`compact_bucket_id`) for
-    /// chunked samples when the config allows, so the epoch's ids take 2 bytes a sample.
-    template <class F>
-    decltype(auto) with_epoch_ids(F&& f) const {
-      if constexpr (chunked) {
-        if (config_->num_buckets() <= max_compact_buckets) {
-          const std::vector<compact_bucket_id> ids = with_source(
-              [&](const auto& source) { return assign_chunks<compact_bucket_id>(source); });
-          return f(std::span<const compact_bucket_id>(ids));
-        }
-      }
-      const std::vector<bucket_id> ids = assign();
-      return f(std::span<const bucket_id>(ids));
+  template <class Source>
+  std::vector<bucket_id> assign_with(const Source& source) const {
+    if constexpr (chunked) {
+      return assign_chunks<bucket_id>(source);
+    } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
+      return assign_all(*config_, samples(), rule_, source, options_.threads);
+    } else {
+      const auto& s = samples();
+      const detail::iterator_pair<std::ranges::iterator_t<const Samples>> all{
+          std::ranges::begin(s), std::ranges::begin(s) + std::ranges::ssize(s)};
+      return assign_range(*config_, all, rule_, source, options_.threads);
     }
+  }
 
-    /// Chunked samples: each chunk assigned as the rows of the whole table (its draws are those
-    /// of its sample indices), its ids kept as `Id`s.
-    template <class Id, class Source>
-    std::vector<Id> assign_chunks(const Source& source) const {
-      std::vector<Id> out;
-      std::vector<bucket_id> scratch;  // a chunk's ids before they are made compact
-      const std::uint64_t n = samples().for_each_chunk([&](const meta_chunk& c) {
-        const auto first = static_cast<std::size_t>(c.first);
-        const std::size_t rows = c.rows.size();
-        if (out.capacity() < first + rows)  // the reader's estimate, or geometric growth
-          out.reserve(std::max(first + rows + static_cast<std::size_t>(c.more + c.more / 8),
-                               out.capacity() + out.capacity() / 2));
-        out.resize(first + rows);
-        const shifted_source<Source> shifted{source, c.first};
-        if constexpr (std::same_as<Id, bucket_id>) {
-          assign_into(std::span<bucket_id>(out).subspan(first), *config_, c.rows, rule_, shifted,
-                      options_.threads);
-        } else {
-          scratch.resize(rows);
-          assign_into(std::span<bucket_id>(scratch), *config_, c.rows, rule_, shifted,
-                      options_.threads);
-          compact_ids(scratch, std::span<Id>(out).subspan(first), config_->num_buckets(), c.first);
-        }
-      });
-      if (n != out.size())
-        throw error("batch_sampler: the chunked samples reported " + std::to_string(n) +
-                    " samples but handed over " + std::to_string(out.size()));
-      read_samples_ = out.size();
-      return out;
+  const plan_type& ensure_plan() const {
+    if (!plan_) {
+      plan_options o;
+      o.seed = options_.seed;
+      o.epoch = epoch_;
+      o.policy = options_.policy;
+      o.token_budget = options_.token_budget;
+      o.drop_oversized = options_.drop_oversized;
+      o.balance_group = options_.balance_group;
+      o.threads = options_.threads;
+      const latent_tokens_cost cost{options_.tokens};
+      with_epoch_ids([&](auto ids) { plan_ = Batching::make_plan(ids, *config_, o, cost); });
     }
+    return *plan_;
+  }
 
-    template <class Source>
-    std::vector<bucket_id> assign_with(const Source& source) const {
-      if constexpr (chunked) {
-        return assign_chunks<bucket_id>(source);
-      } else if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>) {
-        return assign_all(*config_, samples(), rule_, source, options_.threads);
-      } else {
-        const auto& s = samples();
-        const detail::iterator_pair<std::ranges::iterator_t<const Samples>> all{
-            std::ranges::begin(s), std::ranges::begin(s) + std::ranges::ssize(s)};
-        return assign_range(*config_, all, rule_, source, options_.threads);
-      }
+  const schedule_type& ensure_schedule() const {
+    if (!schedule_ || dealt_from_ != consumed_) {
+      schedule_ = ensure_plan().deal(options_.world, consumed_, options_.drop_last);
+      dealt_from_ = consumed_;
     }
+    return *schedule_;
+  }
 
-    const plan_type& ensure_plan() const {
-      if (!plan_) {
-        plan_options o;
-        o.seed = options_.seed;
-        o.epoch = epoch_;
-        o.policy = options_.policy;
-        o.token_budget = options_.token_budget;
-        o.drop_oversized = options_.drop_oversized;
-        o.balance_group = options_.balance_group;
-        o.threads = options_.threads;
-        const latent_tokens_cost cost{options_.tokens};
-        with_epoch_ids([&](auto ids) { plan_ = Batching::make_plan(ids, *config_, o, cost); });
-      }
-      return *plan_;
-    }
-
-    const schedule_type& ensure_schedule() const {
-      if (!schedule_ || dealt_from_ != consumed_) {
-        schedule_ = ensure_plan().deal(options_.world, consumed_, options_.drop_last);
-        dealt_from_ = consumed_;
-      }
-      return *schedule_;
-    }
-
-    stored_samples samples_;
-    std::shared_ptr<const bucket_config> config_;
-    Rule rule_;
-    sampler_options options_;
-    [[no_unique_address]] Sources sources_;
-    std::uint64_t epoch_ = 0;
-    std::uint64_t consumed_ = 0;
-    mutable std::optional<plan_type> plan_;
-    mutable std::optional<schedule_type> schedule_;
-    mutable std::uint64_t dealt_from_ = 0;
-    mutable std::optional<std::uint64_t> fingerprint_;
-    mutable std::size_t read_samples_ = 0;  // chunked samples: the count of the last assignment
+  stored_samples samples_;
+  std::shared_ptr<const bucket_config> config_;
+  Rule rule_;
+  sampler_options options_;
+  [[no_unique_address]] Sources sources_;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t consumed_ = 0;
+  mutable std::optional<plan_type> plan_;
+  mutable std::optional<schedule_type> schedule_;
+  mutable std::uint64_t dealt_from_ = 0;
+  mutable std::optional<std::uint64_t> fingerprint_;
+  mutable std::size_t read_samples_ = 0;  // chunked samples: the count of the last assignment
 };
 
 /// `batch_sampler s(samples, config, rule, {.seed = 42, .world = W, .rank = r});`

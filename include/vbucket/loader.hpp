@@ -279,10 +279,9 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   /// The schedule it follows.
   [[nodiscard]] const schedule_type& schedule() const noexcept { return schedule_; }
   /// The packed schedule it follows (`schedule()` of a packed loader).
-  [[nodiscard]] const packed_schedule& packing_schedule()
-      const noexcept requires std::same_as<Batching, packed_batching> {
-    return schedule_;
-  }
+  template <class B = Batching>
+    requires std::same_as<B, packed_batching>
+  [[nodiscard]] const packed_schedule& packing_schedule() const noexcept { return schedule_; }
   [[nodiscard]] std::uint32_t rank() const noexcept override { return rank_; }
 
   /// The next batch of this rank, or nullopt at the end of the epoch (or after `stop()`).
