@@ -717,7 +717,11 @@ class meta_csv_rows {
 };
 
 /// Reads the metadata table from `reader`, and each row's file line into `lines` when given.
-inline meta_table read_meta_csv(csv_reader& reader, std::vector<std::uint64_t>* lines) {
+VBUCKET_COMPILED_INLINE meta_table read_meta_csv(csv_reader& reader,
+                                                 std::vector<std::uint64_t>* lines);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE meta_table read_meta_csv(csv_reader& reader,
+                                                 std::vector<std::uint64_t>* lines) {
   meta_csv_rows rows(reader);
   meta_table table;
   // Room for a little more than the estimate: pages never written cost no memory.
@@ -728,9 +732,12 @@ inline meta_table read_meta_csv(csv_reader& reader, std::vector<std::uint64_t>* 
   rows.read(table, std::numeric_limits<std::size_t>::max(), lines);
   return table;
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// The whole content of a file; throws `vbucket::error` naming it when it cannot be read.
-inline std::string read_whole_file(const std::string& path) {
+VBUCKET_COMPILED_INLINE std::string read_whole_file(const std::string& path);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE std::string read_whole_file(const std::string& path) {
   errno = 0;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr)
@@ -765,36 +772,51 @@ inline std::string read_whole_file(const std::string& path) {
   text.resize(size);
   return text;
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 }  // namespace detail
 
 /// Parses metadata CSV text. `where` (usually the file name) starts every error message.
-inline meta_table parse_meta_csv(std::string_view text, const std::string& where) {
+VBUCKET_COMPILED_INLINE meta_table parse_meta_csv(std::string_view text, const std::string& where);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE meta_table parse_meta_csv(std::string_view text, const std::string& where) {
   detail::csv_reader reader(text, where);
   return detail::read_meta_csv(reader, nullptr);
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// As `parse_meta_csv`, also returning the file line on which each row starts.
-inline meta_csv parse_meta_csv_with_lines(std::string_view text, const std::string& where) {
+VBUCKET_COMPILED_INLINE meta_csv parse_meta_csv_with_lines(std::string_view text,
+                                                           const std::string& where);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE meta_csv parse_meta_csv_with_lines(std::string_view text,
+                                                           const std::string& where) {
   detail::csv_reader reader(text, where);
   meta_csv out;
   out.table = detail::read_meta_csv(reader, &out.lines);
   return out;
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// Reads and parses a metadata CSV file, streaming it: the file's text is never held whole.
-inline meta_table load_meta_csv(const std::string& path) {
+VBUCKET_COMPILED_INLINE meta_table load_meta_csv(const std::string& path);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE meta_table load_meta_csv(const std::string& path) {
   detail::csv_reader reader(detail::csv_file{path});
   return detail::read_meta_csv(reader, nullptr);
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// As `load_meta_csv`, also returning the file line on which each row starts.
-inline meta_csv load_meta_csv_with_lines(const std::string& path) {
+VBUCKET_COMPILED_INLINE meta_csv load_meta_csv_with_lines(const std::string& path);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE meta_csv load_meta_csv_with_lines(const std::string& path) {
   detail::csv_reader reader(detail::csv_file{path});
   meta_csv out;
   out.table = detail::read_meta_csv(reader, &out.lines);
   return out;
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 namespace detail {
 
@@ -810,7 +832,9 @@ struct file_identity {
 };
 
 /// A regular file's size and modification time (nothing recorded for a pipe or a device).
-inline file_identity stat_identity(const std::string& path) {
+VBUCKET_COMPILED_INLINE file_identity stat_identity(const std::string& path);
+#if VBUCKET_HEADER_DEFINITIONS
+VBUCKET_COMPILED_INLINE file_identity stat_identity(const std::string& path) {
   file_identity id;
   const file_status status = probe_file(path, true);
   if (!status.regular || !status.size_known || !status.mtime_known) return id;
@@ -819,6 +843,7 @@ inline file_identity stat_identity(const std::string& path) {
   id.mtime = status.mtime;
   return id;
 }
+#endif  // VBUCKET_HEADER_DEFINITIONS
 
 /// What a `streamed_meta_csv` saw the first time, shared by its copies (a sampler keeps one),
 /// compared with every later read.
