@@ -23,18 +23,22 @@
 ///
 /// Standard library only.
 
-#include <algorithm>  // std::sort, std::stable_sort, std::min
-#include <cmath>      // std::log, std::abs
-#include <cstddef>    // std::size_t
-#include <cstdint>    // std::int64_t, std::uint64_t, std::uint32_t
-#include <limits>     // std::numeric_limits
-#include <map>        // std::map (classes of samples)
-#include <memory>     // std::shared_ptr, std::make_shared
-#include <optional>   // std::optional
-#include <span>       // std::span
-#include <string>     // std::string, std::to_string
-#include <utility>    // std::move
-#include <vector>     // std::vector
+#include <algorithm>     // std::sort, std::stable_sort, std::min
+#include <charconv>      // std::from_chars (manifest fields)
+#include <cmath>         // std::log, std::abs
+#include <cstddef>       // std::size_t
+#include <cstdint>       // std::int64_t, std::uint64_t, std::uint32_t
+#include <fstream>       // std::ifstream (load_cache_manifest)
+#include <limits>        // std::numeric_limits
+#include <map>           // std::map (classes of samples)
+#include <memory>        // std::shared_ptr, std::make_shared
+#include <optional>      // std::optional
+#include <span>          // std::span
+#include <string>        // std::string, std::to_string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::errc
+#include <utility>       // std::move
+#include <vector>        // std::vector
 
 #include "bucket_config.hpp"
 #include "error.hpp"
@@ -427,6 +431,78 @@ struct rule_distribution<cached_rule<Rule>> {
     return rule_distribution<Rule>::interval(rule.rule(), m);
   }
 };
+
+/// The cache set of a manifest CSV (`vbucket cache-plan --out`): its columns sample, T, H, W
+/// and bucket (any order; others ignored; fields may be quoted). Each row's bucket must be a
+/// bucket of `config` of the row's shape (T, H, W), else the manifest was planned for another
+/// config: `vbucket::error` names the file, the row and the column. The set has the rows of
+/// the largest sample + 1 (samples beyond it have nothing cached).
+inline std::shared_ptr<const cache_set> load_cache_manifest(const std::string& path,
+                                                            const bucket_config& config) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error(path + ": cannot open the cache manifest");
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (quoted) {
+        if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+          out.back().push_back('"');
+          ++i;
+        } else if (c == '"') {
+          quoted = false;
+        } else {
+          out.back().push_back(c);
+        }
+      } else if (c == '"') {
+        quoted = true;
+      } else if (c == ',') {
+        out.emplace_back();
+      } else if (c != '\r') {
+        out.back().push_back(c);
+      }
+    }
+    return out;
+  };
+  std::string line;
+  if (!std::getline(in, line)) throw error(path + ": the cache manifest is empty (no header)");
+  const std::vector<std::string> header = split(line);
+  constexpr std::string_view names[] = {"sample", "T", "H", "W", "bucket"};
+  std::size_t col[5] = {};
+  for (std::size_t k = 0; k < 5; ++k) {
+    std::size_t j = 0;
+    while (j < header.size() && header[j] != names[k]) ++j;
+    if (j == header.size())
+      throw error(path + ": the cache manifest has no column \"" + std::string(names[k]) + "\"");
+    col[k] = j;
+  }
+  std::vector<std::pair<std::uint64_t, bucket_id>> pairs;
+  std::uint64_t rows = 0;
+  for (std::uint64_t row = 2; std::getline(in, line); ++row) {
+    if (line.empty() || line == "\r") continue;
+    const std::vector<std::string> f = split(line);
+    std::int64_t v[5] = {};
+    for (std::size_t k = 0; k < 5; ++k) {
+      const std::string& t = col[k] < f.size() ? f[col[k]] : std::string();
+      const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v[k]);
+      if (t.empty() || ec != std::errc{} || p != t.data() + t.size() || v[k] < 0)
+        throw error(path + ": row " + std::to_string(row) + ", column \"" + std::string(names[k]) +
+                    "\": expected a non-negative integer, got \"" + t + "\"");
+    }
+    const bucket_id b = static_cast<bucket_id>(v[4]);
+    if (static_cast<std::size_t>(v[4]) >= config.num_buckets() ||
+        !(shape_of(config, b) == cache_shape{v[1], v[2], v[3]}))
+      throw error(path + ": row " + std::to_string(row) + ": bucket " + std::to_string(v[4]) +
+                  " is not a " + std::to_string(v[1]) + "x" + std::to_string(v[2]) + "x" +
+                  std::to_string(v[3]) +
+                  " bucket of this config (the manifest was planned for another config)");
+    const auto sample = static_cast<std::uint64_t>(v[0]);
+    rows = std::max(rows, sample + 1);
+    pairs.emplace_back(sample, b);
+  }
+  return std::make_shared<const cache_set>(static_cast<std::size_t>(rows), std::move(pairs));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Coverage selection

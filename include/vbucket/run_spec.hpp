@@ -33,6 +33,7 @@
 #include "any_sampler.hpp"    // any_sampler, make_any_sampler
 #include "aspect.hpp"         // opensora_v2_tables, opensora_v12_tables
 #include "batch_sampler.hpp"  // sampler_options, builtin_sources
+#include "cache_plan.hpp"     // cached_rule, load_cache_manifest
 #include "csv.hpp"            // streamed_meta_csv (chunk_rows)
 #include "detail/parse_number.hpp"
 #include "error.hpp"
@@ -117,6 +118,7 @@ struct run_spec {
   std::string meta;                                         ///< metadata source: a CSV path
   std::size_t chunk_rows = streamed_meta_csv{}.chunk_rows;  ///< rows read at a time (streamed)
   std::string config;  ///< bucket config: a JSON path (Open-Sora's dict)
+  std::string cache;   ///< a cache manifest CSV: plan over it (`cached_rule`); empty: no cache
   // --- the rule ---
   rule_kind rule = rule_kind::opensora_v2;
   std::optional<double> fps_max;               ///< opensora-v2 only; unset: the rule's (16)
@@ -291,6 +293,11 @@ inline constexpr run_field run_field_table[] = {
      "metadata CSV with columns num_frames,height,width,fps (any order, others ignored; fps "
      "empty, nan or 0 = unknown; sizes may be written as floats such as 51.0)",
      VBUCKET_SPEC_RW(meta, std::string(t), s.meta)},
+    {"cache", field_kind::path, "MANIFEST.csv", "", 0, 0,
+     "plan over a latent cache (a `vbucket cache-plan --out` manifest of the same config and "
+     "metadata): draws as the rule and, where the drawn shape is not cached for the sample, "
+     "takes its nearest cached shape (no bucket when it has none)",
+     VBUCKET_SPEC_RW(cache, std::string(t), s.cache)},
     {"chunk_rows", field_kind::count, "N", "", 1, std::uint64_t{1} << 32,
      "metadata CSV rows read at a time when the metadata is streamed (less memory, more "
      "passes; the batches do not depend on it)",
@@ -474,7 +481,7 @@ inline std::map<std::string, std::string> run_spec::to_map() const {
   for (const run_field& f : fields()) {
     if ((f.name == "fps_max" && !fps_max) || (f.name == "frame_interval" && !frame_interval) ||
         (f.name == "policy" && !policy) || (f.name == "config" && config.empty()) ||
-        (f.name == "meta" && meta.empty()))
+        (f.name == "cache" && cache.empty()) || (f.name == "meta" && meta.empty()))
       continue;
     std::string t = f.text(*this);
     if (!t.empty()) out.emplace(std::string(f.name), std::move(t));
@@ -523,7 +530,12 @@ template <sample_collection Samples>
     std::shared_ptr<const Samples> samples, std::shared_ptr<const bucket_config> config,
     const run_spec& spec) {
   spec.validate();
+  std::shared_ptr<const cache_set> cache;
+  if (!spec.cache.empty()) cache = load_cache_manifest(spec.cache, *config);
   return spec.visit_rule([&](const auto& /*tables*/, const auto& rule) {
+    if (cache)
+      return make_any_sampler(std::move(samples), std::move(config), cached_rule(rule, cache),
+                              spec.to_sampler_options(), spec.seed);
     return make_any_sampler(std::move(samples), std::move(config), rule, spec.to_sampler_options(),
                             spec.seed);
   });

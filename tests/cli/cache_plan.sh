@@ -112,4 +112,28 @@ cmp -s "$tmp/all.csv" "$tmp/seed9.csv" && fail "--seed does not change the windo
 expect_ok "opensora-v1.2" cache-plan --config "$data/config_opensora_v12.json" --meta "$meta" \
   --rule opensora-v1.2 --frame-interval 2 --coverage 0.9
 
+# plan --cache (issue 32, planning over the cache): every planned (sample, shape) is cached; the
+# same plan without the cache holds an uncached one (sample 2), so the check can fail.
+cat >"$tmp/cached.py" <<'EOF'
+import csv, json, sys
+cached = {(int(r["sample"]), (int(r["T"]), int(r["H"]), int(r["W"])))
+          for r in csv.DictReader(open(sys.argv[1]))}
+got = {(i, tuple(b["thw"])) for b in map(json.loads, open(sys.argv[2])) for i in b["indices"]}
+assert got, "no batches"
+outside = got - cached
+assert (not outside) == (sys.argv[3] == "inside"), sorted(outside)
+EOF
+for mode in inside outside; do
+  extra=()
+  [[ $mode == inside ]] && extra=(--cache "$tmp/half.csv")
+  if expect_ok "plan --cache ($mode)" plan --config "$cfg" --meta "$meta" --world 1 --rank 0 \
+    --seed 5 --epoch 0 --out "$tmp/cached_$mode.jsonl" --quiet --pad-warn 1 "${extra[@]}"; then
+    python3 "$tmp/cached.py" "$tmp/half.csv" "$tmp/cached_$mode.jsonl" "$mode" && pass ||
+      fail "plan --cache: batches against the manifest ($mode)"
+  fi
+done
+printf 'sample,T,H,W,bucket\n0,1,1,1,0\n' >"$tmp/badman.csv"
+expect_error "plan --cache of another config" 1 "badman.csv" plan --config "$cfg" --meta "$meta" \
+  --world 1 --rank 0 --seed 5 --epoch 0 --out "$tmp/x.jsonl" --cache "$tmp/badman.csv"
+
 finish
