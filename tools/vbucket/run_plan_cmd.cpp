@@ -11,6 +11,7 @@
 
 #include <cstdint>      // std::uint64_t, std::uint32_t
 #include <cstdio>       // std::fprintf
+#include <filesystem>   // std::filesystem::create_directories
 #include <memory>       // std::unique_ptr
 #include <optional>     // std::optional
 #include <string>       // std::string
@@ -194,6 +195,11 @@ int cmd_run_plan(int argc, char** argv) {
     output_file out(a.value_or("out", "-"));
     std::vector<std::unique_ptr<ledger_writer>> ledgers;  // per rank, created on first use
     const std::string ledger_dir = a.value_or("ledger", "");
+    if (!ledger_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(ledger_dir, ec);
+      if (ec) throw vbucket::error("--ledger " + ledger_dir + ": " + ec.message());
+    }
     auto ledger_of = [&](std::uint32_t r) -> ledger_writer& {
       if (ledgers.size() <= r) ledgers.resize(r + 1);
       if (!ledgers[r])
