@@ -13,7 +13,6 @@
 
 #include "bucket_config.hpp"
 #include "detail/compiled.hpp"
-#include "detail/huge_pages.hpp"
 #include "detail/parallel_tasks.hpp"
 #include "error.hpp"
 
@@ -124,17 +123,6 @@ class bucket_sort {
         if (at != nullptr) at += counts_[c * row_ + b + 2];
       }
     }
-    // The destination is written at random (a bucket's cursor each): huge pages for it, asked
-    // for before it is first written (a planner's slots are fresh memory).
-    std::uint32_t* low = nullptr;
-    std::uint32_t* high = nullptr;
-    for (std::size_t b = 0; b < nb_; ++b) {
-      if (dest[b] == nullptr) continue;
-      if (low == nullptr || dest[b] < low) low = dest[b];
-      if (high == nullptr || dest[b] + grouped_[b] > high) high = dest[b] + grouped_[b];
-    }
-    if (low != nullptr)
-      advise_huge_pages(low, static_cast<std::size_t>(high - low) * sizeof(std::uint32_t));
     const std::size_t n = ids_.size();
     parallel_tasks(chunks_, threads_, [&](std::size_t c) {
       std::uint32_t** next = cursor.data() + c * row_;
@@ -191,8 +179,6 @@ bucket_groups group_ids(std::span<const Id> ids, std::size_t num_buckets, unsign
     total += sort.grouped()[b];
   }
   g.offsets[num_buckets] = total;
-  g.indices.reserve(static_cast<std::size_t>(total));
-  advise_huge_pages(g.indices.data(), static_cast<std::size_t>(total) * sizeof(std::uint32_t));
   g.indices.resize(static_cast<std::size_t>(total));
   std::vector<std::uint32_t*> dest(num_buckets, nullptr);
   if (total > 0)

@@ -9,9 +9,8 @@
 #include <span>       // std::span
 #include <utility>    // std::swap
 
-#include "vbucket/detail/huge_pages.hpp"  // advise_huge_pages
-#include "vbucket/numpy_random.hpp"       // u128
-#include "vbucket/random.hpp"             // detail::mix64, detail::golden_gamma
+#include "vbucket/numpy_random.hpp"  // u128
+#include "vbucket/random.hpp"        // detail::mix64, detail::golden_gamma
 
 namespace vbucket::detail {
 
@@ -52,10 +51,6 @@ void keyed_shuffle(std::span<T> a, std::uint64_t k) noexcept {
   constexpr std::size_t most = 256;
   constexpr std::size_t beyond_cache = std::size_t{4} << 20;  // bytes
   const std::size_t block = a.size() > beyond_cache / sizeof(T) ? most : 32;
-  // Every element is swapped with one anywhere in the array: huge pages keep the TLB's reach
-  // over all of it (with small pages a gigabyte array costs a page walk per swap). Only the
-  // pages not yet written get them; a caller that allocates the array advises it before filling.
-  advise_huge_pages(a.data(), a.size() * sizeof(T));
   std::size_t targets[most];
   std::size_t i = a.size();
   while (i > 1) {
