@@ -15,67 +15,33 @@
 
 #include <benchmark/benchmark.h>
 
-#include <arpa/inet.h>   // htonl
-#include <netinet/in.h>  // sockaddr_in
-#include <signal.h>      // kill
-#include <sys/socket.h>  // socket
-#include <sys/wait.h>    // waitpid
-#include <unistd.h>      // fork, execv
+#include <unistd.h>  // getpid
 
-#include <chrono>      // std::chrono::milliseconds
 #include <cstdint>     // std::int64_t, std::uint8_t
 #include <cstdlib>     // std::getenv
-#include <cstring>     // std::memcpy
+#include <exception>   // std::exception
 #include <filesystem>  // std::filesystem
 #include <fstream>     // std::ifstream, std::ofstream
 #include <iterator>    // std::istreambuf_iterator
+#include <memory>      // std::unique_ptr
 #include <string>      // std::string
-#include <thread>      // std::this_thread::sleep_for
 #include <vector>      // std::vector
 
 #include "vbucket/ffmpeg/decode.hpp"
 #include "vbucket/ffmpeg/tar.hpp"
+#include "vbucket_test/nginx_server.hpp"
+#include "vbucket_test/tar_writer.hpp"
 
 namespace {
 
 namespace ff = vbucket::ffmpeg;
 namespace fs = std::filesystem;
 
-/// A tar header for a regular file (ustar).
-std::string tar_header(const std::string& name, std::size_t size) {
-  char h[512] = {};
-  std::memcpy(h, name.data(), std::min<std::size_t>(name.size(), 99));
-  std::snprintf(h + 100, 8, "%07o", 0644U);
-  std::snprintf(h + 108, 8, "%07o", 0U);
-  std::snprintf(h + 116, 8, "%07o", 0U);
-  std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(size));
-  std::snprintf(h + 136, 12, "%011o", 0U);
-  h[156] = '0';
-  std::memcpy(h + 257, "ustar", 6);
-  std::memcpy(h + 263, "00", 2);
-  std::memset(h + 148, ' ', 8);
-  unsigned sum = 0;
-  for (char c : h) sum += static_cast<unsigned char>(c);
-  std::snprintf(h + 148, 8, "%06o", sum);
-  return std::string(h, 512);
-}
-
-bool accepts(int port) {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(s);
-  return ok;
-}
-
 /// The served copies of one video: a shard and an nginx (when installed), made once.
 struct sources {
-  std::string file, member, url, url_member, error;
+  std::string file, member, url, url_member, error, http_error;
   fs::path dir;
-  pid_t nginx = -1;
+  std::unique_ptr<vbucket_test::nginx_server> server;
 
   explicit sources(std::int64_t height) {
     const char* media = std::getenv("VBUCKET_BENCH_VIDEO_DIR");
@@ -91,61 +57,32 @@ struct sources {
     fs::copy_file(file, dir / name, fs::copy_options::overwrite_existing);
     std::ifstream in(file, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::string tar = tar_header("k0.txt", 9) + "a caption" + std::string(503, '\0');
-    const std::int64_t offset = static_cast<std::int64_t>(tar.size()) + 512;
-    tar += tar_header("k0.mp4", bytes.size()) + bytes;
-    tar.append((512 - bytes.size() % 512) % 512, '\0');
-    tar.append(1024, '\0');
-    std::ofstream((dir / "s.tar").string(), std::ios::binary)
-        .write(tar.data(), static_cast<std::streamsize>(tar.size()));
+    vbucket_test::tar_writer w;
+    w.add("k0.txt", "a caption");
+    const auto offset = static_cast<std::int64_t>(w.bytes.size()) + 512;
+    w.add("k0.mp4", bytes);
+    w.end();
+    w.save((dir / "s.tar").string());
     const ff::tar_member m{"k0.mp4", offset - 512, offset, static_cast<std::int64_t>(bytes.size())};
     member = ff::member_path((dir / "s.tar").string(), m);
     start_nginx(name, m);
   }
   ~sources() {
-    if (nginx > 0) {
-      ::kill(nginx, SIGTERM);
-      ::waitpid(nginx, nullptr, 0);
-    }
+    server.reset();
     if (!dir.empty()) fs::remove_all(dir);
   }
 
   void start_nginx(const std::string& name, const ff::tar_member& m) {
-    std::string binary;
-    for (const char* p : {"/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"})
-      if (::access(p, X_OK) == 0) binary = p;
-    if (binary.empty()) return;
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(s);
-    const int port = ntohs(a.sin_port);
-    const std::string p = dir.string(), conf = (dir / "nginx.conf").string();
-    fs::create_directories(dir / "logs");
-    std::ofstream c(conf);
-    c << "daemon off;\nmaster_process off;\npid " << p << "/nginx.pid;\nerror_log " << p
-      << "/logs/error.log;\n"
-      << (::geteuid() == 0 ? "user root;\n" : "") << "events { worker_connections 64; }\n"
-      << "http {\n  access_log off;\n";
-    for (const char* t : {"client_body", "proxy", "fastcgi", "uwsgi", "scgi"})
-      c << "  " << t << "_temp_path " << p << "/" << t << ";\n";
-    c << "  server { listen 127.0.0.1:" << port << "; root " << p << "; }\n}\n";
-    c.close();
-    nginx = ::fork();
-    if (nginx == 0) {
-      const char* argv[] = {binary.c_str(), "-p", p.c_str(), "-c", conf.c_str(), nullptr};
-      ::execv(binary.c_str(), const_cast<char* const*>(argv));
-      ::_exit(127);
+    const auto binary = vbucket_test::find_nginx();
+    if (!binary) return;
+    try {
+      server = std::make_unique<vbucket_test::nginx_server>(*binary, dir);
+    } catch (const std::exception& e) {  // the HTTP benchmarks skip, naming why
+      http_error = e.what();
+      return;
     }
-    for (int i = 0; i < 500 && !accepts(port); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const std::string base = "http://127.0.0.1:" + std::to_string(port) + "/";
-    url = base + name;
-    url_member = ff::member_path(base + "s.tar", m);
+    url = server->url(name);
+    url_member = ff::member_path(server->url("s.tar"), m);
   }
 };
 
@@ -168,7 +105,8 @@ void BM_decode_from(benchmark::State& state, where w) {
                             : w == where::http ? s.url
                                                : s.url_member;
   if (path.empty()) {
-    state.SkipWithError("nginx not found (Debian: nginx): no HTTP benchmark");
+    state.SkipWithError(s.http_error.empty() ? "nginx not found (Debian: nginx): no HTTP benchmark"
+                                             : s.http_error.c_str());
     return;
   }
   ff::clip_request req;

@@ -8,12 +8,7 @@
 
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>   // htonl
-#include <netinet/in.h>  // sockaddr_in
-#include <signal.h>      // kill, SIGTERM
-#include <sys/socket.h>  // socket, bind
-#include <sys/wait.h>    // waitpid
-#include <unistd.h>      // fork, execv
+#include <unistd.h>  // getpid
 
 #include <chrono>      // std::chrono::steady_clock
 #include <cstdint>     // std::uint8_t
@@ -29,99 +24,15 @@
 #include "vbucket/ffmpeg/probe.hpp"
 #include "vbucket/ffmpeg/sources.hpp"
 
-#include "tar_writer.hpp"
 #include "vbucket_test/ffmpeg_media.hpp"
+#include "vbucket_test/nginx_server.hpp"
+#include "vbucket_test/tar_writer.hpp"
 
 namespace ff = vbucket::ffmpeg;
 namespace fs = std::filesystem;
 
 namespace {
-using namespace vbucket_test;  // ffmpeg_media.hpp, tar_writer.hpp
-
-std::optional<std::string> find_nginx() {
-  for (const char* p : {"/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"})
-    if (access(p, X_OK) == 0) return std::string(p);
-  return std::nullopt;
-}
-
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
-bool accepts(int port) {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(s);
-  return ok;
-}
-
-/// nginx in the foreground (`daemon off`), a child of this process, serving `root`.
-class nginx_server {
- public:
-  nginx_server(std::string binary, const fs::path& root)
-      : binary_(std::move(binary)), prefix_(root / "nginx"), port_(free_port()) {
-    fs::create_directories(prefix_ / "logs");
-    const std::string r = root.string(), p = prefix_.string();
-    std::ofstream conf(prefix_ / "nginx.conf");
-    conf << "daemon off;\nmaster_process off;\nworker_processes 1;\npid " << p
-         << "/nginx.pid;\nerror_log " << p << "/logs/error.log;\n"
-         << (geteuid() == 0 ? "user root;\n" : "") << "events { worker_connections 64; }\n"
-         << "http {\n  access_log off;\n  default_type application/octet-stream;\n";
-    for (const char* t : {"client_body", "proxy", "fastcgi", "uwsgi", "scgi"})
-      conf << "  " << t << "_temp_path " << p << "/" << t << ";\n";
-    conf << "  server {\n    listen 127.0.0.1:" << port_ << ";\n    root " << r << ";\n"
-         << "    location /slow/ { alias " << r << "/; limit_rate 2k; limit_rate_after 1k; }\n"
-         << "    location /e503/ { return 503; }\n  }\n}\n";
-    conf.close();
-    start();
-  }
-  nginx_server(const nginx_server&) = delete;
-  nginx_server& operator=(const nginx_server&) = delete;
-  ~nginx_server() { stop(); }
-
-  void start() {
-    const std::string conf = (prefix_ / "nginx.conf").string(), p = prefix_.string();
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      const char* argv[] = {binary_.c_str(), "-p", p.c_str(), "-c", conf.c_str(), nullptr};
-      ::execv(binary_.c_str(), const_cast<char* const*>(argv));
-      ::_exit(127);
-    }
-    for (int i = 0; i < 500 && !accepts(port_); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    REQUIRE_MESSAGE(accepts(port_), "nginx did not start; see " << p << "/logs/error.log");
-  }
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-  [[nodiscard]] std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + "/" + path;
-  }
-
- private:
-  std::string binary_;
-  fs::path prefix_;
-  int port_;
-  pid_t pid_ = -1;
-};
+using namespace vbucket_test;  // ffmpeg_media.hpp, nginx_server.hpp, tar_writer.hpp
 
 std::string slurp(const std::string& path) {
   const auto v = read_file(path);
@@ -153,7 +64,10 @@ struct served {
     const std::string bytes = slurp(media(mp4));
     std::ofstream((root / "cut.mp4").string(), std::ios::binary)
         .write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
-    server = std::make_unique<nginx_server>(binary, root);
+    server = std::make_unique<nginx_server>(
+        binary, root,
+        "    location /slow/ { alias " + root.string() +
+            "/; limit_rate 2k; limit_rate_after 1k; }\n    location /e503/ { return 503; }\n");
   }
   ~served() {
     server.reset();

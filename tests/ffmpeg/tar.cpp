@@ -16,8 +16,8 @@
 #include "vbucket/ffmpeg/probe.hpp"
 #include "vbucket/ffmpeg/sources.hpp"
 
-#include "tar_writer.hpp"
 #include "vbucket_test/ffmpeg_media.hpp"
+#include "vbucket_test/tar_writer.hpp"
 
 namespace ff = vbucket::ffmpeg;
 namespace fs = std::filesystem;
