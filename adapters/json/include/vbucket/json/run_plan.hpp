@@ -228,7 +228,10 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
       if (!csv) run_file_fail(path, key + ".csv", "missing (the source's metadata CSV)");
       src.table = std::make_shared<const meta_table>(load_meta_csv(*csv));
       src.assign = rule_assigner(rule);
-      src.rule_name = std::string(rule_name(out.spec.rule));
+      // The name `run_source` gives its default rule, so that a run written in C++ with the
+      // default rule has the same settings hash (and state line) as its run file.
+      if (out.spec.rule != rule_kind::opensora_v2)
+        src.rule_name = std::string(rule_name(out.spec.rule));
       any_draw = any_draw || d.has_value();
       draws.push_back(d.value_or(source_draw{}));
       out.sources.push_back(std::move(src));

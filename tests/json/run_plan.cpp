@@ -1,0 +1,129 @@
+/// Tests of vbucket/json/run_plan.hpp: a run file with sources and stages reads as the sources,
+/// stages and options written by hand (the same batches), configs inline or as paths relative
+/// to the file, a stage's draws by source name, and every error names the file and the key.
+#include "vbucket/json/run_plan.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>  // std::filesystem::temp_directory_path, create_directories
+#include <fstream>     // std::ofstream
+#include <memory>      // std::make_shared
+#include <string>      // std::string
+#include <vector>      // std::vector
+
+#include "vbucket/csv.hpp"
+#include "vbucket/json/bucket_config.hpp"
+#include "vbucket/run_plan.hpp"
+
+#include "vbucket_test/errors.hpp"
+
+namespace {
+
+using vbucket_test::contains;
+using vbucket_test::error_message;
+
+const std::filesystem::path dir = std::filesystem::temp_directory_path() / "vbucket_run_plan_json";
+
+std::string sample_meta() {
+  return std::string(VBUCKET_TEST_DATA_DIR) + "/../../examples/data/sample_meta.csv";
+}
+
+std::string write(const std::string& name, const std::string& text) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return (dir / name).string();
+}
+
+constexpr const char* stage1 = R"({"256px": {"1": [1.0, 45], "33": [1.0, 12], "65": [1.0, 6]}})";
+constexpr const char* stage2 = R"({"768px": {"1": [0.5, 13], "33": [[0.5, 0.5], 2]}})";
+
+std::string run_file(const std::string& stage2_extra = "") {
+  write("stage1.json", stage1);
+  return R"({"seed": 9, "world": 3, "rank": 1, "epoch_samples": 2500,
+  "sources": [{"name": "web", "csv": ")" +
+         sample_meta() + R"(", "weight": 0.7},
+              {"name": "curated", "csv": ")" +
+         sample_meta() + R"(", "count": 600}],
+  "stages": [{"name": "s1", "config": "stage1.json"},
+             {"name": "s2", "from_step": 20, "config": )" +
+         stage2 + stage2_extra + "}]}";
+}
+
+}  // namespace
+
+TEST_CASE("json run plan: a run file reads as the same run written by hand") {
+  const std::string path =
+      write("run.json", run_file(R"(, "draws": {"web": 0.5, "curated": {"repeat": 1}})"));
+  const vbucket::json::run_plan_file f = vbucket::json::load_run_plan_file(path);
+  CHECK(f.options.seed == 9);
+  CHECK(f.options.world == 3);
+  CHECK(f.spec.rank == 1);
+  REQUIRE(f.sources.size() == 2);
+  CHECK(f.sources[0].name == "web");
+  CHECK(f.sources[1].name == "curated");
+  REQUIRE(f.stages.size() == 2);
+  CHECK(f.stages[1].from_step == 20);
+  CHECK(f.stages[1].draws.draws.size() == 2);
+  CHECK(f.stages[1].draws.draws[0].kind == vbucket::draw_kind::weight);
+  CHECK(f.stages[1].draws.draws[0].value == 0.5);
+  CHECK(f.stages[1].draws.draws[1].kind == vbucket::draw_kind::repeat);
+
+  // By hand.
+  auto table = std::make_shared<const vbucket::meta_table>(vbucket::load_meta_csv(sample_meta()));
+  std::vector<vbucket::run_source> sources(2);
+  sources[0].name = "web";
+  sources[1].name = "curated";
+  sources[0].table = sources[1].table = table;
+  vbucket::draw_spec d0;
+  d0.draws = {{vbucket::draw_kind::weight, 0.7}, {vbucket::draw_kind::count, 600}};
+  d0.epoch_samples = 2500;
+  vbucket::draw_spec d1 = d0;
+  d1.draws = {{vbucket::draw_kind::weight, 0.5}, {vbucket::draw_kind::repeat, 1}};
+  std::vector<vbucket::run_stage> stages(2);
+  stages[0].name = "s1";
+  stages[0].config =
+      vbucket::json::parse_bucket_config(stage1, vbucket::opensora_v2_tables{}, "s1");
+  stages[0].draws = d0;
+  stages[1].name = "s2";
+  stages[1].from_step = 20;
+  stages[1].config =
+      vbucket::json::parse_bucket_config(stage2, vbucket::opensora_v2_tables{}, "s2");
+  stages[1].draws = d1;
+  vbucket::run_plan mine(sources, stages, {.seed = 9, .world = 3});
+  vbucket::run_plan read(f.sources, f.stages, f.options);
+  for (int step = 0; step < 60 && mine.epoch() < 2; ++step) {
+    CHECK(read.epoch() == mine.epoch());
+    CHECK(read.stage() == mine.stage());
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      const vbucket::run_batch a = mine.batch(r), b = read.batch(r);
+      CHECK(a.sources == b.sources);
+      CHECK(a.rows == b.rows);
+    }
+    mine.advance();
+    read.advance();
+  }
+  CHECK(read.state() == mine.state());
+}
+
+TEST_CASE("json run plan: errors name the file and the key") {
+  auto message_of = [](const std::string& name, const std::string& text) {
+    const std::string path = write(name, text);
+    return error_message([&] { (void)vbucket::json::load_run_plan_file(path); });
+  };
+  std::string m = message_of("e1.json", run_file(R"(, "from_epoch": "two")"));
+  CHECK(contains(m, "e1.json: stages[1].from_epoch: expected a non-negative integer"));
+  m = message_of("e2.json", run_file(R"(, "draws": {"crawl": 0.5})"));
+  CHECK(contains(m, "e2.json: stages[1].draws.crawl: no source of that name"));
+  m = message_of("e3.json", run_file(R"(, "colour": 1)"));
+  CHECK(contains(m, "e3.json: stages[1].colour: unknown key"));
+  m = message_of(
+      "e4.json",
+      R"({"sources": [{"name": "a", "csv": "x.csv", "weight": 1, "count": 2}], "stages": []})");
+  CHECK(contains(m, "e4.json: sources[0].count: give one of weight, count, repeat"));
+  m = message_of("e5.json", R"({"seed": "x", "sources": [], "stages": []})");
+  CHECK(contains(m, "e5.json"));
+  CHECK(contains(m, "seed"));
+  m = message_of("e6.json", R"({"sources": [{"name": "a", "csv": ")" + sample_meta() +
+                                R"("}], "stages": [{"name": "s"}]})");
+  CHECK(contains(m, "e6.json: stages[0].config: missing"));
+}
