@@ -127,3 +127,18 @@ TEST_CASE("json run plan: errors name the file and the key") {
                                 R"("}], "stages": [{"name": "s"}]})");
   CHECK(contains(m, "e6.json: stages[0].config: missing"));
 }
+
+TEST_CASE("json run plan: a rule parameter changed under a resumed run is refused") {
+  const std::string a = write("fa.json", run_file());
+  std::string text = run_file();
+  text.insert(1, R"("fps_max": 8, )");
+  const std::string b = write("fb.json", text);
+  const auto fa = vbucket::json::load_run_plan_file(a);
+  const auto fb = vbucket::json::load_run_plan_file(b);
+  vbucket::run_plan ra(fa.sources, fa.stages, fa.options);
+  for (int i = 0; i < 25; ++i) ra.advance();  // past stage 2's first step: stage 1 planned
+  vbucket::run_plan rb(fb.sources, fb.stages, fb.options);
+  CHECK_THROWS_AS(rb.load(ra.state()), vbucket::error);
+  vbucket::run_plan rc(fa.sources, fa.stages, fa.options);
+  CHECK_NOTHROW(rc.load(ra.state()));
+}

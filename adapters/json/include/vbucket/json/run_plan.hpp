@@ -232,6 +232,11 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
       // default rule has the same settings hash (and state line) as its run file.
       if (out.spec.rule != rule_kind::opensora_v2)
         src.rule_name = std::string(rule_name(out.spec.rule));
+      // A rule's parameters name it too: a resumed run with another fps_max is refused.
+      if (out.spec.fps_max)
+        src.rule_name += "/fps_max=" + vbucket::detail::shortest_text(*out.spec.fps_max);
+      if (out.spec.frame_interval)
+        src.rule_name += "/frame_interval=" + std::to_string(*out.spec.frame_interval);
       any_draw = any_draw || d.has_value();
       draws.push_back(d.value_or(source_draw{}));
       out.sources.push_back(std::move(src));
