@@ -504,6 +504,55 @@ inline std::shared_ptr<const cache_set> load_cache_manifest(const std::string& p
   return std::make_shared<const cache_set>(static_cast<std::size_t>(rows), std::move(pairs));
 }
 
+/// How far a cache moves a rule's draws, exactly (from the distributions, not sampled).
+struct cache_delivery {
+  std::uint64_t bucketable = 0;  ///< samples with a distribution
+  double bucketed_mass = 0.0;    ///< Σ P(some bucket) under the rule: draws per epoch
+  /// TV between the rule's and the delivered bucket histogram of an epoch (no bucket
+  /// included), per bucketable sample: ½ Σ_b |Σ_i p_i(b) − Σ_i q_i(b)| / bucketable.
+  double tv_buckets = 0.0;
+  /// Mean over bucketable samples of total_variation(rule's, delivered) of the sample.
+  double tv_sample = 0.0;
+  /// The share of the bucketed draws whose shape was not cached (moved or dropped).
+  double fallback_share = 0.0;
+};
+
+/// The `cache_delivery` of `cached` over `table` (a random-access range of `sample_meta`, row i
+/// the sample of index i): each sample's `bucket_distribution` under `cached.rule()` and under
+/// `cached`, compared with `total_variation`.
+template <distribution_rule Rule, class Table>
+cache_delivery delivery_of(const cached_rule<Rule>& cached, const bucket_config& config,
+                           const Table& table) {
+  cache_delivery d;
+  std::vector<double> rule_hist(config.num_buckets(), 0.0), got_hist(config.num_buckets(), 0.0);
+  double rule_none = 0.0, got_none = 0.0, moved = 0.0;
+  const auto n = static_cast<std::size_t>(table.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const sample_meta m = table[i];
+    const sample_distribution p = bucket_distribution(cached.rule(), config, m, i);
+    if (p.invalid) continue;
+    const sample_distribution q = bucket_distribution(cached, config, m, i);
+    ++d.bucketable;
+    d.bucketed_mass += 1.0 - p.none;
+    d.tv_sample += total_variation(p, q);
+    rule_none += p.none;
+    got_none += q.none;
+    for (const auto& o : p.outcomes) {
+      rule_hist[static_cast<std::size_t>(o.bucket)] += o.probability;
+      if (cached.cache().resolve(config, i, o.bucket, cached.fallback()) != o.bucket)
+        moved += o.probability;
+    }
+    for (const auto& o : q.outcomes) got_hist[static_cast<std::size_t>(o.bucket)] += o.probability;
+  }
+  const double b = d.bucketable > 0 ? static_cast<double>(d.bucketable) : 1.0;
+  double tv = std::abs(rule_none - got_none);
+  for (std::size_t k = 0; k < rule_hist.size(); ++k) tv += std::abs(rule_hist[k] - got_hist[k]);
+  d.tv_buckets = 0.5 * tv / b;
+  d.tv_sample /= b;
+  d.fallback_share = d.bucketed_mass > 0.0 ? moved / d.bucketed_mass : 0.0;
+  return d;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Coverage selection
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@
 
 #include "cli.hpp"
 #include "plan_common.hpp"
+#include "vbucket/cache_plan.hpp"
+#include "vbucket/csv.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/fmt/plan_table.hpp"
 #include "vbucket/packed_plan.hpp"
@@ -41,6 +43,8 @@ constexpr std::string_view stats_description =
     "With --batching packed --token-budget B: samples, drops, batches and their sizes, the\n"
     "fill ratio (latent tokens of the real batches / (steps * W * B); alignment repeats are\n"
     "waste) and the per-step cost balance across ranks (max/mean).\n"
+    "With --cache MANIFEST.csv: the exact total variation between the rule's and the delivered\n"
+    "bucket distributions, and the share of the draws that fell back to another shape.\n"
     "Exit codes: 0 success, 1 bad data, 2 bad usage.";
 
 void print_packed_stats(const packed_stats& s) {
@@ -69,6 +73,21 @@ void print_packed_stats(const packed_stats& s) {
       s.balance.max_over_mean, s.balance.mean_step_ratio, s.balance.worst_step_ratio);
 }
 
+/// With --cache: the exact distance between the rule's and the delivered bucket distributions
+/// (`delivery_of`, from the probabilities) and the share of the draws that fell back.
+void print_cache_delivery(const run_spec& spec, const bucket_config& config) {
+  if (spec.cache.empty()) return;
+  const meta_table table = load_meta_csv(spec.meta);
+  const auto cache = load_cache_manifest(spec.cache, config);
+  const cache_delivery d = spec.visit_rule([&](const auto& /*tables*/, const auto& rule) {
+    return delivery_of(cached_rule(rule, cache), config, table);
+  });
+  std::printf(
+      "cache:              %s: %.6f total variation (bucket histogram, per sample), %.6f "
+      "(mean per sample), %.6f of the bucketed draws fell back (nearest cached shape or none)\n",
+      spec.cache.c_str(), d.tv_buckets, d.tv_sample, d.fallback_share);
+}
+
 }  // namespace
 
 int cmd_stats(int argc, char** argv) {
@@ -85,6 +104,7 @@ int cmd_stats(int argc, char** argv) {
     {
       if (sampler.packed()) {
         print_packed_stats(compute_packed_stats(sampler.packing_schedule()));
+        print_cache_delivery(f.spec, sampler.config());
         std::printf(
             "fingerprint:        %s (the epoch's global batch sequence: the same on every "
             "rank)\n",
@@ -94,6 +114,7 @@ int cmd_stats(int argc, char** argv) {
       }
       const step_balance_stats balance = step_balance(sampler.schedule());
       print_plan_table(stdout, sampler.stats(), &balance);
+      print_cache_delivery(f.spec, sampler.config());
       std::printf(
           "fingerprint:        %s (the epoch's global batch sequence: the same on every rank)\n",
           fingerprint_text(sampler.fingerprint()).c_str());
