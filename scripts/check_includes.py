@@ -28,11 +28,11 @@ LAYERS = [
         "vbucket/numpy_random.hpp", "vbucket/random.hpp"]),
     ("core", ["vbucket/*"]),  # the library's components
     ("loader", [  # the loader and what only it uses
-        "vbucket/loader*.hpp", "vbucket/packed_loader.hpp"]),
+        "vbucket/loader*.hpp"]),
     ("adapters", [  # never included by the core
         "vbucket/json/*", "vbucket/fmt/*", "vbucket/eigen/*", "vbucket/ffmpeg/*",
         "vbucket/cuda/*", "vbucket/mpi/*"]),
-    ("umbrella", ["vbucket/vbucket.hpp", "vbucket/ffmpeg/ffmpeg.hpp"]),
+    ("umbrella", ["vbucket/vbucket.hpp", "vbucket/run.hpp", "vbucket/ffmpeg/ffmpeg.hpp"]),
 ]
 # The umbrella headers come before the adapters' patterns would claim them.
 _ORDERED = [LAYERS[-1]] + LAYERS[:-1]

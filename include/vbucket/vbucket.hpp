@@ -1,6 +1,8 @@
 #pragma once
 /// vbucket: the data side of variable-resolution video training. This umbrella header
-/// includes every core component; it never includes an adapter (JSON, FFmpeg, CUDA).
+/// includes every core component of sampling and loading; the run as a whole (run spec, run
+/// plan, ledger, audit) has its own umbrella, `vbucket/run.hpp`. Neither includes an adapter
+/// (JSON, FFmpeg, CUDA).
 
 #include "vbucket/any_sampler.hpp"         // any_sampler: the batching chosen at run time
 #include "vbucket/aspect.hpp"              // aspect tables, resolutions, closest ratio

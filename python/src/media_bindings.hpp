@@ -565,6 +565,12 @@ class py_loader {
     }
     // The plan's fingerprint with its schedule: the sampler may move on (set_epoch) while
     // the loader runs, and the loader's states are positions in its own plan.
+    // The loader starts where an iteration of the sampler would (after one that ran to its
+    // end: the epoch's start).
+    sampler.locked_os([](vbucket::opensora_sampler& os) {
+      os.begin_iteration();
+      return 0;
+    });
     const sampler_position pos = sampler.locked([this](sampler_ref b) {
       fingerprint_ = b.fingerprint();
       if (b.packed())
@@ -777,7 +783,10 @@ class py_loader {
 };
 
 void bind_media(nb::module_& m) {
-  nb::exception<decode_failure>(m, "DecodeError", PyExc_ValueError);
+  nb::exception<decode_failure> decode_error(m, "DecodeError", PyExc_ValueError);
+  decode_error.attr("__doc__") =
+      "A clip that cannot be decoded (a ValueError): the message names the file and what is "
+      "wrong with it, in one line.";
 
   m.def("list_media", &list_media, "where"_a);
   m.def("list_sources", &list_sources, "where"_a, "threads"_a);

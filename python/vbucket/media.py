@@ -517,10 +517,12 @@ class Loader:
         self._sampler = sampler
         self._pixels = pixels
         self._tensor_names = [name for kind, name, _ in spec if kind == "tensors"]
-        self._start = (core.state(), core.fingerprint())  # where the sampler was
         self._core = _vbucket.Loader(core, paths, workers, prefetch, slots, dtype, layout,
                                      _triple("mean", mean), _triple("std", std), pin_device,
                                      spec, pixels, filter)
+        # Where the sampler is once the loader started (an iteration that had run to its end
+        # begins again at the epoch's start, as the sampler's own next iteration would).
+        self._start = (core.state(), core.fingerprint())
         if pin_device >= 0:
             self._stream = torch.cuda.ExternalStream(self._core.cuda_stream, device=self._device)
 
@@ -528,6 +530,8 @@ class Loader:
         return self
 
     def __next__(self) -> Batch:
+        """The next batch (a ``Batch``) of this rank, decoded ahead by the workers; StopIteration
+        at the end of the plan the loader runs. ``next()`` is the same call."""
         (t, indices, planned, bucket, thw, step, position, repeat, subs, packed,
          raw) = self._core.next()
         fields, tensors = {}, {}
@@ -597,6 +601,7 @@ class Loader:
         return self._core.stats()
 
     def stats_table(self) -> str:
+        """``stats()`` as a printed table (one row per figure, with its unit)."""
         return self._core.stats_table()
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ plan, the dealing to ranks, the resume state and the fingerprint are the C++ lib
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any, Iterator, List, Optional, Union
 
 from . import _core, _vbucket
@@ -44,6 +45,30 @@ _U32_MAX = (1 << 32) - 1
 #: The run fields the sampler takes as keyword arguments (world and rank are ``num_replicas`` and
 #: ``rank``; the metadata and the config are ``dataset`` and ``bucket_config``).
 _SAMPLER_FIELDS = tuple(n for n in _core.FIELDS if n not in ("meta", "config", "world", "rank"))
+
+
+def _write_cache_manifest(cache) -> str:
+    """A temporary manifest CSV (sample, T, H, W, bucket) of ``cache``: ``vbucket.cache_plan``'s
+    result (its ``entries``), a list of manifest rows, or a DataFrame of them."""
+    import tempfile
+    if isinstance(cache, dict) and "entries" in cache:
+        rows = cache["entries"]
+    elif hasattr(cache, "to_dict") and hasattr(cache, "columns"):
+        rows = cache.to_dict("records")
+    else:
+        rows = list(cache)
+    fd, path = tempfile.mkstemp(prefix="vbucket-cache-", suffix=".csv")
+    with os.fdopen(fd, "w") as f:
+        f.write("sample,T,H,W,bucket\n")
+        for k, row in enumerate(rows):
+            try:
+                f.write(",".join(str(int(row[c])) for c in ("sample", "T", "H", "W", "bucket")))
+            except (KeyError, TypeError, ValueError) as e:
+                os.unlink(path)
+                raise ValueError(f"cache: entry {k} is not a manifest row (sample, T, H, W, "
+                                 f"bucket): {row!r}") from e
+            f.write("\n")
+    return path
 
 
 def _check_int(name: str, value, low: int = 0, high: int = _U64_MAX) -> int:
@@ -130,9 +155,25 @@ class VariableVideoBatchSampler(_SamplerBase):
             spec["fps_max"] = getattr(dataset, "fps_max", None)
         if is_dataset and rule == "opensora-v1.2" and spec.get("frame_interval") is None:
             spec["frame_interval"] = getattr(dataset, "frame_interval", None)
+        # cache=: a manifest path, or cache_plan()'s result / its entries / a DataFrame of them
+        # (written to a temporary manifest that the library reads once, here)
+        manifest_tmp = None
+        if spec.get("cache") is not None and not isinstance(spec["cache"], (str, os.PathLike)):
+            manifest_tmp = _write_cache_manifest(spec["cache"])
+            # removed with the sampler (stats() reads it again for the cache's distance)
+            weakref.finalize(self, os.unlink, manifest_tmp)
+        spec_now = dict(spec, seed=seed, drop_last=drop_last, world=world, rank=r)
+        if manifest_tmp is not None:
+            spec_now["cache"] = manifest_tmp
         # The one translation onto the library's run spec (it checks every value)
-        run = _core._spec(dict(spec, seed=seed, drop_last=drop_last, world=world, rank=r),
-                          "VariableVideoBatchSampler", _SAMPLER_FIELDS + ("world", "rank"))
+        run = _core._spec(spec_now, "VariableVideoBatchSampler",
+                          _SAMPLER_FIELDS + ("world", "rank"))
+        self._cache_manifest = spec_now.get("cache")
+        self._construct(dataset, bucket_config, spec, run, world, r, seed, drop_last, output,
+                        verbose, num_bucket_build_workers, num_groups, shuffle)
+
+    def _construct(self, dataset, bucket_config, spec, run, world, r, seed, drop_last, output,
+                   verbose, num_bucket_build_workers, num_groups, shuffle) -> None:
         fields = run.to_dict()
         self.dataset = dataset
         self.num_replicas = world
@@ -170,6 +211,7 @@ class VariableVideoBatchSampler(_SamplerBase):
         self._s = _vbucket.Sampler(samples, _core._config(self.bucket_config, self.rule), run)
         if run.epoch != 0:
             self._s.os_set_epoch(run.epoch)
+        self._run = run
 
     @classmethod
     def from_run(cls, path, **overrides: Any) -> "VariableVideoBatchSampler":
@@ -196,6 +238,7 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     @property
     def epoch(self) -> int:
+        """The epoch the sampler plans (``set_epoch``'s, or a loaded state's)."""
         return self._s.epoch
 
     def reset(self) -> None:
@@ -258,8 +301,39 @@ class VariableVideoBatchSampler(_SamplerBase):
     def stats(self) -> dict:
         """Statistics of the epoch as dealt from the current state (the library's): per bucket
         counts, alignment and step balance; packed, samples, drops, batch sizes, the fill
-        ratio and the step balance."""
-        return self._s.stats()
+        ratio and the step balance. With ``cache=``: ``cache``, the exact distance between the
+        rule's and the delivered bucket distributions over the epoch's samples (from the
+        probabilities, not sampled): ``tv_buckets`` (the bucket histogram's total variation per
+        bucketable sample), ``tv_sample`` (mean per-sample total variation) and
+        ``fallback_share`` (the share of the bucketed draws whose shape was not cached)."""
+        out = self._s.stats()
+        if self._cache_manifest is not None:
+            out["cache"] = self.cache_delivery()
+        return out
+
+    def _config_text(self) -> str:
+        c = self.bucket_config
+        if c._path is not None:
+            with open(c._path) as f:
+                return f.read()
+        return c._text
+
+    def cache_delivery(self) -> dict:
+        """With ``cache=``: the exact distance between the rule's and the delivered bucket
+        distributions (see ``stats()``); None without a cache."""
+        if self._cache_manifest is None:
+            return None
+        table = self._s.table()
+        if table is None:
+            table = _core._meta(self._init_dataset_stream.path)
+        frames, height, width, fps = table.columns()
+        fps_max = self.fps_max if self.fps_max is not None else _core.DEFAULTS["fps_max"]
+        interval = (self.frame_interval if self.frame_interval is not None
+                    else _core.DEFAULTS["frame_interval"])
+        return dict(_vbucket.cache_delivery(
+            frames.astype("int64"), height.astype("int64"), width.astype("int64"),
+            fps.astype("float64"), self._config_text(), self.rule,
+            float(fps_max), int(interval), os.fspath(self._cache_manifest)))
 
     # --- checkpoints ----------------------------------------------------------------------
 
