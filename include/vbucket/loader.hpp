@@ -706,6 +706,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
           auto draws = substitution_stream(seed(), epoch(), j.info.position, tk.clip);
           const std::uint64_t max_draws = 16ULL * options_.max_attempts;
           std::uint64_t drawn = 0;
+          unsigned tried = 0, failed_earlier = 0;  // attempts decoded; files known to fail
           for (unsigned a = 0;
                a < options_.max_attempts && err && !slots.empty() && drawn < max_draws;
                ++a, ++drawn) {
@@ -714,18 +715,30 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
                    ++drawn < max_draws)
               candidate = slots[draws.next_u64() % slots.size()];
             if (candidate == planned || failure_key(candidate) == planned_key) break;
-            if (failed_before(candidate)) continue;
+            if (failed_before(candidate)) {
+              ++failed_earlier;
+              continue;
+            }
             sample = candidate;
+            ++tried;
             err = attempt(j, tk.clip, shape, sample, out);
             decoded += options_.pixels ? 1u : 0u;
             failed += err ? 1u : 0u;
           }
-          if (err)
-            throw error("loader: batch at position " + std::to_string(j.info.position) +
-                        " (bucket " + std::to_string(bucket) + "): sample " +
-                        std::to_string(planned) + " failed (" + sub->error + ") and " +
-                        std::to_string(options_.max_attempts) +
-                        " replacements of its bucket failed too; last: " + *err);
+          if (err) {
+            const std::string where = "loader: batch at position " +
+                                      std::to_string(j.info.position) + " (bucket " +
+                                      std::to_string(bucket) + "): sample " +
+                                      std::to_string(planned) + " failed (" + sub->error + ")";
+            if (tried + failed_earlier == 0)
+              throw error(where +
+                          " and its bucket has no other sample (of another file) to replace it");
+            throw error(where + " and " + std::to_string(tried + failed_earlier) +
+                        " replacements of its bucket failed too (" + std::to_string(tried) +
+                        " decoded, " + std::to_string(failed_earlier) +
+                        " of files that failed earlier this epoch)" +
+                        (tried > 0 ? "; last: " + *err : std::string()));
+          }
           sub->replacement = sample;
         }
         if (converts()) convert(task_of(shape, sample), out, clip_out);

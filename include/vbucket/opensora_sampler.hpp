@@ -55,6 +55,12 @@ class opensora_sampler {
   void finish() noexcept { finished_ = true; }
   /// An iteration started: a later `set_step` is Open-Sora's plain one.
   void started() noexcept { lifecycle_.started(); }
+  /// Where an iteration begins — a torch iteration over the sampler, or a loader made over it:
+  /// after one that ran to its end, the epoch's start (Open-Sora's reset()); else the sampler's
+  /// position. Every surface that starts handing out batches calls this first.
+  void begin_iteration() {
+    if (finished_) reset();
+  }
 
   /// Open-Sora's set_epoch: sets the epoch only. The position carries over to the new epoch
   /// unless the current one is finished (iterated to its end, or its position at its end), as

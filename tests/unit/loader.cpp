@@ -183,8 +183,37 @@ TEST_CASE("loader: a clip whose bucket has nothing decodable is an error, not a 
   } catch (const vbucket::error& e) {
     message = e.what();
   }
-  CHECK(message.find("replacements of its bucket failed too; last: sample ") != std::string::npos);
+  CHECK(message.find("3 replacements of its bucket failed too (3 decoded, 0 of files that "
+                     "failed earlier this epoch); last: sample ") != std::string::npos);
   CHECK(message.rfind("loader: batch at position 0 (bucket ", 0) == 0);
+}
+
+TEST_CASE("loader: a failed clip alone in its bucket is named so, not as failed replacements") {
+  fixture f(20);
+  // Sample 0 alone in its bucket (the others of that bucket moved to the next one), its batch
+  // padded with itself: there is nothing to replace it with.
+  const vbucket::bucket_id alone = f.ids[0];
+  const auto other = static_cast<vbucket::bucket_id>((alone + 1) % f.config.num_buckets());
+  for (std::size_t i = 1; i < f.ids.size(); ++i)
+    if (f.ids[i] == alone) f.ids[i] = other;
+  f.plan =
+      vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(f.ids), f.config,
+                               {.seed = 5, .epoch = 2, .policy = vbucket::incomplete_policy::pad});
+  fake_decoder decoder;
+  decoder.bad.insert(0);
+  vbucket::host_backend backend;
+  host_ring ring(backend, {.slots = 3});
+  host_loader l(f.plan.deal(1), 0, decoder, ring, {.workers = 1, .max_attempts = 3});
+  std::string message;
+  try {
+    for (std::size_t b = 0; b < f.plan.num_batches(); ++b) (void)l.next();
+  } catch (const vbucket::error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("sample 0 failed (") != std::string::npos);
+  CHECK(message.find("its bucket has no other sample (of another file) to replace it") !=
+        std::string::npos);
+  CHECK(message.find("replacements") == std::string::npos);
 }
 
 TEST_CASE("loader: resume from a saved state continues exactly, also with another world size") {
