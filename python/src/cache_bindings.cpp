@@ -186,6 +186,26 @@ nb::list cache_assign_py(const i64_array& frames, const i64_array& height, const
   });
 }
 
+/// The exact distance between the rule's and the delivered distribution over a manifest
+/// (`delivery_of`): a dict of bucketable, bucketed_mass, tv_buckets, tv_sample, fallback_share.
+nb::dict cache_delivery_py(const i64_array& frames, const i64_array& height, const i64_array& width,
+                           const f64_array& fps, const std::string& config_json,
+                           const std::string& rule, double fps_max, std::int64_t frame_interval,
+                           const std::string& manifest) {
+  const std::vector<vbucket::sample_meta> table = samples_of(frames, height, width, fps);
+  return with_rule(config_json, rule, fps_max, frame_interval, [&](const auto& config, auto r) {
+    const vbucket::cached_rule cached(r, vbucket::load_cache_manifest(manifest, config));
+    const vbucket::cache_delivery d = vbucket::delivery_of(cached, config, table);
+    nb::dict out;
+    out["bucketable"] = d.bucketable;
+    out["bucketed_mass"] = d.bucketed_mass;
+    out["tv_buckets"] = d.tv_buckets;
+    out["tv_sample"] = d.tv_sample;
+    out["fallback_share"] = d.fallback_share;
+    return out;
+  });
+}
+
 }  // namespace
 
 void vbucket_bind_cache(nb::module_& m) {
@@ -198,4 +218,6 @@ void vbucket_bind_cache(nb::module_& m) {
   m.def("cache_assign", &cache_assign_py, "num_frames"_a, "height"_a, "width"_a, "fps"_a,
         "config_json"_a, "rule"_a, "fps_max"_a, "frame_interval"_a, "entry_sample"_a,
         "entry_bucket"_a, "seed"_a, "epoch"_a, "fallback"_a);
+  m.def("cache_delivery", &cache_delivery_py, "num_frames"_a, "height"_a, "width"_a, "fps"_a,
+        "config_json"_a, "rule"_a, "fps_max"_a, "frame_interval"_a, "manifest"_a);
 }
