@@ -193,7 +193,8 @@ TEST_CASE("loader: a failed clip alone in its bucket is named so, not as failed 
   // Sample 0 alone in its bucket (the others of that bucket moved to the next one), its batch
   // padded with itself: there is nothing to replace it with.
   const vbucket::bucket_id alone = f.ids[0];
-  const auto other = static_cast<vbucket::bucket_id>((alone + 1) % f.config.num_buckets());
+  const auto other = static_cast<vbucket::bucket_id>((static_cast<std::size_t>(alone) + 1) %
+                                                     f.config.num_buckets());
   for (std::size_t i = 1; i < f.ids.size(); ++i)
     if (f.ids[i] == alone) f.ids[i] = other;
   f.plan =
