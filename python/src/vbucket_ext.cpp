@@ -869,6 +869,7 @@ std::string stats_table(const py_sampler& s) {
 #endif
 
 void vbucket_bind_cache(nb::module_& m);  // cache_bindings.cpp (issue 32)
+void vbucket_bind_run(nb::module_& m);    // run_bindings.cpp (issue 31)
 
 NB_MODULE(_vbucket, m) {
   m.doc() = "vbucket's C++ core (glue only; see the vbucket package)";
@@ -896,6 +897,7 @@ NB_MODULE(_vbucket, m) {
   bind_memory(m);
 #endif
   vbucket_bind_cache(m);
+  vbucket_bind_run(m);
 
   nb::class_<py_config>(m, "Config")
       .def_static("from_text", &config_from_text, "text"_a, "where"_a, "rule"_a)

@@ -21,6 +21,7 @@ from ._vbucket import decode_opensora_index, encode_opensora_index
 from .media import Batch, Loader, decode_clip, scan
 from .plots import plot_stats
 from .precompute import cache_plan, precompute
+from .run import Run
 
 if getattr(_vbucket, "HAS_FFMPEG", False):
     from ._vbucket import DecodeError
@@ -43,6 +44,7 @@ __all__ = [
     "FIELDS",
     "DecodeError",
     "Loader",
+    "Run",
     "VariableVideoBatchSampler",
     "assign",
     "cache_plan",

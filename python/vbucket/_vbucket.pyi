@@ -95,6 +95,66 @@ def cache_assign(num_frames: Annotated[NDArray[numpy.int64], dict(shape=(None,),
 
 def cache_delivery(num_frames: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], height: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], width: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], fps: Annotated[NDArray[numpy.float64], dict(shape=(None,), order='C', device='cpu', writable=False)], config_json: str, rule: str, fps_max: float, frame_interval: int, manifest: str) -> dict: ...
 
+class RunPlan:
+    """
+    A training run of several sources and stages (vbucket::run_plan) read from a run file, as `vbucket plan --run RUN.json` reads it
+    """
+
+    @staticmethod
+    def from_file(path: str) -> RunPlan:
+        """
+        Reads a run file ("sources" and "stages"); paths in it are relative to it.
+        """
+
+    def batch(self, rank: int) -> dict:
+        """
+        The current step's batch of `rank`: a dict with the fields of the CLI's JSON lines (step, epoch, stage, rank, bucket, thw, sources, rows, pads, repeat).
+        """
+
+    def advance(self) -> None:
+        """
+        The current step was trained on: move to the next (and the next epoch after the last).
+        """
+
+    def set_world(self, world: int) -> None:
+        """
+        From the current step on, `world` ranks (every rank calls it at the same step).
+        """
+
+    def start_epoch(self, epoch: int) -> None:
+        """Begins epoch `epoch` at the current step."""
+
+    def out_of_memory(self, ranks: Sequence[int] = ..., factor: float = ...) -> None:
+        """
+        The current step ran out of memory on `ranks` (empty: all): their batch sizes are multiplied by `factor` and the undelivered samples of the epoch planned again.
+        """
+
+    def state(self) -> str:
+        """The run's state line ("vbucket-run v=1 ...")."""
+
+    def load(self, line: str) -> None:
+        """Resumes from a state line."""
+
+    @property
+    def epoch(self) -> int:
+        """The current epoch."""
+
+    @property
+    def step(self) -> int:
+        """The run's current step."""
+
+    @property
+    def stage(self) -> int:
+        """The current stage."""
+
+    @property
+    def world(self) -> int:
+        """The number of ranks."""
+
+    @property
+    def steps_left(self) -> int:
+        """Steps left in the current epoch."""
+
 class Config:
     @staticmethod
     def from_text(text: str, where: str, rule: str) -> Config: ...

@@ -1,0 +1,129 @@
+/// The Python binding of vbucket/run_plan.hpp (issue 31): `_vbucket.RunPlan`, a training run of
+/// several sources and stages read from a run file by the same reader as `vbucket plan --run`
+/// (json::load_run_plan_file), so the CLI and Python plan one file identically. A batch is a dict
+/// with the fields of the CLI's JSON lines. Registered by `vbucket_bind_run(m)` from
+/// vbucket_ext.cpp; the Python side is vbucket/run.py.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>  // std::uint32_t, std::uint64_t
+#include <memory>   // std::unique_ptr
+#include <string>   // std::string
+#include <vector>   // std::vector
+
+#include "vbucket/json/run_plan.hpp"  // load_run_plan_file
+#include "vbucket/run_plan.hpp"
+
+namespace nb = nanobind;
+
+namespace {
+
+struct py_run_plan {
+  std::vector<vbucket::run_stage> stages;  // for naming buckets
+  std::unique_ptr<vbucket::run_plan> run;
+
+  explicit py_run_plan(const std::string& path) {
+    vbucket::json::run_plan_file f = vbucket::json::load_run_plan_file(path);
+    stages = f.stages;
+    run = std::make_unique<vbucket::run_plan>(f.sources, f.stages, f.options);
+  }
+};
+
+nb::list id_list(const std::vector<std::uint32_t>& v) {
+  nb::list out;
+  for (const std::uint32_t x : v) out.append(x);
+  return out;
+}
+
+nb::dict batch_dict(const vbucket::run_batch& b, const vbucket::bucket_config& cfg) {
+  nb::dict d;
+  d["step"] = b.step;
+  d["epoch"] = b.epoch;
+  d["stage"] = b.stage;
+  d["rank"] = b.rank;
+  if (b.bucket >= 0 && static_cast<std::size_t>(b.bucket) < cfg.num_buckets()) {
+    d["bucket"] = nb::make_tuple(cfg.resolution_of(b.bucket).info.name,
+                                 cfg.frames_of(b.bucket).frames, cfg.ratio_of(b.bucket).key);
+  } else {
+    d["bucket"] = nb::none();
+  }
+  d["thw"] = nb::make_tuple(b.frames, b.height, b.width);
+  d["sources"] = id_list(b.sources);
+  d["rows"] = id_list(b.rows);
+  d["pads"] = b.pads;
+  d["repeat"] = b.repeat;
+  return d;
+}
+
+}  // namespace
+
+void vbucket_bind_run(nb::module_& m) {
+  nb::class_<py_run_plan>(m, "RunPlan",
+                          "A training run of several sources and stages (vbucket::run_plan) read "
+                          "from a run file, as `vbucket plan --run RUN.json` reads it")
+      .def_static(
+          "from_file",
+          [](const std::string& path) {
+            nb::gil_scoped_release release;
+            return new py_run_plan(path);
+          },
+          nb::arg("path"), nb::rv_policy::take_ownership,
+          "Reads a run file (\"sources\" and \"stages\"); paths in it are relative to it.")
+      .def(
+          "batch",
+          [](const py_run_plan& p, std::uint32_t rank) {
+            if (rank >= p.run->world())
+              throw vbucket::error("run: rank " + std::to_string(rank) + " is not below world " +
+                                   std::to_string(p.run->world()));
+            vbucket::run_batch b;
+            {
+              nb::gil_scoped_release release;
+              b = p.run->batch(rank);
+            }
+            return batch_dict(b, p.stages[p.run->stage()].config);
+          },
+          nb::arg("rank"),
+          "The current step's batch of `rank`: a dict with the fields of the CLI's JSON lines "
+          "(step, epoch, stage, rank, bucket, thw, sources, rows, pads, repeat).")
+      .def(
+          "advance", [](py_run_plan& p) { p.run->advance(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "The current step was trained on: move to the next (and the next epoch after the last).")
+      .def(
+          "set_world", [](py_run_plan& p, std::uint32_t w) { p.run->set_world(w); },
+          nb::arg("world"), nb::call_guard<nb::gil_scoped_release>(),
+          "From the current step on, `world` ranks (every rank calls it at the same step).")
+      .def(
+          "start_epoch", [](py_run_plan& p, std::uint64_t e) { p.run->start_epoch(e); },
+          nb::arg("epoch"), nb::call_guard<nb::gil_scoped_release>(),
+          "Begins epoch `epoch` at the current step.")
+      .def(
+          "out_of_memory",
+          [](py_run_plan& p, const std::vector<std::uint32_t>& ranks, double factor) {
+            p.run->out_of_memory(ranks, factor);
+          },
+          nb::arg("ranks") = std::vector<std::uint32_t>{}, nb::arg("factor") = 0.5,
+          nb::call_guard<nb::gil_scoped_release>(),
+          "The current step ran out of memory on `ranks` (empty: all): their batch sizes are "
+          "multiplied by `factor` and the undelivered samples of the epoch planned again.")
+      .def(
+          "state", [](const py_run_plan& p) { return p.run->state(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "The run's state line (\"vbucket-run v=1 ...\").")
+      .def(
+          "load", [](py_run_plan& p, const std::string& line) { p.run->load(line); },
+          nb::arg("line"), nb::call_guard<nb::gil_scoped_release>(), "Resumes from a state line.")
+      .def_prop_ro(
+          "epoch", [](const py_run_plan& p) { return p.run->epoch(); }, "The current epoch.")
+      .def_prop_ro(
+          "step", [](const py_run_plan& p) { return p.run->step(); }, "The run's current step.")
+      .def_prop_ro(
+          "stage", [](const py_run_plan& p) { return p.run->stage(); }, "The current stage.")
+      .def_prop_ro(
+          "world", [](const py_run_plan& p) { return p.run->world(); }, "The number of ranks.")
+      .def_prop_ro(
+          "steps_left", [](const py_run_plan& p) { return p.run->steps_left(); },
+          "Steps left in the current epoch.");
+}

@@ -1,0 +1,171 @@
+"""vbucket.Run (issue 31): a two-source, two-stage run file gives the CLI's batches
+(`vbucket plan --run`) for every rank, and a run interrupted at a random step and resumed from
+its state_dict under another world size delivers every drawn sample of the epoch exactly once."""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+
+import pytest
+
+import vbucket
+from conftest import CONFIG_V2, run_cli
+
+SIZES = [(1080, 1920), (720, 1280), (480, 854), (360, 640), (1920, 1080), (1080, 1080),
+         (240, 426), (2160, 3840), (800, 1920), (64, 64)]  # fmt: skip
+
+
+def web_meta(path, seed, rows):
+    r = random.Random(seed)
+    with open(path, "w") as f:
+        f.write("path,num_frames,height,width,fps\n")
+        for i in range(rows):
+            h, w = r.choice(SIZES)
+            if r.randrange(100) < 15:
+                f.write(f"img{i}.jpg,1,{h},{w},\n")
+            else:
+                f.write(f"v{i}.mp4,{20 + r.randrange(900)},{h},{w},{r.choice([24, 25, 30, 60])}\n")
+
+
+@pytest.fixture(scope="module")
+def run_file(tmp_path_factory):
+    d = tmp_path_factory.mktemp("run")
+    web_meta(d / "web.csv", 11, 900)
+    web_meta(d / "curated.csv", 12, 400)
+    c = json.loads(CONFIG_V2.read_text())
+    (d / "stage1.json").write_text(json.dumps({"256px": c["256px"]}))
+    run = {"seed": 7, "world": 4, "rank": 0, "epoch_samples": 1000,
+           "sources": [{"name": "web", "csv": "web.csv", "weight": 0.7},
+                       {"name": "curated", "csv": "curated.csv", "weight": 0.3}],
+           "stages": [{"name": "stage1-256px", "config": "stage1.json"},
+                      {"name": "stage2-768px", "from_step": 12,
+                       "config": {"768px": c["768px"]}}]}  # fmt: skip
+    (d / "run.json").write_text(json.dumps(run))
+    return d / "run.json"
+
+
+def as_cli_line(b):
+    """A batch dict in the CLI's JSON-line shape (its key names, lists for tuples)."""
+    out = {k: b[k] for k in ("step", "epoch", "stage", "rank")}
+    if b["bucket"] is not None:
+        out["bucket"] = list(b["bucket"])
+    out["thw"] = list(b["thw"])
+    out["source"] = list(b["sources"])
+    out["row"] = list(b["rows"])
+    out["pads"] = b["pads"]
+    out["repeat"] = b["repeat"]
+    return out
+
+
+def all_ranks(run, epochs):
+    """Every rank's batches, step by step, until `epochs` begins (what --rank all writes)."""
+    lines = []
+    while run.epoch < epochs:
+        lines += [as_cli_line(run.batch(r)) for r in range(run.world)]
+        run.advance()
+    return lines
+
+
+def cli_lines(cli, tmp_path, *args):
+    out = tmp_path / "out.jsonl"
+    run_cli(cli, "plan", *args, "--rank", "all", "--quiet", "--out", out)
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def delivered(lines):
+    """The (source, row) pairs delivered, pads and rank-alignment repeats left out."""
+    c = collections.Counter()
+    for b in lines:
+        if b["repeat"]:
+            continue
+        n = len(b["row"]) - b["pads"]
+        c.update(zip(b["source"][:n], b["row"][:n]))
+    return c
+
+
+def test_run_gives_the_cli_batches(cli, run_file, tmp_path):
+    want = cli_lines(cli, tmp_path, "--run", run_file, "--epochs", "2")
+    got = all_ranks(vbucket.Run.from_file(run_file), 2)
+    assert len(want) > 4 * 12 and {b["stage"] for b in want} == {0, 1}
+    assert {s for b in want for s in b["source"]} == {0, 1}
+    assert got == want
+    # The iterator of one rank yields that rank's lines of the epoch, then stops.
+    run = vbucket.Run.from_file(run_file, rank=2)
+    assert [as_cli_line(b) for b in run] == [b for b in want if b["rank"] == 2 and b["epoch"] == 0]
+    assert run.epoch == 1
+
+
+def epoch_lines(lines, epoch):
+    return [b for b in lines if b["epoch"] == epoch]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_resumed_under_another_world_delivers_each_sample_once(cli, run_file, tmp_path, seed):
+    """Interrupted at a random step of epoch 1 (all of it in stage 2, so the samples the stage
+    can place are fixed) and resumed under another world: each sample the uninterrupted epoch
+    delivers, once. Interrupted in epoch 0 (across the stage change): no sample twice, and the
+    CLI resumed from the same state line under the same world writes the same lines."""
+    rng = random.Random(seed)
+    full = all_ranks(vbucket.Run.from_file(run_file), 2)
+    for epoch in (0, 1):
+        want = delivered(epoch_lines(full, epoch))
+        assert len(want) > 100 and max(want.values()) == 1  # no replacement: each pair once
+        run = vbucket.Run.from_file(run_file)
+        part1 = []
+        while run.epoch < epoch:
+            run.advance()
+        steps = len(epoch_lines(full, epoch)) // 4
+        k = rng.randrange(1, steps - 1)
+        for _ in range(k):
+            part1 += [as_cli_line(run.batch(r)) for r in range(run.world)]
+            run.advance()
+        saved = json.loads(json.dumps(run.state_dict()))
+        assert saved["format"] == "vbucket-run-1"
+        assert saved["state"].startswith("vbucket-run v=1 ")
+
+        world = rng.choice([2, 3, 5])
+        resumed = vbucket.Run.from_file(run_file, rank=0)
+        resumed.load_state_dict(saved)
+        assert resumed.step == run.step and resumed.epoch == epoch
+        resumed.set_world(world)
+        part2 = all_ranks(resumed, epoch + 1)
+        assert {b["rank"] for b in part2} == set(range(world))
+        got = delivered(part1 + part2)
+        assert max(got.values()) == 1
+        if epoch == 1:
+            assert got == want
+        assert part2 == cli_lines(cli, tmp_path, "--run", run_file, "--state", saved["state"],
+                                  "--world", world, "--epochs", epoch + 1)  # fmt: skip
+
+
+def test_out_of_memory_keeps_each_sample_once(run_file):
+    full = all_ranks(vbucket.Run.from_file(run_file), 2)
+    run = vbucket.Run.from_file(run_file)
+    while run.epoch < 1:
+        run.advance()
+    lines = []
+    for _ in range(3):
+        lines += [as_cli_line(run.batch(r)) for r in range(run.world)]
+        run.advance()
+    while not [r for r in range(run.world) if len(run.batch(r)["rows"]) > 1]:
+        lines += [as_cli_line(run.batch(r)) for r in range(run.world)]
+        run.advance()
+    rank = [r for r in range(run.world) if len(run.batch(r)["rows"]) > 1][0]
+    assert " caps=- " in run.state()
+    run.out_of_memory([rank])
+    assert " caps=- " not in run.state()  # that rank's bucket got a smaller batch size
+    lines += all_ranks(run, 2)
+    assert run.epoch == 2
+    assert delivered(lines) == delivered(epoch_lines(full, 1))
+
+
+def test_bad_state_and_rank(run_file):
+    run = vbucket.Run.from_file(run_file)
+    with pytest.raises(ValueError, match="format"):
+        run.load_state_dict({"format": "other", "state": run.state()})
+    with pytest.raises(ValueError, match="rank 4 is not below world 4"):
+        vbucket.Run.from_file(run_file, rank=4)
+    with pytest.raises(ValueError, match="run.json"):
+        vbucket.Run.from_file(run_file.parent / "missing" / "run.json")
