@@ -8,12 +8,16 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <cstdint>  // std::uint32_t, std::uint64_t
-#include <memory>   // std::unique_ptr
-#include <string>   // std::string
-#include <vector>   // std::vector
+#include <cstdint>     // std::uint32_t, std::uint64_t
+#include <filesystem>  // std::filesystem::create_directories
+#include <map>         // std::map
+#include <memory>      // std::unique_ptr
+#include <string>      // std::string
+#include <vector>      // std::vector
 
 #include "vbucket/json/run_plan.hpp"  // load_run_plan_file
+#include "vbucket/ledger.hpp"         // ledger_writer, ledger_file_name
+#include "vbucket/run_ledger.hpp"     // write_run_epoch, run_record, write_run_undelivered
 #include "vbucket/run_plan.hpp"
 
 namespace nb = nanobind;
@@ -23,11 +27,51 @@ namespace {
 struct py_run_plan {
   std::vector<vbucket::run_stage> stages;  // for naming buckets
   std::unique_ptr<vbucket::run_plan> run;
+  std::uint64_t seed = 0;
+  struct rank_ledger {
+    std::unique_ptr<vbucket::ledger_writer> out;
+    std::uint64_t headed_epoch = ~std::uint64_t{0};
+  };
+  std::string ledger_dir;
+  std::map<std::uint32_t, rank_ledger> ledgers;
 
   explicit py_run_plan(const std::string& path) {
     vbucket::json::run_plan_file f = vbucket::json::load_run_plan_file(path);
     stages = f.stages;
+    seed = f.options.seed;
     run = std::make_unique<vbucket::run_plan>(f.sources, f.stages, f.options);
+  }
+
+  /// What `vbucket plan --run --ledger DIR` writes for the current step: each rank's batch
+  /// (after the epoch's header when the rank's ledger has not had it), and the epoch's
+  /// undelivered samples into rank 0's ledger at the epoch's last step.
+  void write_ledger(const std::string& dir, std::vector<std::uint32_t> ranks) {
+    if (ranks.empty())
+      for (std::uint32_t r = 0; r < run->world(); ++r) ranks.push_back(r);
+    if (ledger_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) throw vbucket::error("ledger " + dir + ": " + ec.message());
+      ledger_dir = dir;
+    } else if (dir != ledger_dir) {
+      throw vbucket::error("ledger " + dir + ": this run writes its ledger to " + ledger_dir);
+    }
+    const std::vector<std::uint64_t> bases = vbucket::run_id_bases(*run);
+    for (const std::uint32_t r : ranks) {
+      if (r >= run->world())
+        throw vbucket::error("run: rank " + std::to_string(r) + " is not below world " +
+                             std::to_string(run->world()));
+      rank_ledger& l = ledgers[r];
+      if (!l.out)
+        l.out = std::make_unique<vbucket::ledger_writer>(ledger_dir + "/" +
+                                                         vbucket::ledger_file_name(r));
+      if (l.headed_epoch != run->epoch()) {
+        vbucket::write_run_epoch(*l.out, *run, seed);
+        l.headed_epoch = run->epoch();
+      }
+      l.out->write(vbucket::run_record(run->batch(r), bases));
+      if (r == 0 && run->steps_left() == 1) vbucket::write_run_undelivered(*l.out, *run);
+    }
   }
 };
 
@@ -115,6 +159,15 @@ void vbucket_bind_run(nb::module_& m) {
       .def(
           "load", [](py_run_plan& p, const std::string& line) { p.run->load(line); },
           nb::arg("line"), nb::call_guard<nb::gil_scoped_release>(), "Resumes from a state line.")
+      .def(
+          "write_ledger",
+          [](py_run_plan& p, const std::string& dir, const std::vector<std::uint32_t>& ranks) {
+            p.write_ledger(dir, ranks);
+          },
+          nb::arg("dir"), nb::arg("ranks") = std::vector<std::uint32_t>{},
+          nb::call_guard<nb::gil_scoped_release>(),
+          "Appends the current step's batches of `ranks` (empty: all) to DIR/rank-R.ledger, as "
+          "`vbucket plan --run --ledger DIR` does (`vbucket audit DIR` reads them).")
       .def_prop_ro(
           "epoch", [](const py_run_plan& p) { return p.run->epoch(); }, "The current epoch.")
       .def_prop_ro(

@@ -161,6 +161,53 @@ def test_out_of_memory_keeps_each_sample_once(run_file):
     assert delivered(lines) == delivered(epoch_lines(full, 1))
 
 
+def test_ledger_is_the_clis_and_audits_clean(cli, run_file, tmp_path):
+    """Python's ledger of the whole run is the CLI's (--ledger), byte for byte; a run
+    interrupted, resumed under world 3 and hit by an out-of-memory step audits clean."""
+    run_cli(cli, "plan", "--run", run_file, "--rank", "all", "--epochs", "2", "--quiet",
+            "--out", tmp_path / "full.jsonl", "--ledger", tmp_path / "cli")  # fmt: skip
+    run = vbucket.Run.from_file(run_file)
+    while run.epoch < 2:
+        run.write_ledger(tmp_path / "py", ranks=[])
+        run.advance()
+    names = sorted(p.name for p in (tmp_path / "cli").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "py").iterdir()) and len(names) == 4
+    for n in names:
+        assert (tmp_path / "py" / n).read_bytes() == (tmp_path / "cli" / n).read_bytes(), n
+
+    runs = [vbucket.Run.from_file(run_file, rank=r) for r in range(4)]
+    for _ in range(7):
+        for r in runs:
+            r.write_ledger(tmp_path / "L")
+        for r in runs:
+            r.advance()
+    saved = runs[0].state_dict()
+    runs = [vbucket.Run.from_file(run_file, rank=r) for r in range(3)]
+    for r in runs:
+        r.load_state_dict(saved)
+        r.set_world(3)
+    oom = False
+    while runs[0].epoch < 2:
+        if not oom and runs[0].stage == 0 and runs[0].step > 9:
+            for r in runs:
+                r.out_of_memory()
+            oom = True
+        for r in runs:
+            r.write_ledger(tmp_path / "L")
+        for r in runs:
+            r.advance()
+    assert oom
+    out = run_cli(cli, "audit", tmp_path / "L")
+    assert "clean: " in out.stdout
+    # A ledger with a batch missing does not.
+    f = tmp_path / "L" / names[1]
+    lines = f.read_text().splitlines(keepends=True)
+    batch_lines = [i for i, line in enumerate(lines) if line.startswith("B")]
+    del lines[batch_lines[len(batch_lines) // 2]]
+    f.write_text("".join(lines))
+    assert run_cli(cli, "audit", tmp_path / "L", check=False).returncode == 1
+
+
 def test_bad_state_and_rank(run_file):
     run = vbucket.Run.from_file(run_file)
     with pytest.raises(ValueError, match="format"):

@@ -135,6 +135,11 @@ class RunPlan:
     def load(self, line: str) -> None:
         """Resumes from a state line."""
 
+    def write_ledger(self, dir: str, ranks: Sequence[int] = ...) -> None:
+        """
+        Appends the current step's batches of `ranks` (empty: all) to DIR/rank-R.ledger, as `vbucket plan --run --ledger DIR` does (`vbucket audit DIR` reads them).
+        """
+
     @property
     def epoch(self) -> int:
         """The current epoch."""

@@ -85,6 +85,12 @@ class Run:
         scaled by ``factor`` and the epoch's undelivered samples are planned again."""
         self._plan.out_of_memory([int(r) for r in ranks], float(factor))
 
+    def write_ledger(self, path: str | os.PathLike[str], ranks: Sequence[int] | None = None) -> None:
+        """Appends the current step's batch of this rank (or of ``ranks``; empty: all) to
+        PATH/rank-R.ledger, as ``vbucket plan --run --ledger PATH`` does: call it for the batch
+        just yielded, before the next; ``vbucket audit PATH`` checks the run."""
+        self._plan.write_ledger(os.fspath(path), [self.rank] if ranks is None else list(ranks))
+
     def state(self) -> str:
         """The run's state line ("vbucket-run v=1 ..."), as ``vbucket plan --run`` prints it."""
         return str(self._plan.state())
