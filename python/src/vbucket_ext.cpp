@@ -606,7 +606,7 @@ class py_batches {
  public:
   py_batches(py_sampler& s, bool strings) : s_(&s), strings_(strings) {
     s.locked_os([](os_ref o) {
-      if (o.finished()) o.reset();  // Open-Sora's reset() at the end of an iteration
+      o.begin_iteration();  // Open-Sora's reset() after an iteration that ran to its end
       return 0;
     });
     if (s.locked([](sampler_ref b) { return b.packed(); })) {
@@ -1068,12 +1068,16 @@ NB_MODULE(_vbucket, m) {
       [](std::uint64_t index, std::int64_t t, std::int64_t h, std::int64_t w) {
         return vbucket::encode_opensora_index({index, t, h, w});
       },
-      "index"_a, "frames"_a, "height"_a, "width"_a);
+      "index"_a, "frames"_a, "height"_a, "width"_a,
+      "Open-Sora's batch item for a sample: the string \"index-frames-height-width\" its "
+      "dataset's __getitem__ takes.");
   m.def(
       "decode_opensora_index",
       [](const std::string& s) {
         const vbucket::indexed_sample x = vbucket::decode_opensora_index(s);
         return nb::make_tuple(x.index, x.frames, x.height, x.width);
       },
-      "s"_a);
+      "s"_a,
+      "(index, frames, height, width) of an Open-Sora batch item \"index-frames-height-width\"; "
+      "ValueError naming the string when it is not one.");
 }
