@@ -20,7 +20,9 @@ HAS_FFMPEG: bool = ...
 HAS_CUDA: bool = ...
 
 class DecodeError(ValueError):
-    pass
+    """
+    A clip that cannot be decoded (a ValueError): the message names the file and what is wrong with it, in one line.
+    """
 
 def list_media(where: str) -> list[str]: ...
 
@@ -318,6 +320,12 @@ def step_costs(sampler: Sampler) -> Annotated[NDArray[numpy.float64], dict(shape
 
 def assign_epoch(meta: Meta, config: Config, spec: RunSpec) -> Annotated[NDArray[numpy.int32], dict(shape=(None,))]: ...
 
-def encode_opensora_index(index: int, frames: int, height: int, width: int) -> str: ...
+def encode_opensora_index(index: int, frames: int, height: int, width: int) -> str:
+    """
+    Open-Sora's batch item for a sample: the string "index-frames-height-width" its dataset's __getitem__ takes.
+    """
 
-def decode_opensora_index(s: str) -> tuple: ...
+def decode_opensora_index(s: str) -> tuple:
+    """
+    (index, frames, height, width) of an Open-Sora batch item "index-frames-height-width"; ValueError naming the string when it is not one.
+    """
