@@ -21,7 +21,8 @@ namespace vbucket::cli {
 namespace {
 
 constexpr std::string_view audit_usage =
-    "usage: vbucket audit [flags] LOG...\n"
+    "usage: vbucket audit LOG... [--max-named N] [--max-places N] [--share-tolerance T] "
+    "[--quiet]\n"
     "\n"
     "Reads the ledgers of a run (one file per rank, written by vbucket::ledger_writer; a\n"
     "directory stands for its *.ledger files) and proves, per epoch: each sample drawn for the\n"
