@@ -128,6 +128,6 @@ expect_error "not a ledger" 1 "$tmp/not.ledger:1: not a vbucket ledger" audit "$
 printf '#vbucket-ledger 9\n' >"$tmp/v9.ledger"
 expect_error "newer version" 1 "ledger version \"9\" is not supported" audit "$tmp/v9.ledger"
 expect_ok "help" audit --help
-expect_stdout "help" "usage: vbucket audit [flags] LOG..."
+expect_stdout "help" "usage: vbucket audit LOG... [--max-named N]"
 
 finish
