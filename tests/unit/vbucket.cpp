@@ -1,7 +1,7 @@
 /// Tests of the umbrella headers vbucket/vbucket.hpp and vbucket/run.hpp: together they reach
 /// every core header (directly or through another) and include no adapter.
-#include "vbucket/run.hpp"
 #include "vbucket/vbucket.hpp"
+#include "vbucket/run.hpp"
 
 #include <doctest/doctest.h>
 
