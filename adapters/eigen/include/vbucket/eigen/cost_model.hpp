@@ -32,6 +32,7 @@
 #include "vbucket/batch_size.hpp"
 #include "vbucket/bucket_config.hpp"
 #include "vbucket/error.hpp"
+#include "vbucket/run_memory.hpp"  // memory_model (cost_model)
 
 namespace vbucket::eigen {
 
@@ -39,22 +40,9 @@ namespace vbucket::eigen {
 // The model and its fit
 // ---------------------------------------------------------------------------------------------
 
-/// cost = fixed + bs · (linear · tokens + quadratic · tokens²).
-struct cost_model {
-  double fixed = 0.0;
-  double linear = 0.0;
-  double quadratic = 0.0;
-
-  /// The cost each sample of a `tokens`-token bucket adds.
-  [[nodiscard]] constexpr double per_sample(std::int64_t tokens) const noexcept {
-    const auto t = static_cast<double>(tokens);
-    return linear * t + quadratic * t * t;
-  }
-  [[nodiscard]] constexpr double predict(std::int64_t tokens,
-                                         std::int64_t batch_size) const noexcept {
-    return fixed + static_cast<double>(batch_size) * per_sample(tokens);
-  }
-};
+/// cost = fixed + bs · (linear · tokens + quadratic · tokens²): the core's `memory_model`
+/// (run_memory.hpp), which the run plan sizes batches with; fitted here from measurements.
+using cost_model = vbucket::memory_model;
 
 /// One measured cost: `value` for a step at (tokens, batch_size).
 struct cost_point {
