@@ -352,10 +352,14 @@ TEST_CASE("cache_plan: the window depends on (seed, sample) only and fits the cl
           CHECK(*s <= std::max<std::int64_t>(0, total - frames * interval - 1));
           CHECK(s == vbucket::cache_start_frame(11, sample, total, frames, interval));
         }
-  // Spread: over many samples every start of a small range occurs.
-  std::vector<int> seen(8, 0);
-  for (std::uint64_t sample = 0; sample < 800; ++sample)
-    ++seen[static_cast<std::size_t>(*vbucket::cache_start_frame(3, sample, 17, 8, 1))];
+  // Spread: over many samples every start of a small range occurs (starts 0 .. 17 - 8 - 1).
+  std::vector<int> seen(9, 0);
+  for (std::uint64_t sample = 0; sample < 800; ++sample) {
+    const std::int64_t start = *vbucket::cache_start_frame(3, sample, 17, 8, 1);
+    REQUIRE(start >= 0);
+    REQUIRE(start < static_cast<std::int64_t>(seen.size()));
+    ++seen[static_cast<std::size_t>(start)];
+  }
   for (int c : seen) CHECK(c > 50);
   CHECK(vbucket::cache_key{3, {33, 256, 256}, 7, 2, "vae"}.file_name() ==
         "vae/3_33x256x256_s7_i2.npy");
