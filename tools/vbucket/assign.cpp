@@ -108,24 +108,6 @@ std::string percent(std::uint64_t part, std::uint64_t whole) {
   return text;
 }
 
-/// Left- or right-aligned columns, padded to the widest cell.
-void print_table(const std::vector<std::vector<std::string>>& rows, std::string_view align) {
-  std::vector<std::size_t> width(align.size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(width[c] - row[c].size(), ' ');
-      if (c > 0) line += "  ";
-      line += align[c] == 'r' ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    line += '\n';
-    std::fputs(line.c_str(), stdout);
-  }
-}
-
 void print_summary(const bucket_config& config, std::span<const bucket_id> ids) {
   std::vector<std::uint64_t> count(config.num_buckets(), 0);
   std::uint64_t unassigned = 0, invalid = 0;

@@ -149,23 +149,6 @@ std::string gib(std::uint64_t bytes) {
   return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0), 2) + " GiB";
 }
 
-/// Left- or right-aligned columns, padded to the widest cell.
-void print_rows(const std::vector<std::vector<std::string>>& rows, std::string_view align) {
-  std::vector<std::size_t> width(align.size(), 0);
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(width[c] - row[c].size(), ' ');
-      if (c > 0) line += "  ";
-      line += align[c] == 'r' ? pad + row[c] : row[c] + pad;
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    std::puts(line.c_str());
-  }
-}
-
 void print_plan(const cache_plan& plan, const bucket_config& config, const cache_plan_options& o) {
   const bool seconds = o.cost.seconds_per_entry > 0.0 || o.cost.seconds_per_token > 0.0;
   std::printf("samples:            %llu (%llu bucketable); bucketed draws per epoch %.1f\n",
@@ -194,7 +177,7 @@ void print_plan(const cache_plan& plan, const bucket_config& config, const cache
   row("every shape", plan.every_shape);
   if (!seconds)
     for (auto& r : rows) r.erase(r.begin() + 7);
-  print_rows(rows, seconds ? "lrrrrrrrr" : "lrrrrrrr");
+  print_table(rows, seconds ? "lrrrrrrrr" : "lrrrrrrr");
   // Entries per (resolution, frames key), in the config's order.
   std::map<std::pair<std::int32_t, std::int64_t>, std::pair<std::uint64_t, double>> by_key;
   std::map<std::pair<std::int32_t, std::int64_t>, std::uint64_t> key_bytes;
@@ -213,7 +196,7 @@ void print_plan(const cache_plan& plan, const bucket_config& config, const cache
     shapes.push_back({printable(config.resolutions()[static_cast<std::size_t>(k.first)].info.name),
                       std::to_string(-k.second), std::to_string(v.first), gib(key_bytes[k]),
                       fixed(v.second, 1)});
-  print_rows(shapes, "lrrrr");
+  print_table(shapes, "lrrrr");
   std::printf(
       "\nTV sample: mean over samples of the total variation between the rule's distribution and\n"
       "the delivered one (= the uncached draws moved or dropped); TV buckets: of the epoch's\n"

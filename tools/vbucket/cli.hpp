@@ -30,6 +30,7 @@
 #include <string_view>   // std::string_view
 #include <system_error>  // std::error_code
 #include <utility>       // std::move
+#include <vector>        // std::vector
 
 #include "vbucket/detail/parse_number.hpp"  // parse_uint_in, parse_positive
 #include "vbucket/error.hpp"                // vbucket::error, escape_control
@@ -208,6 +209,25 @@ inline std::string usage_text(std::string_view command, std::string_view descrip
         "  " + word(f) + std::string(width + 2 - word(f).size(), ' ') + std::string(f.help) + "\n";
   text += "  --help" + std::string(width + 2 - 6, ' ') + "print this help and exit\n";
   return text;
+}
+
+/// Prints `rows` to stdout as columns padded to the widest cell, each left- or right-aligned by
+/// `align` ('l' or 'r' per column), two spaces apart, no trailing spaces.
+inline void print_table(const std::vector<std::vector<std::string>>& rows, std::string_view align) {
+  std::vector<std::size_t> width(align.size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - row[c].size(), ' ');
+      if (c > 0) line += "  ";
+      line += align[c] == 'r' ? pad + row[c] : row[c] + pad;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    line += '\n';
+    std::fputs(line.c_str(), stdout);
+  }
 }
 
 /// An unsigned integer flag value in [min, max], plain decimal digits.
