@@ -448,7 +448,8 @@ struct decode_session {
   AVStream* stream = nullptr;
   codec_ptr codec;
 
-  decode_session(const source& src, const clip_request& req)
+  /// `setup`: hardware decoding (decoder_setup; null: software).
+  decode_session(const source& src, const clip_request& req, const decoder_setup* setup = nullptr)
       : in(std::make_unique<input>(src, req.limits)) {
     AVFormatContext* fmt = in->format();
     bool need_info = is_image_format(fmt);
@@ -466,7 +467,7 @@ struct decode_session {
     stream = fmt->streams[index];
     check_size(in->name(), stream->codecpar->height, stream->codecpar->width, req.limits);
     in->discard_others(index);
-    codec = open_decoder(*in, stream, req.threads, req.limits);
+    codec = open_decoder(*in, stream, req.threads, req.limits, setup);
   }
 };
 
@@ -804,10 +805,10 @@ inline constexpr std::int64_t output_order_margin = 16;
 /// size; else same position and size). `s`: an opened session whose decoder has had no packet
 /// (it is seeked). False when any of this fails or K0 does not exist: the caller then decodes
 /// from the start in a new session (slots already written are overwritten).
-inline bool decode_output_order_from_keyframe(decode_session& s, const clip_request& req,
-                                              const std::vector<packet_entry>& table, bool avi,
-                                              frame_writer& writer, clip_info& info,
-                                              std::int64_t& filled) {
+template <class Writer>
+bool decode_output_order_from_keyframe(decode_session& s, const clip_request& req,
+                                       const std::vector<packet_entry>& table, bool avi,
+                                       Writer& writer, clip_info& info, std::int64_t& filled) {
   const auto entries = static_cast<std::int64_t>(table.size());
   if (req.start >= entries) return false;  // a short stream: the start decides
   std::int64_t k = req.start;
@@ -926,16 +927,20 @@ inline bool decode_output_order_from_keyframe(decode_session& s, const clip_requ
   return !bad && from_k > 0;
 }
 
-inline clip_info decode_input(const source& src, const clip_request& req,
-                              std::span<std::uint8_t> out) {
-  check_request(src.name, req, out.size());
+/// Decodes the frames `req` asks for (checked by the caller: check_request) and hands each to
+/// the writer `make_writer(rotation, container_sar, image)` returns (frame_writer's interface:
+/// write(name, frame, slot, info), repeat(from, to)). `setup`: hardware decoding (null:
+/// software). decode_input's plan, shared with the CUDA adapter's NVDEC decoder.
+template <class MakeWriter>
+clip_info decode_planned(const source& src, const clip_request& req, const decoder_setup* setup,
+                         MakeWriter&& make_writer) {
   const std::int64_t n = req.frames;
   const std::int64_t last = req.start + (n - 1) * req.interval;
   clip_info info;
-  auto s = std::make_unique<decode_session>(src, req);
+  auto s = std::make_unique<decode_session>(src, req, setup);
   info.rotation = display_rotation(s->stream);
   const bool image = is_image_format(s->in->format());
-  frame_writer writer(req, out, info.rotation, s->stream->sample_aspect_ratio, image);
+  auto writer = make_writer(info.rotation, s->stream->sample_aspect_ratio, image);
   // A copy: `s` is replaced when decoding restarts from the start (a reference into it would
   // dangle; fuzz_decode found that).
   const std::string name = src.name;
@@ -968,7 +973,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       pts = std::move(fast->pts);
       info.indexed = true;
     } else if (touched) {
-      s = std::make_unique<decode_session>(src, req);
+      s = std::make_unique<decode_session>(src, req, setup);
     }
   }
   if (timestamps && !info.indexed && fi != nullptr && !fi->output_order) {
@@ -979,7 +984,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       pts = std::move(fast->pts);
       info.index_used = true;
     } else if (touched) {
-      s = std::make_unique<decode_session>(src, req);
+      s = std::make_unique<decode_session>(src, req, setup);
     }
   }
   // Without timestamps, the packets up to `start` in decode order let decoding start at a
@@ -1044,7 +1049,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
       filled = 0;
       info.frames_decoded = 0;
       info.frames_converted = 0;
-      if (!image) s = std::make_unique<decode_session>(src, req);  // the pass read packets
+      if (!image) s = std::make_unique<decode_session>(src, req, setup);  // the pass read packets
       std::int64_t k = 0;
       const std::int64_t held_back = decode_frames(*s, req, nullptr, [&](const AVFrame* f) {
         ++info.frames_decoded;
@@ -1107,7 +1112,7 @@ inline clip_info decode_input(const source& src, const clip_request& req,
             av_seek_frame(s->in->format(), s->index, targets[attempt], AVSEEK_FLAG_BACKWARD);
         seek = rc >= 0;
       }
-      if (!seek) s = std::make_unique<decode_session>(src, req);  // from the start
+      if (!seek) s = std::make_unique<decode_session>(src, req, setup);  // from the start
       info.seeked = seek;
       decoded = true;
       bool overshot = false, first = true, missing = false;
@@ -1169,6 +1174,14 @@ inline clip_info decode_input(const source& src, const clip_request& req,
     info.frames_padded = n - filled;
   }
   return info;
+}
+
+inline clip_info decode_input(const source& src, const clip_request& req,
+                              std::span<std::uint8_t> out) {
+  check_request(src.name, req, out.size());
+  return decode_planned(src, req, nullptr, [&](int rotation, AVRational sar, bool image) {
+    return frame_writer(req, out, rotation, sar, image);
+  });
 }
 
 }  // namespace vbucket::ffmpeg::detail

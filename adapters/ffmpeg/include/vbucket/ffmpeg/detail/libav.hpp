@@ -470,7 +470,17 @@ inline bool cut_short(AVStream* st, const AVPacket* pkt) noexcept {
 }
 
 /// An opened decoder for one stream.
-inline codec_ptr open_decoder(const input& in, const AVStream* st, int threads, const limits& lim) {
+/// How a decoder is opened beyond the request (null: software decoding): a hardware device
+/// context (FFmpeg's hw_device_ctx; the decoder takes its own reference) and the get_format
+/// callback that picks the hardware pixel format, with the context's `opaque` for it.
+struct decoder_setup {
+  AVBufferRef* hw_device = nullptr;
+  AVPixelFormat (*get_format)(AVCodecContext*, const AVPixelFormat*) = nullptr;
+  void* opaque = nullptr;
+};
+
+inline codec_ptr open_decoder(const input& in, const AVStream* st, int threads, const limits& lim,
+                              const decoder_setup* setup = nullptr) {
   const AVCodec* codec = avcodec_find_decoder(st->codecpar->codec_id);
   if (codec == nullptr)
     fail(in.name(),
@@ -483,6 +493,12 @@ inline codec_ptr open_decoder(const input& in, const AVStream* st, int threads, 
   ctx->thread_count = threads < 0 ? 0 : threads;
   if (threads != 1) ctx->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
   ctx->max_pixels = lim.max_pixels;
+  if (setup != nullptr && setup->hw_device != nullptr) {
+    ctx->hw_device_ctx = av_buffer_ref(setup->hw_device);
+    if (ctx->hw_device_ctx == nullptr) throw std::bad_alloc();
+    ctx->get_format = setup->get_format;
+    ctx->opaque = setup->opaque;
+  }
   rc = avcodec_open2(ctx.get(), codec, nullptr);
   if (rc < 0)
     fail(in.name(),
