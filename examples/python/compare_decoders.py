@@ -29,7 +29,14 @@ A decoder that is not installed is reported as such.
 
 ``--make DIR`` generates 10 s 720p clips once (testsrc2 with light noise; H.264 GOP 60 and 250,
 and HEVC, VP9, AV1 GOP 60 where the ffmpeg command has the encoder); ``--videos`` takes files
-instead. Not part of CI.
+instead. ``--resolutions``, ``--codecs`` and ``--gops`` make (and run) another set instead, every
+combination of them (defaults 720, all four codecs, 60), e.g. the 1080p files at GOP 30 and 250:
+
+    ... compare_decoders.py --make /tmp/compare-media --resolutions 1080 --gops 30,250 \\
+        --kinds random --clips 8 --threads 1,2
+
+``--threads 1,2`` runs each workload at each thread count; ``--kinds random`` leaves out the
+first-frames workloads. Not part of CI.
 """
 
 from __future__ import annotations
@@ -52,32 +59,55 @@ DECODERS = ("vbucket", "pyav", "decord", "torchcodec")
 # --- media ---------------------------------------------------------------------------------------
 
 
-def make_media(folder: str, seconds: float = 10, size: str = "1280x720") -> list[str]:
-    """The benchmark clips (made once; a clip appears whole or not at all)."""
+CODECS = ("h264", "hevc", "vp9", "av1")
+HEIGHTS = {720: "1280x720", 1080: "1920x1080"}
+DEFAULT_MEDIA = [(720, "h264", 60), (720, "h264", 250), (720, "hevc", 60), (720, "vp9", 60),
+                 (720, "av1", 60)]
+
+
+def media_name(height: int, codec: str, gop: int) -> str:
+    """The file name of one recipe (720p keeps the names of the first table: h264_g60.mp4)."""
+    ext = {"h264": "mp4", "hevc": "mp4", "vp9": "webm", "av1": "mkv"}[codec]
+    res = "" if height == 720 else f"_{height}p"
+    return f"{codec}{res}_g{gop}.{ext}"
+
+
+def recipe(codec: str, gop: int) -> tuple[str, list[str]]:
+    """(encoder, ffmpeg arguments): a fixed GOP of `gop` frames, no scene-cut keyframes."""
+    if codec == "h264":
+        return "libx264", ["-c:v", "libx264", "-preset", "fast", "-crf", "23", "-sc_threshold", "0",
+                           "-pix_fmt", "yuv420p", "-g", str(gop), "-keyint_min", str(gop)]
+    if codec == "hevc":
+        return "libx265", ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params",
+                           f"log-level=error:keyint={gop}:min-keyint={gop}:scenecut=0",
+                           "-pix_fmt", "yuv420p"]
+    if codec == "vp9":
+        return "libvpx-vp9", ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8",
+                              "-b:v", "3M", "-g", str(gop)]
+    if codec == "av1":
+        return "libsvtav1", ["-c:v", "libsvtav1", "-preset", "12", "-g", str(gop)]
+    raise ValueError(f"unknown codec {codec!r} (one of {', '.join(CODECS)})")
+
+
+def make_media(folder: str, seconds: float = 10, media=None) -> list[str]:
+    """The benchmark clips (made once; a clip appears whole or not at all).
+
+    `media`: (height, codec, GOP) triples, by default the first table's five 720p files."""
     os.makedirs(folder, exist_ok=True)
     encoders = subprocess.run(["ffmpeg", "-hide_banner", "-encoders"], capture_output=True,
                               text=True).stdout
-    src = f"testsrc2=size={size}:rate=30:duration={seconds:g},noise=alls=2:allf=t"
-    x264 = ["-c:v", "libx264", "-preset", "fast", "-crf", "23", "-sc_threshold", "0",
-            "-pix_fmt", "yuv420p"]
-    recipes = {
-        "h264_g60.mp4": ("libx264", x264 + ["-g", "60", "-keyint_min", "60"]),
-        "h264_g250.mp4": ("libx264", x264 + ["-g", "250", "-keyint_min", "250"]),
-        "hevc_g60.mp4": ("libx265", ["-c:v", "libx265", "-preset", "ultrafast", "-x265-params",
-                                     "log-level=error:keyint=60:min-keyint=60:scenecut=0",
-                                     "-pix_fmt", "yuv420p"]),
-        "vp9_g60.webm": ("libvpx-vp9", ["-c:v", "libvpx-vp9", "-deadline", "realtime",
-                                        "-cpu-used", "8", "-b:v", "3M", "-g", "60"]),
-        "av1_g60.mkv": ("libsvtav1", ["-c:v", "libsvtav1", "-preset", "12", "-g", "60"]),
-    }
     paths = []
-    for name, (encoder, args) in recipes.items():
+    for height, codec, gop in media or DEFAULT_MEDIA:
+        name = media_name(height, codec, gop)
+        encoder, args = recipe(codec, gop)
         if f" {encoder} " not in encoders:
             print(f"no {encoder}: {name} left out", file=sys.stderr)
             continue
         path = os.path.join(folder, name)
         if not os.path.exists(path):
             print(f"making {path}", file=sys.stderr)
+            src = (f"testsrc2=size={HEIGHTS[height]}:rate=30:duration={seconds:g},"
+                   "noise=alls=2:allf=t")
             part = path + ".part" + os.path.splitext(name)[1]
             subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", src]
                            + args + [part], check=True)
@@ -263,7 +293,15 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=33)
     ap.add_argument("--intervals", default="1,2")
     ap.add_argument("--size", default="192x336", help="H x W of the bucket")
-    ap.add_argument("--threads", type=int, default=1, help="decoder threads, for every decoder")
+    ap.add_argument("--threads", default="1",
+                    help="decoder threads, for every decoder; a list (1,2) runs each workload "
+                         "at each")
+    ap.add_argument("--resolutions", help="with --make: heights to make, of 720,1080")
+    ap.add_argument("--codecs", help=f"with --make: codecs to make, of {','.join(CODECS)}")
+    ap.add_argument("--gops", help="with --make: GOP lengths to make (e.g. 30,250)")
+    ap.add_argument("--kinds", default="random,first",
+                    help="workloads per file: random (random clips at each interval), first "
+                         "(the first frames)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--decoders", default=",".join(DECODERS))
     ap.add_argument("--seed", type=int, default=0)
@@ -276,11 +314,27 @@ def main() -> None:
 
     videos = list(a.videos)
     if a.make:
-        videos += make_media(a.make)
+        media = None  # the first table's five files, unless a subset is named
+        if a.resolutions or a.codecs or a.gops:
+            heights = [int(x.rstrip("p")) for x in (a.resolutions or "720").split(",")]
+            codecs = (a.codecs or ",".join(CODECS)).split(",")
+            gops = [int(x) for x in (a.gops or "60").split(",")]
+            for x in heights:
+                if x not in HEIGHTS:
+                    ap.error(f"--resolutions: {x} is not one of {', '.join(map(str, HEIGHTS))}")
+            for c in codecs:
+                if c not in CODECS:
+                    ap.error(f"--codecs: {c!r} is not one of {', '.join(CODECS)}")
+            media = [(x, c, g) for x in heights for c in codecs for g in gops]
+        videos += make_media(a.make, media=media)
     videos = sorted(set(v for p in videos for v in glob.glob(p)))
     if not videos:
         ap.error("no videos: --make DIR or --videos FILE...")
     h, w = (int(x) for x in a.size.lower().split("x"))
+    thread_list = [int(x) for x in a.threads.split(",") if x]
+    kinds = set(a.kinds.split(","))
+    if not thread_list or not kinds <= {"random", "first"}:
+        ap.error("--threads: a list of counts; --kinds: random, first or both")
     rng = np.random.default_rng(a.seed)
     layouts = {v: stream_layout(v) for v in videos}
 
@@ -288,13 +342,14 @@ def main() -> None:
     for v in videos:
         total, keys = layouts[v]
         tag = os.path.basename(v)
-        for interval in (int(x) for x in a.intervals.split(",")):
+        for interval in (int(x) for x in a.intervals.split(",") if "random" in kinds):
             span = (a.frames - 1) * interval + 1
             starts = [int(s) for s in rng.integers(0, total - span + 1, a.clips)]
             workloads.append((f"{tag} random i={interval}",
                               [(v, s, a.frames, interval) for s in starts]))
-        workloads.append((f"{tag} first frames i=1",
-                          [(v, 0, a.frames, 1)] * max(1, a.clips // 2)))
+        if "first" in kinds:
+            workloads.append((f"{tag} first frames i=1",
+                              [(v, 0, a.frames, 1)] * max(1, a.clips // 2)))
 
     def estimate(clips) -> int:  # every frame from the keyframe before the clip to its end
         n = 0
@@ -311,8 +366,9 @@ def main() -> None:
               f"{'decoded/delivered':>18} {'PSNR vs vbucket':>15}")
     print(header)
     print("-" * len(header))
-    for title, clips in workloads:
-        plan = {"height": h, "width": w, "threads": a.threads, "clips": clips}
+    for (title0, clips), threads in ((wl, t) for wl in workloads for t in thread_list):
+        title = title0 if len(thread_list) == 1 else f"{title0} t={threads}"
+        plan = {"height": h, "width": w, "threads": threads, "clips": clips}
         plan_path = f"/tmp/compare_decoders_{os.getpid()}.json"
         with open(plan_path, "w") as f:
             json.dump(plan, f)
