@@ -20,9 +20,9 @@
 ///   the incomplete last step is dropped. Both are counted.
 /// - `schedule_steps<Data>` (`rank_steps`, `packed_rank_steps`): one rank's steps as a
 ///   random-access view.
-/// - Resume: a `plan_state` (seed, epoch, consumed, balance group, and the packed budget) of
-///   any world size; `plan_schedule::dealt_from(plan, world, state)` refuses one of another
-///   plan.
+/// - Resume: a `plan_state` (seed, epoch, consumed, balance group, the packed budget, and the
+///   hash of a fixed plan's per-sample costs) of any world size;
+///   `plan_schedule::dealt_from(plan, world, state)` refuses one of another plan.
 
 #include <algorithm>    // std::min, std::sort, std::push_heap, std::pop_heap
 #include <cassert>      // assert
@@ -201,6 +201,17 @@ void schedule_data<Plan>::choose_repeats(std::uint64_t count) {
   for (const auto& c : best) repeats.push_back(plan.ref_at(c.second));
 }
 
+/// The hash of the per-sample costs a plan's batch costs include (`epoch_plan::sample_cost_hash`),
+/// which its resume state records; nullopt for a plan made without them or a plan type that
+/// has none.
+template <class Plan>
+std::optional<std::uint64_t> recorded_sample_cost(const Plan& plan) noexcept {
+  if constexpr (requires { plan.sample_cost_hash(); })
+    return plan.sample_cost_hash();
+  else
+    return std::nullopt;
+}
+
 }  // namespace detail
 
 /// The steps of one rank of a schedule, as a C++20 random-access view of the values
@@ -322,8 +333,8 @@ class plan_schedule {
   /// seed, epoch, (recorded) balance group or (recorded) budget is not the plan's.
   [[nodiscard]] static plan_schedule dealt_from(Plan plan, std::uint32_t world,
                                                 const plan_state& state, bool drop_last) {
-    state.check_for(plan.seed(), plan.epoch(), plan.options().balance_group,
-                    plan.recorded_budget());
+    state.check_for(plan.seed(), plan.epoch(), plan.options().balance_group, plan.recorded_budget(),
+                    detail::recorded_sample_cost(plan));
     return plan_schedule(std::move(plan), world, state.consumed, drop_last);
   }
 
@@ -373,8 +384,10 @@ class plan_schedule {
 
   /// The resume state after `steps_done` steps of this schedule.
   [[nodiscard]] plan_state state_after(std::uint64_t steps_done) const noexcept {
-    return {plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
-            plan().options().balance_group, plan().recorded_budget()};
+    plan_state s{plan().seed(), plan().epoch(), d_->consumed + steps_done * d_->world,
+                 plan().options().balance_group, plan().recorded_budget()};
+    s.sample_cost = detail::recorded_sample_cost(plan());
+    return s;
   }
 
  private:

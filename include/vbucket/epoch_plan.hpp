@@ -43,6 +43,10 @@
 ///
 /// Cost (step balance and repeats): by default latent tokens × batch size, with latent tokens
 /// = (1 + (T − 1) / 4) · (H / 16) · (W / 16) of the bucket's target shape (`latent_tokens`).
+/// With per-sample costs (`make_epoch_plan(..., cost, sample_cost)`, e.g. each sample's expected
+/// decode seconds in the cost's unit), a batch costs its bucket's cost + Σ sample_cost over its
+/// slots (pads included), so step balance sorts the batches themselves, not their buckets; the
+/// plan records a hash of the costs (`sample_cost_hash`), which its resume state carries.
 ///
 /// Randomness is counter-based (`fast_source`'s mix64) and keyed by (seed, epoch, bucket) or
 /// (seed, epoch, "order"), so every rank computes the same plan alone, whatever its thread
@@ -54,6 +58,7 @@
 ///     for (const vbucket::batch& b : plan.deal(world, consumed).rank(rank)) train(b);
 
 #include <algorithm>  // std::sort, std::stable_sort, std::min, std::max
+#include <bit>        // std::bit_cast
 #include <cassert>    // assert
 #include <cmath>      // std::abs
 #include <compare>    // operator<=>
@@ -64,6 +69,7 @@
 #include <limits>     // std::numeric_limits
 #include <memory>     // std::shared_ptr
 #include <numeric>    // std::iota
+#include <optional>   // std::optional
 #include <ranges>     // std::ranges::view_base
 #include <span>       // std::span
 #include <string>     // std::string
@@ -109,6 +115,11 @@ struct plan_data {
   std::size_t num_batches = 0;
   std::uint64_t unassigned = 0;
   std::uint64_t invalid = 0;
+  // With per-sample costs: every batch's cost, bucket after bucket (batch j of bucket b at
+  // first_batch[b] + j), and the hash of the costs (`sample_costs_hash`).
+  std::unique_ptr<double[]> batch_costs;
+  std::vector<std::uint64_t> first_batch;
+  std::optional<std::uint64_t> sample_cost_hash;
 };
 
 }  // namespace detail
@@ -159,8 +170,8 @@ class epoch_plan {
   /// `vbucket::error` when world is 0.
   [[nodiscard]] epoch_schedule deal(std::uint32_t world, std::uint64_t consumed = 0,
                                     bool drop_last = false) const;
-  /// Deals from a saved state; throws `vbucket::error` when its seed, epoch or (recorded)
-  /// balance group is not this plan's.
+  /// Deals from a saved state; throws `vbucket::error` when its seed, epoch, (recorded)
+  /// balance group or (recorded) per-sample cost hash is not this plan's.
   [[nodiscard]] epoch_schedule deal(std::uint32_t world, const plan_state& state,
                                     bool drop_last = false) const;
 
@@ -181,9 +192,19 @@ class epoch_plan {
   [[nodiscard]] std::uint64_t ref_at(std::uint64_t p) const noexcept {
     return data_->order[static_cast<std::size_t>(p)];
   }
-  /// The cost of a ref's batch (its bucket's `plan_bucket::cost`).
+  /// The cost of a ref's batch: its bucket's `plan_bucket::cost`, plus the per-sample costs of
+  /// its slots when the plan was made with them.
   [[nodiscard]] double cost_of(std::uint64_t ref) const noexcept {
-    return data_->buckets[detail::ref_bucket(ref)].cost;
+    const detail::plan_data& d = *data_;
+    if (d.batch_costs)
+      return d.batch_costs[static_cast<std::size_t>(d.first_batch[detail::ref_bucket(ref)] +
+                                                    detail::ref_local(ref))];
+    return d.buckets[detail::ref_bucket(ref)].cost;
+  }
+  /// The hash of the per-sample costs the plan was made with (`sample_costs_hash`; its resume
+  /// states record it), or nullopt without them.
+  [[nodiscard]] std::optional<std::uint64_t> sample_cost_hash() const noexcept {
+    return data_->sample_cost_hash;
   }
   /// The samples of a ref's batch (its bucket's batch size).
   [[nodiscard]] std::uint64_t size_of(std::uint64_t ref) const noexcept {
@@ -261,6 +282,22 @@ inline void choose_downgrades(const bucket_config& config, std::vector<plan_buck
 }
 
 }  // namespace detail
+
+/// The hash a plan records of its per-sample costs (`epoch_plan::sample_cost_hash`, a resume
+/// state's `sample_cost`): 64 bits over their count and each cost's IEEE-754 bits in order (−0
+/// as +0), chained through SplitMix64's mix64. Throws `vbucket::error` naming the first sample
+/// whose cost is not a finite number ≥ 0.
+inline std::uint64_t sample_costs_hash(std::span<const double> costs) {
+  std::uint64_t h = detail::mix64(0x73616d706c65636fULL ^ costs.size());
+  for (std::size_t i = 0; i < costs.size(); ++i) {
+    const double c = costs[i];
+    if (!(c >= 0.0) || !(c < std::numeric_limits<double>::infinity()))
+      throw error("epoch plan: the cost of sample " + std::to_string(i) + " is " +
+                  std::to_string(c) + ", not a finite number >= 0");
+    h = detail::mix64(h ^ std::bit_cast<std::uint64_t>(c + 0.0));
+  }
+  return h;
+}
 
 namespace detail {
 
@@ -406,6 +443,22 @@ inline void shuffle_batches(std::span<std::uint64_t> order, std::span<const plan
   keyed_shuffle(order, stream_key(key, plan_domain_order, 0));
 }
 
+/// Phase 8's last part: the cost-sorted batches `sorted` (n = order.size()) cut into chunks of
+/// `group`, put in `order` in a keyed shuffled order of the chunks; the remainder (n mod group,
+/// the cheapest) stays last.
+inline void place_chunks(std::span<std::uint64_t> order, const std::uint64_t* sorted,
+                         std::uint64_t group, std::uint64_t key) {
+  const std::size_t n = order.size();
+  const std::uint64_t chunks = n / group;
+  std::vector<std::uint64_t> chunk_order(static_cast<std::size_t>(chunks));
+  std::iota(chunk_order.begin(), chunk_order.end(), std::uint64_t{0});
+  keyed_shuffle(std::span<std::uint64_t>(chunk_order), stream_key(key, plan_domain_chunks, 0));
+  const auto g = static_cast<std::size_t>(group);
+  for (std::size_t c = 0; c < chunk_order.size(); ++c)
+    std::copy_n(sorted + static_cast<std::size_t>(chunk_order[c]) * g, g, order.data() + c * g);
+  std::copy(sorted + chunk_order.size() * g, sorted + n, order.data() + chunk_order.size() * g);
+}
+
 /// Phase 8 (balance_group G > 0): a stable counting sort of the shuffled order by bucket cost,
 /// most expensive first, cut into chunks of G batches that are put in a keyed shuffled order;
 /// the remainder (count mod G, the cheapest) stays last.
@@ -429,28 +482,82 @@ inline void balance_steps(std::span<std::uint64_t> order, std::span<const plan_b
   }
   const auto sorted = std::make_unique_for_overwrite<std::uint64_t[]>(n);
   for (std::uint64_t ref : order) sorted[static_cast<std::size_t>(start[ref_bucket(ref)]++)] = ref;
-  const std::uint64_t chunks = n / group;
-  std::vector<std::uint64_t> chunk_order(static_cast<std::size_t>(chunks));
-  std::iota(chunk_order.begin(), chunk_order.end(), std::uint64_t{0});
-  keyed_shuffle(std::span<std::uint64_t>(chunk_order), stream_key(key, plan_domain_chunks, 0));
-  const auto g = static_cast<std::size_t>(group);
-  for (std::size_t c = 0; c < chunk_order.size(); ++c)
-    std::copy_n(sorted.get() + static_cast<std::size_t>(chunk_order[c]) * g, g,
-                order.data() + c * g);
-  std::copy(sorted.get() + chunk_order.size() * g, sorted.get() + n,
-            order.data() + chunk_order.size() * g);
+  place_chunks(order, sorted.get(), group, key);
+}
+
+/// Phase 8 with per-batch costs (`cost_batches`): the shuffled order stably sorted by batch
+/// cost, most expensive first, ties by `balance_steps`' bucket order (bucket cost descending,
+/// then id), then cut into chunks as there. So with every sample cost 0 it is `balance_steps`'
+/// order.
+inline void balance_batches(std::span<std::uint64_t> order, std::span<const plan_bucket> buckets,
+                            const double* batch_costs, std::span<const std::uint64_t> first_batch,
+                            std::uint64_t group, std::uint64_t key) {
+  const std::size_t n = order.size();
+  if (group == 0 || n == 0) return;
+  std::vector<std::uint32_t> by_cost(buckets.size()), rank(buckets.size());
+  std::iota(by_cost.begin(), by_cost.end(), std::uint32_t{0});
+  std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return buckets[a].cost > buckets[b].cost;
+  });
+  for (std::uint32_t i = 0; i < by_cost.size(); ++i) rank[by_cost[i]] = i;
+  struct keyed {
+    double cost;
+    std::uint32_t rank;
+    std::uint64_t ref;
+  };
+  std::vector<keyed> keys(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    const std::uint64_t ref = order[p];
+    const std::uint32_t b = ref_bucket(ref);
+    keys[p] = {batch_costs[static_cast<std::size_t>(first_batch[b] + ref_local(ref))], rank[b],
+               ref};
+  }
+  std::stable_sort(keys.begin(), keys.end(), [](const keyed& a, const keyed& b) {
+    return a.cost > b.cost || (a.cost == b.cost && a.rank < b.rank);
+  });
+  const auto sorted = std::make_unique_for_overwrite<std::uint64_t[]>(n);
+  for (std::size_t p = 0; p < n; ++p) sorted[p] = keys[p].ref;
+  place_chunks(order, sorted.get(), group, key);
+}
+
+/// Phase 7b (with per-sample costs): every batch's cost, its bucket's cost + Σ sample_cost over
+/// its slots (pads included, in slot order), bucket after bucket, in parallel over buckets.
+inline void cost_batches(plan_data& data, std::span<const double> sample_cost, unsigned threads) {
+  const std::size_t nb = data.buckets.size();
+  data.first_batch.assign(nb, 0);
+  std::uint64_t total = 0;
+  for (std::size_t b = 0; b < nb; ++b) {
+    data.first_batch[b] = total;
+    total += data.buckets[b].batches;
+  }
+  data.batch_costs = std::make_unique_for_overwrite<double[]>(static_cast<std::size_t>(total));
+  double* const out = data.batch_costs.get();
+  const std::uint32_t* const slots = data.slots.get();
+  parallel_tasks(nb, threads, [&](std::size_t b) {
+    const plan_bucket& pb = data.buckets[b];
+    for (std::uint64_t j = 0; j < pb.batches; ++j) {
+      const std::uint32_t* batch = slots + pb.slot_begin + j * pb.batch_size;
+      double c = pb.cost;
+      for (std::uint64_t k = 0; k < pb.batch_size; ++k) c += sample_cost[batch[k]];
+      out[static_cast<std::size_t>(data.first_batch[b] + j)] = c;
+    }
+  });
 }
 
 /// Plans from per-bucket sample counts, in named phases: 1 `count_plan_buckets` (what happens
 /// to each bucket's samples, from the counts alone), 2 `lay_out_slots`, 3 `fill_own(slots,
 /// buckets, capacity)`, the caller's, which writes every bucket's grouped samples, ascending, at
 /// the start of its region (buckets with capacity 0 are skipped), 4 `shuffle_own_samples`, 5
-/// `move_leftovers` (downgrade), 6 `fill_pads`, 7 `shuffle_batches`, 8 `balance_steps`.
+/// `move_leftovers` (downgrade), 6 `fill_pads`, 7 `shuffle_batches`, 7b `cost_batches` (with
+/// per-sample costs, which the caller has checked cover every sample index), 8 `balance_steps`
+/// (or `balance_batches` with per-sample costs).
 template <class Cost, class FillOwn>
 epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_t unassigned,
                             std::uint64_t invalid, const bucket_config& config,
-                            const plan_options& options, const Cost& cost, FillOwn fill_own) {
+                            const plan_options& options, const Cost& cost, FillOwn fill_own,
+                            std::optional<std::span<const double>> sample_cost = std::nullopt) {
   auto data = std::make_shared<plan_data>();
+  if (sample_cost) data->sample_cost_hash = sample_costs_hash(*sample_cost);
   data->options = options;
   data->unassigned = unassigned;
   data->invalid = invalid;
@@ -472,17 +579,23 @@ epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_
   data->order = std::make_unique_for_overwrite<std::uint64_t[]>(n);
   const std::span<std::uint64_t> order(data->order.get(), n);
   shuffle_batches(order, buckets, key);
-  balance_steps(order, buckets, options.balance_group, key);
+  if (sample_cost) {
+    cost_batches(*data, *sample_cost, options.threads);
+    balance_batches(order, buckets, data->batch_costs.get(), data->first_batch,
+                    options.balance_group, key);
+  } else {
+    balance_steps(order, buckets, options.balance_group, key);
+  }
   return epoch_plan(std::move(data));
 }
 
 }  // namespace detail
 
-/// Plans an epoch from grouped samples. Throws `vbucket::error` when the groups do not match
-/// the config or the cost is not a finite number ≥ 0.
-template <batch_cost Cost = latent_tokens_cost>
-epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& config,
-                           const plan_options& options = {}, const Cost& cost = {}) {
+namespace detail {
+template <class Cost>
+epoch_plan plan_from_groups(const bucket_groups& groups, const bucket_config& config,
+                            const plan_options& options, const Cost& cost,
+                            std::optional<std::span<const double>> sample_cost = std::nullopt) {
   const std::size_t nb = config.num_buckets();
   if (groups.num_buckets() != nb)
     throw error("epoch plan: the groups have " + std::to_string(groups.num_buckets()) +
@@ -491,20 +604,55 @@ epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& con
   for (std::size_t b = 0; b < nb; ++b) grouped[b] = groups.count(static_cast<bucket_id>(b));
   const auto fill_own = [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
                             std::span<const std::uint64_t> capacity) {
-    detail::parallel_tasks(nb, options.threads, [&](std::size_t b) {
+    parallel_tasks(nb, options.threads, [&](std::size_t b) {
       if (capacity[b] == 0) return;
       const auto src = groups.bucket(static_cast<bucket_id>(b));
       std::copy(src.begin(), src.end(), slots + buckets[b].slot_begin);
     });
   };
-  return detail::plan_from_counts(grouped, groups.unassigned, groups.invalid, config, options, cost,
-                                  fill_own);
+  return plan_from_counts(grouped, groups.unassigned, groups.invalid, config, options, cost,
+                          fill_own, sample_cost);
+}
+}  // namespace detail
+
+/// Plans an epoch from grouped samples. Throws `vbucket::error` when the groups do not match
+/// the config or the cost is not a finite number ≥ 0.
+template <batch_cost Cost = latent_tokens_cost>
+epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& config,
+                           const plan_options& options = {}, const Cost& cost = {}) {
+  return detail::plan_from_groups(groups, config, options, cost);
+}
+
+/// Plans an epoch from grouped samples with per-sample costs: a batch costs `cost(config,
+/// bucket, batch size)` + Σ `sample_cost[i]` over its slots i (sample indices; pads count
+/// again), and step balance (`balance_group` > 0) sorts the batches by that cost; the repeats
+/// that complete a last step are chosen by it too. `sample_cost[i]` is sample i's cost in the
+/// unit of `cost` (e.g. its expected decode seconds × latent tokens per second:
+/// `vbucket::ffmpeg::sample_decode_costs`). The plan records the costs' hash
+/// (`sample_cost_hash`), and its resume states too, so that resuming under other costs is
+/// refused. Costs that are all 0 give the plan `make_epoch_plan(groups, config, options, cost)`
+/// gives. Throws `vbucket::error` as that one does, and when a sample index is not below
+/// sample_cost.size() or a cost is not a finite number ≥ 0.
+template <batch_cost Cost>
+epoch_plan make_epoch_plan(const bucket_groups& groups, const bucket_config& config,
+                           const plan_options& options, const Cost& cost,
+                           std::span<const double> sample_cost) {
+  for (const std::uint32_t i : groups.indices)
+    if (i >= sample_cost.size())
+      throw error("epoch plan: sample " + std::to_string(i) + " is grouped but there are " +
+                  std::to_string(sample_cost.size()) + " per-sample costs");
+  return detail::plan_from_groups(groups, config, options, cost,
+                                  std::optional<std::span<const double>>(sample_cost));
 }
 
 namespace detail {
 template <class Id, class Cost>
 epoch_plan plan_from_ids(std::span<const Id> ids, const bucket_config& config,
-                         const plan_options& options, const Cost& cost) {
+                         const plan_options& options, const Cost& cost,
+                         std::optional<std::span<const double>> sample_cost = std::nullopt) {
+  if (sample_cost && sample_cost->size() != ids.size())
+    throw error("epoch plan: " + std::to_string(ids.size()) + " bucket ids but " +
+                std::to_string(sample_cost->size()) + " per-sample costs");
   const bucket_sort<Id> sort(ids, config.num_buckets(), options.threads, "epoch plan");
   const auto fill_own = [&](std::uint32_t* slots, const std::vector<plan_bucket>& buckets,
                             std::span<const std::uint64_t> capacity) {
@@ -514,7 +662,7 @@ epoch_plan plan_from_ids(std::span<const Id> ids, const bucket_config& config,
     sort.scatter(dest);
   };
   return plan_from_counts(sort.grouped(), sort.unassigned(), sort.invalid(), config, options, cost,
-                          fill_own);
+                          fill_own, sample_cost);
 }
 }  // namespace detail
 
@@ -533,6 +681,27 @@ template <batch_cost Cost = latent_tokens_cost>
 epoch_plan make_epoch_plan(std::span<const compact_bucket_id> ids, const bucket_config& config,
                            const plan_options& options = {}, const Cost& cost = {}) {
   return detail::plan_from_ids(ids, config, options, cost);
+}
+
+/// Plans an epoch from the bucket id of every sample with per-sample costs (`sample_cost[i]`:
+/// sample i's, one per id; see the grouped overload): the same plan as `make_epoch_plan(
+/// group_by_bucket(ids, …), config, options, cost, sample_cost)`. Throws `vbucket::error` as
+/// the overload without costs does, and when sample_cost.size() ≠ ids.size() or a cost is not
+/// a finite number ≥ 0 (naming the sample).
+template <batch_cost Cost>
+epoch_plan make_epoch_plan(std::span<const bucket_id> ids, const bucket_config& config,
+                           const plan_options& options, const Cost& cost,
+                           std::span<const double> sample_cost) {
+  return detail::plan_from_ids(ids, config, options, cost,
+                               std::optional<std::span<const double>>(sample_cost));
+}
+/// As above, over 16-bit ids (`compact_ids`): the same plan.
+template <batch_cost Cost>
+epoch_plan make_epoch_plan(std::span<const compact_bucket_id> ids, const bucket_config& config,
+                           const plan_options& options, const Cost& cost,
+                           std::span<const double> sample_cost) {
+  return detail::plan_from_ids(ids, config, options, cost,
+                               std::optional<std::span<const double>>(sample_cost));
 }
 
 /// Fixed batching as a type (`batch_sampler`, `loader`): one bucket and its batch size per

@@ -1,6 +1,6 @@
 #pragma once
 /// The resume state of an epoch plan (`plan_state`): what a trainer saves in a checkpoint, and
-/// its text form "vbucket-plan seed=S epoch=E consumed=C balance=G".
+/// its text form "vbucket-plan seed=S epoch=E consumed=C balance=G ...".
 
 #include <algorithm>     // std::min
 #include <charconv>      // std::from_chars
@@ -29,10 +29,14 @@ namespace vbucket {
 /// world bounds it. `fingerprint` is the plan's fingerprint (`plan_fingerprint`, a hash of the
 /// epoch's global batch sequence): a sampler refuses a state whose fingerprint is not its own
 /// plan's, so a state saved before the metadata, config, rule, rng or policy changed cannot
-/// resume a different plan silently.
+/// resume a different plan silently. `sample_cost` is recorded by a plan made with per-sample
+/// costs (`make_epoch_plan(..., sample_cost)`, `epoch_plan::sample_cost_hash`): the hash of
+/// those costs, which order its batches; a plan refuses a state of other costs, and a state
+/// recorded from a plan without them (one that records any optional field) when it has them.
 /// Written as "vbucket-plan seed=S epoch=E consumed=C balance=G budget=B world=W
-/// fingerprint=HHHHHHHHHHHHHHHH" (each optional field left out when not recorded; B in the
-/// shortest form that reads back exactly; the fingerprint as 16 lowercase hex digits).
+/// fingerprint=HHHHHHHHHHHHHHHH sample_cost=HHHHHHHHHHHHHHHH" (each optional field left out
+/// when not recorded; B in the shortest form that reads back exactly; the fingerprint and the
+/// cost hash as 16 lowercase hex digits).
 struct plan_state {
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
@@ -41,6 +45,7 @@ struct plan_state {
   std::optional<double> token_budget;
   std::optional<std::uint32_t> world;
   std::optional<std::uint64_t> fingerprint;
+  std::optional<std::uint64_t> sample_cost;
 
   constexpr plan_state() noexcept = default;
   constexpr plan_state(std::uint64_t seed_, std::uint64_t epoch_, std::uint64_t consumed_,
@@ -79,12 +84,15 @@ struct plan_state {
   static VBUCKET_COMPILED_INLINE std::string budget_text(double b);
 
   /// Throws `vbucket::error` unless this state can resume the plan of (seed, epoch, step balance
-  /// group, token budget: nullopt for fixed batches): seed and epoch must be equal, and a
-  /// recorded group or budget too (a state of fixed batches resumes no packed plan, and the
-  /// other way round). The one check of every plan's `deal(world, state)`.
-  VBUCKET_COMPILED_INLINE void check_for(std::uint64_t plan_seed, std::uint64_t plan_epoch,
-                                         std::uint32_t plan_group,
-                                         std::optional<double> plan_budget) const;
+  /// group, token budget: nullopt for fixed batches, hash of the per-sample costs: nullopt
+  /// without): seed and epoch must be equal, and a recorded group, budget or cost hash too (a
+  /// state of fixed batches resumes no packed plan, and the other way round; a state recorded
+  /// without per-sample costs resumes no plan with them). The one check of every plan's
+  /// `deal(world, state)`.
+  VBUCKET_COMPILED_INLINE void check_for(
+      std::uint64_t plan_seed, std::uint64_t plan_epoch, std::uint32_t plan_group,
+      std::optional<double> plan_budget,
+      std::optional<std::uint64_t> plan_sample_cost = std::nullopt) const;
 
   /// Parses `to_string()`'s form (fields in any order, separated by spaces; balance and budget
   /// optional).
@@ -101,6 +109,7 @@ VBUCKET_COMPILED_INLINE std::string plan_state::to_string() const {
   if (token_budget) s += " budget=" + budget_text(*token_budget);
   if (world) s += " world=" + std::to_string(*world);
   if (fingerprint) s += " fingerprint=" + hex(*fingerprint);
+  if (sample_cost) s += " sample_cost=" + hex(*sample_cost);
   return s;
 }
 
@@ -132,10 +141,9 @@ VBUCKET_COMPILED_INLINE std::string plan_state::budget_text(double b) {
   return std::string(buf, r.ptr);
 }
 
-VBUCKET_COMPILED_INLINE void plan_state::check_for(std::uint64_t plan_seed,
-                                                   std::uint64_t plan_epoch,
-                                                   std::uint32_t plan_group,
-                                                   std::optional<double> plan_budget) const {
+VBUCKET_COMPILED_INLINE void plan_state::check_for(
+    std::uint64_t plan_seed, std::uint64_t plan_epoch, std::uint32_t plan_group,
+    std::optional<double> plan_budget, std::optional<std::uint64_t> plan_sample_cost) const {
   if (seed != plan_seed || epoch != plan_epoch)
     throw error("plan state " + to_string() + " is not for this plan (seed " +
                 std::to_string(plan_seed) + ", epoch " + std::to_string(plan_epoch) + ")");
@@ -161,6 +169,18 @@ VBUCKET_COMPILED_INLINE void plan_state::check_for(std::uint64_t plan_seed,
                 budget_text(*plan_budget) + ": the batches differ, so resuming would " +
                 "replay some samples and skip others; plan with token budget " +
                 budget_text(*token_budget));
+  if (sample_cost && sample_cost != plan_sample_cost)
+    throw error("plan state " + to_string() + " was saved from a plan balanced with " +
+                "per-sample costs of hash " + hex(*sample_cost) + " but this plan " +
+                (plan_sample_cost ? "has per-sample costs of hash " + hex(*plan_sample_cost)
+                                  : std::string("has no per-sample costs")) +
+                ": the batch costs differ, so the global orders may differ and resuming would " +
+                "replay some batches and skip others; plan with the same per-sample costs");
+  if (!sample_cost && plan_sample_cost && (balance_group || token_budget || world || fingerprint))
+    throw error("plan state " + to_string() + " was saved from a plan without per-sample " +
+                "costs but this plan has per-sample costs of hash " + hex(*plan_sample_cost) +
+                ": the batch costs differ, so the global orders may differ and resuming would " +
+                "replay some batches and skip others; plan without per-sample costs");
 }
 
 VBUCKET_COMPILED_INLINE plan_state plan_state::parse(std::string_view text) {
@@ -172,12 +192,12 @@ VBUCKET_COMPILED_INLINE plan_state plan_state::parse(std::string_view text) {
   if (pos == std::string_view::npos || text.substr(pos, tag.size()) != tag)
     return fail(
         "expected \"vbucket-plan seed=S epoch=E consumed=C [balance=G] [budget=B] [world=W] "
-        "[fingerprint=HEX]\"");
+        "[fingerprint=HEX] [sample_cost=HEX]\"");
   pos += tag.size();
   plan_state s;
-  constexpr std::string_view names[] = {"seed",   "epoch", "consumed",   "balance",
-                                        "budget", "world", "fingerprint"};
-  constexpr int num_names = 7;
+  constexpr std::string_view names[] = {"seed",   "epoch", "consumed",    "balance",
+                                        "budget", "world", "fingerprint", "sample_cost"};
+  constexpr int num_names = 8;
   bool seen[num_names] = {};
   while (true) {
     const std::size_t start = text.find_first_not_of(' ', pos);
@@ -205,11 +225,11 @@ VBUCKET_COMPILED_INLINE plan_state plan_state::parse(std::string_view text) {
       pos = end;
       continue;
     }
-    if (which == 6) {
+    if (which == 6 || which == 7) {
       try {
-        s.fingerprint = parse_hex(value);
+        (which == 6 ? s.fingerprint : s.sample_cost) = parse_hex(value);
       } catch (const error&) {
-        return fail("fingerprint must be 1 to 16 hex digits");
+        return fail(std::string(name) + " must be 1 to 16 hex digits");
       }
       pos = end;
       continue;

@@ -300,14 +300,15 @@ step_balance_stats step_balance_of(std::uint64_t steps, std::uint32_t world, Cos
   return s;
 }
 
-/// The step balance of a schedule with the plan's batch costs (those of `make_epoch_plan`).
+/// The step balance of a schedule with the plan's batch costs (those of `make_epoch_plan`,
+/// per-sample costs included: `epoch_plan::cost_of`).
 VBUCKET_COMPILED_INLINE step_balance_stats step_balance(const epoch_schedule& schedule);
 #if VBUCKET_HEADER_DEFINITIONS
 VBUCKET_COMPILED_INLINE step_balance_stats step_balance(const epoch_schedule& schedule) {
   const epoch_plan& plan = schedule.plan();
   return step_balance_of(
       schedule.steps(), schedule.world_size(),
-      [&](std::uint64_t k, std::uint32_t r) { return plan.bucket(schedule.at(k, r).bucket).cost; });
+      [&](std::uint64_t k, std::uint32_t r) { return plan.cost_of(schedule.ref_at(k, r)); });
 }
 #endif
 
