@@ -5,10 +5,11 @@
 /// the file's name. Run by main.cpp only when a CUDA device is usable (else ctest: Skipped).
 #include <doctest/doctest.h>
 
-#include <cstdint>  // std::uint8_t
-#include <cstdlib>  // std::abs
-#include <string>   // std::string
-#include <vector>   // std::vector
+#include <cstdint>     // std::uint8_t
+#include <cstdlib>     // std::abs, std::getenv
+#include <filesystem>  // std::filesystem::exists
+#include <string>      // std::string
+#include <vector>      // std::vector
 
 #include "vbucket/cuda/nvdec.hpp"
 #include "vbucket/cuda/pinned_backend.hpp"
@@ -21,6 +22,15 @@ namespace ff = vbucket::ffmpeg;
 namespace vc = vbucket::cuda;
 
 namespace {
+
+/// A test medium: in VBUCKET_NVDEC_MEDIA_DIR when set (scripts/gpu_check.sh runs the tests
+/// on another machine, with the media beside them), else the build tree's.
+std::string media(const std::string& name) {
+  const char* dir = std::getenv("VBUCKET_NVDEC_MEDIA_DIR");
+  return (dir != nullptr && *dir != '\0' ? std::string(dir) : vbucket_test::media_dir) + "/" + name;
+}
+
+bool exists(const std::string& name) { return std::filesystem::exists(media(name)); }
 
 std::vector<std::uint8_t> download(const vc::device_buffer& b, std::size_t bytes) {
   std::vector<std::uint8_t> host(bytes);
@@ -73,7 +83,7 @@ TEST_CASE("nvdec gpu: clips equal the device math on the host, close to decode_c
   };
   for (const one_case& c : cases) {
     CAPTURE(c.file);
-    if (!vbucket_test::exists(c.file)) continue;
+    if (!exists(c.file)) continue;
     ff::clip_request req{.start = c.start,
                          .frames = c.frames,
                          .interval = c.interval,
@@ -84,13 +94,13 @@ TEST_CASE("nvdec gpu: clips equal the device math on the host, close to decode_c
     req.pad = c.pad;
     const std::size_t bytes = ff::clip_bytes(req);
     vc::device_buffer out(bytes);
-    const auto r = dec.decode(vbucket_test::media(c.file), req, out.as<std::uint8_t>());
+    const auto r = dec.decode(media(c.file), req, out.as<std::uint8_t>());
     REQUIRE_MESSAGE(r.ok(), r.error());
     CHECK(r->on_device);
     const auto got = download(out, bytes);
     std::vector<std::uint8_t> ref(bytes), cpu(bytes);
-    REQUIRE(vc::decode_clip_reference(vbucket_test::media(c.file), req, ref).ok());
-    REQUIRE(ff::decode_clip(vbucket_test::media(c.file), req, cpu).ok());
+    REQUIRE(vc::decode_clip_reference(media(c.file), req, ref).ok());
+    REQUIRE(ff::decode_clip(media(c.file), req, cpu).ok());
     MESSAGE(c.file, ": max |gpu - reference| ", max_difference(got, ref), ", mean |gpu - cpu| ",
             mean_difference(got, cpu));
     CHECK(max_difference(got, ref) <= 1);
@@ -104,7 +114,7 @@ TEST_CASE("nvdec gpu: clips equal the device math on the host, close to decode_c
 TEST_CASE("nvdec gpu: decode_normalized equals the CPU normalisation of the uint8 clip") {
   vc::nvdec_decoder dec;
   ff::clip_request req{.start = 2, .frames = 5, .interval = 3, .height = 64, .width = 96};
-  const std::string file = vbucket_test::media("h264_320x240_24fps.mp4");
+  const std::string file = media("h264_320x240_24fps.mp4");
   vbucket::normalization norm;
   norm.mean = {0.485f, 0.456f, 0.406f};
   norm.std = {0.229f, 0.224f, 0.225f};
@@ -130,7 +140,7 @@ TEST_CASE("nvdec gpu: per-file fallback to the CPU decoder, counted") {
   vc::device_buffer out(bytes);
   std::vector<std::uint8_t> cpu(bytes);
   // A PNG: no CUDA decoding for the codec; the CPU decoder's bytes, exactly.
-  const std::string png = vbucket_test::media("image_100x60.png");
+  const std::string png = media("image_100x60.png");
   auto r = dec.decode(png, req, out.as<std::uint8_t>());
   REQUIRE_MESSAGE(r.ok(), r.error());
   CHECK_FALSE(r->on_device);
@@ -139,7 +149,7 @@ TEST_CASE("nvdec gpu: per-file fallback to the CPU decoder, counted") {
   CHECK(download(out, bytes) == cpu);
   // A filter the kernel does not have.
   req.filter = ff::resize_filter::bicubic;
-  const std::string h264 = vbucket_test::media("h264_320x240_24fps.mp4");
+  const std::string h264 = media("h264_320x240_24fps.mp4");
   r = dec.decode(h264, req, out.as<std::uint8_t>());
   REQUIRE(r.ok());
   CHECK(r->fallback == vc::fallback_reason::filter);
@@ -164,7 +174,7 @@ TEST_CASE("nvdec gpu: a corrupt or truncated file is an error naming the file") 
   ff::clip_request req{.start = 0, .frames = 4, .interval = 1, .height = 32, .width = 32};
   vc::device_buffer out(ff::clip_bytes(req));
   for (const char* name : {"bad_text.mp4", "bad_zero_bytes.mp4", "bad_header_only.mp4"}) {
-    const std::string file = vbucket_test::media(name);
+    const std::string file = media(name);
     const auto r = dec.decode(file, req, out.as<std::uint8_t>());
     REQUIRE_FALSE(r.ok());
     CAPTURE(r.error());
