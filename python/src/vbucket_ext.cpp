@@ -45,6 +45,8 @@
 #include "vbucket/fmt/plan_table.hpp"
 #endif
 
+#include "glue.hpp"  // py_config, py_meta, py_sampler, to_numpy, hex64
+
 namespace nb = nanobind;
 using namespace nb::literals;
 
@@ -58,15 +60,19 @@ using vbucket::plan_state;
 using vbucket::rng_mode;
 using vbucket::rule_kind;
 using vbucket::run_spec;
+using vbucket_py::hex64;
+using vbucket_py::os_ref;
+using vbucket_py::parse_hex64;
+using vbucket_py::py_config;
+using vbucket_py::py_meta;
+using vbucket_py::py_sampler;
+using vbucket_py::py_streamed_meta;
+using vbucket_py::sampler_ref;
+using vbucket_py::to_numpy;
 
 // ---------------------------------------------------------------------------------------------
 // Names from Python
 // ---------------------------------------------------------------------------------------------
-
-/// A fingerprint as Python shows it: "0x" and the library's 16 hex digits.
-std::string hex64(std::uint64_t v) { return "0x" + plan_state::hex(v); }
-
-std::uint64_t parse_hex64(std::string_view s) { return plan_state::parse_hex(s); }
 
 /// The spec of a run from Python's keyword arguments, as string keys and values (the package
 /// converts each value by its field's kind): the library checks the names, the values and the
@@ -140,12 +146,6 @@ nb::list run_fields() {
 // ---------------------------------------------------------------------------------------------
 // Config
 // ---------------------------------------------------------------------------------------------
-
-/// A validated config for one rule's resolution tables (Open-Sora 2.0's or v1.2's).
-struct py_config {
-  std::shared_ptr<const bucket_config> config;
-  rule_kind rule = rule_kind::opensora_v2;
-};
 
 py_config config_from_text(const std::string& text, const std::string& where,
                            const std::string& rule) {
@@ -282,18 +282,6 @@ void read_column(const column& a, const char* name, const std::vector<std::uint8
   });
 }
 
-/// Metadata owned by the module (shared with the samplers made from it, so a sampler outlives
-/// the Python objects it came from).
-struct py_meta {
-  std::shared_ptr<const meta_table> table;
-};
-
-/// A metadata CSV that a sampler reads in chunks each time it plans an epoch
-/// (`vbucket::streamed_meta_csv`): the table is never held, only the epoch's bucket ids.
-struct py_streamed_meta {
-  std::shared_ptr<const vbucket::streamed_meta_csv> csv;
-};
-
 py_streamed_meta streamed_meta(const std::string& path, std::size_t chunk_rows) {
   if (chunk_rows == 0) throw vbucket::error("StreamedCsv: chunk_rows must be at least 1");
   auto csv = std::make_shared<const vbucket::streamed_meta_csv>(
@@ -348,13 +336,6 @@ py_meta meta_from_csv(const std::string& path) {
   return {std::make_shared<const meta_table>(vbucket::load_meta_csv(path))};
 }
 
-template <class T>
-nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::vector<T> v) {
-  auto* owner = new std::vector<T>(std::move(v));
-  nb::capsule free(owner, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  return nb::ndarray<nb::numpy, T, nb::ndim<1>>(owner->data(), {owner->size()}, free);
-}
-
 /// The table's columns as numpy arrays (copies).
 nb::tuple meta_columns(const py_meta& m) {
   const meta_table& t = *m.table;
@@ -377,70 +358,6 @@ nb::tuple meta_columns(const py_meta& m) {
 
 /// This rank's packed batches (`batch_sampler::packed_steps`, the same for every sampler type).
 using packed_steps = vbucket::packed_rank_steps;
-
-/// A sampler of one rank (the library's `opensora_sampler` over `make_any_sampler` of the run
-/// spec), and the lock that keeps its calls one at a time.
-class py_sampler {
- public:
-  py_sampler(const py_meta& meta, const py_config& cfg, const run_spec& spec)
-      : config_(cfg), meta_(meta.table), spec_(spec), os_(make(meta.table, cfg, spec)) {}
-  /// Over a streamed CSV: no table is held (`meta()` is null).
-  py_sampler(const py_streamed_meta& meta, const py_config& cfg, const run_spec& spec)
-      : config_(cfg), spec_(spec), os_(make(meta.csv, cfg, spec)) {}
-
-  /// `f(any_sampler&)` with the GIL released and the lock held.
-  template <class F>
-  auto locked(F&& f) const {
-    nb::gil_scoped_release release;
-    std::lock_guard lock(mutex_);
-    return f(os_->sampler());
-  }
-  /// `f(opensora_sampler&)` (Open-Sora's lifecycle) with the GIL released and the lock held.
-  template <class F>
-  auto locked_os(F&& f) const {
-    nb::gil_scoped_release release;
-    std::lock_guard lock(mutex_);
-    return f(*os_);
-  }
-
-  const py_config& config() const noexcept { return config_; }
-  /// The table, or null for a sampler over a streamed CSV.
-  const std::shared_ptr<const meta_table>& meta() const noexcept { return meta_; }
-  const run_spec& spec() const noexcept { return spec_; }
-
-  /// One step done (a batch handed out), without releasing the GIL: cheap, once per batch.
-  void advance_one() {
-    std::lock_guard lock(mutex_);
-    os_->sampler().advance(1);
-  }
-  /// An iteration ran to its end (`opensora_sampler::finish`).
-  void finish() {
-    std::lock_guard lock(mutex_);
-    os_->finish();
-  }
-
- private:
-  template <class Samples>
-  static std::unique_ptr<vbucket::opensora_sampler> make(std::shared_ptr<const Samples> samples,
-                                                         const py_config& cfg,
-                                                         const run_spec& spec) {
-    if (spec.rule != cfg.rule)
-      throw vbucket::error("the config was loaded for rule " +
-                           std::string(vbucket::rule_name(cfg.rule)) + ", the sampler's rule is " +
-                           std::string(vbucket::rule_name(spec.rule)));
-    return std::make_unique<vbucket::opensora_sampler>(
-        vbucket::make_any_sampler(std::move(samples), cfg.config, spec));
-  }
-
-  py_config config_;
-  std::shared_ptr<const meta_table> meta_;
-  run_spec spec_;
-  std::unique_ptr<vbucket::opensora_sampler> os_;
-  mutable std::mutex mutex_;
-};
-
-using sampler_ref = vbucket::any_sampler&;
-using os_ref = vbucket::opensora_sampler&;
 
 /// The state as the library writes it ("vbucket-plan seed=S epoch=E consumed=C balance=G").
 std::string state_text(const py_sampler& s) {
@@ -861,15 +778,10 @@ std::string stats_table(const py_sampler& s) {
 
 }  // namespace
 
-#if VBUCKET_PY_HAS_FFMPEG
-#include "media_bindings.hpp"
-#endif
-#if VBUCKET_PY_HAS_EIGEN
-#include "memory_bindings.hpp"
-#endif
-
-void vbucket_bind_cache(nb::module_& m);  // cache_bindings.cpp (issue 32)
-void vbucket_bind_run(nb::module_& m);    // run_bindings.cpp (issue 31)
+void vbucket_bind_cache(nb::module_& m);   // cache_bindings.cpp (issue 32)
+void vbucket_bind_run(nb::module_& m);     // run_bindings.cpp (issue 31)
+void vbucket_bind_media(nb::module_& m);   // media_bindings.cpp (with the FFmpeg adapter)
+void vbucket_bind_memory(nb::module_& m);  // memory_bindings.cpp (with the Eigen adapter)
 
 NB_MODULE(_vbucket, m) {
   m.doc() = "vbucket's C++ core (glue only; see the vbucket package)";
@@ -890,11 +802,11 @@ NB_MODULE(_vbucket, m) {
   m.attr("HAS_FFMPEG") = static_cast<bool>(VBUCKET_PY_HAS_FFMPEG);
   m.attr("HAS_CUDA") = static_cast<bool>(VBUCKET_PY_HAS_CUDA);
 #if VBUCKET_PY_HAS_FFMPEG
-  bind_media(m);
+  vbucket_bind_media(m);
 #endif
   m.attr("HAS_EIGEN") = static_cast<bool>(VBUCKET_PY_HAS_EIGEN);
 #if VBUCKET_PY_HAS_EIGEN
-  bind_memory(m);
+  vbucket_bind_memory(m);
 #endif
   vbucket_bind_cache(m);
   vbucket_bind_run(m);

@@ -1,14 +1,19 @@
-#pragma once
 /// The media part of `vbucket._vbucket` (built when the FFmpeg adapter is): the scan
 /// (`ff::list_media`, `ff::probe_all` on a thread the Python caller polls, so progress is
 /// shown and Ctrl-C stops it), one clip (`ff::decode_clip` into a buffer the numpy array owns)
 /// and the loader (`vbucket::loader` over `ff::file_decoder` and a staging ring — host memory,
 /// its batches handed to PyTorch through DLPack without a copy, or with `pin_memory` the CUDA
-/// adapter's pinned memory, each batch copied into a tensor PyTorch allocated on the GPU). Included
-/// by vbucket_ext.cpp after the sampler glue (it uses `py_sampler`). Glue only: every rule is the
+/// adapter's pinned memory, each batch copied into a tensor PyTorch allocated on the GPU).
+/// Registered by `vbucket_bind_media(m)` from vbucket_ext.cpp; the sampler it reads is glue.hpp's
+/// `py_sampler`. Glue only: every rule is the
 /// library's.
 
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <array>               // std::array
 #include <atomic>              // std::atomic
@@ -36,7 +41,20 @@
 
 #include "staging_backend.hpp"  // py_backend
 
+#include "glue.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
 namespace {
+
+using vbucket::plan_state;
+using vbucket::rule_kind;
+using vbucket::run_spec;
+using vbucket_py::hex64;
+using vbucket_py::py_sampler;
+using vbucket_py::sampler_ref;
+using vbucket_py::to_numpy;
 
 namespace ff = vbucket::ffmpeg;
 
@@ -782,7 +800,9 @@ class py_loader {
   std::shared_ptr<loader_core> core_;
 };
 
-void bind_media(nb::module_& m) {
+}  // namespace
+
+void vbucket_bind_media(nb::module_& m) {
   nb::exception<decode_failure> decode_error(m, "DecodeError", PyExc_ValueError);
   decode_error.attr("__doc__") =
       "A clip that cannot be decoded (a ValueError): the message names the file and what is "
@@ -831,5 +851,3 @@ void bind_media(nb::module_& m) {
       .def("close", &py_loader::close)
       .def_prop_ro("closed", &py_loader::closed);
 }
-
-}  // namespace

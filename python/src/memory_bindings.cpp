@@ -1,8 +1,10 @@
-#pragma once
 /// The memory model of `vbucket fit-bs` for Python (built when the Eigen adapter is): reads a
 /// profile with `eigen::read_profile`, fits and rescales with `eigen::rescale_batch_sizes`, and
 /// returns per bucket the memory the fitted model predicts at the config's batch size and at
-/// the one fit-bs would choose. Included by vbucket_ext.cpp after the config glue.
+/// the one fit-bs would choose. Registered by `vbucket_bind_memory(m)` from vbucket_ext.cpp.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include <string>  // std::string
 #include <vector>  // std::vector
@@ -11,7 +13,15 @@
 #include "vbucket/eigen/cost_model.hpp"
 #include "vbucket/eigen/profile_csv.hpp"
 
+#include "glue.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
 namespace {
+
+using vbucket::rule_kind;
+using vbucket_py::py_config;
 
 template <class Tables>
 nb::dict memory_prediction_for(const py_config& cfg, const Tables& tables,
@@ -62,9 +72,9 @@ nb::dict memory_prediction(const py_config& cfg, const std::string& profile_path
                                margin);
 }
 
-void bind_memory(nb::module_& m) {
+}  // namespace
+
+void vbucket_bind_memory(nb::module_& m) {
   m.def("memory_prediction", &memory_prediction, "config"_a, "profile"_a, "memory_gib"_a,
         "margin"_a);
 }
-
-}  // namespace

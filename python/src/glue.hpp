@@ -1,0 +1,132 @@
+#pragma once
+/// What the parts of `vbucket._vbucket` share (vbucket_ext.cpp, media_bindings.cpp,
+/// memory_bindings.cpp): the config, metadata and sampler objects Python holds, and the small
+/// conversions (fingerprints as "0x…" text, vectors as numpy arrays). In a named namespace, so
+/// every translation unit sees one type (nanobind finds a bound class by its type).
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>      // std::uint64_t
+#include <memory>       // std::shared_ptr, std::unique_ptr
+#include <mutex>        // std::mutex: one sampler call at a time while the GIL is released
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <utility>      // std::move
+#include <vector>       // std::vector
+
+#include "vbucket/any_sampler.hpp"
+#include "vbucket/bucket_config.hpp"
+#include "vbucket/csv.hpp"
+#include "vbucket/error.hpp"
+#include "vbucket/opensora_sampler.hpp"
+#include "vbucket/plan_state.hpp"
+#include "vbucket/rule_kind.hpp"
+#include "vbucket/run_spec.hpp"
+
+namespace vbucket_py {
+
+namespace nb = nanobind;
+
+using vbucket::bucket_config;
+using vbucket::meta_table;
+using vbucket::plan_state;
+using vbucket::rule_kind;
+using vbucket::run_spec;
+
+/// A fingerprint as Python shows it: "0x" and the library's 16 hex digits.
+inline std::string hex64(std::uint64_t v) { return "0x" + plan_state::hex(v); }
+
+inline std::uint64_t parse_hex64(std::string_view s) { return plan_state::parse_hex(s); }
+
+/// A validated config for one rule's resolution tables (Open-Sora 2.0's or v1.2's).
+struct py_config {
+  std::shared_ptr<const bucket_config> config;
+  rule_kind rule = rule_kind::opensora_v2;
+};
+
+/// Metadata owned by the module (shared with the samplers made from it, so a sampler outlives
+/// the Python objects it came from).
+struct py_meta {
+  std::shared_ptr<const meta_table> table;
+};
+
+/// A metadata CSV that a sampler reads in chunks each time it plans an epoch
+/// (`vbucket::streamed_meta_csv`): the table is never held, only the epoch's bucket ids.
+struct py_streamed_meta {
+  std::shared_ptr<const vbucket::streamed_meta_csv> csv;
+};
+
+/// A vector as a numpy array that owns it (no copy).
+template <class T>
+nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::vector<T> v) {
+  auto* owner = new std::vector<T>(std::move(v));
+  nb::capsule free(owner, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T, nb::ndim<1>>(owner->data(), {owner->size()}, free);
+}
+
+/// A sampler of one rank (the library's `opensora_sampler` over `make_any_sampler` of the run
+/// spec), and the lock that keeps its calls one at a time.
+class py_sampler {
+ public:
+  py_sampler(const py_meta& meta, const py_config& cfg, const run_spec& spec)
+      : config_(cfg), meta_(meta.table), spec_(spec), os_(make(meta.table, cfg, spec)) {}
+  /// Over a streamed CSV: no table is held (`meta()` is null).
+  py_sampler(const py_streamed_meta& meta, const py_config& cfg, const run_spec& spec)
+      : config_(cfg), spec_(spec), os_(make(meta.csv, cfg, spec)) {}
+
+  /// `f(any_sampler&)` with the GIL released and the lock held.
+  template <class F>
+  auto locked(F&& f) const {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    return f(os_->sampler());
+  }
+  /// `f(opensora_sampler&)` (Open-Sora's lifecycle) with the GIL released and the lock held.
+  template <class F>
+  auto locked_os(F&& f) const {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    return f(*os_);
+  }
+
+  const py_config& config() const noexcept { return config_; }
+  /// The table, or null for a sampler over a streamed CSV.
+  const std::shared_ptr<const meta_table>& meta() const noexcept { return meta_; }
+  const run_spec& spec() const noexcept { return spec_; }
+
+  /// One step done (a batch handed out), without releasing the GIL: cheap, once per batch.
+  void advance_one() {
+    std::lock_guard lock(mutex_);
+    os_->sampler().advance(1);
+  }
+  /// An iteration ran to its end (`opensora_sampler::finish`).
+  void finish() {
+    std::lock_guard lock(mutex_);
+    os_->finish();
+  }
+
+ private:
+  template <class Samples>
+  static std::unique_ptr<vbucket::opensora_sampler> make(std::shared_ptr<const Samples> samples,
+                                                         const py_config& cfg,
+                                                         const run_spec& spec) {
+    if (spec.rule != cfg.rule)
+      throw vbucket::error("the config was loaded for rule " +
+                           std::string(vbucket::rule_name(cfg.rule)) + ", the sampler's rule is " +
+                           std::string(vbucket::rule_name(spec.rule)));
+    return std::make_unique<vbucket::opensora_sampler>(
+        vbucket::make_any_sampler(std::move(samples), cfg.config, spec));
+  }
+
+  py_config config_;
+  std::shared_ptr<const meta_table> meta_;
+  run_spec spec_;
+  std::unique_ptr<vbucket::opensora_sampler> os_;
+  mutable std::mutex mutex_;
+};
+
+using sampler_ref = vbucket::any_sampler&;
+using os_ref = vbucket::opensora_sampler&;
+
+}  // namespace vbucket_py
