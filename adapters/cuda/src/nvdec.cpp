@@ -62,10 +62,10 @@ AVPixelFormat pick_cuda(AVCodecContext* ctx, const AVPixelFormat* formats) {
   auto* st = static_cast<hw_state*>(ctx->opaque);
   for (const AVPixelFormat* p = formats; *p != AV_PIX_FMT_NONE; ++p)
     if (*p == AV_PIX_FMT_CUDA) return *p;
-  // Nothing the device decodes: fail the decode now rather than decode it in software (the
-  // caller hands the file to the CPU decoder, which is faster at that).
+  // Nothing the device decodes (the codec or profile, or the hwaccel failed to start):
+  // software frames, which the writer refuses at once, so the file goes to the CPU decoder.
   if (st != nullptr) st->refused = true;
-  return AV_PIX_FMT_NONE;
+  return avcodec_default_get_format(ctx, formats);
 }
 
 /// The frame layout of pixel format `fmt` in `v` (planes, depth, subsampling); false for a
@@ -210,7 +210,8 @@ class device_writer {
       const char* fmt = av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format));
       throw needs_cpu(fallback_reason::codec, name + ": the decoder gave " +
                                                   (fmt != nullptr ? fmt : "unknown") +
-                                                  " frames, not CUDA ones");
+                                                  " frames, not CUDA ones (no CUDA decoding for "
+                                                  "the codec or its profile)");
     }
     const auto* frames = reinterpret_cast<const AVHWFramesContext*>(f->hw_frames_ctx->data);
     yuv::frame_view v;
