@@ -364,6 +364,8 @@ struct nvdec_decoder::impl {
   nvdec_info run(const std::string& path, const clip_request& req, std::uint8_t* out) {
     av::check_request(path, req, ffmpeg::clip_bytes(req));
     if (out == nullptr) av::fail(path, "no output buffer");
+    // The calling thread's current device (per thread in the runtime API) must be ours.
+    if (stream != nullptr) check(cudaSetDevice(options.device), "cudaSetDevice");
     nvdec_info ni;
     if (device == nullptr) {
       ni.fallback = fallback_reason::no_device;
