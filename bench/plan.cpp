@@ -9,14 +9,20 @@
 ///    sample, and `limit_ns` is the time per sample of a streaming pass that does just that on
 ///    the same table (`vbucket::bench::stream_rows`, one thread, timed in every iteration
 ///    outside the benchmark's time), `x_limit` = (assignment + plan) / that pass.
-///  - `plan/scale/<N>`: an epoch of N samples (up to 10^9) with no metadata table: synthetic
-///    samples are generated and assigned in chunks of 2^22 rows of a compact `meta_table`
-///    (streamed, as rows come from a reader), only their bucket ids are kept; then grouping +
-///    plan + dealing to 1024 ranks. One iteration. Counters: `gen_s`, `assign_s` (generating
-///    and assigning, both per epoch), `plan_s`, `deal_s`, `peak_rss_MB`, `ids_B_per_sample`
-///    (what the streamed ids cost) and `extra_B_per_sample` (peak RSS above the RSS before,
-///    per sample); `limit_ns` (the streaming pass over each chunk of rows, per sample) and
-///    `x_limit` = (assign + plan + deal) / those passes.
+///  - `plan/scale/<N>` (N = 10^7, 10^8, 10^9): an epoch of N samples with no metadata table:
+///    synthetic samples are generated and assigned in chunks of 2^22 rows of a compact
+///    `meta_table` (streamed, as rows come from a reader), only their bucket ids are kept; then
+///    grouping + plan + dealing to 1024 ranks. One iteration. Counters: `gen_s`, `assign_s`
+///    (generating and assigning, both per epoch), `plan_s`, `deal_s`, `peak_rss_MB`,
+///    `ids_B_per_sample` (what the streamed ids cost) and `extra_B_per_sample` (peak RSS above
+///    the RSS before, per sample); `limit_ns` (the streaming pass over each chunk of rows, per
+///    sample) and `x_limit` = (assign + plan + deal) / those passes. Per sample, wall and CPU
+///    (the process's, all threads, user + sys): `assign_ns` / `assign_cpu_ns`, `plan_ns` /
+///    `plan_cpu_ns` (`plan_sys_ns` of it in the kernel: first touch of fresh pages), `deal_ns` /
+///    `deal_cpu_ns`, and `total_ns` / `total_cpu_ns` (assign + plan + deal). `growth` and
+///    `growth_cpu`: total_ns and total_cpu_ns over those of the last `plan/scale/10000000` run
+///    in the same process (so `--benchmark_filter='plan/scale/(10000000|1000000000)/'` prints
+///    the growth from 10^7 to 10^9 measured side by side).
 ///  - `plan/packed/<N>`: the packed planner (`make_packed_plan`, grouping + packing + order +
 ///    deal to 64 ranks) against the fixed plan (`make_epoch_plan` + deal) on the same samples
 ///    and config (Open-Sora 2.0), both timed in every iteration, with the packed budget the
@@ -42,10 +48,14 @@
 #include <cstdio>      // std::FILE, std::fopen, std::fgets
 #include <cstdlib>     // std::strtol
 #include <cstring>     // std::strlen, std::strncmp
+#include <ctime>       // clock_gettime (process CPU time)
 #include <filesystem>  // std::filesystem::path (locating tests/data)
 #include <map>         // std::map (tables per size)
 #if defined(__GLIBC__)
 #include <malloc.h>  // malloc_trim (a clean RSS baseline)
+#endif
+#if defined(__unix__)
+#include <sys/resource.h>  // getrusage (kernel time)
 #endif
 #include <memory>  // std::unique_ptr
 #include <span>    // std::span
@@ -80,6 +90,31 @@ const vbucket::meta_table& plan_samples(std::size_t n) {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+/// The process's CPU time (all threads, user + sys), in seconds; 0 where unavailable.
+double process_cpu_seconds() {
+#if defined(CLOCK_PROCESS_CPUTIME_ID)
+  timespec t{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0.0;
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+#else
+  return 0.0;
+#endif
+}
+
+/// The process's kernel time (all threads), in seconds; 0 where unavailable.
+double process_sys_seconds() {
+#if defined(__unix__)
+  rusage r{};
+  if (getrusage(RUSAGE_SELF, &r) != 0) return 0.0;
+  return static_cast<double>(r.ru_stime.tv_sec) + 1e-6 * static_cast<double>(r.ru_stime.tv_usec);
+#else
+  return 0.0;
+#endif
+}
+
+/// Per-sample wall and CPU totals of the last plan/scale/10^7 run (0: none yet).
+double scale_base_ns = 0.0, scale_base_cpu_ns = 0.0;
 
 void plan_epoch(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
@@ -159,6 +194,7 @@ void plan_scale(benchmark::State& state) {
   const long rss_before = proc_status_kb("VmRSS");
   const bool peak_reset = reset_peak_rss();
   double gen_s = 0.0, assign_s = 0.0, plan_s = 0.0, deal_s = 0.0, limit_s = 0.0;
+  double assign_cpu = 0.0, plan_cpu = 0.0, plan_sys = 0.0, deal_cpu = 0.0;
   std::uint64_t batches = 0, steps = 0, grouped = 0;
   for (auto _ : state) {
     const vbucket::fast_source source(plan_seed, 0);
@@ -186,6 +222,7 @@ void plan_scale(benchmark::State& state) {
       limit_s += seconds_since(t0);
       state.ResumeTiming();
       t0 = std::chrono::steady_clock::now();
+      const double c0 = process_cpu_seconds();
       const vbucket::shifted_source<vbucket::fast_source> at{source, first};
       vbucket::assign_into(std::span<vbucket::bucket_id>(chunk_ids.data(), count), config, rows,
                            rule, at);
@@ -193,6 +230,7 @@ void plan_scale(benchmark::State& state) {
                            std::span<vbucket::compact_bucket_id>(ids.data() + first, count),
                            config.num_buckets(), first);
       assign_s += seconds_since(t0);
+      assign_cpu += process_cpu_seconds() - c0;
       // The streamed ids are the whole table's: spot-check rows against the plain rule.
       for (std::size_t i = 0; i < count; i += 65537)
         if (ids[first + i] != plain.assign(config, rows[i], first + i, source)) {
@@ -202,14 +240,20 @@ void plan_scale(benchmark::State& state) {
     }
     rows = vbucket::meta_table{};
     auto t0 = std::chrono::steady_clock::now();
+    double c0 = process_cpu_seconds();
+    const double s0 = process_sys_seconds();
     vbucket::plan_options options;
     options.seed = plan_seed;
     const vbucket::epoch_plan plan =
         vbucket::make_epoch_plan(std::span<const vbucket::compact_bucket_id>(ids), config, options);
     plan_s += seconds_since(t0);
+    plan_cpu += process_cpu_seconds() - c0;
+    plan_sys += process_sys_seconds() - s0;
     t0 = std::chrono::steady_clock::now();
+    c0 = process_cpu_seconds();
     const vbucket::epoch_schedule schedule = plan.deal(world);
     deal_s += seconds_since(t0);
+    deal_cpu += process_cpu_seconds() - c0;
     batches = plan.num_batches();
     steps = schedule.steps();
     grouped = vbucket::compute_plan_stats(plan, config).total.grouped;
@@ -223,6 +267,25 @@ void plan_scale(benchmark::State& state) {
   state.counters["deal_s"] = deal_s;
   state.counters["limit_ns"] = 1e9 * limit_s / samples;
   state.counters["x_limit"] = (assign_s + plan_s + deal_s) / limit_s;
+  const double ns = 1e9 / samples;
+  state.counters["assign_ns"] = ns * assign_s;
+  state.counters["plan_ns"] = ns * plan_s;
+  state.counters["deal_ns"] = ns * deal_s;
+  state.counters["assign_cpu_ns"] = ns * assign_cpu;
+  state.counters["plan_cpu_ns"] = ns * plan_cpu;
+  state.counters["plan_sys_ns"] = ns * plan_sys;
+  state.counters["deal_cpu_ns"] = ns * deal_cpu;
+  const double total_ns = ns * (assign_s + plan_s + deal_s);
+  const double total_cpu_ns = ns * (assign_cpu + plan_cpu + deal_cpu);
+  state.counters["total_ns"] = total_ns;
+  state.counters["total_cpu_ns"] = total_cpu_ns;
+  if (n == 10'000'000) {
+    scale_base_ns = total_ns;
+    scale_base_cpu_ns = total_cpu_ns;
+  } else if (scale_base_ns > 0.0) {
+    state.counters["growth"] = total_ns / scale_base_ns;
+    state.counters["growth_cpu"] = total_cpu_ns / scale_base_cpu_ns;
+  }
   state.counters["batches"] = static_cast<double>(batches);
   state.counters["steps"] = static_cast<double>(steps);
   state.counters["grouped"] = static_cast<double>(grouped);
@@ -351,8 +414,9 @@ void plan_balance_v12(benchmark::State& state) {
       ->Arg(10'000'000)
       ->Unit(kMillisecond)
       ->UseRealTime();
-  // 10^9 needs about 10 GB; run it by name (--benchmark_filter=plan/scale/1000000000).
+  // 10^9 needs about 7 GB; run it by name (--benchmark_filter=plan/scale/1000000000).
   benchmark::RegisterBenchmark("plan/scale", plan_scale)
+      ->Arg(10'000'000)
       ->Arg(100'000'000)
       ->Arg(1'000'000'000)
       ->Unit(kMillisecond)
