@@ -477,3 +477,36 @@ TEST_CASE("nvdec: without a CUDA device every clip is a counted fallback, errors
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().find(file) != std::string::npos);
 }
+
+TEST_CASE("nvdec math: decode_clip_reference's CTHW is its THWC transposed, padding repeats") {
+  const std::string file = vbucket_test::media("h264_160x120_25fps.mp4");
+  // 50 frames: 40, 42, ..., 48 exist, 50 .. 54 are padded with frame 48.
+  ff::clip_request req{.start = 40, .frames = 8, .interval = 2, .height = 30, .width = 50};
+  req.pad = true;
+  std::vector<std::uint8_t> thwc(ff::clip_bytes(req)), cthw(thwc.size());
+  const auto a = vbucket::cuda::decode_clip_reference(file, req, thwc);
+  REQUIRE_MESSAGE(a.ok(), a.error());
+  CHECK(a->frames_padded == 3);
+  req.layout = ff::layout::cthw;
+  REQUIRE(vbucket::cuda::decode_clip_reference(file, req, cthw).ok());
+  const std::size_t hw = 30 * 50, n = 8;
+  std::size_t wrong = 0;
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t p = 0; p < hw; ++p)
+      for (std::size_t c = 0; c < 3; ++c)
+        wrong += thwc[(t * hw + p) * 3 + c] != cthw[(c * n + t) * hw + p];
+  CHECK(wrong == 0);
+  for (std::size_t t = 5; t < n; ++t)
+    CHECK(std::equal(thwc.begin() + static_cast<std::ptrdiff_t>(t * hw * 3),
+                     thwc.begin() + static_cast<std::ptrdiff_t>((t + 1) * hw * 3),
+                     thwc.begin() + static_cast<std::ptrdiff_t>(4 * hw * 3)));
+  // A bad file or request: an error naming the file.
+  const auto bad =
+      vbucket::cuda::decode_clip_reference(vbucket_test::media("bad_text.mp4"), req, cthw);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().find("bad_text.mp4") != std::string::npos);
+  req.width = 51;  // the buffer no longer fits
+  const auto wrong_size = vbucket::cuda::decode_clip_reference(file, req, cthw);
+  REQUIRE_FALSE(wrong_size.ok());
+  CHECK(wrong_size.error().find(file) != std::string::npos);
+}
