@@ -6,7 +6,9 @@
 ///  - `decode/random_clips/<height>p/skip:<0|1>`: eight such clips at seeded random starts,
 ///    with clip_request::skip_unwanted and without; frames decoded per frame delivered.
 ///  - `decode/cost_balance/mode:<M>`: step balance with decode cost, simulated on a skewed
-///    corpus across 8 ranks (BM_decode_cost_balance; needs no video).
+///    corpus across 8 ranks (BM_decode_cost_balance; needs no video);
+///    `decode/cost_balance_plan/costs:<0|1>`: the planner's time on 1 M samples without and
+///    with per-sample costs.
 ///  - `decode/deep_clip/container:<C>/start:<S>`: the same clip at frame S of a 5-minute 360p
 ///    video in MP4, MPEG-TS, AVI and MPEG-PS (see BM_decode_deep_clip).
 ///  - `decode/long_video_index/container:<C>/index:<0|1>`: a clip at frame 8900 of the
@@ -19,12 +21,13 @@
 
 #include <benchmark/benchmark.h>
 
-#include <algorithm>   // std::copy_n, std::sort, std::stable_sort, std::max, std::min
+#include <algorithm>   // std::copy_n, std::sort, std::max
+#include <cstddef>     // std::size_t
 #include <cstdint>     // std::int64_t, std::uint8_t, std::uint64_t
 #include <cstdlib>     // std::getenv
 #include <filesystem>  // std::filesystem::exists
-#include <numeric>     // std::iota
 #include <optional>    // std::optional
+#include <span>        // std::span
 #include <string>      // std::string
 #include <utility>     // std::move
 #include <vector>      // std::vector
@@ -210,30 +213,30 @@ void BM_decode_random_clips(benchmark::State& state) {
       delivered > 0 ? static_cast<double>(decoded) / static_cast<double>(delivered) : 0.0;
 }
 
-/// Step balance with decode cost (issue 33 item 4), simulated: a skewed corpus of 40000
-/// videos (360p/720p/1080p sources, GOP 30 or 250, 3-20 s at 30 fps, H.264/HEVC/VP9/AV1) is
-/// assigned by the Open-Sora 2.0 rule (interval 2) to 256px and 768px buckets of 33-129 frames,
-/// planned, and dealt to 8 ranks. A rank's loader time for a step is the decode time of its
-/// batch's clips: frames from the keyframe before each clip's (seeded random) start to its last
-/// frame × coded megapixels × the codec's seconds per megapixel-frame. mode:0 no balance;
-/// mode:1 balance (group 960) by the default cost (latent tokens); mode:2 balance by
-/// decode_aware_cost (each bucket's mean expected decode cost, from the keyframes);
-/// mode:3 (what-if, not a planner feature) mode 0's batches sorted by each batch's own expected
-/// decode cost in chunks of 960, as a per-batch cost hook would. Counters: the mean and the
-/// 95th percentile over steps of max/mean rank loader time, and Σ max / Σ mean.
-void BM_decode_cost_balance(benchmark::State& state) {
+/// A skewed corpus for step balance with decode cost (issue 33 item 4): `n` videos (360p/720p/
+/// 1080p sources, GOP 30 or 250, 3-20 s at 30 fps, H.264/HEVC/VP9/AV1) assigned by the
+/// Open-Sora 2.0 rule (interval 2) to 256px and 768px buckets of 33-129 frames. Per sample: its
+/// expected decode seconds (`expected_frames_from_keyframe` × coded megapixels × the codec's
+/// seconds per megapixel-frame: what a plan can know) and its simulated decode seconds (the
+/// same from a seeded random start: the truth a loader meets).
+struct cost_corpus {
+  vbucket::bucket_config config;
+  std::vector<vbucket::bucket_id> ids;
+  std::vector<double> expected, actual;
+};
+
+cost_corpus make_cost_corpus(std::size_t n) {
   using vbucket::bucket_spec;
-  const int mode = static_cast<int>(state.range(0));
   const std::vector<bucket_spec> specs = {{"256px", 33, 1.0, 0.5, 24}, {"256px", 65, 1.0, 0.5, 12},
                                           {"256px", 97, 1.0, 0.5, 8},  {"256px", 129, 1.0, 0.5, 6},
                                           {"768px", 33, 0.5, 0.5, 4},  {"768px", 65, 0.5, 0.5, 2},
                                           {"768px", 97, 0.5, 0.5, 1},  {"768px", 129, 0.5, 0.5, 1}};
-  const vbucket::bucket_config config(specs, vbucket::opensora_v2_tables{});
+  cost_corpus out{vbucket::bucket_config(specs, vbucket::opensora_v2_tables{}), {}, {}, {}};
+  const vbucket::bucket_config& config = out.config;
   // Seconds per coded megapixel-frame (vbucket, one thread; compare_decoders.py on 720p).
   const ff::decode_cost_model model{
       {{"h264", 0.0016}, {"hevc", 0.0020}, {"vp9", 0.0020}, {"av1", 0.0024}}, 0.002};
   const char* const codecs[] = {"h264", "h264", "h264", "hevc", "vp9", "av1"};
-  constexpr std::size_t n = 40000;
   constexpr std::int64_t interval = 2;  // 30 fps, fps_max 16
   vbucket::meta_table table;
   table.reserve(n);
@@ -251,69 +254,62 @@ void BM_decode_cost_balance(benchmark::State& state) {
     pixels[i] = h * (h * 16 / 9);
     codec[i] = codecs[(u >> 24) % 6];
   }
-  const auto ids =
+  out.ids =
       vbucket::assign_all(config, table, vbucket::opensora_v2_rule{}, vbucket::fast_source(7, 0));
-  // Expected (from the keyframes, for the balance) and drawn (the simulated truth) seconds.
-  std::vector<double> expected(n, 0.0), actual(n, 0.0);
+  out.expected.assign(n, 0.0);
+  out.actual.assign(n, 0.0);
   std::vector<std::int64_t> keys;
   for (std::size_t i = 0; i < n; ++i) {
-    if (ids[i] < 0) continue;
-    const std::int64_t t = config.frames_of(ids[i]).frames;
+    const vbucket::bucket_id b = out.ids[i];
+    if (b < 0) continue;
+    const std::int64_t t = config.frames_of(b).frames;
     const std::int64_t total = table[i].num_frames;
     keys.clear();
     for (std::int64_t k = 0; k < total; k += gop[i]) keys.push_back(k);
-    expected[i] = model.seconds(codec[i], pixels[i],
-                                ff::expected_frames_from_keyframe(keys, total, t, interval));
+    out.expected[i] = model.seconds(codec[i], pixels[i],
+                                    ff::expected_frames_from_keyframe(keys, total, t, interval));
     const auto start = ff::temporal_random_crop(total, t, interval, vbucket::detail::mix64(i));
     if (start)
-      actual[i] =
+      out.actual[i] =
           model.seconds(codec[i], pixels[i],
                         static_cast<double>(ff::frames_from_keyframe(keys, *start, t, interval)));
   }
+  return out;
+}
+
+/// Step balance with decode cost, simulated on `make_cost_corpus(40000)` planned and dealt to 8
+/// ranks. A rank's loader time for a step is the simulated decode time of its batch's clips.
+/// mode:0 no balance; mode:1 balance (group 960) by the default cost (latent tokens); mode:2
+/// balance by decode_aware_cost (each bucket's mean expected decode cost, from the keyframes);
+/// mode:3 balance by per-sample costs (`make_epoch_plan(..., no_batch_cost{}, expected)`: each
+/// batch's own Σ expected decode seconds); mode:4 (a bound, not achievable) as mode 3 with the
+/// simulated seconds themselves as the costs, which shows what the expected cost leaves to the
+/// spread of random starts. Counters: the mean and the 95th percentile over steps of max/mean
+/// rank loader time, and Σ max / Σ mean.
+void BM_decode_cost_balance(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  const cost_corpus corpus = make_cost_corpus(40000);
+  const vbucket::bucket_config& config = corpus.config;
+  const std::span<const vbucket::bucket_id> ids(corpus.ids);
   constexpr std::uint32_t world = 8, group = 960;
   double mean_ratio = 0, sum_max = 0, sum_mean = 0, p95 = 0;
   std::uint64_t steps = 0;
   for (auto _ : state) {
-    vbucket::plan_options o{
-        .seed = 1, .epoch = 0, .balance_group = mode == 1 || mode == 2 ? group : 0u};
-    const ff::decode_aware_cost decode_cost(config, ids, expected, 1e9);
-    const auto plan = mode == 2 ? vbucket::make_epoch_plan(std::span(ids), config, o, decode_cost)
-                                : vbucket::make_epoch_plan(std::span(ids), config, o);
-    // The global order of batches, as dealt: position p goes to step p / world, rank p % world.
-    std::vector<std::vector<std::uint32_t>> order;
-    for (std::uint64_t p = 0; p < plan.num_batches(); ++p) {
-      const auto b = plan.global_batch(p).indices;
-      order.emplace_back(b.begin(), b.end());
-    }
-    const auto cost_of = [](const std::vector<std::uint32_t>& b, const std::vector<double>& c) {
-      double s = 0;
-      for (std::uint32_t i : b) s += c[i];
-      return s;
-    };
-    if (mode == 3) {  // sorted by the batch's own expected cost, chunks of G kept in plan order
-      std::vector<std::size_t> idx(order.size());
-      std::iota(idx.begin(), idx.end(), std::size_t{0});
-      std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-        return cost_of(order[a], expected) > cost_of(order[b], expected);
-      });
-      std::vector<std::size_t> chunks((idx.size() + group - 1) / group);
-      std::iota(chunks.begin(), chunks.end(), std::size_t{0});
-      std::uint64_t y = 99;
-      for (std::size_t c = chunks.size(); c > 1; --c) {  // a seeded shuffle of the chunks
-        y = vbucket::detail::mix64(y + 1);
-        std::swap(chunks[c - 1], chunks[y % c]);
-      }
-      std::vector<std::vector<std::uint32_t>> sorted;
-      for (std::size_t c : chunks)
-        for (std::size_t k = c * group; k < std::min(idx.size(), (c + 1) * group); ++k)
-          sorted.push_back(order[idx[k]]);
-      order = std::move(sorted);
-    }
+    const vbucket::plan_options o{.seed = 1, .epoch = 0, .balance_group = mode == 0 ? 0u : group};
+    const ff::decode_aware_cost decode_cost(config, ids, corpus.expected, 1e9);
+    const auto plan =
+        mode == 2   ? vbucket::make_epoch_plan(ids, config, o, decode_cost)
+        : mode == 3 ? vbucket::make_epoch_plan(ids, config, o, ff::no_batch_cost{}, corpus.expected)
+        : mode == 4 ? vbucket::make_epoch_plan(ids, config, o, ff::no_batch_cost{}, corpus.actual)
+                    : vbucket::make_epoch_plan(ids, config, o);
+    // Dealt: position p goes to step p / world, rank p % world.
+    const vbucket::epoch_schedule schedule = plan.deal(world, 0, /*drop_last=*/true);
     std::vector<double> ratios;
-    for (std::size_t p = 0; p + world <= order.size(); p += world) {
+    for (std::uint64_t k = 0; k < schedule.steps(); ++k) {
       double mx = 0, sum = 0;
       for (std::uint32_t r = 0; r < world; ++r) {
-        const double t = cost_of(order[p + r], actual);
+        double t = 0;
+        for (const std::uint32_t i : schedule.at(k, r).indices) t += corpus.actual[i];
         mx = std::max(mx, t);
         sum += t;
       }
@@ -332,6 +328,27 @@ void BM_decode_cost_balance(benchmark::State& state) {
   state.counters["max_over_mean"] = mean_ratio;
   state.counters["p95_max_over_mean"] = p95;
   state.counters["sum_max_over_sum_mean"] = sum_mean > 0 ? sum_max / sum_mean : 0.0;
+}
+
+/// The planner's time for one epoch of `make_cost_corpus(1000000)` (balance group 960, latent
+/// tokens): costs:0 without per-sample costs, costs:1 with them (each sample's expected decode
+/// seconds × 2e5 tokens per second: the batch costs summed, hashed, and the batches sorted by
+/// them).
+void BM_decode_cost_balance_plan(benchmark::State& state) {
+  const bool costs = state.range(0) != 0;
+  static const cost_corpus corpus = make_cost_corpus(1000000);
+  std::vector<double> weighted(corpus.expected);
+  for (double& c : weighted) c *= 2e5;
+  const std::span<const vbucket::bucket_id> ids(corpus.ids);
+  const vbucket::plan_options o{.seed = 1, .epoch = 0, .balance_group = 960};
+  for (auto _ : state) {
+    const auto plan = costs ? vbucket::make_epoch_plan(ids, corpus.config, o,
+                                                       vbucket::latent_tokens_cost{}, weighted)
+                            : vbucket::make_epoch_plan(ids, corpus.config, o);
+    benchmark::DoNotOptimize(plan.num_batches());
+    state.counters["batches"] = static_cast<double>(plan.num_batches());
+  }
+  state.counters["samples"] = static_cast<double>(corpus.ids.size());
 }
 
 /// A clip far into a long video (5 min, 360p, 30 fps, GOP 60: h264_360p_300s.mp4 from
@@ -427,8 +444,13 @@ BENCHMARK(BM_decode_random_clips)
 BENCHMARK(BM_decode_cost_balance)
     ->Name("decode/cost_balance")
     ->ArgNames({"mode"})
-    ->DenseRange(0, 3)
+    ->DenseRange(0, 4)
     ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decode_cost_balance_plan)
+    ->Name("decode/cost_balance_plan")
+    ->ArgNames({"costs"})
+    ->DenseRange(0, 1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_whole_clip_first)->Name("decode/whole_clip_first")->Apply(clip_args);
 BENCHMARK(BM_decode_long_video)

@@ -57,7 +57,8 @@
 ///     auto plan = vbucket::make_epoch_plan(ids, cfg, {.seed = seed, .epoch = epoch});
 ///     for (const vbucket::batch& b : plan.deal(world, consumed).rank(rank)) train(b);
 
-#include <algorithm>  // std::sort, std::stable_sort, std::min, std::max
+#include <algorithm>  // std::sort, std::stable_sort, std::min, std::max, std::find
+#include <array>      // std::array
 #include <bit>        // std::bit_cast
 #include <cassert>    // assert
 #include <cmath>      // std::abs
@@ -73,7 +74,7 @@
 #include <ranges>     // std::ranges::view_base
 #include <span>       // std::span
 #include <string>     // std::string
-#include <utility>    // std::move, std::as_const, std::declval
+#include <utility>    // std::move, std::as_const, std::declval, std::exchange
 #include <vector>     // std::vector
 
 #include "batch.hpp"
@@ -284,19 +285,30 @@ inline void choose_downgrades(const bucket_config& config, std::vector<plan_buck
 }  // namespace detail
 
 /// The hash a plan records of its per-sample costs (`epoch_plan::sample_cost_hash`, a resume
-/// state's `sample_cost`): 64 bits over their count and each cost's IEEE-754 bits in order (−0
-/// as +0), chained through SplitMix64's mix64. Throws `vbucket::error` naming the first sample
-/// whose cost is not a finite number ≥ 0.
+/// state's `sample_cost`): 64 bits over their count and each cost's IEEE-754 bits (−0 as +0),
+/// in four interleaved chains through SplitMix64's mix64 (cost i in chain i mod 4), then the
+/// chains combined. Throws `vbucket::error` naming the first sample whose cost is not a finite
+/// number ≥ 0.
 inline std::uint64_t sample_costs_hash(std::span<const double> costs) {
-  std::uint64_t h = detail::mix64(0x73616d706c65636fULL ^ costs.size());
-  for (std::size_t i = 0; i < costs.size(); ++i) {
+  const std::size_t n = costs.size();
+  const std::uint64_t seed = detail::mix64(0x73616d706c65636fULL ^ n);
+  std::uint64_t h[4] = {seed, seed + 1, seed + 2, seed + 3};
+  const auto bits = [&](std::size_t i) {
     const double c = costs[i];
     if (!(c >= 0.0) || !(c < std::numeric_limits<double>::infinity()))
       throw error("epoch plan: the cost of sample " + std::to_string(i) + " is " +
                   std::to_string(c) + ", not a finite number >= 0");
-    h = detail::mix64(h ^ std::bit_cast<std::uint64_t>(c + 0.0));
+    return std::bit_cast<std::uint64_t>(c + 0.0);
+  };
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    h[0] = detail::mix64(h[0] ^ bits(i));
+    h[1] = detail::mix64(h[1] ^ bits(i + 1));
+    h[2] = detail::mix64(h[2] ^ bits(i + 2));
+    h[3] = detail::mix64(h[3] ^ bits(i + 3));
   }
-  return h;
+  for (; i < n; ++i) h[i % 4] = detail::mix64(h[i % 4] ^ bits(i));
+  return detail::mix64(detail::mix64(detail::mix64(h[0] ^ h[1]) ^ h[2]) ^ h[3]);
 }
 
 namespace detail {
@@ -386,18 +398,25 @@ inline std::uint64_t lay_out_slots(plan_data& data, std::span<const std::uint64_
 }
 
 /// Phase 4: each bucket's own samples are shuffled in place (Fisher–Yates keyed by (seed,
-/// epoch, bucket)), the largest buckets first, in parallel.
-inline void shuffle_own_samples(std::uint32_t* slots, std::span<const plan_bucket> buckets,
-                                std::span<const std::uint64_t> capacity, std::uint64_t key,
-                                unsigned threads) {
-  std::vector<std::uint32_t> work;
+/// epoch, bucket)), the largest first, in parallel. `also`, work of `also_bytes` that does not
+/// touch the slots (phase 7), runs as one more task among them, placed by its size, so that
+/// neither waits for the other.
+template <class Also>
+void shuffle_own_samples(std::uint32_t* slots, std::span<const plan_bucket> buckets,
+                         std::span<const std::uint64_t> capacity, std::uint64_t key,
+                         unsigned threads, std::uint64_t also_bytes, Also also) {
+  constexpr std::uint32_t also_task = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> work{also_task};
   for (std::uint32_t b = 0; b < buckets.size(); ++b)
     if (capacity[b] > 0 && buckets[b].grouped > 1) work.push_back(b);
-  std::stable_sort(work.begin(), work.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return buckets[a].grouped > buckets[b].grouped;
-  });
+  const auto bytes = [&](std::uint32_t b) {
+    return b == also_task ? also_bytes : buckets[b].grouped * sizeof(std::uint32_t);
+  };
+  std::stable_sort(work.begin(), work.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return bytes(a) > bytes(b); });
   parallel_tasks(work.size(), threads, [&](std::size_t t) {
     const std::uint32_t b = work[t];
+    if (b == also_task) return also();
     keyed_shuffle(std::span<std::uint32_t>(slots + buckets[b].slot_begin,
                                            static_cast<std::size_t>(buckets[b].grouped)),
                   stream_key(key, plan_domain_bucket, b));
@@ -485,6 +504,36 @@ inline void balance_steps(std::span<std::uint64_t> order, std::span<const plan_b
   place_chunks(order, sorted.get(), group, key);
 }
 
+/// A batch's sort key in `balance_batches`.
+struct cost_item {
+  std::uint64_t key;   // ~bits of its cost
+  std::uint32_t rank;  // its bucket's rank in `balance_steps`' order
+  std::uint32_t pos;   // its position in the shuffled order
+};
+
+/// Sorts `items` by (key, rank) ascending, stably: LSD radix, 8 bits a pass (rank's 4 bytes,
+/// then key's 8), a pass skipped when every item has the same digit.
+inline void radix_sort_items(std::vector<cost_item>& items) {
+  constexpr int digits = 12;
+  const auto digit = [](const cost_item& it, int d) -> std::size_t {
+    return d < 4 ? (it.rank >> (8 * d)) & 0xffU
+                 : static_cast<std::size_t>((it.key >> (8 * (d - 4))) & 0xffU);
+  };
+  std::vector<std::array<std::size_t, 256>> count(digits);
+  for (auto& c : count) c.fill(0);
+  for (const cost_item& it : items)
+    for (int d = 0; d < digits; ++d) ++count[static_cast<std::size_t>(d)][digit(it, d)];
+  std::vector<cost_item> other(items.size());
+  for (int d = 0; d < digits; ++d) {
+    auto& c = count[static_cast<std::size_t>(d)];
+    if (std::find(c.begin(), c.end(), items.size()) != c.end()) continue;  // one digit
+    std::size_t start = 0;
+    for (std::size_t& v : c) start += std::exchange(v, start);
+    for (const cost_item& it : items) other[c[digit(it, d)]++] = it;
+    items.swap(other);
+  }
+}
+
 /// Phase 8 with per-batch costs (`cost_batches`): the shuffled order stably sorted by batch
 /// cost, most expensive first, ties by `balance_steps`' bucket order (bucket cost descending,
 /// then id), then cut into chunks as there. So with every sample cost 0 it is `balance_steps`'
@@ -500,23 +549,19 @@ inline void balance_batches(std::span<std::uint64_t> order, std::span<const plan
     return buckets[a].cost > buckets[b].cost;
   });
   for (std::uint32_t i = 0; i < by_cost.size(); ++i) rank[by_cost[i]] = i;
-  struct keyed {
-    double cost;
-    std::uint32_t rank;
-    std::uint64_t ref;
-  };
-  std::vector<keyed> keys(n);
+  // Sort keys: the cost's bits inverted (a cost ≥ 0 orders as its IEEE-754 bits, so this is
+  // most expensive first), then the bucket's rank; the shuffled position is kept by the stable
+  // radix sort. A batch holds a sample at least, so positions fit 32 bits.
+  std::vector<cost_item> items(n);
   for (std::size_t p = 0; p < n; ++p) {
     const std::uint64_t ref = order[p];
     const std::uint32_t b = ref_bucket(ref);
-    keys[p] = {batch_costs[static_cast<std::size_t>(first_batch[b] + ref_local(ref))], rank[b],
-               ref};
+    const double c = batch_costs[static_cast<std::size_t>(first_batch[b] + ref_local(ref))] + 0.0;
+    items[p] = {~std::bit_cast<std::uint64_t>(c), rank[b], static_cast<std::uint32_t>(p)};
   }
-  std::stable_sort(keys.begin(), keys.end(), [](const keyed& a, const keyed& b) {
-    return a.cost > b.cost || (a.cost == b.cost && a.rank < b.rank);
-  });
+  radix_sort_items(items);
   const auto sorted = std::make_unique_for_overwrite<std::uint64_t[]>(n);
-  for (std::size_t p = 0; p < n; ++p) sorted[p] = keys[p].ref;
+  for (std::size_t p = 0; p < n; ++p) sorted[p] = order[items[p].pos];
   place_chunks(order, sorted.get(), group, key);
 }
 
@@ -570,15 +615,15 @@ epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_
   const std::uint64_t key = plan_key(options.seed, options.epoch);
 
   fill_own(slots, std::as_const(data->buckets), std::span<const std::uint64_t>(capacity));
-  shuffle_own_samples(slots, buckets, capacity, key, options.threads);
-  if (options.policy == incomplete_policy::downgrade) move_leftovers(slots, buckets, topo, key);
-  fill_pads(slots, buckets);
-
   const auto n = static_cast<std::size_t>(num_batches);
   data->num_batches = n;
   data->order = std::make_unique_for_overwrite<std::uint64_t[]>(n);
   const std::span<std::uint64_t> order(data->order.get(), n);
-  shuffle_batches(order, buckets, key);
+  // Phase 7 needs the counts alone: it runs beside phase 4's shuffles.
+  shuffle_own_samples(slots, buckets, capacity, key, options.threads, n * sizeof(std::uint64_t),
+                      [&] { shuffle_batches(order, buckets, key); });
+  if (options.policy == incomplete_policy::downgrade) move_leftovers(slots, buckets, topo, key);
+  fill_pads(slots, buckets);
   if (sample_cost) {
     cost_batches(*data, *sample_cost, options.threads);
     balance_batches(order, buckets, data->batch_costs.get(), data->first_batch,

@@ -11,19 +11,28 @@
 ///   (`temporal_random_crop`), exact, in O(keyframes);
 /// - `decode_cost_model` + `fit_decode_cost`: seconds per megapixel-frame per codec, fitted by
 ///   least squares from measured decodes (`clip_info::frames_decoded` and the time taken);
+/// - `sample_decode_costs`: every sample's expected decode seconds (× a weight), from the scan's
+///   frame index and the fitted model: the per-sample costs `make_epoch_plan(ids, config,
+///   options, cost, sample_cost)` takes, so that step balance sorts the batches themselves by
+///   bucket cost + Σ their samples' decode costs (what evens out a step's loaders: a bucket
+///   mean cannot, since one bucket holds GOP-30 and GOP-250 files alike);
 /// - `decode_aware_cost`: a `vbucket::batch_cost` for `make_epoch_plan` / the sampler's step
 ///   balance: the default latent-token cost plus the mean decode cost of the samples the
-///   assignment put in each bucket, weighted.
+///   assignment put in each bucket, weighted (per bucket only; for a sampler, which takes no
+///   per-sample costs).
 ///
-///     std::vector<double> cost(n);  // seconds, per sample
-///     for (i...) cost[i] = model.seconds(codec[i], coded_h[i] * coded_w[i],
-///                                        expected_frames_from_keyframe(keys[i], total[i], T, I));
-///     vbucket::ffmpeg::decode_aware_cost c(config, ids, cost, /*tokens_per_second=*/2e5);
-///     auto plan = vbucket::make_epoch_plan(ids, config, {.balance_group = 960}, c);
+///     // one decode_sample per row of META.csv: its path, codec, coded pixels, frames, interval
+///     const std::vector<double> seconds =
+///         vbucket::ffmpeg::sample_decode_costs(config, ids, samples, index, model);
+///     // decode-bound: balance by decode seconds alone (or latent tokens + w · seconds)
+///     auto plan = vbucket::make_epoch_plan(ids, config, {.balance_group = 960},
+///                                          vbucket::ffmpeg::no_batch_cost{}, seconds);
 
 #include <algorithm>    // std::max, std::min, std::upper_bound
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t
+#include <limits>       // std::numeric_limits
+#include <optional>     // std::optional
 #include <span>         // std::span
 #include <string>       // std::string
 #include <string_view>  // std::string_view
@@ -196,5 +205,75 @@ class decode_aware_cost {
 };
 
 static_assert(vbucket::batch_cost<decode_aware_cost>);
+
+/// A batch cost of 0, for a plan balanced by its per-sample costs alone (a decode-bound run:
+/// `make_epoch_plan(ids, config, options, no_batch_cost{}, sample_decode_costs(...))`).
+struct no_batch_cost {
+  double operator()(const bucket_config&, bucket_id, std::int64_t) const noexcept { return 0.0; }
+};
+static_assert(vbucket::batch_cost<no_batch_cost>);
+
+/// What one sample's expected decode cost needs: its file (`path`, as the frame index records
+/// it: META.csv's), its codec (FFmpeg's name; "" or one the model lacks: the model's fallback),
+/// the coded pixels of a frame, the video's frames and the frame interval the rule samples it
+/// at (Open-Sora 2.0: `vbucket::frame_interval(fps, fps_max)`).
+struct decode_sample {
+  std::string_view path;
+  std::string_view codec;
+  std::int64_t pixels = 0;
+  std::int64_t frames = 0;
+  std::int64_t interval = 1;
+};
+
+/// Every sample's expected decode seconds × `weight`, for `make_epoch_plan(..., sample_cost)`:
+/// sample i, in bucket ids[i] of T = `config.frames_of(ids[i]).frames` frames, costs
+/// `model.seconds(codec, pixels, expected_frames_from_keyframe(keys, frames, T, interval))`,
+/// with `keys` its file's keyframes (`key_frames` of its entry in `index`; a file without one is
+/// taken to have a keyframe every `assumed_gop` frames). A sample without a bucket costs 0,
+/// and so does a video too short for its bucket's clip. `weight` converts seconds into the
+/// batch cost's unit (1 with `no_batch_cost`; latent tokens per second of decoding with
+/// `latent_tokens_cost`). A sample moved to another bucket (downgrade) keeps its own bucket's
+/// cost. Throws `vbucket::error` when the sizes differ, `weight` is not a finite number ≥ 0 or
+/// `assumed_gop` < 1.
+inline std::vector<double> sample_decode_costs(const bucket_config& config,
+                                               std::span<const bucket_id> ids,
+                                               std::span<const decode_sample> samples,
+                                               const frame_index& index,
+                                               const decode_cost_model& model, double weight = 1.0,
+                                               std::int64_t assumed_gop = 250) {
+  if (ids.size() != samples.size())
+    throw error("sample_decode_costs: " + std::to_string(ids.size()) + " bucket ids but " +
+                std::to_string(samples.size()) + " samples");
+  if (!(weight >= 0.0) || !(weight < std::numeric_limits<double>::infinity()))
+    throw error("sample_decode_costs: the weight must be a finite number >= 0");
+  if (assumed_gop < 1) throw error("sample_decode_costs: assumed_gop must be at least 1");
+  std::vector<double> out(ids.size(), 0.0);
+  std::vector<std::int64_t> keys;
+  const file_index* keys_of = nullptr;  // the entry `keys` are of (nullptr: assumed)
+  std::optional<std::string_view> last_path;
+  const file_index* last_entry = nullptr;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const bucket_id b = ids[i];
+    if (b < 0 || static_cast<std::size_t>(b) >= config.num_buckets()) continue;
+    const decode_sample& s = samples[i];
+    // Consecutive clips of one file look it up once.
+    const file_index* entry = s.path == last_path ? last_entry : index.find(s.path);
+    last_path = s.path;
+    last_entry = entry;
+    if (entry == nullptr) {
+      keys.clear();
+      for (std::int64_t k = 0; k < s.frames; k += assumed_gop) keys.push_back(k);
+      if (keys.empty()) keys.push_back(0);
+      keys_of = nullptr;
+    } else if (entry != keys_of) {
+      keys = key_frames(*entry);
+      keys_of = entry;
+    }
+    const double frames = expected_frames_from_keyframe(keys, s.frames, config.frames_of(b).frames,
+                                                        s.interval < 1 ? 1 : s.interval);
+    out[i] = weight * model.seconds(s.codec, s.pixels, frames);
+  }
+  return out;
+}
 
 }  // namespace vbucket::ffmpeg
