@@ -46,7 +46,9 @@ make_bench_media() {  # make_bench_media DIR: 10 s clips of ffmpeg's testsrc2, G
   local ff=(ffmpeg -nostdin -v error -y)
   "${ff[@]}" -f lavfi -i testsrc2=size=1280x720:rate=30:duration=10 -c:v libx264 -preset veryfast \
     -crf 30 -g 60 -pix_fmt yuv420p "${dir}/h264_720p_gop60.mp4"
-  if ffmpeg -hide_banner -encoders 2>/dev/null | grep -q " libx265 "; then
+  local encoders
+  encoders="$(ffmpeg -hide_banner -encoders 2>/dev/null || true)"
+  if grep -q " libx265 " <<<"${encoders}"; then
     "${ff[@]}" -f lavfi -i testsrc2=size=1920x1080:rate=30:duration=6 -c:v libx265 -preset \
       ultrafast -crf 32 -x265-params keyint=60:log-level=error -pix_fmt yuv420p \
       "${dir}/hevc_1080p_gop60.mp4"
