@@ -54,7 +54,7 @@ double mean_difference(const std::vector<std::uint8_t>& a, const std::vector<std
 }  // namespace
 
 TEST_CASE("nvdec gpu: clips equal the device math on the host, close to decode_clip") {
-  vc::nvdec_decoder dec({.device = 0, .allow_fallback = false});
+  vc::nvdec_decoder dec;
   REQUIRE_MESSAGE(dec.on_device(), dec.why_not());
   struct one_case {
     const char* file;
@@ -78,9 +78,12 @@ TEST_CASE("nvdec gpu: clips equal the device math on the host, close to decode_c
        ff::resize_filter::bilinear, false},
       {"h264_160x120_25fps.mp4", 40, 8, 2, 60, 80, ff::layout::thwc, ff::resize_filter::bilinear,
        true},  // past the end: padded
+      // Under NVDEC's smallest VP9 frame (128 x 128 on current GPUs): a fallback, or decoded
+      // on a GPU that takes it.
       {"vp9_160x90_30fps.webm", 1, 3, 2, 90, 160, ff::layout::thwc, ff::resize_filter::bilinear,
        false},
   };
+  std::int64_t expected_fallbacks = 0;
   for (const one_case& c : cases) {
     CAPTURE(c.file);
     if (!exists(c.file)) continue;
@@ -96,19 +99,27 @@ TEST_CASE("nvdec gpu: clips equal the device math on the host, close to decode_c
     vc::device_buffer out(bytes);
     const auto r = dec.decode(media(c.file), req, out.as<std::uint8_t>());
     REQUIRE_MESSAGE(r.ok(), r.error());
-    CHECK(r->on_device);
     const auto got = download(out, bytes);
     std::vector<std::uint8_t> ref(bytes), cpu(bytes);
     REQUIRE(vc::decode_clip_reference(media(c.file), req, ref).ok());
     REQUIRE(ff::decode_clip(media(c.file), req, cpu).ok());
+    const bool vp9 = std::string(c.file).starts_with("vp9");
+    if (vp9 && !r->on_device) {
+      MESSAGE(c.file, ": on the CPU (", vc::to_string(r->fallback), ": ", r->fallback_detail, ")");
+      CHECK(r->fallback == vc::fallback_reason::codec);
+      CHECK(got == cpu);  // the CPU decoder's bytes, copied
+      ++expected_fallbacks;
+      continue;
+    }
+    CHECK(r->on_device);
     MESSAGE(c.file, ": max |gpu - reference| ", max_difference(got, ref), ", mean |gpu - cpu| ",
             mean_difference(got, cpu));
     CHECK(max_difference(got, ref) <= 1);
     CHECK(mean_difference(got, cpu) <= 7.5);  // the bound of nvdec_cpu.cpp (libswscale's filters)
     CHECK((c.pad ? r->clip.frames_padded > 0 : r->clip.frames_padded == 0));
   }
-  CHECK(dec.stats().fallbacks == 0);
-  CHECK(dec.stats().on_device == dec.stats().clips);
+  CHECK(dec.stats().fallbacks == expected_fallbacks);
+  CHECK(dec.stats().on_device + expected_fallbacks == dec.stats().clips);
 }
 
 TEST_CASE("nvdec gpu: decode_normalized equals the CPU normalisation of the uint8 clip") {
