@@ -15,7 +15,7 @@
 #                                       # benchmark, writes the logs to $OUT (or .gpu_bundle/out)
 #
 # With the device tool:  run(command="bash scripts/gpu_check.sh run", carry=[".gpu_bundle"],
-# timeout_s=480). `run` without a bundle builds from source instead, if the machine has the
+# timeout_s=480; GPU_CHECK_CLIPS=60 for a shorter benchmark). `run` without a bundle builds from source instead, if the machine has the
 # toolchain and FFmpeg's dev packages (`bash scripts/gpu_check.sh build-and-run`).
 # Exit status: 0 when every test passed (or was skipped) and the benchmark ran.
 set -euo pipefail
@@ -144,7 +144,13 @@ case "${mode}" in
     out="${OUT:-${bundle_dir}/out}"
     if [[ -f "${bundle_dir}/bundle.tar.xz" ]]; then
       work="$(mktemp -d)"
-      tar -C "${work}" -xJf "${bundle_dir}/bundle.tar.xz"
+      if command -v xz >/dev/null; then
+        tar -C "${work}" -xJf "${bundle_dir}/bundle.tar.xz"
+      else  # no xz there: Python's lzma
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+          "${bundle_dir}/bundle.tar.xz" "${work}"
+      fi
+      chmod +x "${work}"/bin/*
       run_checks "${work}/bin" "${work}/lib" "${work}/media" "${work}/bench_media" "${out}"
     else
       echo "gpu_check: no ${bundle_dir}/bundle.tar.xz: building here"

@@ -19,7 +19,10 @@
 ///     if (!r) error(r.error());                  // names the file
 ///
 /// One decoder per thread (it owns a CUDA stream and scratch memory); the calls are
-/// synchronous: the clip is in device memory when they return.
+/// synchronous: the clip is in device memory when they return. `out` may be any clip's slot of
+/// a batch tensor (B x T x H x W x 3 uint8: out = base + i · clip_bytes(req); B x 3 x T x H x W
+/// float: base + i · 3 · T · H · W), so a batch is filled clip by clip on the device, without
+/// the staging ring (which moves host-decoded clips).
 
 #include <cuda_runtime_api.h>
 
