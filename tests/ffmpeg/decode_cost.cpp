@@ -1,10 +1,13 @@
 /// Tests of vbucket/ffmpeg/decode_cost.hpp: frames decoded from the keyframe (against the
 /// decoder's own count), their mean over Open-Sora's random starts (against brute force), the
-/// per-codec fit, and the decode-aware batch cost in a plan.
+/// per-codec fit, the decode-aware batch cost in a plan, and the per-sample decode costs from the
+/// frame index (`sample_decode_costs`) in a plan.
 #include "vbucket/ffmpeg/decode_cost.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>   // std::count, std::max
+#include <cstddef>     // std::ptrdiff_t
 #include <cstdint>     // std::int64_t, std::uint8_t, std::uint32_t
 #include <filesystem>  // std::filesystem::exists
 #include <optional>    // std::nullopt
@@ -120,4 +123,65 @@ TEST_CASE("ffmpeg: decode_aware_cost is a batch cost of bucket means, usable by 
   for (std::uint64_t p = 0; p < plan.num_batches(); ++p)
     slots += plan.global_batch(p).indices.size();
   CHECK(slots == 400);
+}
+
+TEST_CASE("ffmpeg: sample_decode_costs from the frame index, and a plan balanced by them") {
+  using vbucket::bucket_spec;
+  const std::vector<bucket_spec> specs = {{"256px", 33, 1.0, std::nullopt, 4},
+                                          {"256px", 65, 1.0, std::nullopt, 2}};
+  const vbucket::bucket_config config(specs, vbucket::opensora_v2_tables{});
+  // a.mp4: 300 frames, a keyframe every 30; b.mp4 is not in the index (assumed GOP 100).
+  ff::frame_index index;
+  ff::file_index a;
+  a.path = "a.mp4";
+  a.frames = 300;
+  for (std::int64_t f = 0; f < 300; f += 30) a.keys.push_back({.frame = f});
+  index.add(a);
+  const ff::decode_cost_model model{{{"h264", 0.002}, {"av1", 0.004}}, 0.003};
+  const std::vector<ff::decode_sample> samples = {{"a.mp4", "h264", 1'000'000, 300, 2},
+                                                  {"b.mp4", "av1", 500'000, 400, 1},
+                                                  {"a.mp4", "vp9", 2'000'000, 300, 3},
+                                                  {"b.mp4", "av1", 500'000, 10, 1},
+                                                  {"c.mp4", "h264", 1'000'000, 300, 1}};
+  const std::vector<vbucket::bucket_id> ids = {0, 1, 0, 0, vbucket::no_bucket};
+  // Brute force: the mean over every start temporal_random_crop draws of the frames from the
+  // keyframe (every `gop`) at or before the start to the clip's last frame.
+  const auto mean_frames = [](std::int64_t total, std::int64_t gop, std::int64_t t,
+                              std::int64_t interval) {
+    const std::int64_t last = std::max<std::int64_t>(0, total - t * interval - 1);
+    double sum = 0.0;
+    for (std::int64_t s = 0; s <= last; ++s)
+      sum += static_cast<double>(s + (t - 1) * interval - (s / gop) * gop + 1);
+    return sum / static_cast<double>(last + 1);
+  };
+  const std::vector<double> c = ff::sample_decode_costs(config, ids, samples, index, model, 10.0,
+                                                        /*assumed_gop=*/100);
+  REQUIRE(c.size() == 5);
+  const std::int64_t t0 = config.frames_of(0).frames, t1 = config.frames_of(1).frames;
+  CHECK(c[0] == doctest::Approx(10.0 * 0.002 * 1.0 * mean_frames(300, 30, t0, 2)));
+  CHECK(c[1] == doctest::Approx(10.0 * 0.004 * 0.5 * mean_frames(400, 100, t1, 1)));
+  CHECK(c[2] == doctest::Approx(10.0 * 0.003 * 2.0 * mean_frames(300, 30, t0, 3)));  // fallback
+  CHECK(c[3] == 0.0);  // too short for the bucket's clip
+  CHECK(c[4] == 0.0);  // no bucket
+  CHECK_THROWS_AS(ff::sample_decode_costs(config, std::span(ids).first(4), samples, index, model),
+                  vbucket::error);
+  CHECK_THROWS_AS(ff::sample_decode_costs(config, ids, samples, index, model, -1.0),
+                  vbucket::error);
+
+  // A plan balanced by them: every sample dealt once, the costs recorded.
+  std::vector<vbucket::bucket_id> many;
+  std::vector<ff::decode_sample> rows;
+  for (std::uint32_t i = 0; i < 800; ++i) {
+    many.push_back(static_cast<vbucket::bucket_id>(i % 2));
+    rows.push_back({i % 3 == 0 ? "a.mp4" : "b.mp4", "h264", 1'000'000, 300, 2});
+  }
+  const std::vector<double> seconds = ff::sample_decode_costs(config, many, rows, index, model);
+  const auto plan =
+      vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(many), config,
+                               {.seed = 3, .balance_group = 8}, ff::no_batch_cost{}, seconds);
+  CHECK(plan.sample_cost_hash() == vbucket::sample_costs_hash(seconds));
+  std::vector<int> seen(many.size(), 0);
+  for (std::uint64_t p = 0; p < plan.num_batches(); ++p)
+    for (const std::uint32_t i : plan.global_batch(p).indices) ++seen[i];
+  CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(many.size()));
 }

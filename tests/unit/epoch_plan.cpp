@@ -385,32 +385,6 @@ TEST_CASE("epoch_plan: views outlive the schedule they came from; vectors conver
   CHECK(std::ranges::equal(steps.front().indices, plan.deal(5).at(0, 4).indices));
 }
 
-namespace {
-
-/// Every sample of `ids` with a bucket appears in `batches`; the repeated slots are exactly
-/// `pads` (the counted pads and alignment repeats): nothing lost, nothing replayed.
-void check_covers_once(const std::vector<bucket_id>& ids,
-                       const std::vector<vbucket::batch>& batches, std::uint64_t pads) {
-  std::vector<std::uint32_t> seen(ids.size(), 0);
-  for (const vbucket::batch& b : batches)
-    for (std::uint32_t i : b.indices) ++seen[i];
-  std::uint64_t repeats = 0, missing = 0, stray = 0;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0) {
-      stray += seen[i];
-    } else if (seen[i] == 0) {
-      ++missing;
-    } else {
-      repeats += seen[i] - 1;
-    }
-  }
-  CHECK(stray == 0);
-  CHECK(missing == 0);
-  CHECK(repeats == pads);
-}
-
-}  // namespace
-
 TEST_CASE(
     "epoch_plan: a resume under another world size covers every sample once, balance on "
     "or off") {

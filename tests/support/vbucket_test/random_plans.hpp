@@ -233,6 +233,28 @@ inline void check_plan(const std::vector<bucket_id>& ids, const bucket_config& c
   }
 }
 
+/// Every sample of `ids` with a bucket appears in `batches`; the repeated slots are exactly
+/// `pads` (the counted pads and alignment repeats): nothing lost, nothing replayed.
+inline void check_covers_once(const std::vector<bucket_id>& ids,
+                              const std::vector<vbucket::batch>& batches, std::uint64_t pads) {
+  std::vector<std::uint32_t> seen(ids.size(), 0);
+  for (const vbucket::batch& b : batches)
+    for (std::uint32_t i : b.indices) ++seen[i];
+  std::uint64_t repeats = 0, missing = 0, stray = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) {
+      stray += seen[i];
+    } else if (seen[i] == 0) {
+      ++missing;
+    } else {
+      repeats += seen[i] - 1;
+    }
+  }
+  CHECK(stray == 0);
+  CHECK(missing == 0);
+  CHECK(repeats == pads);
+}
+
 /// Checks exact resume: after `steps_done` steps of `world`, dealing the rest to `world2`
 /// yields exactly the real batches not yet consumed, in global order.
 inline void check_resume(const epoch_plan& plan, std::uint32_t world, std::uint64_t steps_done,
