@@ -3,12 +3,13 @@
 ///    (fast source, Open-Sora 2.0 rule, tests/data/config_opensora_v2.json) + grouping + the
 ///    plan (per-bucket shuffles, pads, global order) + dealing to 64 ranks. Counters:
 ///    `per_sample` (time per sample), `assign_ns` and `plan_ns` (per sample: assignment, and
-///    grouping + plan + deal), `extra_B_per_sample` (peak RSS during the iterations above the
-///    RSS before them, per sample: the memory an epoch needs beyond the metadata table) and
-///    `peak_rss_MB`; `bytes_per_second` counts a metadata row read and an id written per
-///    sample, and `limit_ns` is the time per sample of a streaming pass that does just that on
-///    the same table (`vbucket::bench::stream_rows`, one thread, timed in every iteration
-///    outside the benchmark's time), `x_limit` = (assignment + plan) / that pass.
+///    grouping + plan + deal; wall), `assign_cpu_ns`, `plan_cpu_ns` and `cpu_ns` (the same in CPU
+///    time of the process, all threads, user + sys), `extra_B_per_sample` (peak RSS during the
+///    iterations above the RSS before them, per sample: the memory an epoch needs beyond the
+///    metadata table) and `peak_rss_MB`; `bytes_per_second` counts a metadata row read and an
+///    id written per sample, and `limit_ns` is the time per sample of a streaming pass that does
+///    just that on the same table (`vbucket::bench::stream_rows`, one thread, timed in every
+///    iteration outside the benchmark's time), `x_limit` = (assignment + plan) / that pass.
 ///  - `plan/scale/<N>` (N = 10^7, 10^8, 10^9): an epoch of N samples with no metadata table:
 ///    synthetic samples are generated and assigned in chunks of 2^22 rows of a compact
 ///    `meta_table` (streamed, as rows come from a reader), only their bucket ids are kept; then
@@ -127,7 +128,7 @@ void plan_epoch(benchmark::State& state) {
 #endif
   const long rss_before = proc_status_kb("VmRSS");
   const bool peak_reset = reset_peak_rss();
-  double assign_s = 0.0, plan_s = 0.0, limit_s = 0.0;
+  double assign_s = 0.0, plan_s = 0.0, limit_s = 0.0, assign_cpu = 0.0, plan_cpu = 0.0;
   std::uint64_t batches = 0, steps = 0;
   std::uint64_t epoch = 0;
   std::vector<vbucket::bucket_id> streamed(n);
@@ -141,10 +142,13 @@ void plan_epoch(benchmark::State& state) {
     state.ResumeTiming();
     // A new epoch every iteration, as in training: new draws, new shuffles.
     auto t0 = std::chrono::steady_clock::now();
+    double c0 = process_cpu_seconds();
     const std::vector<vbucket::bucket_id> ids =
         vbucket::assign_all(config, table, rule, vbucket::fast_source(plan_seed, epoch));
     assign_s += seconds_since(t0);
+    assign_cpu += process_cpu_seconds() - c0;
     t0 = std::chrono::steady_clock::now();
+    c0 = process_cpu_seconds();
     vbucket::plan_options options;
     options.seed = plan_seed;
     options.epoch = epoch;
@@ -153,6 +157,7 @@ void plan_epoch(benchmark::State& state) {
         vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, options);
     const vbucket::epoch_schedule schedule = plan.deal(plan_world);
     plan_s += seconds_since(t0);
+    plan_cpu += process_cpu_seconds() - c0;
     batches = plan.num_batches();
     steps = schedule.steps();
     benchmark::DoNotOptimize(schedule.at(0, plan_world - 1).indices.data());
@@ -167,6 +172,9 @@ void plan_epoch(benchmark::State& state) {
       samples, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.counters["assign_ns"] = 1e9 * assign_s / iterations / samples;
   state.counters["plan_ns"] = 1e9 * plan_s / iterations / samples;
+  state.counters["assign_cpu_ns"] = 1e9 * assign_cpu / iterations / samples;
+  state.counters["plan_cpu_ns"] = 1e9 * plan_cpu / iterations / samples;
+  state.counters["cpu_ns"] = 1e9 * (assign_cpu + plan_cpu) / iterations / samples;
   state.SetBytesProcessed(static_cast<std::int64_t>(
       iterations * samples * vbucket::bench::stream_bytes_per_row<vbucket::bucket_id>()));
   state.counters["limit_ns"] = 1e9 * limit_s / iterations / samples;
