@@ -14,6 +14,7 @@
 #include "vbucket/batch_sampler.hpp"  // plan_fingerprint
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/group.hpp"
+#include "vbucket/packed_plan.hpp"
 #include "vbucket/plan_stats.hpp"
 #include "vbucket_test/random_plans.hpp"
 
@@ -269,4 +270,37 @@ TEST_CASE("epoch_plan sample cost: bad costs are named") {
   CHECK(vbucket::sample_costs_hash(negzero) == vbucket::sample_costs_hash(std::vector<double>(20)));
   CHECK(vbucket::sample_costs_hash(std::vector<double>(20)) !=
         vbucket::sample_costs_hash(std::vector<double>(21)));
+}
+
+TEST_CASE(
+    "epoch_plan sample cost: a packed plan and a sampler, which take no costs, refuse a "
+    "state with them") {
+  const bucket_config c = small_config(4, 2, 1);
+  std::vector<bucket_id> ids(300);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<bucket_id>(i % 3);
+  const std::vector<double> cost(ids.size(), 2.0);
+  plan_options o{5, 0};
+  const vbucket::plan_state with_costs =
+      vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o, vbucket::latent_tokens_cost{},
+                               cost)
+          .deal(2)
+          .state_after(1);
+  REQUIRE(with_costs.sample_cost);
+  o.token_budget = 2.0 * vbucket::largest_batch_cost(c);
+  vbucket::plan_state packed_state = with_costs;
+  packed_state.token_budget = o.token_budget;
+  const vbucket::packed_plan packed =
+      vbucket::make_packed_plan(std::span<const bucket_id>(ids), c, o);
+  CHECK_THROWS_WITH_AS((void)packed.deal(2, packed_state),
+                       doctest::Contains("has no per-sample costs"), vbucket::error);
+  packed_state.sample_cost.reset();
+  CHECK(packed.deal(2, packed_state).consumed() == 2);
+
+  vbucket::meta_table table;
+  for (int i = 0; i < 200; ++i) table.push_back({100 + i, 720, 1280, 30.0});
+  vbucket::batch_sampler sampler(table, c, vbucket::opensora_v2_rule{}, {.seed = 5});
+  vbucket::plan_state s = sampler.state();
+  s.sample_cost = 0x1234;
+  CHECK_THROWS_WITH_AS(sampler.load_state(s), doctest::Contains("has no per-sample costs"),
+                       vbucket::error);
 }
