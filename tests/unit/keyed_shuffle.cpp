@@ -41,11 +41,32 @@ TEST_CASE("keyed_shuffle: the plain keyed Fisher-Yates, small and large arrays")
     check_same<std::uint32_t>(n, 7);
     check_same<std::uint64_t>(n, 8);
   }
-  // Past 4 MiB: the 256-row prefetch blocks (and a remainder that is not a whole block).
+  // Past 4 MiB: prefetches 256 swaps ahead (the ring's fill, steady state and drain).
   check_same<std::uint32_t>((std::size_t{1} << 20) + 77, 12345);
   check_same<std::uint64_t>((std::size_t{1} << 19) + 3, 54321);
   // Past 16 MiB (20 MiB of rows).
   check_same<std::uint32_t>((std::size_t{5} << 20) + 11, 999);
+}
+
+TEST_CASE("keyed_shuffle_ahead: the same permutation at every lookahead, around its ring") {
+  // The lookahead ring primes min(Ahead, n - 1) targets, refills one a swap, then drains:
+  // sizes on each side of Ahead and of Ahead + 1 (the first refilled swap) for each distance.
+  const auto same = [](auto shuffle, std::size_t n, std::uint64_t k) {
+    std::vector<std::uint64_t> a(n), b(n);
+    std::iota(a.begin(), a.end(), std::uint64_t{0});
+    std::iota(b.begin(), b.end(), std::uint64_t{0});
+    shuffle(std::span<std::uint64_t>(a), k);
+    reference_shuffle(b, k);
+    CAPTURE(n);
+    CHECK(a == b);
+  };
+  for (std::size_t n = 0; n < 300; ++n) {
+    same(vbucket::detail::keyed_shuffle_ahead<1, std::uint64_t>, n, n + 1);
+    same(vbucket::detail::keyed_shuffle_ahead<2, std::uint64_t>, n, n + 2);
+    same(vbucket::detail::keyed_shuffle_ahead<32, std::uint64_t>, n, n + 3);
+    same(vbucket::detail::keyed_shuffle_ahead<256, std::uint64_t>, n, n + 4);
+  }
+  same(vbucket::detail::keyed_shuffle_ahead<256, std::uint64_t>, 100000, 5);
 }
 
 TEST_CASE("advise_huge_pages: contents unchanged, any alignment, small and null ranges ignored") {
