@@ -12,8 +12,9 @@ size, Open-Sora's resize-crop (scale to cover H x W keeping the aspect ratio, ce
 - ``torchcodec``: ``VideoDecoder(seek_mode="approximate")``, ``get_frames_at``, resized by
   torchcodec's own ``transforms.Resize`` where it has one (else torch's bilinear), crop.
 
-Every decoder runs in a process of its own (``--worker``), one clip after another; the parent
-alternates the decoders over ``--repeats`` rounds and prints, per workload, the median
+Every decoder runs in a process of its own (``--worker``, with ``OMP_WAIT_POLICY=PASSIVE`` unless
+set: torch's idle OpenMP threads would spin and count as CPU time), one clip after another; the
+parent alternates the decoders over ``--repeats`` rounds and prints, per workload, the median
 samples/s, CPU seconds per sample (user + system of the worker process, all its threads), and
 frames decoded per frame delivered: vbucket's own count (``clip_info::frames_decoded``), PyAV's
 frames out of the decoder, and for decord and torchcodec (which do not say) every frame from the
@@ -360,6 +361,10 @@ def main() -> None:
         return n
 
     names = [d for d in a.decoders.split(",") if d]
+    # torch's OpenMP threads (torchcodec's crop copy) spin while idle: at 2 threads that doubled
+    # torchcodec's CPU time without decoding anything. Passive waiting, unless the caller says.
+    worker_env = dict(os.environ)
+    worker_env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     print(f"{len(videos)} videos, {a.clips} clips a workload, {a.frames} frames, size {h}x{w}, "
           f"threads {a.threads}, median of {a.repeats} alternating runs")
     header = (f"{'workload':38} {'decoder':11} {'samples/s':>9} {'cpu s/sample':>12} "
@@ -376,7 +381,7 @@ def main() -> None:
         for _ in range(a.repeats):
             for n in names:
                 p = subprocess.run([sys.executable, __file__, "--worker", n, "--plan", plan_path],
-                                   capture_output=True, text=True)
+                                   capture_output=True, text=True, env=worker_env)
                 line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
                 runs[n].append(json.loads(line) if p.returncode == 0 and line else
                                {"missing": (p.stderr.strip().splitlines() or ["failed"])[-1]})
