@@ -89,6 +89,16 @@ struct sampler_options {
   /// The latent token formula of a batch's cost: the packed budget's unit and the step
   /// balance's cost (default: Open-Sora 2.0's, compression 4 × 8 × 8 and patches 1 × 2 × 2).
   token_formula tokens{};
+  /// Fixed batching: a cost per sample (element i: sample index i's, a finite number ≥ 0, in
+  /// the unit of the batch cost, e.g. its expected decode seconds from
+  /// `ffmpeg::sample_decode_costs`), added to each batch's cost for step balance and the
+  /// batch order (`make_epoch_plan(..., cost, sample_cost)`); null: none. Shared and never
+  /// changed: the sampler keeps the pointer. One per sample of every epoch planned; the resume
+  /// state records their hash (`plan_state::sample_cost`), so resuming under other costs is
+  /// refused. Packed batching takes none.
+  std::shared_ptr<const std::vector<double>> sample_costs{};
+  /// What messages call the per-sample costs (their file's name); empty: "sample_costs".
+  std::string sample_costs_name{};
 };
 
 /// Samples a sampler can plan: a `meta_table`, `chunked_samples` read again for each epoch
@@ -310,6 +320,7 @@ class batch_sampler {
                   "batch_sampler keeps a view of the samples: pass a named container that "
                   "outlives the sampler (or a std::span of it), not a temporary");
     check_options();
+    check_sample_costs();
   }
 
   /// As above with a default-constructed rule.
@@ -352,13 +363,14 @@ class batch_sampler {
   }
 
   /// The resume state now: (seed, epoch, global batches consumed, balance group, this world
-  /// size, the plan's fingerprint). Save `state().to_string()` in a checkpoint: `load_state`
-  /// refuses it for any other plan (the fingerprint is recorded). Makes the epoch's plan if it
-  /// is not made yet (for the fingerprint).
+  /// size, the plan's fingerprint, the hash of its per-sample costs if any). Save
+  /// `state().to_string()` in a checkpoint: `load_state` refuses it for any other plan (the
+  /// fingerprint is recorded). Makes the epoch's plan if it is not made yet (for the fingerprint).
   [[nodiscard]] plan_state state() const {
     plan_state s{options_.seed, epoch_, consumed_, options_.balance_group, recorded_budget()};
     s.world = options_.world;
     s.fingerprint = fingerprint();
+    s.sample_cost = recorded_sample_cost();
     return s;
   }
   /// The resume state after `steps` more steps of this rank. Throws `vbucket::error` when the
@@ -372,12 +384,14 @@ class batch_sampler {
   /// Resumes from a saved state (of any world size): the next `begin()` yields the global
   /// batches not yet consumed, dealt to this world. Throws `vbucket::error` when the state is
   /// not of this plan: another seed, another epoch (call `set_epoch` first), another recorded
-  /// balance group or token budget, another recorded fingerprint (the samples, config, rule,
-  /// rng or policy changed since it was saved), or a position past the end of the epoch. Makes
-  /// the epoch's plan if it is not made yet.
+  /// balance group, token budget or per-sample costs (or costs recorded and none given, or the
+  /// reverse), another recorded fingerprint (the samples, config, rule, rng or policy changed
+  /// since it was saved), or a position past the end of the epoch. Makes the epoch's plan if
+  /// it is not made yet.
   void load_state(const plan_state& s) {
     check_state(s);
-    s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget());
+    s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget(),
+                recorded_sample_cost());
     if (s.fingerprint) check_fingerprint(s, *s.fingerprint);
     check_position(s);
     // The plan's own check covers every recorded plan parameter of the state.
@@ -389,7 +403,8 @@ class batch_sampler {
   /// saved with the state (for states from before `plan_state::fingerprint` existed).
   void load_state(const plan_state& s, std::uint64_t fingerprint) {
     check_state(s);
-    s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget());
+    s.check_for(options_.seed, epoch_, options_.balance_group, recorded_budget(),
+                recorded_sample_cost());
     check_fingerprint(s, fingerprint);
     load_state(s);
   }
@@ -428,7 +443,9 @@ class batch_sampler {
 
   /// A 64-bit hash of the epoch's global batch sequence (`plan_fingerprint`): equal on every
   /// rank and world size for the same samples, config, rule, rng, seed, epoch, policy (or
-  /// budget) and balance group. Compare it across ranks (an all-gather) to check they agree.
+  /// budget), balance group and per-sample costs (costs that change no batch change no
+  /// fingerprint; the state records their hash as well). Compare it across ranks (an all-gather) to
+  /// check they agree.
   [[nodiscard]] std::uint64_t fingerprint() const {
     if (!fingerprint_) fingerprint_ = plan_fingerprint(ensure_plan(), options_.threads);
     return *fingerprint_;
@@ -558,6 +575,31 @@ class batch_sampler {
     }
   }
 
+  /// The hash of the per-sample costs a state of this sampler records, or nothing without them.
+  [[nodiscard]] std::optional<std::uint64_t> recorded_sample_cost() const noexcept {
+    return sample_cost_hash_;
+  }
+
+  /// What messages call the per-sample costs.
+  [[nodiscard]] std::string costs_name() const {
+    return options_.sample_costs_name.empty() ? std::string("sample_costs")
+                                              : options_.sample_costs_name;
+  }
+
+  /// Per-sample costs: none with packed batching, each a finite number ≥ 0; their hash.
+  void check_sample_costs() {
+    if (!options_.sample_costs) return;
+    if (packed())
+      throw error("batch_sampler: per-sample costs (" + costs_name() +
+                  ") apply to fixed batching only; packed plans take no per-sample costs");
+    const std::vector<double>& c = *options_.sample_costs;
+    for (std::size_t i = 0; i < c.size(); ++i)
+      if (!(c[i] >= 0.0 && std::isfinite(c[i])))
+        throw error("batch_sampler: " + costs_name() + ": the cost of sample " + std::to_string(i) +
+                    " is " + detail::format_cost(c[i]) + ", not a finite number >= 0");
+    sample_cost_hash_ = sample_costs_hash(c);
+  }
+
   void check_options() const {
     if (options_.world == 0) throw error("batch_sampler: world size must be at least 1");
     if (options_.rank >= options_.world)
@@ -670,7 +712,23 @@ class batch_sampler {
       o.balance_group = options_.balance_group;
       o.threads = options_.threads;
       const latent_tokens_cost cost{options_.tokens};
-      with_epoch_ids([&](auto ids) { plan_ = Batching::make_plan(ids, *config_, o, cost); });
+      with_epoch_ids([&](auto ids) {
+        if constexpr (packs) {
+          plan_ = Batching::make_plan(ids, *config_, o, cost);
+        } else {
+          if (!options_.sample_costs) {
+            plan_ = Batching::make_plan(ids, *config_, o, cost);
+            return;
+          }
+          const std::vector<double>& c = *options_.sample_costs;
+          if (c.size() != ids.size())
+            throw error("batch_sampler: " + costs_name() + " holds " + std::to_string(c.size()) +
+                        " per-sample costs for the " + std::to_string(ids.size()) +
+                        " samples of epoch " + std::to_string(epoch_) +
+                        " (one per sample, in the samples' order: one per metadata row)");
+          plan_ = make_epoch_plan(ids, *config_, o, cost, std::span<const double>(c));
+        }
+      });
     }
     return *plan_;
   }
@@ -695,6 +753,7 @@ class batch_sampler {
   mutable std::uint64_t dealt_from_ = 0;
   mutable std::optional<std::uint64_t> fingerprint_;
   mutable std::size_t read_samples_ = 0;  // chunked samples: the count of the last assignment
+  std::optional<std::uint64_t> sample_cost_hash_;  // of options_.sample_costs, when set
 };
 
 /// `batch_sampler s(samples, config, rule, {.seed = 42, .world = W, .rank = r});`

@@ -29,6 +29,7 @@
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
 #include <utility>       // std::forward, std::move
+#include <vector>        // std::vector (per-sample costs)
 
 #include "any_sampler.hpp"    // any_sampler, make_any_sampler
 #include "aspect.hpp"         // opensora_v2_tables, opensora_v12_tables
@@ -42,6 +43,7 @@
 #include "plan_options.hpp"  // defaults, rng_mode, incomplete_policy, token_formula
 #include "rule_kind.hpp"     // rule_kind, rule_name, parse_rule_name
 #include "rules.hpp"         // opensora_v2_rule, opensora_v12_rule
+#include "sample_costs.hpp"  // read_sample_costs
 #include "seeding.hpp"       // check_seed, plan_seed, seed_u64, numpy_seed_family
 
 namespace vbucket {
@@ -135,6 +137,9 @@ struct run_spec {
   bool drop_last = false;
   bool balance = false;             ///< step balance with `default_balance_group`
   std::uint32_t balance_group = 0;  ///< step balance with this group (implies balance)
+  /// A per-sample costs file (`read_sample_costs`: one number per metadata row), added to the
+  /// batch costs that balance and order the batches; empty: none. Fixed batching only.
+  std::string sample_costs;
   unsigned threads = 0;
   // --- batching ---
   batching_mode batching = batching_mode::fixed;
@@ -345,6 +350,12 @@ inline constexpr run_field run_field_table[] = {
      "world size the run will use, the same when resuming (the resume state records it)",
      VBUCKET_SPEC_RW(balance_group, static_cast<std::uint32_t>(*parse_uint_in(t, 0, max_run_world)),
                      std::to_string(s.balance_group))},
+    {"sample_costs", field_kind::path, "COSTS.txt", "", 0, 0,
+     "per-sample costs: a text file with one number >= 0 per metadata row (e.g. expected "
+     "decode seconds; a header line is allowed), added to each batch's cost, which orders "
+     "the batches and, with balance, evens out the steps; fixed batching only (the resume "
+     "state records their hash)",
+     VBUCKET_SPEC_RW(sample_costs, std::string(t), s.sample_costs)},
     {"threads", field_kind::count, "N", "", 0, 4096,
      "worker threads for assignment and planning; 0 = one per core (the batches do not "
      "depend on it)",
@@ -481,7 +492,8 @@ inline std::map<std::string, std::string> run_spec::to_map() const {
   for (const run_field& f : fields()) {
     if ((f.name == "fps_max" && !fps_max) || (f.name == "frame_interval" && !frame_interval) ||
         (f.name == "policy" && !policy) || (f.name == "config" && config.empty()) ||
-        (f.name == "cache" && cache.empty()) || (f.name == "meta" && meta.empty()))
+        (f.name == "cache" && cache.empty()) || (f.name == "meta" && meta.empty()) ||
+        (f.name == "sample_costs" && sample_costs.empty()))
       continue;
     std::string t = f.text(*this);
     if (!t.empty()) out.emplace(std::string(f.name), std::move(t));
@@ -512,6 +524,9 @@ inline void run_spec::validate(const field_naming& naming) const {
       throw error(n("policy") + " applies to " + n("batching") +
                   " fixed only (packed batches are never padded: a batch holds whole samples up "
                   "to the budget)");
+    if (!sample_costs.empty())
+      throw error(n("sample_costs") + " applies to " + n("batching") +
+                  " fixed only (packed plans take no per-sample costs)");
   } else {
     if (token_budget)
       throw error(n("token_budget") + " applies to " + n("batching") + " packed only");
@@ -523,8 +538,8 @@ inline void run_spec::validate(const field_naming& naming) const {
 
 /// The `any_sampler` a spec describes over `samples` and `config` (loaded with the resolution
 /// tables of `spec.rule`, e.g. by `json::load_config(spec)`): the rule made from the spec, its
-/// options, and its seed of any size (the big-seed dispatch of `make_any_sampler`). Validates
-/// the spec first.
+/// options, and its seed of any size (the big-seed dispatch of `make_any_sampler`), and the
+/// per-sample costs of `spec.sample_costs` (read here, once). Validates the spec first.
 template <sample_collection Samples>
 [[nodiscard]] std::unique_ptr<any_sampler> make_any_sampler(
     std::shared_ptr<const Samples> samples, std::shared_ptr<const bucket_config> config,
@@ -532,12 +547,17 @@ template <sample_collection Samples>
   spec.validate();
   std::shared_ptr<const cache_set> cache;
   if (!spec.cache.empty()) cache = load_cache_manifest(spec.cache, *config);
+  sampler_options options = spec.to_sampler_options();
+  if (!spec.sample_costs.empty()) {
+    options.sample_costs =
+        std::make_shared<const std::vector<double>>(read_sample_costs(spec.sample_costs));
+    options.sample_costs_name = spec.sample_costs;
+  }
   return spec.visit_rule([&](const auto& /*tables*/, const auto& rule) {
     if (cache)
       return make_any_sampler(std::move(samples), std::move(config), cached_rule(rule, cache),
-                              spec.to_sampler_options(), spec.seed);
-    return make_any_sampler(std::move(samples), std::move(config), rule, spec.to_sampler_options(),
-                            spec.seed);
+                              options, spec.seed);
+    return make_any_sampler(std::move(samples), std::move(config), rule, options, spec.seed);
   });
 }
 
