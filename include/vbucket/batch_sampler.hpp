@@ -92,13 +92,14 @@ struct sampler_options {
   /// Fixed batching: a cost per sample (element i: sample index i's, a finite number ≥ 0, in
   /// the unit of the batch cost, e.g. its expected decode seconds from
   /// `ffmpeg::sample_decode_costs`), added to each batch's cost for step balance and the
-  /// batch order (`make_epoch_plan(..., cost, sample_cost)`); null: none. Shared and never
-  /// changed: the sampler keeps the pointer. One per sample of every epoch planned; the resume
-  /// state records their hash (`plan_state::sample_cost`), so resuming under other costs is
-  /// refused. Packed batching takes none.
-  std::shared_ptr<const std::vector<double>> sample_costs{};
+  /// batch order (`make_epoch_plan(..., cost, sample_cost)`); empty: none. One per sample of
+  /// every epoch planned. A sampler copies them when it is made (its `options()` view its
+  /// copy); the resume state records their hash (`plan_state::sample_cost`), so resuming under
+  /// other costs is refused. Packed batching takes none.
+  std::span<const double> sample_costs{};
   /// What messages call the per-sample costs (their file's name); empty: "sample_costs".
-  std::string sample_costs_name{};
+  /// Copied with them.
+  std::string_view sample_costs_name{};
 };
 
 /// Samples a sampler can plan: a `meta_table`, `chunked_samples` read again for each epoch
@@ -180,6 +181,13 @@ concept forwarded = std::same_as<std::remove_cvref_t<S>, T>;
 template <class C>
 concept sampler_config_arg = std::convertible_to<C, const bucket_config&> ||
     std::convertible_to<C, std::shared_ptr<const bucket_config>>;
+
+/// A sampler's copy of its per-sample costs and their name (`sampler_options::sample_costs`),
+/// shared by its copies; its options view them.
+struct kept_sample_costs {
+  std::vector<double> costs;
+  std::string name;
+};
 
 template <class C>
 std::shared_ptr<const bucket_config> share_config(C&& c) {
@@ -320,7 +328,7 @@ class batch_sampler {
                   "batch_sampler keeps a view of the samples: pass a named container that "
                   "outlives the sampler (or a std::span of it), not a temporary");
     check_options();
-    check_sample_costs();
+    keep_sample_costs();
   }
 
   /// As above with a default-constructed rule.
@@ -583,21 +591,28 @@ class batch_sampler {
   /// What messages call the per-sample costs.
   [[nodiscard]] std::string costs_name() const {
     return options_.sample_costs_name.empty() ? std::string("sample_costs")
-                                              : options_.sample_costs_name;
+                                              : std::string(options_.sample_costs_name);
   }
 
-  /// Per-sample costs: none with packed batching, each a finite number ≥ 0; their hash.
-  void check_sample_costs() {
-    if (!options_.sample_costs) return;
+  /// Per-sample costs: none with packed batching, each a finite number ≥ 0; copied (the
+  /// options view the copy) and hashed.
+  void keep_sample_costs() {
+    if (options_.sample_costs.empty()) return;
     if (packed())
       throw error("batch_sampler: per-sample costs (" + costs_name() +
                   ") apply to fixed batching only; packed plans take no per-sample costs");
-    const std::vector<double>& c = *options_.sample_costs;
+    const std::span<const double> c = options_.sample_costs;
     for (std::size_t i = 0; i < c.size(); ++i)
       if (!(c[i] >= 0.0 && std::isfinite(c[i])))
         throw error("batch_sampler: " + costs_name() + ": the cost of sample " + std::to_string(i) +
                     " is " + detail::format_cost(c[i]) + ", not a finite number >= 0");
-    sample_cost_hash_ = sample_costs_hash(c);
+    auto kept = std::make_shared<detail::kept_sample_costs>();
+    kept->costs.assign(c.begin(), c.end());
+    kept->name = options_.sample_costs_name;
+    costs_ = std::move(kept);
+    options_.sample_costs = costs_->costs;
+    options_.sample_costs_name = costs_->name;
+    sample_cost_hash_ = sample_costs_hash(costs_->costs);
   }
 
   void check_options() const {
@@ -716,11 +731,11 @@ class batch_sampler {
         if constexpr (packs) {
           plan_ = Batching::make_plan(ids, *config_, o, cost);
         } else {
-          if (!options_.sample_costs) {
+          if (!costs_) {
             plan_ = Batching::make_plan(ids, *config_, o, cost);
             return;
           }
-          const std::vector<double>& c = *options_.sample_costs;
+          const std::vector<double>& c = costs_->costs;
           if (c.size() != ids.size())
             throw error("batch_sampler: " + costs_name() + " holds " + std::to_string(c.size()) +
                         " per-sample costs for the " + std::to_string(ids.size()) +
@@ -753,7 +768,8 @@ class batch_sampler {
   mutable std::uint64_t dealt_from_ = 0;
   mutable std::optional<std::uint64_t> fingerprint_;
   mutable std::size_t read_samples_ = 0;  // chunked samples: the count of the last assignment
-  std::optional<std::uint64_t> sample_cost_hash_;  // of options_.sample_costs, when set
+  std::shared_ptr<const detail::kept_sample_costs> costs_;  // the options' costs, copied
+  std::optional<std::uint64_t> sample_cost_hash_;           // their hash, when given
 };
 
 /// `batch_sampler s(samples, config, rule, {.seed = 42, .world = W, .rank = r});`

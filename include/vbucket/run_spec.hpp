@@ -548,9 +548,10 @@ template <sample_collection Samples>
   std::shared_ptr<const cache_set> cache;
   if (!spec.cache.empty()) cache = load_cache_manifest(spec.cache, *config);
   sampler_options options = spec.to_sampler_options();
+  std::vector<double> costs;  // the sampler copies them
   if (!spec.sample_costs.empty()) {
-    options.sample_costs =
-        std::make_shared<const std::vector<double>>(read_sample_costs(spec.sample_costs));
+    costs = read_sample_costs(spec.sample_costs);
+    options.sample_costs = costs;
     options.sample_costs_name = spec.sample_costs;
   }
   return spec.visit_rule([&](const auto& /*tables*/, const auto& rule) {

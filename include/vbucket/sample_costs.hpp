@@ -48,7 +48,7 @@ namespace detail {
 
 /// The per-sample costs of the lines of `text` (see the file's comment); messages name `name`
 /// (a file name) and the line (counted from 1). Throws `vbucket::error` on a line that is not
-/// one number (an empty line too), a cost that is NaN, infinite or negative.
+/// one number (an empty line too), a cost that is NaN, infinite or negative, and on no costs.
 [[nodiscard]] inline std::vector<double> parse_sample_costs(std::string_view text,
                                                             std::string_view name) {
   std::vector<double> out;
@@ -73,6 +73,9 @@ namespace detail {
                   std::string(line) + "\"");
     out.push_back(v == 0.0 ? 0.0 : v);  // -0 as 0
   }
+  if (out.empty())
+    throw error(std::string(name) +
+                ": holds no per-sample costs (expected one number per metadata row)");
   return out;
 }
 

@@ -10,7 +10,7 @@
 #include <filesystem>  // std::filesystem::temp_directory_path
 #include <fstream>     // std::ofstream
 #include <limits>      // quiet_NaN
-#include <memory>      // std::make_shared, std::shared_ptr
+#include <memory>      // std::make_shared, std::shared_ptr, std::make_unique
 #include <span>        // std::span
 #include <string>      // std::string
 #include <vector>      // std::vector
@@ -87,7 +87,7 @@ TEST_CASE("batch_sampler sample costs: the plan of make_epoch_plan with the same
     const vbucket::sampler_options base{
         .seed = 9, .world = 4, .rank = 1, .rng = vbucket::rng_mode::fast, .balance_group = group};
     vbucket::sampler_options with = base;
-    with.sample_costs = costs;
+    with.sample_costs = *costs;
     vbucket::batch_sampler plain(table, config, vbucket::opensora_v2_rule{}, base);
     vbucket::batch_sampler costed(table, config, vbucket::opensora_v2_rule{}, with);
     plain.set_epoch(2);
@@ -126,7 +126,7 @@ TEST_CASE("batch_sampler sample costs: resume under the same costs, refused unde
   auto other = std::make_shared<std::vector<double>>(*costs);
   (*other)[17] += 1.0;
   vbucket::sampler_options o{.seed = 3, .world = 2, .rank = 0, .balance_group = 8};
-  o.sample_costs = costs;
+  o.sample_costs = *costs;
   vbucket::batch_sampler a(table, config, vbucket::opensora_v2_rule{}, o);
   a.set_epoch(1);
   const std::vector<std::vector<std::uint32_t>> all = batches_of(a);
@@ -139,7 +139,8 @@ TEST_CASE("batch_sampler sample costs: resume under the same costs, refused unde
   // The same costs (another copy), another world: the global batches not yet consumed.
   vbucket::sampler_options same = o;
   same.world = 3;
-  same.sample_costs = std::make_shared<const std::vector<double>>(*costs);
+  const std::vector<double> copy = *costs;
+  same.sample_costs = copy;
   vbucket::batch_sampler b(table, config, vbucket::opensora_v2_rule{}, same);
   b.set_epoch(1);
   b.load_state(saved);
@@ -148,13 +149,13 @@ TEST_CASE("batch_sampler sample costs: resume under the same costs, refused unde
 
   // One cost changed: refused with the library's message; no costs: refused too.
   vbucket::sampler_options changed = o;
-  changed.sample_costs = other;
+  changed.sample_costs = *other;
   vbucket::batch_sampler c(table, config, vbucket::opensora_v2_rule{}, changed);
   c.set_epoch(1);
   CHECK_THROWS_WITH_AS(c.load_state(saved), doctest::Contains("per-sample costs of hash"),
                        vbucket::error);
   vbucket::sampler_options none = o;
-  none.sample_costs = nullptr;
+  none.sample_costs = {};
   vbucket::batch_sampler d(table, config, vbucket::opensora_v2_rule{}, none);
   d.set_epoch(1);
   CHECK_THROWS_WITH_AS(d.load_state(saved), doctest::Contains("has no per-sample costs"),
@@ -168,7 +169,8 @@ TEST_CASE("batch_sampler sample costs: bad costs, wrong count and packed batchin
   const meta_table table = make_table(500);
   const bucket_config config = vbucket_test::opensora_v2_config();
   vbucket::sampler_options o{.seed = 1};
-  o.sample_costs = std::make_shared<const std::vector<double>>(499, 1.0);
+  const std::vector<double> short_costs(499, 1.0);
+  o.sample_costs = short_costs;
   o.sample_costs_name = "costs.txt";
   vbucket::batch_sampler s(table, config, vbucket::opensora_v2_rule{}, o);
   CHECK_THROWS_WITH_AS((void)s.plan(), doctest::Contains("costs.txt holds 499"), vbucket::error);
@@ -176,15 +178,15 @@ TEST_CASE("batch_sampler sample costs: bad costs, wrong count and packed batchin
 
   std::vector<double> bad(500, 1.0);
   bad[42] = -1.0;
-  o.sample_costs = std::make_shared<const std::vector<double>>(bad);
+  o.sample_costs = bad;
   CHECK_THROWS_WITH_AS(vbucket::batch_sampler(table, config, vbucket::opensora_v2_rule{}, o),
                        doctest::Contains("the cost of sample 42"), vbucket::error);
   bad[42] = std::numeric_limits<double>::quiet_NaN();
-  o.sample_costs = std::make_shared<const std::vector<double>>(bad);
   CHECK_THROWS_AS(vbucket::batch_sampler(table, config, vbucket::opensora_v2_rule{}, o),
                   vbucket::error);
 
-  o.sample_costs = std::make_shared<const std::vector<double>>(500, 1.0);
+  const std::vector<double> ones(500, 1.0);
+  o.sample_costs = ones;
   o.token_budget = 1e6;
   CHECK_THROWS_WITH_AS(vbucket::batch_sampler(table, config, vbucket::opensora_v2_rule{}, o,
                                               vbucket::packed_batching{}),
@@ -197,10 +199,36 @@ TEST_CASE("batch_sampler sample costs: bad costs, wrong count and packed batchin
       doctest::Contains("fixed batching only"), vbucket::error);
 }
 
+TEST_CASE("batch_sampler sample costs: the sampler keeps its own copy of the costs") {
+  const meta_table table = make_table(2000);
+  const bucket_config config = vbucket_test::opensora_v2_config();
+  const auto costs = skewed(table.size(), 12);
+  std::vector<double> mine = *costs;
+  vbucket::sampler_options o{.seed = 2, .world = 2, .balance_group = 8};
+  o.sample_costs = mine;
+  o.sample_costs_name = std::string("named") + ".txt";  // a temporary: copied too
+  vbucket::batch_sampler reference(table, config, vbucket::opensora_v2_rule{}, o);
+  const std::uint64_t fp = reference.fingerprint();
+  auto s = std::make_unique<vbucket::batch_sampler<meta_table>>(table, config,
+                                                                vbucket::opensora_v2_rule{}, o);
+  for (double& c : mine) c = 0.0;  // the caller's costs change after the sampler is made
+  std::vector<double>().swap(mine);
+  vbucket::batch_sampler moved = std::move(*s);
+  s.reset();
+  CHECK(moved.fingerprint() == fp);
+  CHECK(moved.options().sample_costs.size() == table.size());
+  CHECK(moved.options().sample_costs_name == "named.txt");
+  CHECK(vbucket::sample_costs_hash(moved.options().sample_costs) ==
+        vbucket::sample_costs_hash(*costs));
+  const auto copy = moved;
+  CHECK(copy.state() == moved.state());
+}
+
 TEST_CASE("read_sample_costs: one number a line, a header, errors name the file and line") {
   CHECK(vbucket::parse_sample_costs("1\n2.5\n0\n", "f") == std::vector<double>{1.0, 2.5, 0.0});
   CHECK(vbucket::parse_sample_costs("cost\r\n 3 \r\n4e-3", "f") == std::vector<double>{3, 4e-3});
-  CHECK(vbucket::parse_sample_costs("", "f").empty());
+  CHECK_THROWS_WITH_AS((void)vbucket::parse_sample_costs("cost\n", "e.txt"),
+                       doctest::Contains("e.txt: holds no per-sample costs"), vbucket::error);
   const std::vector<double> z = vbucket::parse_sample_costs("-0\n", "f");
   REQUIRE(z.size() == 1);
   CHECK_FALSE(std::signbit(z[0]));
@@ -242,7 +270,7 @@ TEST_CASE("run_spec sample_costs: read by make_any_sampler, named in errors, fix
   auto any = vbucket::make_any_sampler(samples, config, spec);
   any->set_epoch(0);
   vbucket::sampler_options o = spec.to_sampler_options();
-  o.sample_costs = costs;  // the integers written above are the costs exactly
+  o.sample_costs = *costs;  // the integers written above are the costs exactly
   vbucket::batch_sampler direct(table, *config, vbucket::opensora_v2_rule{}, o);
   CHECK(any->fingerprint() == direct.fingerprint());
   CHECK(any->state().sample_cost == vbucket::sample_costs_hash(*costs));
