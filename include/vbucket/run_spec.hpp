@@ -352,9 +352,9 @@ inline constexpr run_field run_field_table[] = {
                      std::to_string(s.balance_group))},
     {"sample_costs", field_kind::path, "COSTS.txt", "", 0, 0,
      "per-sample costs: a text file with one number >= 0 per metadata row (e.g. expected "
-     "decode seconds; a header line is allowed), added to each batch's cost, which orders "
-     "the batches and, with balance, evens out the steps; fixed batching only (the resume "
-     "state records their hash)",
+     "decode time in latent tokens; a header line is allowed), added to each batch's cost: "
+     "step balance (balance, balance_group) sorts the batches by it, so that each step's "
+     "costs are about equal; fixed batching only (the resume state records their hash)",
      VBUCKET_SPEC_RW(sample_costs, std::string(t), s.sample_costs)},
     {"threads", field_kind::count, "N", "", 0, 4096,
      "worker threads for assignment and planning; 0 = one per core (the batches do not "
