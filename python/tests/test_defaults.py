@@ -25,9 +25,10 @@ def test_the_defaults_are_the_decided_ones():
                "patch": (1, 2, 2), "chunk_rows": 1 << 20}
     assert _vbucket.DEFAULTS == decided
     assert vbucket.DEFAULTS == _vbucket.DEFAULTS
-    # every field has a default but the paths (the cache manifest is optional) and the packed
-    # budget (no default: required)
-    assert set(_core.FIELDS) - set(decided) == {"meta", "config", "cache", "token_budget"}
+    # every field has a default but the paths (the cache manifest and the per-sample costs are
+    # optional) and the packed budget (no default: required)
+    assert set(_core.FIELDS) - set(decided) == {"meta", "config", "cache", "token_budget",
+                                                 "sample_costs"}
 
 
 def test_every_python_keyword_default_is_the_librarys():

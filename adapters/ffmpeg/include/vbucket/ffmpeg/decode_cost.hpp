@@ -18,8 +18,8 @@
 ///   mean cannot, since one bucket holds GOP-30 and GOP-250 files alike);
 /// - `decode_aware_cost`: a `vbucket::batch_cost` for `make_epoch_plan` / the sampler's step
 ///   balance: the default latent-token cost plus the mean decode cost of the samples the
-///   assignment put in each bucket, weighted (per bucket only; for a sampler, which takes no
-///   per-sample costs).
+///   assignment put in each bucket, weighted (per bucket only; a sampler takes per-sample
+///   costs as `sampler_options::sample_costs`, the CLI as `--sample-costs FILE`).
 ///
 ///     // one decode_sample per row of META.csv: its path, codec, coded pixels, frames, interval
 ///     const std::vector<double> seconds =
