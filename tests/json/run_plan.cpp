@@ -9,6 +9,7 @@
 #include <fstream>     // std::ofstream
 #include <memory>      // std::make_shared
 #include <string>      // std::string
+#include <utility>     // std::pair
 #include <vector>      // std::vector
 
 #include "vbucket/csv.hpp"
@@ -126,6 +127,30 @@ TEST_CASE("json run plan: errors name the file and the key") {
   m = message_of("e6.json", R"({"sources": [{"name": "a", "csv": ")" + sample_meta() +
                                 R"("}], "stages": [{"name": "s"}]})");
   CHECK(contains(m, "e6.json: stages[0].config: missing"));
+}
+
+TEST_CASE("json run plan: run-spec fields a run plan does not read are refused, not ignored") {
+  // A top-level "meta", "config", "cache", "sample_costs", "chunk_rows", "epoch" or a NumPy
+  // "rng" would change nothing in the plan; the file is refused naming the key.
+  const std::string base = run_file();  // starts with {"seed": 9, ...
+  const std::pair<const char*, const char*> refused[] = {
+      {"meta", R"("meta": "m.csv")"},
+      {"config", R"("config": "c.json")"},
+      {"cache", R"("cache": "manifest.csv")"},
+      {"sample_costs", R"("sample_costs": "c.txt")"},
+      {"chunk_rows", R"("chunk_rows": 10)"},
+      {"epoch", R"("epoch": 2)"},
+      {"rng", R"("rng": "numpy")"}};
+  for (const auto& [key, entry] : refused) {
+    CAPTURE(key);
+    const std::string path =
+        write(std::string("r_") + key + ".json", "{" + std::string(entry) + ", " + base.substr(1));
+    const std::string m = error_message([&] { (void)vbucket::json::load_run_plan_file(path); });
+    CHECK(contains(m, std::string("r_") + key + ".json: " + key + ": "));
+  }
+  // The run plan's own draws: "rng": "fast" is accepted.
+  const std::string ok = write("r_fast.json", R"({"rng": "fast", )" + base.substr(1));
+  CHECK_NOTHROW((void)vbucket::json::load_run_plan_file(ok));
 }
 
 TEST_CASE("json run plan: a rule parameter changed under a resumed run is refused") {

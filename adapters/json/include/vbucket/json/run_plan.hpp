@@ -161,7 +161,24 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
     if (!plan_key) rest[k] = v;
   }
   const field_naming name{field_naming::style::file_key, path};
-  for (auto& [key, value] : run_spec_entries(rest.dump(), path)) out.spec.set(key, value, name);
+  for (auto& [key, value] : run_spec_entries(rest.dump(), path)) {
+    // Run-spec fields a run plan does not read are refused rather than ignored: a run plan's
+    // sources and stages name their own metadata and configs, it draws with the keyed fast
+    // source, starts at epoch 0 (resumed by its state) and takes no latent cache or costs.
+    if (key == "meta" || key == "config")
+      run_file_fail(path, key,
+                    "not read by a run plan (each source names its csv, each source or stage "
+                    "its config)");
+    if (key == "cache" || key == "sample_costs" || key == "chunk_rows")
+      run_file_fail(path, key, "not supported by a run plan (sources and stages) yet");
+    if (key == "epoch")
+      run_file_fail(path, key, "a run plan starts at epoch 0; resume one with its state");
+    if (key == "rng" && value != "fast")
+      run_file_fail(
+          path, key,
+          "a run plan draws with the keyed fast source (\"fast\"), got \"" + value + "\"");
+    out.spec.set(key, value, name);
+  }
   if (out.spec.rank >= out.spec.world)
     throw error(path + ": rank: " + std::to_string(out.spec.rank) + " is not below world " +
                 std::to_string(out.spec.world));
