@@ -22,6 +22,18 @@ template packed_plan make_packed_plan<latent_tokens_cost>(const bucket_groups&,
 template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
                                                         const bucket_config&, const plan_options&,
                                                         const latent_tokens_cost&);
+template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&, const bucket_config&,
+                                                        const plan_options&,
+                                                        const latent_tokens_cost&,
+                                                        std::span<const double>);
+template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                        const bucket_config&, const plan_options&,
+                                                        const latent_tokens_cost&,
+                                                        std::span<const double>);
+template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
+                                                        const bucket_config&, const plan_options&,
+                                                        const latent_tokens_cost&,
+                                                        std::span<const double>);
 template packed_plan make_packed_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
                                                           const bucket_config&, const plan_options&,
                                                           const latent_tokens_cost&);

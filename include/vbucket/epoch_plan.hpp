@@ -779,5 +779,21 @@ extern template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const c
                                                                const bucket_config&,
                                                                const plan_options&,
                                                                const latent_tokens_cost&);
+// With per-sample costs (batch_sampler instantiates them beside the overloads above).
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(const bucket_groups&,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&,
+                                                               std::span<const double>);
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const bucket_id>,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&,
+                                                               std::span<const double>);
+extern template epoch_plan make_epoch_plan<latent_tokens_cost>(std::span<const compact_bucket_id>,
+                                                               const bucket_config&,
+                                                               const plan_options&,
+                                                               const latent_tokens_cost&,
+                                                               std::span<const double>);
 }  // namespace vbucket
 #endif
