@@ -410,14 +410,7 @@ TEST_CASE(
 
     const epoch_plan after = vbucket::make_epoch_plan(std::span<const bucket_id>(ids), c, o);
     const epoch_schedule rest = after.deal(2, vbucket::plan_state::parse(saved));
-    std::vector<vbucket::batch> trained;
-    for (std::uint64_t k = 0; k < 10; ++k)
-      for (std::uint32_t r = 0; r < 4; ++r) trained.push_back(first.at(k, r));
-    for (std::uint64_t k = 0; k < rest.steps(); ++k)
-      for (std::uint32_t r = 0; r < 2; ++r) trained.push_back(rest.at(k, r));
-    std::uint64_t pads = rest.repeat_samples();
-    for (const auto& pb : before.buckets()) pads += pb.pads;
-    check_covers_once(ids, trained, pads);
+    check_resumed_covers_once(ids, before, first, 10, rest);
   }
 }
 

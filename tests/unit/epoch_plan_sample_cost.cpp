@@ -229,14 +229,7 @@ TEST_CASE("epoch_plan sample cost: the resume state records the costs; other cos
   // The same costs: the rest on 2 ranks covers every sample once with the first 10 steps.
   const epoch_plan again = plan_with(&cost);
   const epoch_schedule rest = again.deal(2, vbucket::plan_state::parse(saved));
-  std::vector<vbucket::batch> trained;
-  for (std::uint64_t k = 0; k < 10; ++k)
-    for (std::uint32_t r = 0; r < 4; ++r) trained.push_back(first.at(k, r));
-  for (std::uint64_t k = 0; k < rest.steps(); ++k)
-    for (std::uint32_t r = 0; r < 2; ++r) trained.push_back(rest.at(k, r));
-  std::uint64_t pads = rest.repeat_samples();
-  for (const auto& pb : first_plan.buckets()) pads += pb.pads;
-  check_covers_once(ids, trained, pads);
+  check_resumed_covers_once(ids, first_plan, first, 10, rest);
   // And the costs change the order (so recording them matters).
   const std::uint64_t with = vbucket::plan_fingerprint(plan_with(&cost));
   CHECK(with != vbucket::plan_fingerprint(plan_with(nullptr)));

@@ -255,6 +255,22 @@ inline void check_covers_once(const std::vector<bucket_id>& ids,
   CHECK(repeats == pads);
 }
 
+/// `first`'s first `steps` steps (every rank of its world) and all of `rest` (dealt from the
+/// state after them) cover every sample of `ids` once, apart from `plan`'s pads and `rest`'s
+/// repeats: a resume under another world loses and replays nothing.
+inline void check_resumed_covers_once(const std::vector<bucket_id>& ids, const epoch_plan& plan,
+                                      const epoch_schedule& first, std::uint64_t steps,
+                                      const epoch_schedule& rest) {
+  std::vector<vbucket::batch> trained;
+  for (std::uint64_t k = 0; k < steps; ++k)
+    for (std::uint32_t r = 0; r < first.world_size(); ++r) trained.push_back(first.at(k, r));
+  for (std::uint64_t k = 0; k < rest.steps(); ++k)
+    for (std::uint32_t r = 0; r < rest.world_size(); ++r) trained.push_back(rest.at(k, r));
+  std::uint64_t pads = rest.repeat_samples();
+  for (const auto& pb : plan.buckets()) pads += pb.pads;
+  check_covers_once(ids, trained, pads);
+}
+
 /// Checks exact resume: after `steps_done` steps of `world`, dealing the rest to `world2`
 /// yields exactly the real batches not yet consumed, in global order.
 inline void check_resume(const epoch_plan& plan, std::uint32_t world, std::uint64_t steps_done,
