@@ -376,7 +376,8 @@ class batch_sampler {
   /// fingerprint is recorded). Makes the epoch's plan if it is not made yet (for the fingerprint).
   [[nodiscard]] plan_state state() const {
     plan_state s{options_.seed, epoch_, consumed_, options_.balance_group, recorded_budget()};
-    s.world = options_.world;
+    s.world =
+        plan_state::position_world(consumed_, num_global_batches(), options_.world, resumed_world_);
     s.fingerprint = fingerprint();
     s.sample_cost = recorded_sample_cost();
     return s;
@@ -405,6 +406,7 @@ class batch_sampler {
     // The plan's own check covers every recorded plan parameter of the state.
     schedule_ = schedule_type::dealt_from(ensure_plan(), options_.world, s, options_.drop_last);
     consumed_ = dealt_from_ = s.consumed;
+    resumed_world_ = s.world.value_or(options_.world);
   }
   /// As `load_state(s)`, and also refuses a state saved with another plan of the same seed and
   /// epoch (other samples, config, rule, rng or policy): `fingerprint` is the `fingerprint()`
@@ -763,6 +765,8 @@ class batch_sampler {
   [[no_unique_address]] Sources sources_;
   std::uint64_t epoch_ = 0;
   std::uint64_t consumed_ = 0;
+  std::uint32_t resumed_world_ =
+      1;  // the world of the last state loaded (plan_state::position_world)
   mutable std::optional<plan_type> plan_;
   mutable std::optional<schedule_type> schedule_;
   mutable std::uint64_t dealt_from_ = 0;

@@ -263,6 +263,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
     // the loader's states are positions in that same plan, whatever the source does next.
     const plan_state st = source.state();
     recorded_world_ = st.world.has_value();
+    start_world_ = st.world.value_or(world_size());
     fingerprint_ = st.fingerprint;
   }
 
@@ -343,7 +344,9 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
     // After the last step the position may lie past the epoch's N batches (alignment repeats,
     // wherever a resume under another world size put the step boundaries): the sampler accepts
     // up to N + world - 1 (the kill test found a refused end at world 3 after world 2).
-    if (recorded_world_) s.world = world_size();
+    if (recorded_world_)
+      s.world = plan_state::position_world(s.consumed, schedule_.plan().num_batches(), world_size(),
+                                           start_world_);
     s.fingerprint = fingerprint_;
     return s;
   }
@@ -785,6 +788,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   clip_normalizer normalizer_;
   std::uint64_t first_step_;
   bool recorded_world_ = false;               // state() records the world size
+  std::uint32_t start_world_ = 1;             // the world the source's state was reached under
   std::optional<std::uint64_t> fingerprint_;  // of the plan, as the source's state gave it
 
   mutable std::mutex mutex_;

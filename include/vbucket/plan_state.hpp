@@ -38,6 +38,18 @@ namespace vbucket {
 /// when not recorded; B in the shortest form that reads back exactly; the fingerprint and the
 /// cost hash as 16 lowercase hex digits).
 struct plan_state {
+  /// The world size a position records: `world` (the size it is dealt to now), unless the
+  /// position lies past what that world's last step of the epoch can reach, `num_batches` +
+  /// `world` - 1. That happens only when an epoch ended under `reached_under` with alignment
+  /// repeats and was resumed under a smaller world with no step since; the position was
+  /// reached under `reached_under`, so that is what it records (recording `world` would make a
+  /// state its own loader refuses).
+  [[nodiscard]] static constexpr std::uint32_t position_world(
+      std::uint64_t consumed, std::uint64_t num_batches, std::uint32_t world,
+      std::uint32_t reached_under) noexcept {
+    return consumed > num_batches + (world - 1) ? reached_under : world;
+  }
+
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
   std::uint64_t consumed = 0;

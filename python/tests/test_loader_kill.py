@@ -134,3 +134,60 @@ def test_sigkill_and_restart_under_other_worlds_delivers_the_same_batches(tmp_pa
     assert kills == 30  # 30 random points (after delivery started, 0-50 ms in)
     assert json.loads(state.read_text()) == {"epoch": epochs}
     assert _delivered(log) == expected
+
+
+def test_an_epoch_ended_under_a_larger_world_closes_under_a_smaller_one(tmp_path):
+    """The deterministic case the SIGKILL test hit: an epoch run to its end under world 2 or 4
+    (its last step holds an alignment repeat: the position is one past the epoch's batches),
+    killed before the next epoch was saved, restarted under world 1: the Loader delivers
+    nothing and ``close()`` gives the sampler back a state it accepts (it recorded world 1 and
+    was refused as "past the end of epoch")."""
+    import pandas as pd
+
+    import vbucket
+
+    rng = np.random.default_rng(7)
+    n = 900
+    paths = []
+    for i in range(n):
+        p = tmp_path / f"t{i}.npy"
+        np.save(p, np.array([i, i], dtype=np.int32))
+        paths.append(str(p))
+    df = pd.DataFrame({"num_frames": rng.integers(1, 30, n),
+                       "height": rng.choice([256, 360, 480], n),
+                       "width": rng.choice([256, 480, 640], n), "fps": 24.0, "tensor": paths})
+    config = {"256px": {"1": (1.0, 3), "5": (1.0, 2), "9": (0.5, 2)}}
+
+    def loaders(world, state=None):
+        out = []
+        for r in range(world):
+            s = vbucket.VariableVideoBatchSampler(df, config, num_replicas=world, rank=r, seed=3,
+                                                  rng="fast")
+            if state is None:
+                s.set_epoch(1)
+                s.reset()
+            else:
+                s.load_state_dict(state)
+            out.append(vbucket.Loader(s, None, workers=1, prefetch=1,
+                                      tensors={"x": df["tensor"]}))
+        return out
+
+    for big in (2, 4):
+        first = loaders(big)
+        for _ in range(len(first[0])):
+            for loader in first:
+                next(loader)
+        end = first[0].state_dict()
+        for loader in first:
+            loader.close()
+        for small in (1, 2, 3):
+            again = loaders(small, end)
+            assert len(again[0]) == 0
+            for loader in again:
+                loader.close()  # raised ValueError before the fix
+            consumed = [f for f in end["state"].split() if f.startswith("consumed=")]
+            assert consumed and consumed[0] in again[0].state_dict()["state"].split()
+            last = loaders(small, again[0].state_dict())  # and the state loads again
+            assert len(last[0]) == 0
+            for loader in last:
+                loader.close()

@@ -558,6 +558,38 @@ TEST_CASE("batch_sampler: resume mid-epoch under the same and another world size
   }
 }
 
+TEST_CASE("batch_sampler: an epoch ended under a larger world, resumed under a smaller one") {
+  // The end of an epoch under world W lies up to W - 1 past its N global batches (alignment
+  // repeats). Resumed under a world w < W with no step since, the sampler's own state must
+  // still load: it records the world the position was reached under (a state that recorded w
+  // was refused as "past the end of epoch", found by the SIGKILL test of the Python Loader).
+  const std::vector<clip_record> records = make_records(3000, 13);
+  const bucket_config config = v2_config();
+  const vbucket::opensora_v2_rule rule{};
+  for (const std::uint32_t big : {2u, 3u, 4u, 7u}) {
+    vbucket::batch_sampler s(records, config, rule, {.seed = 11, .world = big});
+    s.set_epoch(2);
+    const std::uint64_t n = s.num_global_batches();
+    s.advance(s.size());  // the whole epoch
+    const plan_state end = plan_state::parse(s.state().to_string());
+    INFO("world " << big << ", " << n << " global batches, end " << end.to_string());
+    CHECK(end.consumed >= n);
+    for (const std::uint32_t small : {1u, 2u, 3u}) {
+      INFO("resumed under world " << small);
+      vbucket::batch_sampler t(records, config, rule, {.seed = 11, .world = small});
+      t.set_epoch(2);
+      t.load_state(end);
+      CHECK(t.size() == 0);
+      const plan_state again = plan_state::parse(t.state().to_string());
+      CHECK(again.consumed == end.consumed);
+      vbucket::batch_sampler u(records, config, rule, {.seed = 11, .world = small});
+      u.set_epoch(2);
+      CHECK_NOTHROW(u.load_state(again));
+      CHECK(u.size() == 0);
+    }
+  }
+}
+
 TEST_CASE("batch_sampler: states of another seed, epoch or plan are refused") {
   const std::vector<clip_record> records = make_records(1000);
   const bucket_config config = v2_config();
