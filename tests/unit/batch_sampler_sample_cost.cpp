@@ -206,13 +206,16 @@ TEST_CASE("batch_sampler sample costs: the sampler keeps its own copy of the cos
   std::vector<double> mine = *costs;
   vbucket::sampler_options o{.seed = 2, .world = 2, .balance_group = 8};
   o.sample_costs = mine;
-  o.sample_costs_name = std::string("named") + ".txt";  // a temporary: copied too
+  std::string name = "named.txt";  // the caller's name: copied too
+  o.sample_costs_name = name;
   vbucket::batch_sampler reference(table, config, vbucket::opensora_v2_rule{}, o);
   const std::uint64_t fp = reference.fingerprint();
   auto s = std::make_unique<vbucket::batch_sampler<meta_table>>(table, config,
                                                                 vbucket::opensora_v2_rule{}, o);
   for (double& c : mine) c = 0.0;  // the caller's costs change after the sampler is made
   std::vector<double>().swap(mine);
+  name.assign(64, 'x');  // and so does the name (past the small-string buffer)
+  std::string().swap(name);
   vbucket::batch_sampler moved = std::move(*s);
   s.reset();
   CHECK(moved.fingerprint() == fp);
