@@ -20,6 +20,7 @@
 
 #include "batch_size.hpp"  // bucket_tokens, latent_compression
 #include "bucket_config.hpp"
+#include "detail/parse_number.hpp"  // shortest_text
 #include "error.hpp"
 
 namespace vbucket {
@@ -38,6 +39,17 @@ struct memory_model {
   [[nodiscard]] constexpr double predict(std::int64_t tokens,
                                          std::int64_t batch_size) const noexcept {
     return fixed + static_cast<double>(batch_size) * per_sample(tokens);
+  }
+  /// Why this model cannot size batches — a coefficient that is not a finite number ≥ 0, or
+  /// samples that cost nothing (linear and quadratic both 0: every batch size would fit) —
+  /// or empty.
+  [[nodiscard]] std::string problem() const {
+    if (!std::isfinite(fixed) || !std::isfinite(linear) || !std::isfinite(quadratic) ||
+        fixed < 0.0 || linear < 0.0 || quadratic < 0.0)
+      return "the coefficients F,L,Q must be finite numbers >= 0";
+    if (linear == 0.0 && quadratic == 0.0)
+      return "L and Q are both 0: a sample would cost no memory (every batch size fits)";
+    return {};
   }
 };
 
@@ -104,9 +116,11 @@ struct config_resolutions {
 [[nodiscard]] inline std::vector<std::int64_t> batch_sizes_for_memory(
     const bucket_config& config, const memory_model& model, double budget,
     std::int64_t max_batch = 0, latent_compression compression = {}) {
-  if (!std::isfinite(budget) || !std::isfinite(model.fixed) || !std::isfinite(model.linear) ||
-      !std::isfinite(model.quadratic))
-    throw error("memory budget and model coefficients must be finite numbers");
+  if (const std::string why = model.problem(); !why.empty())
+    throw error("memory model " + detail::shortest_text(model.fixed) + "," +
+                detail::shortest_text(model.linear) + "," + detail::shortest_text(model.quadratic) +
+                ": " + why);
+  if (!std::isfinite(budget)) throw error("memory budget must be a finite number");
   std::vector<std::int64_t> out;
   std::size_t i = 0;
   const auto& res = config.resolutions();

@@ -39,9 +39,12 @@
 ///     }
 
 #include <algorithm>     // std::min, std::max
+#include <array>         // std::array (the state's fields)
 #include <bit>           // std::bit_cast, std::popcount, std::countr_zero
 #include <charconv>      // std::from_chars
+#include <cmath>         // std::isfinite
 #include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
+#include <limits>        // std::numeric_limits
 #include <memory>        // std::make_unique_for_overwrite
 #include <optional>      // std::optional
 #include <span>          // std::span
@@ -60,6 +63,7 @@
 #include "plan_state.hpp"  // plan_state::hex, parse_hex, budget_text
 #include "run_memory.hpp"
 #include "run_sources.hpp"
+#include "run_spec.hpp"  // run_spec::check_value (the field table's ranges), max_run_world
 
 namespace vbucket {
 
@@ -75,6 +79,41 @@ struct run_stage {
   batching_mode batching = batching_mode::fixed;
   double token_budget = 0.0;  ///< packed batching's budget
 };
+
+/// Throws `vbucket::error` ("WHERE: stage 2 (\"B\") ...") unless the stages are listed in the
+/// order they start: stage 0 at step 0, each later stage after the last earlier one of its kind
+/// (from a step or from an epoch; stage 0 is both), and none with both `from_step` and
+/// `from_epoch`. A stage out of order, or from the step of another, would never be in force.
+inline void check_stage_order(std::span<const run_stage> stages, const std::string& where) {
+  std::uint64_t last_step = 0, last_epoch = 0;
+  std::size_t step_stage = 0, epoch_stage = 0;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const run_stage& st = stages[i];
+    const auto name = [&](std::size_t j) {
+      return "stage " + std::to_string(j) + " (\"" + stages[j].name + "\")";
+    };
+    if (i == 0) {
+      if (st.from_step != 0 || st.from_epoch.value_or(0) != 0)
+        throw error(where + ": " + name(0) + " must start at step 0");
+      continue;
+    }
+    if (st.from_epoch && st.from_step != 0)
+      throw error(where + ": " + name(i) + " has both from_step " + std::to_string(st.from_step) +
+                  " and from_epoch " + std::to_string(*st.from_epoch) + " (give one)");
+    const bool by_epoch = st.from_epoch.has_value();
+    const std::uint64_t at = by_epoch ? *st.from_epoch : st.from_step;
+    const std::uint64_t last = by_epoch ? last_epoch : last_step;
+    const std::size_t before = by_epoch ? epoch_stage : step_stage;
+    const std::string unit = by_epoch ? "epoch " : "step ";
+    if (at <= last)
+      throw error(where + ": " + name(i) + " starts at " + unit + std::to_string(at) + ", " +
+                  (at == last ? "as " : "before ") + name(before) + " (at " + unit +
+                  std::to_string(last) +
+                  "): stages are listed in the order they start, each after the one before");
+    (by_epoch ? last_epoch : last_step) = at;
+    (by_epoch ? epoch_stage : step_stage) = i;
+  }
+}
 
 /// Run-wide options.
 struct run_options {
@@ -126,10 +165,12 @@ struct segment_settings {
       s += (i ? "-" : "") + std::to_string(batch_sizes[i]);
     return s + ':' + plan_state::hex(assign_hash);
   }
+  /// Parses `to_string()`'s form; every number in range (the balance group through the run
+  /// spec's field table, batch sizes to `bucket_config::max_batch`, a packed budget finite and
+  /// > 0). Throws `vbucket::error` naming the text and the part that is wrong.
   static segment_settings parse(std::string_view text) {
-    auto fail = [&]() -> segment_settings {
-      throw error("run state: segment \"" + std::string(text) +
-                  "\" is not STAGE:POLICY:BALANCE:fixed|packed=B:BS-...:HASH");
+    auto fail = [&](const std::string& why) -> segment_settings {
+      throw error("run state: segment \"" + std::string(text) + "\": " + why);
     };
     std::vector<std::string_view> f;
     for (std::size_t pos = 0;;) {
@@ -138,30 +179,36 @@ struct segment_settings {
       if (e == std::string_view::npos) break;
       pos = e + 1;
     }
-    if (f.size() != 6) return fail();
+    if (f.size() != 6) return fail("expected STAGE:POLICY:BALANCE:fixed|packed=B:BS-...:HASH");
     segment_settings s;
-    auto num = [&](std::string_view v, auto& out) {
-      const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
-      if (v.empty() || r.ec != std::errc{} || r.ptr != v.data() + v.size()) fail();
-    };
-    num(f[0], s.stage);
-    const auto p = parse_policy(f[1]);
-    if (!p) return fail();
-    s.policy = *p;
-    num(f[2], s.balance_group);
+    const auto stage = detail::parse_uint_in(f[0], 0, std::numeric_limits<std::uint32_t>::max());
+    if (!stage) return fail("stage \"" + std::string(f[0]) + "\" is not an integer below 2^32");
+    s.stage = static_cast<std::uint32_t>(*stage);
+    if (const std::string why = run_spec::check_value("policy", f[1]); !why.empty())
+      return fail("policy: " + why);
+    s.policy = *parse_policy(f[1]);
+    if (const std::string why = run_spec::check_value("balance_group", f[2]); !why.empty())
+      return fail("balance group: " + why);
+    s.balance_group = static_cast<std::uint32_t>(*detail::parse_uint_in(f[2], 0, max_run_world));
     if (f[3] == "fixed") {
       s.batching = batching_mode::fixed;
     } else if (f[3].substr(0, 7) == "packed=") {
       s.batching = batching_mode::packed;
-      num(f[3].substr(7), s.token_budget);
+      const auto b = detail::parse_positive(f[3].substr(7));
+      if (!b)
+        return fail("token budget \"" + std::string(f[3].substr(7)) + "\" is not a number > 0");
+      s.token_budget = *b;
     } else {
-      return fail();
+      return fail("batching \"" + std::string(f[3]) + "\" is not fixed or packed=B");
     }
     for (std::size_t pos = 0; pos <= f[4].size() && !f[4].empty();) {
       const std::size_t e = std::min(f[4].find('-', pos), f[4].size());
-      std::int64_t v = 0;
-      num(f[4].substr(pos, e - pos), v);
-      s.batch_sizes.push_back(v);
+      const std::string_view v = f[4].substr(pos, e - pos);
+      const auto bs = detail::parse_uint_in(v, 0, bucket_config::max_batch);
+      if (!bs)
+        return fail("batch size \"" + std::string(v) + "\" is not an integer from 0 to " +
+                    std::to_string(bucket_config::max_batch));
+      s.batch_sizes.push_back(static_cast<std::int64_t>(*bs));
       pos = e + 1;
     }
     s.assign_hash = plan_state::parse_hex(f[5], "run state: segment hash");
@@ -198,11 +245,10 @@ class run_plan {
           throw error("run: two sources named \"" + src.name + "\"");
       fingerprints_.push_back(table_fingerprint(*src.table, opts_.threads));
     }
+    check_stage_order(stages_, "run");
     for (std::size_t i = 0; i < stages_.size(); ++i) {
       const run_stage& st = stages_[i];
       const std::string where = "run: stage " + std::to_string(i) + " (\"" + st.name + "\")";
-      if (i == 0 && (st.from_step != 0 || st.from_epoch.value_or(0) != 0))
-        throw error(where + " must start at step 0");
       if (st.config.num_buckets() == 0) throw error(where + " has no bucket config");
       if (st.batching == batching_mode::packed && !(st.token_budget > 0.0))
         throw error(where + ": packed batching needs a token budget > 0");
@@ -394,7 +440,7 @@ class run_plan {
   /// The run's state line (see the header comment):
   /// "vbucket-run v=1 seed=S epoch=E step=K epoch_step=K0 world=W consumed=C
   ///  sources=NAME:ROWS:FP,... draw=SPEC drawn=C0,C1 caps=RES/FRAMES=BS,...|- budget_cap=B|-
-  ///  segs=SETTINGS@END|...|- cur=SETTINGS".
+  ///  segs=SETTINGS@END|...|- cur=SETTINGS check=HASH" (check: a hash of the line before it).
   [[nodiscard]] std::string state() const {
     std::string s =
         "vbucket-run v=1 seed=" + std::to_string(opts_.seed) + " epoch=" + std::to_string(epoch_) +
@@ -416,47 +462,225 @@ class run_plan {
     for (std::size_t i = 0; i < closed_.size(); ++i)
       s += (i ? "|" : "") + closed_[i].settings.to_string() + '@' + std::to_string(closed_[i].end);
     if (closed_.empty()) s += '-';
-    return s + " cur=" + cur_.to_string();
+    s += " cur=" + cur_.to_string();
+    return s + " check=" + plan_state::hex(detail::hash_bytes(s));
   }
 
   /// Continues from a state line saved by a run of the same sources (and seed) under any
   /// world size, batch sizes, current stage or weights. Throws `vbucket::error` naming what
   /// differs when it cannot: another seed, a source's metadata, or a stage whose buckets,
-  /// probabilities or rule changed after it planned a segment of the saved epoch.
+  /// probabilities or rule changed after it planned a segment of the saved epoch. The line is
+  /// read as strictly as a plan state: every field known and given once, each in range (the
+  /// run spec's fields through its field table), and the line as its `check` says it was
+  /// written. A refused line leaves the run as it was (the strong guarantee): the line is read
+  /// and checked first, and the position it gives is computed in place of the run's own, which
+  /// is put back when that fails.
   void load(std::string_view text) {
-    auto fail = [&](const std::string& why) { throw error("run state: " + why); };
-    if (text.substr(0, 12) != "vbucket-run ")
+    loaded_state st = parse_state(text);
+    position saved = take_position();
+    try {
+      apply_state(std::move(st));
+    } catch (...) {
+      put_position(std::move(saved));
+      throw;
+    }
+  }
+
+ private:
+  struct closed_segment {
+    segment_settings settings;
+    std::uint64_t end = 0;
+  };
+  /// A state line, read and checked (`parse_state`), not yet applied.
+  struct loaded_state {
+    std::uint64_t epoch = 0, step = 0, epoch_step = 0, consumed = 0;
+    std::vector<batch_size_cap> caps;
+    std::optional<double> budget_cap;
+    draw_spec draw;
+    std::vector<std::uint64_t> drawn;
+    std::vector<closed_segment> segs;
+    segment_settings cur;
+  };
+  /// What `load` changes: the position in the run.
+  struct position {
+    std::uint64_t epoch, step, epoch_step;
+    std::vector<batch_size_cap> caps;
+    std::optional<double> budget_cap;
+    draw_spec draw;
+    drawn_epoch drawn;
+    std::vector<bucket_id> ids;
+    std::optional<std::uint64_t> ids_hash;
+    std::vector<closed_segment> closed;
+    segment_settings cur;
+    std::vector<std::uint32_t> remaining;
+    bool all;
+    std::variant<epoch_plan, packed_plan> plan;
+    std::variant<epoch_schedule, packed_schedule> sched;
+    std::uint64_t consumed, dealt_at;
+  };
+  position take_position() noexcept {
+    return {epoch_,
+            step_,
+            epoch_step_,
+            std::move(caps_),
+            budget_cap_,
+            std::move(draw_),
+            std::move(drawn_),
+            std::move(ids_),
+            ids_hash_,
+            std::move(closed_),
+            std::move(cur_),
+            std::move(remaining_),
+            all_,
+            std::move(plan_),
+            std::move(sched_),
+            consumed_,
+            dealt_at_};
+  }
+  void put_position(position&& p) noexcept {
+    epoch_ = p.epoch;
+    step_ = p.step;
+    epoch_step_ = p.epoch_step;
+    caps_ = std::move(p.caps);
+    budget_cap_ = p.budget_cap;
+    draw_ = std::move(p.draw);
+    drawn_ = std::move(p.drawn);
+    ids_ = std::move(p.ids);
+    ids_hash_ = p.ids_hash;
+    closed_ = std::move(p.closed);
+    cur_ = std::move(p.cur);
+    remaining_ = std::move(p.remaining);
+    all_ = p.all;
+    plan_ = std::move(p.plan);
+    sched_ = std::move(p.sched);
+    consumed_ = p.consumed;
+    dealt_at_ = p.dealt_at;
+  }
+
+  /// Reads and checks a state line against this run (see `load`); changes nothing.
+  [[nodiscard]] loaded_state parse_state(std::string_view text) const {
+    const auto fail = [](const std::string& why) { throw error("run state: " + why); };
+    constexpr std::string_view head = "vbucket-run ";
+    if (text.substr(0, head.size()) != head)
       fail("expected a line starting with \"vbucket-run v=1\"");
-    std::vector<std::pair<std::string_view, std::string_view>> kv;
-    for (std::size_t pos = 12; pos < text.size();) {
+    constexpr std::array<std::string_view, 15> names = {
+        "v",    "seed",  "epoch", "step",       "epoch_step", "world", "consumed", "sources",
+        "draw", "drawn", "caps",  "budget_cap", "segs",       "cur",   "check"};
+    std::array<std::optional<std::string_view>, names.size()> value{};
+    std::size_t check_at = text.size();  // where " check=" begins
+    for (std::size_t pos = head.size(); pos <= text.size();) {
       const std::size_t e = std::min(text.find(' ', pos), text.size());
       const std::string_view f = text.substr(pos, e - pos);
-      pos = e + 1;
-      if (f.empty()) continue;
+      if (f.empty()) fail("fields must be separated by one space");
       const std::size_t eq = f.find('=');
       if (eq == std::string_view::npos) fail("field \"" + std::string(f) + "\" has no '='");
-      kv.emplace_back(f.substr(0, eq), f.substr(eq + 1));
+      const std::string_view key = f.substr(0, eq);
+      std::size_t k = 0;
+      while (k < names.size() && names[k] != key) ++k;
+      if (k == names.size()) fail("unknown field \"" + std::string(key) + "\"");
+      if (value[k]) fail("duplicate field \"" + std::string(key) + "\"");
+      value[k] = f.substr(eq + 1);
+      if (key == "check") check_at = pos - 1;
+      pos = e + 1;
     }
-    auto get = [&](std::string_view key) -> std::string_view {
-      for (const auto& [k, v] : kv)
-        if (k == key) return v;
-      fail("missing field \"" + std::string(key) + "\"");
-      return {};
+    const auto get = [&](std::string_view key) -> std::string_view {
+      std::size_t k = 0;
+      while (names[k] != key) ++k;
+      if (!value[k]) fail("missing field \"" + std::string(key) + "\"");
+      return *value[k];
     };
-    auto num = [&](std::string_view key) {
+    // The run spec's fields, through its field table; the others are counts.
+    const auto field = [&](std::string_view key) {
       const std::string_view v = get(key);
-      std::uint64_t out = 0;
-      const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
-      if (v.empty() || r.ec != std::errc{} || r.ptr != v.data() + v.size())
-        fail(std::string(key) + " must be a non-negative integer, got \"" + std::string(v) + "\"");
-      return out;
+      if (const std::string why = run_spec::check_value(key, v); !why.empty())
+        fail(std::string(key) + ": " + why);
+      return v;
+    };
+    const auto count = [&](std::string_view key) {
+      const std::string_view v = get(key);
+      const auto n = detail::parse_uint_in(v, 0, std::numeric_limits<std::uint64_t>::max());
+      if (!n)
+        fail(std::string(key) + " must be a non-negative integer below 2^64, got \"" +
+             std::string(v) + "\"");
+      return *n;
     };
     if (get("v") != "1")
       fail("version " + std::string(get("v")) + " is not 1 (this library reads version 1)");
-    if (num("seed") != opts_.seed)
-      fail("saved with seed " + std::string(get("seed")) + " but this run's seed is " +
+    loaded_state st;
+    const std::string_view seed = field("seed");
+    st.epoch = *detail::parse_uint_in(field("epoch"), 0, std::numeric_limits<std::uint64_t>::max());
+    (void)field("world");
+    st.step = count("step");
+    st.epoch_step = count("epoch_step");
+    st.consumed = count("consumed");
+    if (st.epoch_step > st.step)
+      fail("epoch_step=" + std::to_string(st.epoch_step) + " is after step=" +
+           std::to_string(st.step) + " (the epoch cannot begin after the run's step)");
+    for (const std::string_view c : split(get("caps") == "-" ? "" : get("caps"), ',')) {
+      if (c.empty()) break;
+      const std::size_t slash = c.rfind('/'), eq = c.rfind('=');
+      if (slash == std::string_view::npos || eq == std::string_view::npos || eq < slash)
+        fail("cap \"" + std::string(c) + "\" is not RES/FRAMES=BS");
+      batch_size_cap cap;
+      cap.resolution = std::string(c.substr(0, slash));
+      const auto fr = detail::parse_uint_in(c.substr(slash + 1, eq - slash - 1), 1, 1ULL << 31);
+      const auto bs = detail::parse_uint_in(c.substr(eq + 1), 1, bucket_config::max_batch);
+      if (cap.resolution.empty() || !fr || !bs)
+        fail("cap \"" + std::string(c) +
+             "\" is not RES/FRAMES=BS (frames and a batch size from 1 to " +
+             std::to_string(bucket_config::max_batch) + ")");
+      cap.frames = static_cast<std::int64_t>(*fr);
+      cap.batch_size = static_cast<std::int64_t>(*bs);
+      for (const batch_size_cap& other : st.caps)
+        if (other.resolution == cap.resolution && other.frames == cap.frames)
+          fail("cap \"" + std::string(c) + "\": a second cap of the same pair");
+      st.caps.push_back(std::move(cap));
+    }
+    if (get("budget_cap") != "-") {
+      const auto b = detail::parse_positive(get("budget_cap"));
+      if (!b)
+        fail("budget_cap must be a finite number > 0 or -, got \"" +
+             std::string(get("budget_cap")) + "\"");
+      st.budget_cap = *b;
+    }
+    try {
+      st.draw = draw_spec::parse(get("draw"));
+    } catch (const error& e) {
+      fail(e.what());
+    }
+    const std::vector<std::string_view> drawn = split(get("drawn"), ',');
+    if (drawn.size() != sources_.size())
+      fail("drawn=" + std::string(get("drawn")) + " has " + std::to_string(drawn.size()) +
+           " counts for " + std::to_string(sources_.size()) + " sources");
+    for (const std::string_view d : drawn) {
+      const auto n = detail::parse_uint_in(d, 0, std::numeric_limits<std::uint32_t>::max());
+      if (!n) fail("drawn count \"" + std::string(d) + "\" is not an integer below 2^32");
+      st.drawn.push_back(*n);
+    }
+    if (get("segs") != "-")
+      for (const std::string_view sg : split(get("segs"), '|')) {
+        const std::size_t at = sg.rfind('@');
+        if (at == std::string_view::npos) fail("segment \"" + std::string(sg) + "\" has no @END");
+        const auto end =
+            detail::parse_uint_in(sg.substr(at + 1), 1, std::numeric_limits<std::uint64_t>::max());
+        if (!end)
+          fail("segment \"" + std::string(sg) +
+               "\": END is not an integer ≥ 1 (a closed segment delivered a batch)");
+        st.segs.push_back({segment_settings::parse(sg.substr(0, at)), *end});
+      }
+    st.cur = segment_settings::parse(get("cur"));
+    // The line as written: an edited field (an epoch, a count) is not another valid state.
+    const std::string_view check = get("check");
+    if (check_at + 7 + check.size() != text.size()) fail("check must be the last field");
+    if (plan_state::parse_hex(check, "run state: check") !=
+        detail::hash_bytes(text.substr(0, check_at)))
+      fail("the line does not match its check=" + std::string(check) +
+           " (edited or damaged: a state line is saved and loaded whole)");
+
+    // Against this run: the seed, the sources, the stages that planned the segments.
+    if (seed != std::to_string(opts_.seed))
+      fail("saved with seed " + std::string(seed) + " but this run's seed is " +
            std::to_string(opts_.seed) + ": the draws and plans differ");
-    // Sources: names, rows, fingerprints.
     const auto srcs = split(get("sources"), ',');
     if (srcs.size() != sources_.size())
       fail("saved with " + std::to_string(srcs.size()) + " sources but this run has " +
@@ -475,88 +699,48 @@ class run_plan {
              " rows, fingerprint " + std::string(parts[2]) + " when saved; now " + rows +
              " rows, fingerprint " + plan_state::hex(fingerprints_[i]));
     }
-    const std::uint64_t epoch = num("epoch"), step = num("step"), epoch_step = num("epoch_step");
-    const std::uint64_t consumed = num("consumed");
-    // Caps.
-    std::vector<batch_size_cap> caps;
-    if (get("caps") != "-")
-      for (const std::string_view c : split(get("caps"), ',')) {
-        const std::size_t slash = c.rfind('/'), eq = c.rfind('=');
-        batch_size_cap cap;
-        if (slash == std::string_view::npos || eq == std::string_view::npos || eq < slash)
-          fail("cap \"" + std::string(c) + "\" is not RES/FRAMES=BS");
-        cap.resolution = std::string(c.substr(0, slash));
-        const std::string_view fr = c.substr(slash + 1, eq - slash - 1), bs = c.substr(eq + 1);
-        const auto r1 = std::from_chars(fr.data(), fr.data() + fr.size(), cap.frames);
-        const auto r2 = std::from_chars(bs.data(), bs.data() + bs.size(), cap.batch_size);
-        if (r1.ec != std::errc{} || r2.ec != std::errc{} || cap.batch_size < 1)
-          fail("cap \"" + std::string(c) + "\" is not RES/FRAMES=BS");
-        caps.push_back(cap);
-      }
-    std::optional<double> budget_cap;
-    if (get("budget_cap") != "-") {
-      double b = 0;
-      const std::string_view v = get("budget_cap");
-      const auto r = std::from_chars(v.data(), v.data() + v.size(), b);
-      if (r.ec != std::errc{} || !(b > 0.0)) fail("budget_cap must be a number > 0 or -");
-      budget_cap = b;
-    }
-    const draw_spec draw = draw_spec::parse(get("draw"));
-    std::vector<segment_settings> segs;
-    std::vector<std::uint64_t> ends;
-    if (get("segs") != "-")
-      for (const std::string_view sg : split(get("segs"), '|')) {
-        const std::size_t at = sg.rfind('@');
-        if (at == std::string_view::npos) fail("segment \"" + std::string(sg) + "\" has no @END");
-        segs.push_back(segment_settings::parse(sg.substr(0, at)));
-        std::uint64_t end = 0;
-        const std::string_view ev = sg.substr(at + 1);
-        const auto r = std::from_chars(ev.data(), ev.data() + ev.size(), end);
-        if (r.ec != std::errc{} || r.ptr != ev.data() + ev.size())
-          fail("segment \"" + std::string(sg) + "\": END is not an integer");
-        ends.push_back(end);
-      }
-    const segment_settings cur = segment_settings::parse(get("cur"));
-    for (std::size_t i = 0; i <= segs.size(); ++i)
-      check_recorded(i < segs.size() ? segs[i] : cur, i, epoch, step);
+    std::uint64_t samples = 0;
+    for (const std::uint64_t n : st.drawn) samples += n;
+    for (std::size_t i = 0; i <= st.segs.size(); ++i)
+      check_recorded(i < st.segs.size() ? st.segs[i].settings : st.cur, i, st.epoch, st.step,
+                     samples);
+    return st;
+  }
 
-    // Recompute: the epoch's draws, each closed segment's delivered samples, the current plan.
-    epoch_ = epoch;
-    step_ = step;
-    epoch_step_ = epoch_step;
-    caps_ = std::move(caps);
-    budget_cap_ = budget_cap;
-    draw_ = draw;
+  /// Moves the run to a state `parse_state` read: the epoch's draws, each closed segment's
+  /// delivered samples, the current plan.
+  void apply_state(loaded_state&& st) {
+    epoch_ = st.epoch;
+    step_ = st.step;
+    epoch_step_ = st.epoch_step;
+    caps_ = std::move(st.caps);
+    budget_cap_ = st.budget_cap;
+    draw_ = std::move(st.draw);
     drawn_ = draw_epoch(sources_, draw_, opts_.seed, epoch_);
-    const auto counts = split(get("drawn"), ',');
     for (std::size_t i = 0; i < sources_.size(); ++i)
-      if (i >= counts.size() || counts[i] != std::to_string(drawn_.count(i)))
-        fail("the draw spec gives source \"" + sources_[i].name + "\" " +
-             std::to_string(drawn_.count(i)) + " samples, the state recorded other counts");
+      if (st.drawn[i] != drawn_.count(i))
+        throw error("run state: the draw spec gives source \"" + sources_[i].name + "\" " +
+                    std::to_string(drawn_.count(i)) + " samples, the state recorded " +
+                    std::to_string(st.drawn[i]));
     ids_hash_.reset();
     closed_.clear();
     remaining_.clear();
     all_ = true;
-    for (std::size_t i = 0; i < segs.size(); ++i) {
-      cur_ = segs[i];
+    for (const closed_segment& c : st.segs) {
+      cur_ = c.settings;
       make_plan();
-      consumed_ = ends[i];
+      consumed_ = c.end;
       close_segment();
     }
-    cur_ = cur;
+    cur_ = std::move(st.cur);
     make_plan();
-    consumed_ = consumed;
+    consumed_ = st.consumed;
     deal();
     if (step_in_deal() >= steps_total())
-      fail("consumed=" + std::to_string(consumed) + " is past the end of the epoch's plan");
+      throw error("run state: consumed=" + std::to_string(st.consumed) +
+                  " is past the end of the epoch's plan");
     follow_settings();
   }
-
- private:
-  struct closed_segment {
-    segment_settings settings;
-    std::uint64_t end = 0;
-  };
 
   static std::vector<std::string_view> split(std::string_view s, char sep) {
     std::vector<std::string_view> out;
@@ -650,8 +834,12 @@ class run_plan {
     s.assign_hash = assign_hash(s.stage);
     return s;
   }
+  /// Checks a segment of a state line against the stage that planned it: its assignment (the
+  /// hash), its pairs, and batch sizes a plan of the epoch's `samples` can have had (each no
+  /// larger than the stage's now or the epoch's samples: a larger one only pads), before
+  /// anything is planned with them.
   void check_recorded(const segment_settings& s, std::size_t index, std::uint64_t epoch,
-                      std::uint64_t step) const {
+                      std::uint64_t step, std::uint64_t samples) const {
     const std::string which =
         "segment " + std::to_string(index) + " of epoch " + std::to_string(epoch);
     if (s.stage >= stages_.size())
@@ -667,6 +855,18 @@ class run_plan {
                   "): the samples it delivered cannot be recomputed; keep that stage as it was "
                   "and add a new stage from step " +
                   std::to_string(step) + " on");
+    const std::vector<std::int64_t> now = pair_batch_sizes(st.config);
+    for (std::size_t i = 0; i < now.size(); ++i)
+      if ((now[i] == 0) != (s.batch_sizes[i] == 0))
+        throw error("run state: " + which + ": batch size " + std::to_string(s.batch_sizes[i]) +
+                    " of " + pair_name(st.config, i) + ", which stage " + std::to_string(s.stage) +
+                    " (\"" + st.name + "\") has " + (now[i] == 0 ? "disabled" : "enabled"));
+      else if (s.batch_sizes[i] > now[i] && static_cast<std::uint64_t>(s.batch_sizes[i]) > samples)
+        throw error("run state: " + which + ": batch size " + std::to_string(s.batch_sizes[i]) +
+                    " of " + pair_name(st.config, i) + " is above both stage " +
+                    std::to_string(s.stage) + " (\"" + st.name + "\")'s " + std::to_string(now[i]) +
+                    " and the epoch's " + std::to_string(samples) +
+                    " drawn samples: not a batch size a plan of this epoch had");
   }
 
   void cap_batch_size(std::string_view resolution, std::int64_t frames, std::int64_t bs,

@@ -132,10 +132,27 @@ enum class draw_kind : std::uint8_t {
   count,   ///< exactly value samples
 };
 
+/// The most samples an epoch draws (its positions are 32-bit): `draw_spec::epoch_samples` and
+/// every source's draws together are at most this.
+inline constexpr std::uint64_t max_epoch_samples = (std::uint64_t{1} << 32) - 1;
+/// The largest value of a draw (a weight, a count or a repeat factor).
+inline constexpr double max_draw_value = 1e15;
+
 struct source_draw {
   draw_kind kind = draw_kind::repeat;
   double value = 1.0;
   friend bool operator==(const source_draw&, const source_draw&) = default;
+
+  /// Why this is not a draw — a value that is not a finite number from 0 to `max_draw_value`,
+  /// or a count that is not an integer — or empty: the one check of a draw, for every reader.
+  [[nodiscard]] std::string problem() const {
+    if (!std::isfinite(value) || value < 0.0 || value > max_draw_value)
+      return "draw value " + detail::exact_text(value) + " must be a finite number from 0 to " +
+             detail::exact_text(max_draw_value);
+    if (kind == draw_kind::count && value != std::floor(value))
+      return "a count must be an integer, got " + detail::exact_text(value);
+    return {};
+  }
 };
 
 /// How an epoch draws from the sources.
@@ -215,21 +232,23 @@ struct draw_spec {
   std::uint64_t total_rows = 0, fixed = 0;
   double weights = 0.0;
   for (std::size_t s = 0; s < k; ++s) total_rows += sizes[s];
+  if (spec.epoch_samples > max_epoch_samples)
+    throw error("draws: epoch_samples " + std::to_string(spec.epoch_samples) +
+                " is above 4294967295 (an epoch holds fewer than 2^32 samples)");
   for (std::size_t s = 0; s < k; ++s) {
     const source_draw d = spec.draws.empty() ? source_draw{} : spec.draws[s];
-    if (!std::isfinite(d.value) || d.value < 0.0 || d.value > 1e15)
-      throw error("source \"" + names[s] + "\": draw value " + detail::exact_text(d.value) +
-                  " must be a finite number ≥ 0");
+    if (const std::string why = d.problem(); !why.empty())
+      throw error("source \"" + names[s] + "\": " + why);
     if (d.kind == draw_kind::weight) {
       weights += d.value;
       continue;
     }
-    if (d.kind == draw_kind::count && d.value != std::floor(d.value))
-      throw error("source \"" + names[s] + "\": a count must be an integer, got " +
-                  detail::exact_text(d.value));
-    m[s] = d.kind == draw_kind::count
-               ? static_cast<std::uint64_t>(d.value)
-               : static_cast<std::uint64_t>(std::llround(d.value * static_cast<double>(sizes[s])));
+    const double want =
+        d.kind == draw_kind::count ? d.value : std::round(d.value * static_cast<double>(sizes[s]));
+    if (want > static_cast<double>(max_epoch_samples))
+      throw error("source \"" + names[s] + "\": its draw takes " + detail::exact_text(want) +
+                  " samples, more than an epoch holds (4294967295)");
+    m[s] = static_cast<std::uint64_t>(want);
     fixed += m[s];
   }
   if (weights > 0.0) {

@@ -80,6 +80,9 @@ struct field_naming {
   enum class style : std::uint8_t { key, flag, file_key };
   style how = style::key;
   std::string_view file;  ///< file_key: the file's name
+  /// file_key: the key as the file writes it, when it is not the field's own name (a stage's
+  /// `stages[1].balance` for the field balance_group); empty: the field's name.
+  std::string_view key_as;
 
   /// `fps_max`, `--fps-max` or `FILE: key "fps_max"`.
   [[nodiscard]] std::string operator()(std::string_view field) const {
@@ -88,7 +91,8 @@ struct field_naming {
       for (const char c : field) out.push_back(c == '_' ? '-' : c);
       return out;
     }
-    if (how == style::file_key) return std::string(file) + ": key \"" + std::string(field) + "\"";
+    if (how == style::file_key)
+      return std::string(file) + ": key \"" + std::string(key_as.empty() ? field : key_as) + "\"";
     return std::string(field);
   }
 };
@@ -151,6 +155,11 @@ struct run_spec {
   [[nodiscard]] static std::span<const run_field> fields() noexcept;
   /// The field named `name`, or null.
   [[nodiscard]] static const run_field* find(std::string_view name) noexcept;
+
+  /// Why `text` is not a value of field `name` (its kind, choices and range), or empty when it
+  /// is one: the one check of a field's text, for every reader (flags, run files, stages, run
+  /// states, Python keywords).
+  [[nodiscard]] static std::string check_value(std::string_view name, std::string_view text);
 
   /// Sets one field from text; `vbucket::error` names the field as `naming` says, and the
   /// value ("seed: expected a non-negative integer, got "x""; unknown keys too).
@@ -470,6 +479,12 @@ inline const run_field* run_spec::find(std::string_view name) noexcept {
   const std::string d = f.text(run_spec{});
   if (!d.empty()) out += " (default: " + d + ")";
   return out;
+}
+
+inline std::string run_spec::check_value(std::string_view name, std::string_view text) {
+  const run_field* f = find(name);
+  if (f == nullptr) return "unknown field \"" + std::string(name) + "\"";
+  return detail::spec_check(*f, text);
 }
 
 inline void run_spec::set(std::string_view name, std::string_view text,

@@ -587,3 +587,88 @@ TEST_CASE("run_plan: a stage from an epoch on, and its draws from that epoch") {
                      2);
   CHECK(vbucket::draw_epoch(src, s1.draws, 2, 1).count(1) == 600);
 }
+
+namespace {
+/// `line` with field `key` set to `value` (added before check= when absent), its check made
+/// again when `reseal` (a state a program wrote that way, not an edit of a saved line).
+std::string with_field(std::string line, const std::string& key, const std::string& value,
+                       bool reseal = true) {
+  const std::size_t at = line.find(" " + key + "=");
+  const std::size_t check = line.rfind(" check=");
+  if (at == std::string::npos || key == "world2") {
+    line.insert(check, " " + (key == "world2" ? std::string("world") : key) + "=" + value);
+  } else {
+    const std::size_t end = std::min(line.find(' ', at + 1), line.size());
+    line.replace(at + key.size() + 2, end - at - key.size() - 2, value);
+  }
+  if (!reseal) return line;
+  const std::size_t c = line.rfind(" check=");
+  const std::string body = line.substr(0, c);
+  return body + " check=" + vbucket::plan_state::hex(vbucket::detail::hash_bytes(body));
+}
+}  // namespace
+
+TEST_CASE("run_plan: a refused state leaves the run as it was, whatever refused it") {
+  auto src = sources(2, 21);
+  vbucket::run_stage st{.name = "a", .config = config_256()};
+  run_plan saver(src, {st}, {.seed = 5, .world = 2});
+  for (int i = 0; i < 4; ++i) saver.advance();
+  saver.cap_batch_size("256px", 33, 2);  // a closed segment
+  saver.advance();
+  const std::string saved = saver.state();
+
+  run_plan run(src, {st}, {.seed = 5, .world = 3});
+  for (int i = 0; i < 2; ++i) run.advance();
+  const std::string before = run.state();
+  const std::vector<run_batch> batches = run.step_batches();
+
+  std::string cur = saved.substr(saved.find(" cur=") + 5);
+  cur = cur.substr(0, cur.find(' '));
+  const std::string seg = saved.substr(saved.find(" segs=") + 6, saved.find(" cur=") -
+                                                                     saved.find(" segs=") - 6);
+  const std::string huge_bs =  // stage 0's first pair (256px -> 129, 2) at 200000000
+      cur.substr(0, cur.find(":fixed:") + 7) + "200000000" +
+      cur.substr(cur.find('-', cur.find(":fixed:")));
+  const std::string unbalanced = "0:pad:4294967295" + cur.substr(cur.find(":fixed"));
+  const std::string v2 = "vbucket-run v=2" + saved.substr(std::string("vbucket-run v=1").size());
+  const struct {
+    std::string line, says;
+  } refused[] = {
+      {with_field(saved, "consumed", "999999"), "past the end of the epoch"},
+      {with_field(saved, "world", "0"), "world: expected an integer from 1 to 16777216"},
+      {with_field(saved, "world2", "2"), "duplicate field \"world\""},
+      {with_field(saved, "colour", "blue"), "unknown field \"colour\""},
+      {with_field(saved, "cur", unbalanced), "balance group: expected an integer from 0 to"},
+      {with_field(saved, "cur", huge_bs), "batch size 200000000 of 256px -> 129 is above both"},
+      {with_field(saved, "epoch", "5", false), "does not match its check"},
+      {with_field(saved, "segs", seg + "|" + seg, false), "does not match its check"},
+      {with_field(saved, "epoch", "18446744073709551616"), "epoch: expected an integer"},
+      {with_field(saved, "seed", "6"), "seed 6"},
+      {with_field(saved, "drawn", "1,2"), "the state recorded 1"},
+      {with_field(saved, "epoch_step", "99"), "epoch_step=99 is after step="},
+      {with_field(saved, "caps", "256px/33=0"), "cap \"256px/33=0\" is not RES/FRAMES=BS"},
+      {with_field(saved, "caps", "256px/33=2,256px/33=3"), "a second cap of the same pair"},
+      {with_field(saved, "budget_cap", "nan"), "budget_cap must be a finite number > 0"},
+      {with_field(saved, "segs", seg.substr(0, seg.rfind('@')) + "@0"), "END is not an integer"},
+      {saved + " ", "fields must be separated by one space"},
+      {with_field(saved, "check", "0", false), "does not match its check"},
+      {v2, "version 2"},
+  };
+  for (const auto& r : refused) {
+    CAPTURE(r.line);
+    const std::string msg = vbucket_test::error_message([&] { run.load(r.line); });
+    CHECK(vbucket_test::contains(msg, "run state"));
+    CHECK(vbucket_test::contains(msg, r.says));
+    CHECK(run.state() == before);
+    const std::vector<run_batch> now = run.step_batches();
+    REQUIRE(now.size() == batches.size());
+    for (std::size_t i = 0; i < now.size(); ++i) CHECK(same_batch(now[i], batches[i]));
+  }
+  // The untouched line and a program's resealed one still load.
+  run.load(saved);
+  CHECK(run.step() == 5);
+  run_plan other(src, {st}, {.seed = 5, .world = 2});
+  other.load(with_field(saved, "world", "7"));
+  CHECK(other.step() == 5);
+  other.advance();
+}

@@ -156,6 +156,8 @@ int cmd_run_plan(int argc, char** argv) {
         *parts[i] = parse_double_flag("memory-model", m.substr(pos, e - pos));
         pos = e + 1;
       }
+      if (const std::string why = model.problem(); !why.empty())
+        throw usage_error("--memory-model " + m + ": " + why);
       const double budget = parse_double_flag("memory-budget", a.value("memory-budget"));
       for (run_stage& st : f.stages) st.config = fit_to_memory(st.config, model, budget);
     }

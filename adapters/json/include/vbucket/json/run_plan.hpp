@@ -70,9 +70,10 @@ inline std::string shown(const nlohmann::ordered_json& v) {
 }
 
 inline std::uint64_t run_file_uint(const nlohmann::ordered_json& v, const std::string& where,
-                                   const std::string& key) {
-  if (!v.is_number_unsigned())
-    run_file_fail(where, key, "expected a non-negative integer, got " + shown(v));
+                                   const std::string& key, std::uint64_t max = ~std::uint64_t{0}) {
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() > max)
+    run_file_fail(where, key,
+                  "expected an integer from 0 to " + std::to_string(max) + ", got " + shown(v));
   return v.get<std::uint64_t>();
 }
 
@@ -139,7 +140,7 @@ inline source_draw run_file_draw(const nlohmann::ordered_json& v, const std::str
     run_file_fail(where, key,
                   "expected a weight or {\"weight\"|\"count\"|\"repeat\": x}, got " + shown(v));
   }
-  if (!(d.value >= 0.0)) run_file_fail(where, key, "must be ≥ 0");
+  if (const std::string why = d.problem(); !why.empty()) run_file_fail(where, key, why);
   return d;
 }
 
@@ -193,7 +194,7 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
   std::uint64_t epoch_samples = 0;
   bool replacement = false;
   if (j.contains("epoch_samples"))
-    epoch_samples = run_file_uint(j["epoch_samples"], path, "epoch_samples");
+    epoch_samples = run_file_uint(j["epoch_samples"], path, "epoch_samples", max_epoch_samples);
   if (j.contains("replacement")) {
     if (!j["replacement"].is_boolean())
       run_file_fail(path, "replacement", "expected true or false, got " + shown(j["replacement"]));
@@ -272,10 +273,15 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
       if (!s.is_object()) run_file_fail(path, key, "expected an object, got " + shown(s));
       run_stage st;
       st.draws = base;
-      st.policy = out.spec.effective_policy();
-      st.balance_group = out.spec.effective_balance_group();
-      st.batching = out.spec.batching;
-      st.token_budget = out.spec.token_budget.value_or(0.0);
+      // The stage's policy, balance, batching and budget: the run's, and the stage's own keys
+      // read through the run spec's field table (the same kinds and ranges as the top level).
+      run_spec own = out.spec;
+      const auto set_field = [&](std::string_view field, const nlohmann::ordered_json& v,
+                                 const std::string& kk) {
+        const field_naming as{field_naming::style::file_key, path, kk};
+        if (const auto text = field_json_text(*run_spec::find(field), v, as(field)))
+          own.set(field, *text, as);
+      };
       bool has_config = false;
       for (const auto& [k, v] : s.items()) {
         const std::string kk = key + "." + k;
@@ -285,6 +291,8 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
           st.from_step = run_file_uint(v, path, kk);
         } else if (k == "from_epoch") {
           st.from_epoch = run_file_uint(v, path, kk);
+          if (s.contains("from_step"))
+            run_file_fail(path, key, "give from_step or from_epoch, not both");
         } else if (k == "config") {
           st.config = run_file_config(v, path, kk, tables);
           has_config = true;
@@ -302,29 +310,19 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
           }
           st.draws.draws = std::move(sd);
         } else if (k == "epoch_samples") {
-          st.draws.epoch_samples = run_file_uint(v, path, kk);
+          st.draws.epoch_samples = run_file_uint(v, path, kk, max_epoch_samples);
         } else if (k == "replacement") {
           if (!v.is_boolean()) run_file_fail(path, kk, "expected true or false, got " + shown(v));
           st.draws.replacement = v.template get<bool>();
-        } else if (k == "policy") {
-          const std::string p = run_file_string(v, path, kk);
-          const auto pp = parse_policy(p);
-          if (!pp)
-            run_file_fail(path, kk, "\"" + p + "\" is not a policy (pad, drop, downgrade...)");
-          st.policy = *pp;
+        } else if (k == "policy" || k == "batching") {
+          set_field(k, v, kk);
         } else if (k == "balance") {
-          if (v.is_boolean()) {
-            st.balance_group = v.template get<bool>() ? default_balance_group : 0;
-          } else {
-            st.balance_group = static_cast<std::uint32_t>(run_file_uint(v, path, kk));
-          }
-        } else if (k == "batching") {
-          const std::string b = run_file_string(v, path, kk);
-          const auto bb = parse_batching(b);
-          if (!bb) run_file_fail(path, kk, "\"" + b + "\" is not fixed or packed");
-          st.batching = *bb;
+          // true / false (the default group, off) or a group: the run's balance and
+          // balance_group fields.
+          set_field("balance", v.is_boolean() ? v : nlohmann::ordered_json(false), kk);
+          set_field("balance_group", v.is_boolean() ? nlohmann::ordered_json(0) : v, kk);
         } else if (k == "budget" || k == "token_budget") {
-          st.token_budget = run_file_number(v, path, kk);
+          set_field("token_budget", v, kk);
         } else {
           run_file_fail(path, kk,
                         "unknown key (a stage has name, from_step|from_epoch, config, draws, "
@@ -332,9 +330,14 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
         }
       }
       if (!has_config) run_file_fail(path, key + ".config", "missing (the stage's bucket config)");
+      st.policy = own.effective_policy();
+      st.balance_group = own.effective_balance_group();
+      st.batching = own.batching;
+      st.token_budget = own.token_budget.value_or(0.0);
       out.stages.push_back(std::move(st));
     }
   });
+  check_stage_order(out.stages, path);
   return out;
 }
 

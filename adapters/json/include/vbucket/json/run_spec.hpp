@@ -13,6 +13,7 @@
 #include <cstdint>      // std::uint64_t, std::int64_t
 #include <filesystem>   // std::filesystem::path (paths relative to the run file)
 #include <memory>       // std::shared_ptr, std::make_shared
+#include <optional>     // std::optional
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 #include <utility>      // std::pair
@@ -26,6 +27,62 @@
 
 namespace vbucket::json {
 
+/// The text of JSON value `v` for field `f` (what `run_spec::set` reads), or nullopt for null
+/// (the default); `name` names the key in messages ("run.json: key \"seed\""). Strings,
+/// numbers and booleans as the field's kind takes them, `[T, H, W]` for a triple; the value's
+/// range is the field's check (`run_spec::set`).
+inline std::optional<std::string> field_json_text(const run_field& f,
+                                                  const nlohmann::ordered_json& v,
+                                                  const std::string& name) {
+  const std::string shown =
+      v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  auto wrong = [&](std::string_view expected) {
+    throw error(name + ": expected " + std::string(expected) + ", got " +
+                (shown.size() > 60 ? shown.substr(0, 57) + "..." : shown));
+  };
+  if (v.is_null()) return std::nullopt;
+  std::string value;
+  switch (f.kind) {
+    case field_kind::path:
+    case field_kind::choice:
+      if (!v.is_string()) wrong("a string");
+      value = v.get<std::string>();
+      break;
+    case field_kind::flag:
+      if (!v.is_boolean()) wrong("true or false");
+      value = v.get<bool>() ? "true" : "false";
+      break;
+    case field_kind::count:
+    case field_kind::seed:
+      if (v.is_string() && f.kind == field_kind::seed) {
+        value = v.get<std::string>();
+      } else if (v.is_number_unsigned()) {
+        value = std::to_string(v.get<std::uint64_t>());
+      } else if (v.is_number_integer()) {
+        value = std::to_string(v.get<std::int64_t>());  // negative: the field's check names it
+      } else if (f.kind == field_kind::seed && v.is_number_float()) {
+        wrong(
+            "an integer (a seed of 2^64 or more as a string of digits: JSON numbers that "
+            "large lose digits)");
+      } else {
+        wrong("an integer");
+      }
+      break;
+    case field_kind::number:
+      if (!v.is_number()) wrong("a number");
+      value = v.is_number_float() ? vbucket::detail::shortest_text(v.get<double>()) : v.dump();
+      break;
+    case field_kind::triple:
+      if (!v.is_array() || v.size() != 3) wrong("three integers [T, H, W]");
+      for (const auto& x : v) {
+        if (!x.is_number_integer()) wrong("three integers [T, H, W]");
+        value += (value.empty() ? "" : ",") + x.dump();
+      }
+      break;
+  }
+  return value;
+}
+
 /// The (key, value as text) pairs of a run file's JSON text, in file order; `where` names the
 /// file in messages. Keys are checked against the field table; values against their kind when
 /// they are set (`apply_run_spec`).
@@ -37,60 +94,15 @@ inline std::vector<std::pair<std::string, std::string>> run_spec_entries(std::st
                 ": a run file must be a JSON object of run spec keys (config, meta, "
                 "seed, ...)");
   std::vector<std::pair<std::string, std::string>> out;
+  const field_naming name{field_naming::style::file_key, where};
   for (const auto& [key, v] : j.items()) {
     const run_field* f = run_spec::find(key);
-    const field_naming name{field_naming::style::file_key, where};
     if (f == nullptr) {
       run_spec probe;
       probe.set(key, "", name);  // throws: the unknown key, and the known ones
     }
-    const std::string shown =
-        v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    auto wrong = [&](std::string_view expected) {
-      throw error(name(key) + ": expected " + std::string(expected) + ", got " +
-                  (shown.size() > 60 ? shown.substr(0, 57) + "..." : shown));
-    };
-    if (v.is_null()) continue;
-    std::string value;
-    switch (f->kind) {
-      case field_kind::path:
-      case field_kind::choice:
-        if (!v.is_string()) wrong("a string");
-        value = v.get<std::string>();
-        break;
-      case field_kind::flag:
-        if (!v.is_boolean()) wrong("true or false");
-        value = v.get<bool>() ? "true" : "false";
-        break;
-      case field_kind::count:
-      case field_kind::seed:
-        if (v.is_string() && f->kind == field_kind::seed) {
-          value = v.get<std::string>();
-        } else if (v.is_number_unsigned()) {
-          value = std::to_string(v.get<std::uint64_t>());
-        } else if (v.is_number_integer()) {
-          value = std::to_string(v.get<std::int64_t>());  // negative: the field's check names it
-        } else if (f->kind == field_kind::seed && v.is_number_float()) {
-          wrong(
-              "an integer (a seed of 2^64 or more as a string of digits: JSON numbers that "
-              "large lose digits)");
-        } else {
-          wrong("an integer");
-        }
-        break;
-      case field_kind::number:
-        if (!v.is_number()) wrong("a number");
-        value = v.is_number_float() ? vbucket::detail::shortest_text(v.get<double>()) : v.dump();
-        break;
-      case field_kind::triple:
-        if (!v.is_array() || v.size() != 3) wrong("three integers [T, H, W]");
-        for (const auto& x : v) {
-          if (!x.is_number_integer()) wrong("three integers [T, H, W]");
-          value += (value.empty() ? "" : ",") + x.dump();
-        }
-        break;
-    }
-    out.emplace_back(key, std::move(value));
+    if (std::optional<std::string> value = field_json_text(*f, v, name(key)))
+      out.emplace_back(key, std::move(*value));
   }
   return out;
 }
