@@ -82,7 +82,7 @@ struct field_naming {
   std::string_view file;  ///< file_key: the file's name
   /// file_key: the key as the file writes it, when it is not the field's own name (a stage's
   /// `stages[1].balance` for the field balance_group); empty: the field's name.
-  std::string_view key_as;
+  std::string_view key_as = {};
 
   /// `fps_max`, `--fps-max` or `FILE: key "fps_max"`.
   [[nodiscard]] std::string operator()(std::string_view field) const {

@@ -112,7 +112,7 @@ TEST_CASE("json run plan: errors name the file and the key") {
     return error_message([&] { (void)vbucket::json::load_run_plan_file(path); });
   };
   std::string m = message_of("e1.json", run_file(R"(, "from_epoch": "two")"));
-  CHECK(contains(m, "e1.json: stages[1].from_epoch: expected a non-negative integer"));
+  CHECK(contains(m, "e1.json: stages[1].from_epoch: expected an integer from 0 to"));
   m = message_of("e2.json", run_file(R"(, "draws": {"crawl": 0.5})"));
   CHECK(contains(m, "e2.json: stages[1].draws.crawl: no source of that name"));
   m = message_of("e3.json", run_file(R"(, "colour": 1)"));
@@ -127,6 +127,59 @@ TEST_CASE("json run plan: errors name the file and the key") {
   m = message_of("e6.json", R"({"sources": [{"name": "a", "csv": ")" + sample_meta() +
                                 R"("}], "stages": [{"name": "s"}]})");
   CHECK(contains(m, "e6.json: stages[0].config: missing"));
+}
+
+TEST_CASE("json run plan: stages in start order, their fields and the draws in range, named") {
+  auto message_of = [](const std::string& name, const std::string& text) {
+    const std::string path = write(name, text);
+    return error_message([&] { (void)vbucket::json::load_run_plan_file(path); });
+  };
+  const std::string src = R"({"sources": [{"name": "web", "csv": ")" + sample_meta() +
+                          R"("}, {"name": "curated", "csv": ")" + sample_meta() + R"("}], )";
+  const std::string cfg = R"("config": )" + std::string(stage1);
+  // Out of order (A@0, C@60, B@30), from the same step, both from_step and from_epoch.
+  std::string m = message_of("o1.json", src + R"("stages": [{"name": "A", )" + cfg +
+                                            R"(}, {"name": "C", "from_step": 60, )" + cfg +
+                                            R"(}, {"name": "B", "from_step": 30, )" + cfg + "}]}");
+  CHECK(contains(m, "o1.json: stage 2 (\"B\") starts at step 30, before stage 1 (\"C\")"));
+  m = message_of("o2.json", src + R"("stages": [{"name": "A", )" + cfg +
+                                R"(}, {"name": "B", "from_step": 0, )" + cfg + "}]}");
+  CHECK(contains(m, "o2.json: stage 1 (\"B\") starts at step 0, as stage 0 (\"A\")"));
+  m = message_of("o3.json", src + R"("stages": [{"name": "A", )" + cfg +
+                                R"(}, {"name": "B", "from_epoch": 1, )" + cfg +
+                                R"(}, {"name": "C", "from_epoch": 1, )" + cfg + "}]}");
+  CHECK(contains(m, "o3.json: stage 2 (\"C\") starts at epoch 1, as stage 1 (\"B\")"));
+  m = message_of("o4.json", run_file(R"(, "from_epoch": 2)"));
+  CHECK(contains(m, "o4.json: stages[1]: give from_step or from_epoch, not both"));
+  // A stage's balance, policy, batching and budget: the run spec's fields and ranges.
+  for (const char* group : {"4294967296", "4294967297", "2147483648", "16777217"}) {
+    CAPTURE(group);
+    m = message_of("b.json", run_file(std::string(R"(, "balance": )") + group));
+    CHECK(contains(m,
+                   "b.json: key \"stages[1].balance\": expected an integer from 0 to "
+                   "16777216, got \"" +
+                       std::string(group) + "\""));
+  }
+  m = message_of("p.json", run_file(R"(, "policy": "pads")"));
+  CHECK(contains(m, "p.json: key \"stages[1].policy\": unknown policy \"pads\""));
+  m = message_of("t.json", run_file(R"(, "budget": -5)"));
+  CHECK(contains(m, "t.json: key \"stages[1].budget\": expected a positive number"));
+  CHECK_NOTHROW((void)vbucket::json::load_run_plan_file(
+      write("g.json", run_file(R"(, "balance": 16777216)"))));
+  // Draws: values above the limit and an epoch of 2^64 - 1 samples are refused where read.
+  std::string all = run_file();
+  all.replace(all.find("2500"), 4, "18446744073709551615");
+  m = message_of("d1.json", all);
+  CHECK(contains(m, "d1.json: epoch_samples: expected an integer from 0 to 4294967295"));
+  m = message_of("d2.json", run_file(R"(, "draws": {"web": 1e300})"));
+  CHECK(contains(m,
+                 "d2.json: stages[1].draws.web: draw value 1e+300 must be a finite number "
+                 "from 0 to 1e+15"));
+  std::string big = run_file();
+  big.replace(big.find(R"("count": 600)"), 12, R"("count": 18446744073709551615)");
+  m = message_of("d3.json", big);
+  CHECK(contains(m, "d3.json: sources[1]: draw value"));
+  CHECK(contains(m, "from 0 to 1e+15"));
 }
 
 TEST_CASE("json run plan: run-spec fields a run plan does not read are refused, not ignored") {

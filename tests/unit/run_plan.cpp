@@ -624,8 +624,8 @@ TEST_CASE("run_plan: a refused state leaves the run as it was, whatever refused 
 
   std::string cur = saved.substr(saved.find(" cur=") + 5);
   cur = cur.substr(0, cur.find(' '));
-  const std::string seg = saved.substr(saved.find(" segs=") + 6, saved.find(" cur=") -
-                                                                     saved.find(" segs=") - 6);
+  const std::string seg =
+      saved.substr(saved.find(" segs=") + 6, saved.find(" cur=") - saved.find(" segs=") - 6);
   const std::string huge_bs =  // stage 0's first pair (256px -> 129, 2) at 200000000
       cur.substr(0, cur.find(":fixed:") + 7) + "200000000" +
       cur.substr(cur.find('-', cur.find(":fixed:")));
@@ -671,4 +671,45 @@ TEST_CASE("run_plan: a refused state leaves the run as it was, whatever refused 
   other.load(with_field(saved, "world", "7"));
   CHECK(other.step() == 5);
   other.advance();
+}
+
+TEST_CASE("run_plan: draws past an epoch's samples and stages out of order are refused") {
+  const std::uint64_t rows[] = {100};
+  const std::string names[] = {"web"};
+  vbucket::draw_spec all = weights({1.0}, std::numeric_limits<std::uint64_t>::max());
+  CHECK(vbucket_test::contains(
+      vbucket_test::error_message([&] { (void)vbucket::draw_counts(rows, names, all); }),
+      "epoch_samples 18446744073709551615 is above 4294967295"));
+  all.epoch_samples = 4294967295;  // the most an epoch holds
+  CHECK(vbucket::draw_counts(rows, names, all)[0] == 4294967295);
+  const std::uint64_t many[] = {1000000};
+  vbucket::draw_spec repeat;
+  repeat.draws = {{vbucket::draw_kind::repeat, 1e15}};
+  CHECK(vbucket_test::contains(
+      vbucket_test::error_message([&] { (void)vbucket::draw_counts(many, names, repeat); }),
+      "source \"web\": its draw takes 1e+21 samples, more than an epoch holds"));
+  repeat.draws = {{vbucket::draw_kind::count, 1e300}};
+  CHECK(vbucket_test::contains(
+      vbucket_test::error_message([&] { (void)vbucket::draw_counts(many, names, repeat); }),
+      "source \"web\": draw value 1e+300 must be a finite number from 0 to 1e+15"));
+
+  auto src = sources(1, 4);
+  const vbucket::run_stage a{.name = "a", .config = config_256()};
+  const vbucket::run_stage c{.name = "c", .from_step = 60, .config = config_256()};
+  const vbucket::run_stage b{.name = "b", .from_step = 30, .config = config_256()};
+  const vbucket::run_stage both{
+      .name = "both", .from_step = 30, .from_epoch = 2, .config = config_256()};
+  CHECK(vbucket_test::contains(vbucket_test::error_message([&] {
+                                 run_plan(src, {a, c, b});
+                               }),
+                               "run: stage 2 (\"b\") starts at step 30, before stage 1 (\"c\")"));
+  CHECK(vbucket_test::contains(vbucket_test::error_message([&] {
+                                 run_plan(src, {a, b, b});
+                               }),
+                               "run: stage 2 (\"b\") starts at step 30, as stage 1 (\"b\")"));
+  CHECK(vbucket_test::contains(vbucket_test::error_message([&] {
+                                 run_plan(src, {a, both});
+                               }),
+                               "run: stage 1 (\"both\") has both from_step 30 and from_epoch 2"));
+  CHECK_NOTHROW(run_plan(src, {a, b, c}));
 }

@@ -279,8 +279,8 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
       const auto set_field = [&](std::string_view field, const nlohmann::ordered_json& v,
                                  const std::string& kk) {
         const field_naming as{field_naming::style::file_key, path, kk};
-        if (const auto text = field_json_text(*run_spec::find(field), v, as(field)))
-          own.set(field, *text, as);
+        if (const auto value = field_json_text(*run_spec::find(field), v, as(field)))
+          own.set(field, *value, as);
       };
       bool has_config = false;
       for (const auto& [k, v] : s.items()) {
