@@ -28,6 +28,7 @@
 #include <cstdint>      // std::int64_t, std::uint64_t
 #include <cstdio>       // std::FILE, std::fopen, std::fread
 #include <cstring>      // std::memcpy
+#include <limits>       // std::numeric_limits
 #include <memory>       // std::unique_ptr
 #include <optional>     // std::optional
 #include <ranges>       // std::ranges::random_access_range
@@ -639,6 +640,10 @@ VBUCKET_COMPILED_INLINE std::optional<std::string> read_safetensors(const std::s
   if (!dtype) return path + ": tensor " + pick->key + ": unsupported dtype " + pick->dtype;
   out.dtype = *dtype;
   out.shape = pick->shape;
+  // A shape whose element count overflows (or is negative) is refused before it is multiplied.
+  if (auto e = detail::check_tensor_bytes(path + ": tensor " + pick->key, out,
+                                          std::numeric_limits<std::size_t>::max()))
+    return e;
   const std::size_t size = out.elements() * field_dtype_size(out.dtype);
   if (pick->begin < 0 || pick->end < pick->begin ||
       static_cast<std::size_t>(pick->end) > bytes.size() - data_at ||
