@@ -435,10 +435,13 @@ struct rule_distribution<cached_rule<Rule>> {
 /// The cache set of a manifest CSV (`vbucket cache-plan --out`): its columns sample, T, H, W
 /// and bucket (any order; others ignored; fields may be quoted). Each row's bucket must be a
 /// bucket of `config` of the row's shape (T, H, W), else the manifest was planned for another
-/// config: `vbucket::error` names the file, the row and the column. The set has the rows of
-/// the largest sample + 1 (samples beyond it have nothing cached).
-inline std::shared_ptr<const cache_set> load_cache_manifest(const std::string& path,
-                                                            const bucket_config& config) {
+/// config: `vbucket::error` names the file, the row and the column. With `rows` (the
+/// metadata's rows), each sample must be one of them, else the manifest was planned for other
+/// metadata (named the same way), and the set has `rows` rows; without, the rows of the largest
+/// sample + 1 (samples beyond it have nothing cached). A manifest of no entries is an error.
+inline std::shared_ptr<const cache_set> load_cache_manifest(
+    const std::string& path, const bucket_config& config,
+    std::optional<std::uint64_t> rows_of_meta = std::nullopt) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error(path + ": cannot open the cache manifest");
   auto split = [](const std::string& line) {
@@ -498,9 +501,19 @@ inline std::shared_ptr<const cache_set> load_cache_manifest(const std::string& p
                   std::to_string(v[3]) +
                   " bucket of this config (the manifest was planned for another config)");
     const auto sample = static_cast<std::uint64_t>(v[0]);
+    if (rows_of_meta && sample >= *rows_of_meta)
+      throw error(path + ": row " + std::to_string(row) + ", column \"sample\": sample " +
+                  std::to_string(sample) + " is not a row of the metadata (" +
+                  std::to_string(*rows_of_meta) +
+                  " rows): the manifest was planned for other metadata");
     rows = std::max(rows, sample + 1);
     pairs.emplace_back(sample, b);
   }
+  if (pairs.empty())
+    throw error(path +
+                ": the cache manifest has a header but no entries (nothing is cached; plan "
+                "without the cache, or plan the cache again)");
+  if (rows_of_meta) rows = *rows_of_meta;
   return std::make_shared<const cache_set>(static_cast<std::size_t>(rows), std::move(pairs));
 }
 

@@ -24,6 +24,7 @@
 #include <map>           // std::map
 #include <memory>        // std::shared_ptr, std::unique_ptr
 #include <optional>      // std::optional
+#include <ranges>        // std::ranges::sized_range (a table's rows, for a cache manifest)
 #include <span>          // std::span
 #include <string>        // std::string
 #include <string_view>   // std::string_view
@@ -561,7 +562,14 @@ template <sample_collection Samples>
     const run_spec& spec) {
   spec.validate();
   std::shared_ptr<const cache_set> cache;
-  if (!spec.cache.empty()) cache = load_cache_manifest(spec.cache, *config);
+  if (!spec.cache.empty()) {
+    std::optional<std::uint64_t> rows;  // a streamed table's rows are not known before a pass
+    if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>)
+      rows = samples->size();
+    else if constexpr (std::ranges::sized_range<const Samples>)
+      rows = static_cast<std::uint64_t>(std::ranges::size(*samples));
+    cache = load_cache_manifest(spec.cache, *config, rows);
+  }
   sampler_options options = spec.to_sampler_options();
   std::vector<double> costs;  // the sampler copies them
   if (!spec.sample_costs.empty()) {

@@ -15,6 +15,8 @@
 #include <cctype>        // std::isalpha
 #include <charconv>      // std::from_chars
 #include <cmath>         // std::isfinite
+#include <exception>     // std::exception (a failed read)
+#include <filesystem>    // std::filesystem::is_directory
 #include <fstream>       // std::ifstream
 #include <iterator>      // std::istreambuf_iterator
 #include <string>        // std::string, std::getline, std::to_string
@@ -82,9 +84,17 @@ namespace detail {
 /// The per-sample costs in the file `path` (see the file's comment). Throws `vbucket::error`
 /// naming the file when it cannot be read, and its line as `parse_sample_costs` does.
 [[nodiscard]] inline std::vector<double> read_sample_costs(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw error(path + ": is a directory, not a per-sample costs file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error(path + ": cannot open the per-sample costs file");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {  // libstdc++'s filebuf throws on a failed read(2)
+    throw error(path + ": cannot read the per-sample costs file (" + e.what() + ")");
+  }
   if (in.bad()) throw error(path + ": cannot read the per-sample costs file");
   return parse_sample_costs(text, path);
 }

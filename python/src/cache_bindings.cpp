@@ -194,7 +194,8 @@ nb::dict cache_delivery_py(const i64_array& frames, const i64_array& height, con
                            const std::string& manifest) {
   const std::vector<vbucket::sample_meta> table = samples_of(frames, height, width, fps);
   return with_rule(config_json, rule, fps_max, frame_interval, [&](const auto& config, auto r) {
-    const vbucket::cached_rule cached(r, vbucket::load_cache_manifest(manifest, config));
+    const vbucket::cached_rule cached(r,
+                                      vbucket::load_cache_manifest(manifest, config, table.size()));
     const vbucket::cache_delivery d = vbucket::delivery_of(cached, config, table);
     nb::dict out;
     out["bucketable"] = d.bucketable;

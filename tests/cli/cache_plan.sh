@@ -136,4 +136,30 @@ printf 'sample,T,H,W,bucket\n0,1,1,1,0\n' >"$tmp/badman.csv"
 expect_error "plan --cache of another config" 1 "badman.csv" plan --config "$cfg" --meta "$meta" \
   --world 1 --rank 0 --seed 5 --epoch 0 --out "$tmp/x.jsonl" --cache "$tmp/badman.csv"
 
+# A manifest's samples are rows of the metadata (4 rows here): sample 5000 names the file and
+# the row; a header without entries is an error, not an empty epoch; nothing is written.
+head -n 1 "$tmp/half.csv" >"$tmp/headonly.csv"
+python3 - "$tmp/half.csv" "$tmp/beyond.csv" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+rows[-1]["sample"] = "5000"
+with open(sys.argv[2], "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0].keys()), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+print(len(rows) + 1, file=open(sys.argv[2] + ".row", "w"))
+EOF
+expect_error_absent="$tmp/x.jsonl"
+expect_error "plan --cache: a sample beyond the metadata" 1 \
+  "beyond.csv: row $(cat "$tmp/beyond.csv.row"), column \"sample\": sample 5000 is not a row of the metadata (4 rows)" \
+  plan --config "$cfg" --meta "$meta" --world 1 --rank 0 --seed 5 --epoch 0 --out "$tmp/x.jsonl" \
+  --cache "$tmp/beyond.csv"
+expect_error "plan --cache: a header-only manifest" 1 \
+  "headonly.csv: the cache manifest has a header but no entries" \
+  plan --config "$cfg" --meta "$meta" --world 1 --rank 0 --seed 5 --epoch 0 --out "$tmp/x.jsonl" \
+  --cache "$tmp/headonly.csv"
+unset expect_error_absent
+expect_error "stats --cache: a sample beyond the metadata" 1 "sample 5000 is not a row" \
+  stats --config "$cfg" --meta "$meta" --world 1 --cache "$tmp/beyond.csv"
+
 finish

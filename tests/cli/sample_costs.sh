@@ -117,6 +117,9 @@ expect_error "too few rows" 1 "$tmp/short.txt holds 10 per-sample costs for the 
   plan "${common[@]}" "${bad[@]}" --sample-costs "$tmp/short.txt"
 expect_error "a missing file" 1 "$tmp/none.txt: cannot open" plan "${common[@]}" "${bad[@]}" \
   --sample-costs "$tmp/none.txt"
+mkdir -p "$tmp/costs_dir"
+expect_error "a directory" 1 "$tmp/costs_dir: is a directory, not a per-sample costs file" plan \
+  "${common[@]}" "${bad[@]}" --sample-costs "$tmp/costs_dir"
 expect_error "packed batching" 2 "--sample-costs applies to --batching fixed only" plan \
   --config "$cfg" --meta "$meta" --seed 7 --world 2 --rank 0 --epoch 0 --out "$tmp/bad.jsonl" \
   --batching packed --token-budget 100000 --sample-costs "$tmp/costs.txt"

@@ -78,7 +78,7 @@ void print_packed_stats(const packed_stats& s) {
 void print_cache_delivery(const run_spec& spec, const bucket_config& config) {
   if (spec.cache.empty()) return;
   const meta_table table = load_meta_csv(spec.meta);
-  const auto cache = load_cache_manifest(spec.cache, config);
+  const auto cache = load_cache_manifest(spec.cache, config, table.size());
   const cache_delivery d = spec.visit_rule([&](const auto& /*tables*/, const auto& rule) {
     return delivery_of(cached_rule(rule, cache), config, table);
   });
