@@ -41,6 +41,7 @@
 #include <vector>        // std::vector
 
 #include "bucket_config.hpp"
+#include "detail/parse_number.hpp"  // shortest_text
 #include "error.hpp"
 #include "meta.hpp"
 #include "plan_options.hpp"  // token_formula
@@ -642,8 +643,8 @@ struct cache_plan_options {
   cache_fallback fallback = cache_fallback::nearest;
 
   void validate() const {
-    if (!(coverage >= 0.0 && coverage <= 1.0))
-      throw error("cache plan: coverage must be in [0, 1], got " + std::to_string(coverage));
+    if (!(coverage > 0.0 && coverage <= 1.0))  // 0 would select nothing: no cache
+      throw error("cache plan: coverage must be in (0, 1], got " + detail::shortest_text(coverage));
     if (epochs < 1) throw error("cache plan: epochs must be at least 1");
     if (encoder.empty() || encoder.find('/') != std::string::npos ||
         encoder.find('\\') != std::string::npos || encoder == "." || encoder == "..")

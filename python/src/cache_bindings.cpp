@@ -8,6 +8,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>   // std::int64_t, std::uint64_t
 #include <memory>    // std::make_shared
@@ -18,7 +19,10 @@
 #include <vector>    // std::vector
 
 #include "vbucket/cache_plan.hpp"
+#include "vbucket/csv.hpp"  // csv_reader (a text column of a metadata CSV)
 #include "vbucket/json/bucket_config.hpp"
+
+#include "glue.hpp"  // is_utf8
 
 namespace nb = nanobind;
 
@@ -209,6 +213,32 @@ nb::dict cache_delivery_py(const i64_array& frames, const i64_array& height, con
 
 }  // namespace
 
+/// Column `name` of a CSV file as text, one string per data row, read by the library's CSV
+/// reader (the quoting, line ends and errors of every metadata CSV); None when the header has
+/// no such column. A value that is not UTF-8 text is an error naming the file, the row and the
+/// column.
+std::optional<std::vector<std::string>> csv_text_column(const std::string& path,
+                                                        const std::string& name) {
+  vbucket::csv_reader reader(vbucket::csv_file{path});
+  std::vector<vbucket::csv_field> fields;
+  if (!reader.next(fields)) return std::nullopt;
+  std::vector<std::string> header;
+  std::size_t at = fields.size();
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    header.push_back(std::string(vbucket::trim_blanks(fields[i].value())));
+    if (header.back() == name && at == fields.size()) at = i;
+  }
+  if (at == fields.size()) return std::nullopt;
+  reader.set_columns(std::move(header));
+  std::vector<std::string> out;
+  while (reader.next(fields)) {
+    std::string v = at < fields.size() ? fields[at].value() : std::string();
+    if (!vbucket_py::is_utf8(v)) reader.fail(at, "is not UTF-8 text");
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 void vbucket_bind_cache(nb::module_& m) {
   using namespace nb::literals;
   m.def("cache_plan", &cache_plan_py, "num_frames"_a, "height"_a, "width"_a, "fps"_a,
@@ -219,6 +249,7 @@ void vbucket_bind_cache(nb::module_& m) {
   m.def("cache_assign", &cache_assign_py, "num_frames"_a, "height"_a, "width"_a, "fps"_a,
         "config_json"_a, "rule"_a, "fps_max"_a, "frame_interval"_a, "entry_sample"_a,
         "entry_bucket"_a, "seed"_a, "epoch"_a, "fallback"_a);
+  m.def("csv_text_column", &csv_text_column, "path"_a, "name"_a);
   m.def("cache_delivery", &cache_delivery_py, "num_frames"_a, "height"_a, "width"_a, "fps"_a,
         "config_json"_a, "rule"_a, "fps_max"_a, "frame_interval"_a, "manifest"_a);
 }

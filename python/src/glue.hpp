@@ -7,7 +7,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
-#include <cstdint>      // std::uint64_t
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::uint64_t, std::uint32_t
 #include <memory>       // std::shared_ptr, std::unique_ptr
 #include <mutex>        // std::mutex: one sampler call at a time while the GIL is released
 #include <string>       // std::string
@@ -27,6 +28,69 @@
 namespace vbucket_py {
 
 namespace nb = nanobind;
+
+/// The length of the UTF-8 sequence at `s[i]` (1 to 4), or 0 when the bytes there are not one
+/// (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
+inline std::size_t utf8_length_at(std::string_view s, std::size_t i) noexcept {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  std::uint32_t cp = 0;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 1;
+    cp = c & 0x1Fu;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 2;
+    cp = c & 0x0Fu;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 3;
+    cp = c & 0x07u;
+  } else {
+    return 0;
+  }
+  if (s.size() - i <= n) return 0;
+  for (std::size_t k = 1; k <= n; ++k) {
+    const auto d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xC0u) != 0x80u) return 0;
+    cp = (cp << 6) | (d & 0x3Fu);
+  }
+  if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+      (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+    return 0;
+  return n + 1;
+}
+
+/// Whether `s` is UTF-8 text.
+inline bool is_utf8(std::string_view s) noexcept {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_length_at(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+/// `s` as UTF-8 text: each byte that is not part of a UTF-8 sequence written as \xNN, so that a
+/// message quoting a file's bytes reaches Python readable (a str must be UTF-8).
+inline std::string readable_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_length_at(s, i);
+    if (n == 0) {
+      constexpr char digits[] = "0123456789abcdef";
+      const auto c = static_cast<unsigned char>(s[i]);
+      out += "\\x";
+      out += digits[c >> 4];
+      out += digits[c & 15];
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
 
 using vbucket::bucket_config;
 using vbucket::meta_table;

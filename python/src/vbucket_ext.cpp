@@ -789,7 +789,9 @@ NB_MODULE(_vbucket, m) {
     try {
       std::rethrow_exception(p);
     } catch (const vbucket::error& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      // The one place a library message becomes a Python str: bytes of a file it quotes that
+      // are not UTF-8 are escaped (else Python would show ValueError('')).
+      PyErr_SetString(PyExc_ValueError, vbucket_py::readable_text(e.what()).c_str());
     }
   });
 

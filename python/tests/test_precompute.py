@@ -287,3 +287,65 @@ def test_cached_latents_example_trains(tmp_path):
     assert result["entries"] > 0 and result["written"] == result["entries"]
     assert result["steps"] > 0
     assert result["loss_last"] < result["loss_first"]
+
+
+@pytest.mark.parametrize("row,says", [
+    ("a.mp4,51.5,720,1280,24", "num_frames"),
+    ("a.mp4,-5,720,1280,24", "num_frames"),
+    ("a.mp4,51,720,1280,-24", "fps"),
+    ("a.mp4,abc,720,1280,24", "num_frames"),
+])
+def test_cache_plan_reads_csv_as_the_cli_does(tmp_path, cli, row, says):
+    """The metadata CSV goes through the library's reader: what the CLI refuses, cache_plan
+    refuses, naming the file, the row and the column."""
+    meta = tmp_path / "bad.csv"
+    meta.write_text("path,num_frames,height,width,fps\nb.mp4,33,720,1280,24\n" + row + "\n")
+    with pytest.raises(ValueError) as e:
+        vbucket.cache_plan(meta, CONFIG)
+    msg = str(e.value)
+    assert "bad.csv" in msg and "row 2" in msg and says in msg, msg
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(CONFIG))
+    r = subprocess.run([cli, "cache-plan", "--config", str(cfg), "--meta", str(meta)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "row 2" in r.stderr, r.stderr
+
+
+def test_cache_plan_refuses_coverage_zero(tmp_path):
+    with pytest.raises(ValueError, match=r"coverage must be in \(0, 1\]"):
+        vbucket.cache_plan(_meta(tmp_path), CONFIG, coverage=0)
+
+
+def test_cache_plan_reads_the_path_column_with_the_library(tmp_path):
+    meta = tmp_path / "q.csv"
+    meta.write_text('path,num_frames,height,width,fps\n"a, b.mp4",33,720,1280,24\n')
+    plan = vbucket.cache_plan(meta, CONFIG, coverage=1.0)
+    assert plan["entries"] and all(r["path"] == "a, b.mp4" for r in plan["entries"])
+    meta.write_bytes(b"path,num_frames,height,width,fps\n\xff\xfe.mp4,33,720,1280,24\n")
+    with pytest.raises(ValueError, match=r"q.csv: row 1 .*column \"path\": is not UTF-8 text"):
+        vbucket.cache_plan(meta, CONFIG)
+
+
+def test_messages_quoting_non_utf8_bytes_are_readable(tmp_path):
+    """A library message quoting bytes that are not UTF-8 reaches Python readable (escaped), not
+    as ValueError('')."""
+    meta = tmp_path / "m.csv"
+    meta.write_bytes(b"num_frames,height,width,fps\n\xff1,720,1280,24\n")
+    with pytest.raises(ValueError) as e:
+        vbucket.cache_plan(meta, CONFIG)
+    assert "m.csv" in str(e.value) and "\\xff" in str(e.value), repr(str(e.value))
+
+
+@pytest.mark.parametrize("bad", ["../escape.npy", "/tmp/vbucket_abs.npy", "a/../../b.npy", ""])
+def test_precompute_refuses_paths_outside_out_dir(tmp_path, bad):
+    rows = _entries(4)
+    rows[2]["file"] = bad
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(ValueError, match="entry 2: column 'file'"):
+        vbucket.precompute(rows, fake_encode, out, decode=fake_decode, to_torch=False)
+    assert not any(out.rglob("*.npy")) and not (tmp_path / "escape.npy").exists()
+    pc.write_manifest(tmp_path / "m.csv", rows)
+    with pytest.raises(ValueError, match="m.csv: row 3: column 'file'"):
+        vbucket.precompute(tmp_path / "m.csv", fake_encode, out, decode=fake_decode,
+                           to_torch=False)

@@ -216,3 +216,28 @@ def test_bad_state_and_rank(run_file):
         vbucket.Run.from_file(run_file, rank=4)
     with pytest.raises(ValueError, match="run.json"):
         vbucket.Run.from_file(run_file.parent / "missing" / "run.json")
+
+
+def test_refused_state_leaves_the_run_unchanged(run_file):
+    """A state the run refuses (past the end, an edited field, a duplicated or unknown field,
+    world 0) raises and leaves the position as it was: the next batch is the same (it used to
+    be overwritten, and batch() crashed)."""
+    run = vbucket.Run.from_file(run_file)
+    saved = run.state_dict()
+    for _ in range(3):
+        run.advance()
+    before = run.state()
+    batch = run.batch(0)
+    line = saved["state"]
+    bad = [line.replace(" consumed=0 ", " consumed=999999 "),
+           line.replace(" epoch=0 ", " epoch=5 "),
+           line.replace(" world=4 ", " world=0 "),
+           line.replace(" world=4 ", " world=4 world=4 "),
+           line.replace(" world=4 ", " world=4 colour=blue ")]
+    assert all(b != line for b in bad)
+    for b in bad:
+        with pytest.raises(ValueError, match="run state"):
+            run.load_state_dict({"format": saved["format"], "state": b})
+        assert run.state() == before
+        assert run.batch(0) == batch
+    run.advance()  # the run goes on

@@ -310,8 +310,13 @@ def _dataset_column(dataset, name: str):
             cols = pd.read_csv(path, nrows=0).columns
             if name not in cols:
                 raise KeyError(f"Loader: fields: {path} has no column {name!r}")
-            return pd.read_csv(path, usecols=[name], keep_default_na=False,
-                               na_values=[""])[name]
+            try:
+                return pd.read_csv(path, usecols=[name], keep_default_na=False,
+                                   na_values=[""])[name]
+            except UnicodeDecodeError:
+                # The library's reader names the file, the row and the column.
+                _vbucket.csv_text_column(path, name)
+                raise
         if mod.startswith("pyarrow") and hasattr(dataset, "column_names"):
             if name not in dataset.column_names:
                 raise KeyError(f"Loader: fields: the metadata has no column {name!r}")

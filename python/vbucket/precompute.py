@@ -40,27 +40,13 @@ MANIFEST_COLUMNS = ("sample", "path", "T", "H", "W", "start", "interval", "bytes
 
 
 def _columns_of(meta):
-    """(num_frames, height, width, fps, paths or None) of a CSV path, DataFrame or dict."""
+    """(num_frames, height, width, fps, paths or None) of a CSV path, DataFrame or dict. A CSV
+    is read by the library's reader (``vbucket.load_meta``'s: its ranges, its errors naming the
+    file, row and column), its path column as text by the same reader."""
     if isinstance(meta, (str, os.PathLike)):
-        with open(meta, newline="") as f:
-            rows = list(csv.DictReader(f))
-        cols = {k.strip(): [r[k] for r in rows] for k in (rows[0].keys() if rows else [])}
-        for need in ("num_frames", "height", "width"):
-            if need not in cols and rows:
-                raise ValueError(f"{os.fspath(meta)}: no column {need!r}")
-
-        def num(v):
-            v = (v or "").strip()
-            return float(v) if v and v.lower() != "nan" else math.nan
-        get = {k: cols.get(k, []) for k in ("num_frames", "height", "width", "fps")}
-        n = len(rows)
-        frames = np.array([int(float(v)) for v in get["num_frames"]], dtype=np.int64)
-        height = np.array([int(float(v)) for v in get["height"]], dtype=np.int64)
-        width = np.array([int(float(v)) for v in get["width"]], dtype=np.int64)
-        fps = np.array([num(v) for v in get["fps"]] if get["fps"] else [math.nan] * n,
-                       dtype=np.float64)
-        fps[fps == 0] = math.nan
-        return frames, height, width, fps, cols.get("path")
+        path = os.fspath(meta)
+        frames, height, width, fps = _vbucket.Meta.from_csv(path).columns()
+        return frames, height, width, fps, _vbucket.csv_text_column(path, "path")
     cols = meta
     frames = np.ascontiguousarray(np.asarray(cols["num_frames"]), dtype=np.int64)
     height = np.ascontiguousarray(np.asarray(cols["height"]), dtype=np.int64)
@@ -193,6 +179,18 @@ def _save_atomic(final: str, arr: np.ndarray, tag: str) -> None:
     os.replace(tmp, final)
 
 
+def _check_entry_file(file, manifest, j) -> None:
+    """Refuses an entry's file that would be written outside out_dir: empty, absolute, or with
+    a ``..`` part (a manifest is data; its paths stay under the cache's directory)."""
+    parts = str(file or "").replace("\\", "/").split("/")
+    if (not file or os.path.isabs(str(file)) or str(file).startswith(("/", "\\"))
+            or any(p in ("", ".", "..") for p in parts) or os.path.splitdrive(str(file))[0]):
+        where = (f"{os.fspath(manifest)}: row {j + 1}" if isinstance(manifest, (str, os.PathLike))
+                 else f"precompute: entry {j}")
+        raise ValueError(f"{where}: column 'file': {file!r} is not a relative path inside "
+                         f"out_dir (no absolute path, no '..')")
+
+
 def precompute(manifest, encode: Callable, out_dir, *, batch_size: int = 8,
                rank: Optional[int] = None, world: Optional[int] = None, prefetch: int = 2,
                workers: int = 4, progress: bool = False, decode: Optional[Callable] = None,
@@ -231,6 +229,8 @@ def precompute(manifest, encode: Callable, out_dir, *, batch_size: int = 8,
         for name in names:
             if name.endswith("." + tag):
                 os.remove(os.path.join(dirpath, name))
+    for j, r in enumerate(rows):
+        _check_entry_file(r.get("file"), manifest, j)
     mine = [r for j, r in enumerate(rows) if j % world == rank]
     todo = [r for r in mine if not os.path.exists(os.path.join(out_dir, r["file"]))]
     stats = {"entries": len(mine), "skipped": len(mine) - len(todo), "encoded": 0,
