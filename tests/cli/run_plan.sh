@@ -97,7 +97,59 @@ run = json.load(open(sys.argv[1] + "/run.json"))
 run["stages"][1]["from_step"] = "forty"
 json.dump(run, open(sys.argv[1] + "/bad.json", "w"))
 EOF
-expect_error "bad from_step" 1 "bad.json: stages[1].from_step: expected a non-negative integer" \
+expect_error "bad from_step" 1 "bad.json: stages[1].from_step: expected an integer from 0 to" \
   plan --run "$tmp/bad.json" --out "$tmp/x.jsonl"
+
+
+# The bad-input contract of the run wing: one line naming the file and key, exit non-zero, no
+# output file. Stages out of order or from one step, a stage's balance past the field's range,
+# an epoch of 2^64 - 1 samples, a draw past the limit, a memory model that sizes nothing.
+expect_error_absent="$tmp/x.jsonl"
+bad_run() { # NAME PATTERN PYTHON: run.json edited by the statement, then planned
+  python3 - "$tmp" "$3" <<'EOF'
+import json, sys
+run = json.load(open(sys.argv[1] + "/run.json"))
+exec(sys.argv[2])
+json.dump(run, open(sys.argv[1] + "/bad.json", "w"))
+EOF
+  expect_error "$1" 1 "$2" plan --run "$tmp/bad.json" --out "$tmp/x.jsonl"
+}
+bad_run "stages out of order" 'bad.json: stage 2 ("b") starts at step 30, before stage 1' \
+  'run["stages"].append(dict(run["stages"][1], name="b", from_step=30))'
+bad_run "two stages from one step" 'bad.json: stage 2 ("b") starts at step 40, as stage 1' \
+  'run["stages"].append(dict(run["stages"][1], name="b"))'
+bad_run "from_step and from_epoch" "bad.json: stages[1]: give from_step or from_epoch, not both" \
+  'run["stages"][1]["from_epoch"] = 1'
+bad_run "stage balance 2^32" \
+  'bad.json: key "stages[1].balance": expected an integer from 0 to 16777216' \
+  'run["stages"][1]["balance"] = 2**32'
+bad_run "epoch_samples 2^64 - 1" \
+  "bad.json: epoch_samples: expected an integer from 0 to 4294967295" \
+  'run["epoch_samples"] = 2**64 - 1'
+bad_run "weight 1e300" \
+  "bad.json: sources[0]: draw value 1e+300 must be a finite number from 0 to 1e+15" \
+  'run["sources"][0]["weight"] = 1e300'
+bad_run "count 2^64 - 1" "bad.json: sources[1]: draw value" \
+  'del run["sources"][1]["weight"]; run["sources"][1]["count"] = 2**64 - 1'
+for model in 0,0,0 -1,0.001,0 1,-0.5,0 1,nan,0; do
+  expect_error "--memory-model $model" 2 "--memory-model $model: " plan --run "$tmp/run.json" \
+    --memory-model "$model" --memory-budget 80 --out "$tmp/x.jsonl"
+done
+# A state line edited or of another run is refused naming the state; nothing is written.
+expect_ok "a state to edit" plan --run "$tmp/run.json" --steps 3 --save-state "$tmp/st" \
+  --quiet --out "$tmp/st.jsonl"
+sed 's/ epoch=0 / epoch=5 /' "$tmp/st" >"$tmp/st5"
+expect_error "an edited epoch" 1 "run state: the line does not match its check" plan \
+  --run "$tmp/run.json" --state "@$tmp/st5" --out "$tmp/x.jsonl"
+sed 's/ world=4 / world=0 /' "$tmp/st" >"$tmp/st0"
+expect_error "world 0" 1 "run state: world: expected an integer from 1 to 16777216" plan \
+  --run "$tmp/run.json" --state "@$tmp/st0" --out "$tmp/x.jsonl"
+unset expect_error_absent
+
+# stats --run of a run plan (several sources): epoch 0's draws, 0.7 / 0.3 of 4000, and its plan.
+if expect_ok "stats --run of a run plan" stats --run "$tmp/run.json"; then
+  grep -q "4000 drawn samples (web 2800, curated 1200), world 4" "$tmp/stdout" && pass ||
+    fail "stats --run: $(head -c 600 "$tmp/stdout")"
+fi
 
 finish

@@ -13,6 +13,7 @@
 #include "vbucket/csv.hpp"
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/fmt/plan_table.hpp"
+#include "vbucket/json/run_plan.hpp"  // load_run_plan_file (stats --run of a run plan)
 #include "vbucket/packed_plan.hpp"
 #include "vbucket/plan_stats.hpp"
 
@@ -88,9 +89,53 @@ void print_cache_delivery(const run_spec& spec, const bucket_config& config) {
       spec.cache.c_str(), d.tv_buckets, d.tv_sample, d.fallback_share);
 }
 
+const flag run_stats_flags[] = {
+    {"run", "RUN.json", true,
+     "a run file with \"sources\" and \"stages\" (and the run spec's seed, world, ...)"},
+    {"world", "W", false, "number of ranks (default: the run file's)"},
+    {"pad-warn", "F", false, "accepted for the plain form's sake; not used by a run plan"},
+};
+
+/// `stats --run RUN.json` of a run plan: epoch 0 as the run draws it (samples per source) and
+/// the plan of its first segment (the stage in force at step 0), as the plain form prints a
+/// plan.
+int run_plan_stats(int argc, char** argv) {
+  const args a = args::parse(argc, argv, run_stats_flags);
+  if (a.help()) {
+    std::fputs(usage_text("stats", stats_description, run_stats_flags).c_str(), stdout);
+    return exit_ok;
+  }
+  json::run_plan_file f = json::load_run_plan_file(a.value("run"));
+  if (a.has("world"))
+    f.options.world =
+        static_cast<std::uint32_t>(parse_uint_flag("world", a.value("world"), 1, max_run_world));
+  const run_plan run(f.sources, f.stages, f.options);
+  std::printf("run:                %s: epoch 0, stage %u \"%s\", %llu drawn samples (",
+              a.value("run").c_str(), run.stage(), f.stages[run.stage()].name.c_str(),
+              static_cast<unsigned long long>(run.drawn().size()));
+  for (std::size_t s = 0; s < run.sources().size(); ++s)
+    std::printf("%s%s %llu", s ? ", " : "", run.sources()[s].name.c_str(),
+                static_cast<unsigned long long>(run.drawn_from(s)));
+  std::printf("), world %u\n", run.world());
+  if (const packed_plan* p = run.packed()) {
+    print_packed_stats(compute_packed_stats(p->deal(run.world(), 0, f.options.drop_last)));
+  } else {
+    const epoch_schedule sched = run.fixed_plan()->deal(run.world(), 0, f.options.drop_last);
+    const step_balance_stats balance = step_balance(sched);
+    print_plan_table(stdout, compute_plan_stats(sched, f.stages[run.stage()].config), &balance);
+  }
+  std::fflush(stdout);
+  return exit_ok;
+}
+
 }  // namespace
 
+// A run file with "sources" or "stages" is a run plan (tools/vbucket/run_plan_cmd.cpp).
+bool is_run_plan_invocation(int argc, char** argv);
+
 int cmd_stats(int argc, char** argv) {
+  if (is_run_plan_invocation(argc, argv))
+    return run_main("stats", [&] { return run_plan_stats(argc, argv); });
   return run_main("stats", [&] {
     const args a = args::parse(argc, argv, stats_flags().flags());
     if (a.help()) {
