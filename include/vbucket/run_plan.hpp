@@ -699,8 +699,29 @@ class run_plan {
              " rows, fingerprint " + std::string(parts[2]) + " when saved; now " + rows +
              " rows, fingerprint " + plan_state::hex(fingerprints_[i]));
     }
+    // The draws the recorded spec gives (counts only: nothing is drawn yet) are the state's.
+    std::vector<std::uint64_t> sizes;
+    std::vector<std::string> source_names;
+    for (const run_source& src : sources_) {
+      sizes.push_back(src.table->size());
+      source_names.push_back(src.name);
+    }
+    std::vector<std::uint64_t> counts;
+    try {
+      counts = draw_counts(sizes, source_names, st.draw);
+    } catch (const error& e) {
+      fail("draw=" + std::string(get("draw")) + ": " + e.what());
+    }
     std::uint64_t samples = 0;
-    for (const std::uint64_t n : st.drawn) samples += n;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      if (counts[i] != st.drawn[i])
+        fail("the draw spec gives source \"" + sources_[i].name + "\" " +
+             std::to_string(counts[i]) + " samples, the state recorded " +
+             std::to_string(st.drawn[i]));
+      samples += counts[i];
+    }
+    if (samples > max_epoch_samples)
+      fail("drawn=" + std::string(get("drawn")) + " is more than an epoch holds (4294967295)");
     for (std::size_t i = 0; i <= st.segs.size(); ++i)
       check_recorded(i < st.segs.size() ? st.segs[i].settings : st.cur, i, st.epoch, st.step,
                      samples);
