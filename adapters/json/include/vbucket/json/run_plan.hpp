@@ -110,7 +110,11 @@ bucket_config run_file_config(const nlohmann::ordered_json& v, const std::string
   }
   if (!v.is_string())
     run_file_fail(where, key, "expected a config object or a path, got " + shown(v));
-  return load_bucket_config(run_file_path(v, where, key), tables);
+  try {
+    return load_bucket_config(run_file_path(v, where, key), tables);
+  } catch (const error& e) {  // the config file's own error, after the run file's key
+    run_file_fail(where, key, e.what());
+  }
 }
 
 /// {"weight": x} | {"count": n} | {"repeat": r} | x (a weight) | absent (repeat 1).
@@ -244,7 +248,11 @@ inline run_plan_file load_run_plan_file(const std::string& path) {
       }
       if (src.name.empty()) run_file_fail(path, key + ".name", "missing (a source needs a name)");
       if (!csv) run_file_fail(path, key + ".csv", "missing (the source's metadata CSV)");
-      src.table = std::make_shared<const meta_table>(load_meta_csv(*csv));
+      try {
+        src.table = std::make_shared<const meta_table>(load_meta_csv(*csv));
+      } catch (const error& e) {  // the CSV's own error (file, row, column), after the key
+        run_file_fail(path, key + ".csv", e.what());
+      }
       src.assign = rule_assigner(rule);
       // The name `run_source` gives its default rule, so that a run written in C++ with the
       // default rule has the same settings hash (and state line) as its run file.
