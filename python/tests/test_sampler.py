@@ -204,6 +204,9 @@ def test_big_numpy_seed():
         (dict(seed="3"), TypeError, "seed"),
         (dict(num_replicas=2, rank=2), ValueError, "rank must be an integer from 0 to 1, got 2"),
         (dict(num_replicas=0, rank=0), ValueError, "num_replicas"),
+        # The run spec's range for world (its field table), named as the keyword
+        (dict(num_replicas=2**24 + 1, rank=0), ValueError,
+         "num_replicas must be an integer from 1 to 16777216, got 16777217"),
         (dict(fps_max=0), ValueError, "fps_max"),
         (dict(balance=-2), ValueError, "balance"),
     ],

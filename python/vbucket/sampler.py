@@ -145,7 +145,9 @@ class VariableVideoBatchSampler(_SamplerBase):
         if output not in ("opensora", "indices"):
             raise ValueError(f'output must be "opensora" or "indices", got {output!r}')
         world, r = _dist_world_rank(num_replicas, rank)
-        world = _check_int("num_replicas", world, 1, _U32_MAX)
+        # The range of the run spec's world (its field table: written once, in the library)
+        world = _check_int("num_replicas", world, _core.FIELDS["world"]["min"],
+                           _core.FIELDS["world"]["max"])
         r = _check_int("rank", r, 0, world - 1)
         rule = spec.get("rule") or _core.DEFAULTS["rule"]
         # As Open-Sora reads them: fps_max (2.0) and frame_interval (v1.2) from its dataset
