@@ -219,13 +219,13 @@ nb::dict cache_delivery_py(const i64_array& frames, const i64_array& height, con
 /// column.
 std::optional<std::vector<std::string>> csv_text_column(const std::string& path,
                                                         const std::string& name) {
-  vbucket::csv_reader reader(vbucket::csv_file{path});
-  std::vector<vbucket::csv_field> fields;
+  vbucket::detail::csv_reader reader(vbucket::detail::csv_file{path});
+  std::vector<vbucket::detail::csv_field> fields;
   if (!reader.next(fields)) return std::nullopt;
   std::vector<std::string> header;
   std::size_t at = fields.size();
   for (std::size_t i = 0; i < fields.size(); ++i) {
-    header.push_back(std::string(vbucket::trim_blanks(fields[i].value())));
+    header.push_back(std::string(vbucket::detail::trim_blanks(fields[i].value())));
     if (header.back() == name && at == fields.size()) at = i;
   }
   if (at == fields.size()) return std::nullopt;
