@@ -307,10 +307,10 @@ def _dataset_column(dataset, name: str):
                 if name not in pq.read_schema(path).names:
                     raise KeyError(f"Loader: fields: {path} has no column {name!r}")
                 return pq.read_table(path, columns=[name]).column(name)
-            cols = pd.read_csv(path, nrows=0).columns
-            if name not in cols:
-                raise KeyError(f"Loader: fields: {path} has no column {name!r}")
             try:
+                cols = pd.read_csv(path, nrows=0).columns
+                if name not in cols:
+                    raise KeyError(f"Loader: fields: {path} has no column {name!r}")
                 return pd.read_csv(path, usecols=[name], keep_default_na=False,
                                    na_values=[""])[name]
             except UnicodeDecodeError:
