@@ -222,6 +222,7 @@ class run_plan {
   /// The stage of the current segment.
   [[nodiscard]] std::uint32_t stage() const noexcept { return cur_.stage; }
   [[nodiscard]] std::uint32_t world() const noexcept { return world_; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return opts_.seed; }
   /// Segments of the current epoch before the current one.
   [[nodiscard]] std::size_t closed_segments() const noexcept { return closed_.size(); }
   [[nodiscard]] const segment_settings& settings() const noexcept { return cur_; }
@@ -420,9 +421,11 @@ class run_plan {
   }
 
   /// Continues from a state line saved by a run of the same sources (and seed) under any
-  /// world size, batch sizes, current stage or weights. Throws `vbucket::error` naming what
-  /// differs when it cannot: another seed, a source's metadata, or a stage whose buckets,
-  /// probabilities or rule changed after it planned a segment of the saved epoch.
+  /// world size, batch sizes, current stage or weights. The world is the one the state was
+  /// saved under (`world=`), whatever this run was made with: call `set_world` after `load` to
+  /// go on under another. Throws `vbucket::error` naming what differs when it cannot: another
+  /// seed, a source's metadata, or a stage whose buckets, probabilities or rule changed after
+  /// it planned a segment of the saved epoch.
   void load(std::string_view text) {
     auto fail = [&](const std::string& why) { throw error("run state: " + why); };
     if (text.substr(0, 12) != "vbucket-run ")
@@ -477,6 +480,9 @@ class run_plan {
     }
     const std::uint64_t epoch = num("epoch"), step = num("step"), epoch_step = num("epoch_step");
     const std::uint64_t consumed = num("consumed");
+    const std::uint64_t world = num("world");
+    if (world == 0 || world > ~std::uint32_t{0})
+      fail("world must be an integer in [1, 2^32), got \"" + std::string(get("world")) + "\"");
     // Caps.
     std::vector<batch_size_cap> caps;
     if (get("caps") != "-")
@@ -524,6 +530,7 @@ class run_plan {
     epoch_ = epoch;
     step_ = step;
     epoch_step_ = epoch_step;
+    world_ = static_cast<std::uint32_t>(world);
     caps_ = std::move(caps);
     budget_cap_ = budget_cap;
     draw_ = draw;
