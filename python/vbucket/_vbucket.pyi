@@ -110,7 +110,7 @@ class RunPlan:
 
     def batch(self, rank: int) -> dict:
         """
-        The current step's batch of `rank`: a dict with the fields of the CLI's JSON lines (step, epoch, stage, rank, bucket, thw, sources, rows, pads, repeat).
+        The current step's batch of `rank`: a dict with the fields of the CLI's JSON lines (step, epoch, stage, rank, bucket, thw, source, row, pads, repeat).
         """
 
     def advance(self) -> None:
@@ -161,6 +161,42 @@ class RunPlan:
     @property
     def steps_left(self) -> int:
         """Steps left in the current epoch."""
+
+class RunLoop:
+    """
+    One rank's trainer loop over a RunPlan (vbucket::run_loop): a batch handed out counts as trained once the next is asked for or the state is taken; out_of_memory() replans the batch in hand; with a ledger directory it writes the rank's ledger itself
+    """
+
+    def __init__(self, plan: RunPlan, rank: int, ledger: str = ...) -> None: ...
+
+    def next(self, plan: RunPlan) -> object:
+        """
+        The batch handed out before counts as trained; this rank's batch of the current step (written to the ledger first), or None once at the end of an epoch.
+        """
+
+    def state(self) -> str:
+        """The run's state line after the batches handed out."""
+
+    def out_of_memory(self, ranks: Sequence[int] = ..., factor: float = ...) -> None:
+        """
+        The batch in hand failed: the next batch handed out is its step planned again.
+        """
+
+    def set_world(self, world: int, rank: int | None = ...) -> None:
+        """From the step after the batch in hand, `world` ranks."""
+
+    def load(self, line: str, world: int | None = ...) -> None:
+        """
+        Resumes from a state line under its world (or `world`); cuts the ledger back to it.
+        """
+
+    @property
+    def handed_out(self) -> bool:
+        """Whether a batch is in hand (handed out, not yet counted as trained)."""
+
+    @property
+    def rank(self) -> int:
+        """This loop's rank."""
 
 class Config:
     @staticmethod
