@@ -5,6 +5,8 @@ world at times) train exactly the batches of an uninterrupted run under the same
 ledger the loops wrote audits clean, and a record of a trained step removed before a kill is
 found missing.
 
+The sampler and the Loader over it follow the same convention (a test below).
+
 Bounded for CI (2 scenarios, 3 kills each); ``VBUCKET_RUN_KILL_SCENARIOS=20`` and
 ``VBUCKET_RUN_KILLS=10`` run longer."""
 
@@ -192,3 +194,51 @@ def test_killed_trainer_trains_the_uninterrupted_batches(cli, tmp_path, seed):
             assert audit.returncode == 1 and "missing" in audit.stdout, audit.stdout
         else:
             assert audit.returncode == 0, audit.stdout
+
+
+def test_sampler_and_loader_follow_the_same_convention():
+    """The sampler and the Loader over it hand out batches as the run does: a state_dict()
+    taken in the loop body after batch k resumes at batch k + 1."""
+    pd = pytest.importorskip("pandas")
+    df = pd.read_csv(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "data",
+                                  "sample_meta.csv"))
+    config = {"256px": {"1": (1.0, 3), "51": (1.0, 2), "102": (1.0, 2)}}
+
+    def sampler():
+        return vbucket.VariableVideoBatchSampler(df, config, num_replicas=2, rank=1, seed=3,
+                                                 rng="fast")
+
+    def ids(batch):  # the sampler's Open-Sora indices "i-T-H-W" as the sample numbers
+        return [int(str(x).split("-")[0]) for x in batch]
+
+    s = sampler()
+    s.set_epoch(0)
+    full = [ids(b) for b in s]
+    assert len(full) > 20
+    for k in (0, 7, len(full) - 2):
+        s = sampler()
+        s.set_epoch(0)
+        for i, b in enumerate(s):
+            if i == k:
+                saved = s.state_dict()
+                break
+        resumed = sampler()
+        resumed.load_state_dict(saved)
+        assert [ids(b) for b in resumed] == full[k + 1:]
+    if not getattr(vbucket._vbucket, "HAS_FFMPEG", False):
+        pytest.skip("vbucket built without the FFmpeg adapter (the Loader)")
+    pytest.importorskip("torch")
+    rows = {"i": list(range(len(df)))}
+    for k in (0, 7, len(full) - 2):
+        s = sampler()
+        s.set_epoch(0)
+        with vbucket.Loader(s, None, workers=1, prefetch=2, fields=rows) as loader:
+            for i, b in enumerate(loader):
+                assert b.indices.tolist() == full[i]
+                if i == k:
+                    saved = loader.state_dict()  # the workers have decoded ahead meanwhile
+                    break
+        resumed = sampler()
+        resumed.load_state_dict(saved)
+        with vbucket.Loader(resumed, None, workers=1, prefetch=2, fields=rows) as loader:
+            assert [b.indices.tolist() for b in loader] == full[k + 1:]
