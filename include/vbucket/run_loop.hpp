@@ -126,6 +126,7 @@ class run_loop {
       if (!dir_.empty()) {
         path_ = dir_ + "/" + ledger_file_name(rank_);
         out_.reset();
+        headed_.reset();  // the new file gets the epoch's header
       }
     }
   }

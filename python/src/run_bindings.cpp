@@ -197,6 +197,8 @@ void vbucket_bind_run(nb::module_& m) {
       .def(
           "next",
           [](vbucket::run_loop& l, py_run_plan& p) -> nb::object {
+            if (&l.run() != p.run.get())
+              throw vbucket::error("run: RunLoop.next: the plan is not the one this loop follows");
             std::optional<vbucket::run_batch> b;
             {
               nb::gil_scoped_release release;

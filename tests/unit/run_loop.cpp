@@ -357,3 +357,31 @@ TEST_CASE("run_plan: a state loads under the world it was saved under") {
   loop.load(one->state(), 4);
   CHECK(four->world() == 4);
 }
+
+TEST_CASE("run_loop: ranks that swap at a world change write each other's ledger files") {
+  const scenario sc(41);
+  const vbucket_test::temp_dir dir("run_loop_swap");
+  const std::string d = (dir.path / "ledger").string();
+  auto a = sc.make(2), b = sc.make(2);
+  run_loop la(*a, 0, d), lb(*b, 1, d);
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(la.next());
+    REQUIRE(lb.next());
+  }
+  la.set_world(2, 1);  // the batches in hand count as trained; then rank 0 is rank 1's job
+  lb.set_world(2, 0);
+  CHECK(la.rank() == 1);
+  CHECK(la.ledger_path() == (std::filesystem::path(d) / vbucket::ledger_file_name(1)).string());
+  for (int n = 0; n < 2;) {  // to the end of epoch 1
+    auto x = la.next();
+    auto y = lb.next();
+    REQUIRE(x.has_value() == y.has_value());
+    if (!x) ++n;
+  }
+  const vbucket::audit_report r = vbucket::audit_ledgers(ledger_files(d));
+  INFO(vbucket::format_audit_report(r));
+  CHECK(r.clean());
+  CHECK(r.epochs.size() == 2);
+  CHECK_THROWS_WITH_AS(la.set_world(1), doctest::Contains("rank 1 is not below world 1"),
+                       vbucket::error);
+}
