@@ -40,7 +40,7 @@
 #include <string>        // std::string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::error_code
-#include <utility>       // std::move
+#include <utility>       // std::move, std::pair
 #include <vector>        // std::vector
 
 #include "error.hpp"
@@ -134,35 +134,44 @@ class run_loop {
   /// Resumes from the state line `state` under the world it was saved under, or `world` when
   /// given. With a ledger, the file loses its records of the state's step and later ones
   /// (handed out after the state was taken: they are handed out again). Throws `vbucket::error`
-  /// as `run_plan::load` (then the ledger is as it was), or when the ledger cannot be read.
+  /// as `run_plan::load`, or when a ledger file cannot be read; then the loop and the ledger
+  /// are as they were.
   void load(std::string_view state, std::optional<std::uint32_t> world = std::nullopt) {
-    const std::uint64_t w = world ? *world : saved_world(state);
+    const std::uint64_t w = world ? *world : state_field(state, " world=");
     if (w != 0 && rank_ >= w)
       throw error("run: rank " + std::to_string(rank_) + " is not below world " +
                   std::to_string(w) +
                   (world ? "" : " (the state's; give the world to load it under)"));
+    // Where each file is cut, found before anything changes (a ledger that cannot be read
+    // refuses the load). Rank 0 also cuts the files of ranks the world no longer has.
+    std::vector<std::pair<std::string, std::uint64_t>> cuts;
+    if (!path_.empty()) {
+      const std::uint64_t step = state_field(state, " step=");
+      cuts.emplace_back(path_, records_before(path_, step));
+      if (rank_ == 0)
+        for (std::string& other : files_of_ranks_from(w))
+          cuts.emplace_back(other, records_before(other, step));
+    }
     run_.load(state);
     if (world && *world != run_.world()) run_.set_world(*world);
     pending_ = false;
     ended_ = false;
-    if (!path_.empty()) {
-      out_.reset();
-      cut(path_, records_before(path_, run_.step()));
-      headed_.reset();  // the epoch's header again, after the cut
-      if (rank_ == 0) cut_ranks_from(run_.world());
-    }
+    out_.reset();
+    headed_.reset();  // the epoch's header again, after the cut
+    for (const auto& [path, bytes] : cuts) cut(path, bytes);
   }
 
  private:
-  /// The `world=` field of a state line (0 when it has none: `run_plan::load` names that).
-  [[nodiscard]] static std::uint64_t saved_world(std::string_view state) {
-    const std::size_t at = state.find(" world=");
-    std::uint64_t w = 0;
+  /// A number field of a state line, `key` = " name=" (0 when it has none or it is not a
+  /// number: `run_plan::load` names that).
+  [[nodiscard]] static std::uint64_t state_field(std::string_view state, std::string_view key) {
+    const std::size_t at = state.find(key);
+    std::uint64_t v = 0;
     if (at != std::string_view::npos) {
-      const std::string_view v = state.substr(at + 7);
-      (void)std::from_chars(v.data(), v.data() + v.size(), w);
+      const std::string_view text = state.substr(at + key.size());
+      (void)std::from_chars(text.data(), text.data() + text.size(), v);
     }
-    return w;
+    return v;
   }
   void check_rank() const {
     if (rank_ >= run_.world())
@@ -202,21 +211,21 @@ class run_loop {
     if (file_bytes(path) > bytes) std::filesystem::resize_file(path, bytes, ec);
     if (ec) throw error("ledger " + path + ": cannot cut it back: " + ec.message());
   }
-  /// Rank 0, on a load: the files of ranks the world no longer has (no loop writes them) lose
-  /// their records of the state's step and later too.
-  void cut_ranks_from(std::uint32_t world) const {
+  /// The ledger files in the directory of ranks `world` and above (no loop of a run of
+  /// `world` ranks writes them).
+  [[nodiscard]] std::vector<std::string> files_of_ranks_from(std::uint64_t world) const {
+    std::vector<std::string> out;
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir_, ec)) {
       const std::string name = e.path().filename().string();
       std::uint32_t r = 0;
       const auto [ptr, why] = std::from_chars(name.data() + std::min<std::size_t>(5, name.size()),
                                               name.data() + name.size(), r);
-      if (name.rfind("rank-", 0) != 0 || why != std::errc{} || r < world ||
-          name != ledger_file_name(r))
-        continue;
-      const std::string path = e.path().string();
-      cut(path, records_before(path, run_.step()));
+      if (name.rfind("rank-", 0) == 0 && why == std::errc{} && r >= world &&
+          name == ledger_file_name(r))
+        out.push_back(e.path().string());
     }
+    return out;
   }
   void record(const run_batch& b) {
     if (!out_) out_ = std::make_unique<ledger_writer>(path_);

@@ -385,3 +385,27 @@ TEST_CASE("run_loop: ranks that swap at a world change write each other's ledger
   CHECK_THROWS_WITH_AS(la.set_world(1), doctest::Contains("rank 1 is not below world 1"),
                        vbucket::error);
 }
+
+TEST_CASE("run_loop: a load refused leaves the run and the ledger as they were") {
+  const scenario sc(51);
+  const vbucket_test::temp_dir dir("run_loop_refused");
+  const std::string d = (dir.path / "ledger").string();
+  auto run = sc.make(1);
+  run_loop loop(*run, 0, d);
+  for (int i = 0; i < 4; ++i) REQUIRE(loop.next());
+  const std::string saved = loop.state();
+  REQUIRE(loop.next());
+  const std::string path = loop.ledger_path();
+  std::ofstream(path, std::ios::app) << "B e=0 s=x\n";  // a corrupt record
+  const auto bytes = std::filesystem::file_size(path);
+  auto other = sc.make(1);
+  run_loop fresh(*other, 0, d);
+  const std::string before = other->state();
+  CHECK_THROWS_AS(fresh.load(saved), vbucket::error);
+  CHECK(other->state() == before);
+  CHECK(std::filesystem::file_size(path) == bytes);
+  CHECK_THROWS_WITH_AS(fresh.load("vbucket-run v=1 seed=1"), doctest::Contains("seed"),
+                       vbucket::error);
+  CHECK(other->state() == before);
+  CHECK(std::filesystem::file_size(path) == bytes);
+}
