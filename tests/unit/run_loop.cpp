@@ -396,7 +396,7 @@ TEST_CASE("run_loop: a load refused leaves the run and the ledger as they were")
   const std::string saved = loop.state();
   REQUIRE(loop.next());
   const std::string path = loop.ledger_path();
-  std::ofstream(path, std::ios::app) << "B e=0 s=x\n";  // a corrupt record
+  std::ofstream(path, std::ios::trunc) << "#vbucket-ledger 1\nB e=0 s=x\n";  // corrupt
   const auto bytes = std::filesystem::file_size(path);
   auto other = sc.make(1);
   run_loop fresh(*other, 0, d);
