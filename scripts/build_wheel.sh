@@ -61,8 +61,8 @@ raw=("${out}"/raw/vbucket-*.whl)
 "${tools}/bin/auditwheel" show "${raw[0]}"
 # --plat auto (the default): the oldest manylinux policy whose symbol versions and library
 # whitelist this build satisfies; the tag is read back from the repaired wheel's name.
-"${tools}/bin/auditwheel" repair --strip -w "${out}/dist" "${raw[0]}"
-"${tools}/bin/python" -m build --sdist --no-isolation --outdir "${out}/dist" . >/dev/null
+PATH="${PWD}/${tools}/bin:${PATH}" "${tools}/bin/auditwheel" repair --strip -w "${out}/dist" "${raw[0]}"
+"${tools}/bin/python" -m build --sdist --no-isolation --skip-dependency-check --outdir "${out}/dist" . >/dev/null
 
 wheel=("${out}"/dist/vbucket-*.whl)
 plat=${wheel[0]##*-}

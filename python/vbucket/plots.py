@@ -2,12 +2,12 @@
 of ``python -m vbucket report`` (every picture embedded, one self-contained file).
 
 The numbers are the library's (``vbucket.stats``, the sampler's batches); this module only
-draws them, with matplotlib's Agg backend (no display needed).
+draws them, with matplotlib (no display needed); the report's pictures are inline SVG whose
+labels stay text.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import io
 import os
