@@ -51,7 +51,7 @@ out = {{"stats_rows": len(vbucket.stats(meta, cfg, world=2)),
        "batches": len(list(vbucket.VariableVideoBatchSampler(meta, cfg, seed=3, output="indices"))),
        "assigned": int((vbucket.assign(meta, cfg).bucket >= 0).sum())}}
 if vbucket._vbucket.HAS_FFMPEG:
-    out["scanned"] = vbucket.scan({CLIPS!r}, progress=False).num_frames.tolist()
+    out["scanned"] = [int(v) for v in vbucket.scan({CLIPS!r}, progress=False).num_frames]
     sampler = vbucket.VariableVideoBatchSampler(meta, cfg, seed=3)
     try:
         vbucket.Loader(sampler, ["x.mp4"] * 10)

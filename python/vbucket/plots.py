@@ -71,13 +71,13 @@ def _heatmap(ax, stats, column: str, title: str) -> None:
     ax.set_xlabel("frames")
     ax.set_ylabel("resolution")
     ax.set_title(title)
-    top = grid.max() if grid.size else 0
-    if grid.size <= 200 and _cell_text_fits(ax, grid, fontsize=7):
+    if grid.size <= 200 and _cell_text_fits(ax, grid, fontsize=8):
         for i in range(grid.shape[0]):
             for j in range(grid.shape[1]):
                 if grid[i, j]:
-                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7,
-                            color="white" if grid[i, j] < 0.6 * top else "black")
+                    # viridis is dark below about 60 % of its range (the colorbar's, min..max)
+                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=8,
+                            color="white" if im.norm(grid[i, j]) < 0.6 else "black")
     ax.figure.colorbar(im, ax=ax)
 
 
