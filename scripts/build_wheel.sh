@@ -58,10 +58,11 @@ started=${SECONDS}
 echo "build_wheel: built in $((SECONDS - started)) s"
 
 raw=("${out}"/raw/vbucket-*.whl)
-"${tools}/bin/auditwheel" show "${raw[0]}"
-# --plat auto (the default): the oldest manylinux policy whose symbol versions and library
-# whitelist this build satisfies; the tag is read back from the repaired wheel's name.
-PATH="${PWD}/${tools}/bin:${PATH}" "${tools}/bin/auditwheel" repair --strip -w "${out}/dist" "${raw[0]}"
+# --plat auto (the default): the most compatible manylinux policy whose symbol versions and
+# library whitelist this build satisfies (`auditwheel show WHEEL` explains the choice); the tag
+# is read back from the repaired wheel's name. No --strip: Debian's libraries are stripped
+# already, and scikit-build strips the extension and the CLI (install.strip).
+PATH="${PWD}/${tools}/bin:${PATH}" "${tools}/bin/auditwheel" repair -w "${out}/dist" "${raw[0]}"
 "${tools}/bin/python" -m build --sdist --no-isolation --skip-dependency-check --outdir "${out}/dist" . >/dev/null
 
 wheel=("${out}"/dist/vbucket-*.whl)
