@@ -21,9 +21,12 @@ cannot pass by looking in the wrong place), then in a fresh venv (``--system-sit
 for Debian's numpy, pandas and torch; ``pip install --no-index``: no download, no build):
 the import time (median of 7, torch not imported), the libav libraries mapped into the process
 (/proc/self/maps: every one from the wheel's vbucket.libs/), ``vbucket plan`` (the wheel's CLI
-on PATH; its libraries as the dynamic loader resolves them), ``python -m vbucket stats``, and
-the README's "Start in Python" block (scan, sampler, Loader decoding) on the test media.
-Figures go to OUT/cleanroom.json.
+on PATH; its libraries as the dynamic loader resolves them; its plan equal to the CMake build's
+when OUT/plan_cmake.jsonl exists), ``python -m vbucket stats``, and the README's "Start in
+Python" block (scan, sampler, Loader decoding) on the test media. That last step needs torch,
+whose Debian build links FFmpeg's libraries itself: their runtime files (not the -dev ones) come
+back for it, and the process must map the wheel's libavcodec beside torch's. Figures go to
+OUT/cleanroom.json.
 """
 
 from __future__ import annotations
