@@ -66,6 +66,11 @@ inline void set_http_options(AVDictionary** d, const network_options& net) {
   av_dict_set(d, "protocol_whitelist", "http,https,tcp,tls", 0);
 }
 
+/// Set on this thread when a read of a shard over the network failed or ended early (a lost
+/// connection): whatever error the demuxer or decoder then reports is the network's, and may
+/// pass (`guarded` resets it before each call and reads it after a failure).
+inline thread_local bool network_read_failed = false;
+
 /// Read/seek callbacks of the AVIOContext over a tar member: bytes [base, base + size) of a
 /// local shard (pread on `fd`) or of a remote one (`inner`, FFmpeg's HTTP AVIOContext).
 struct range_reader {
@@ -74,6 +79,8 @@ struct range_reader {
   std::int64_t base = 0;
   std::int64_t size = 0;
   std::int64_t pos = 0;
+  std::int64_t cut_at = -1;  ///< where the shard's bytes ended inside the member, or -1
+  int cut_error = 0;         ///< the read's error there (0: the bytes just ended)
 
   static int read(void* opaque, std::uint8_t* buf, int n) {
     auto* r = static_cast<range_reader*>(opaque);
@@ -85,10 +92,20 @@ struct range_reader {
       const std::int64_t at = r->base + r->pos;
       if (avio_tell(r->inner) != at) {
         const std::int64_t s = avio_seek(r->inner, at, SEEK_SET);
-        if (s < 0) return static_cast<int>(s);
+        if (s < 0) {
+          network_read_failed = true;
+          return static_cast<int>(s);
+        }
       }
       got = avio_read(r->inner, buf, want);
-      if (got < 0) return got;
+      if (got < 0 && got != AVERROR_EOF) {  // the connection lost mid-member
+        network_read_failed = true;
+        r->cut_at = r->pos;
+        r->cut_error = got;
+        return got;
+      }
+      got = std::max(got, 0);
+      if (got == 0) network_read_failed = true;
     } else {
 #ifdef VBUCKET_FFMPEG_TAR_PREAD
       const std::int64_t g =
@@ -99,7 +116,10 @@ struct range_reader {
       return AVERROR(ENOSYS);
 #endif
     }
-    if (got == 0) return AVERROR_EOF;  // the shard ends before the member does
+    if (got == 0) {  // the shard (or the connection) ends before the member does
+      r->cut_at = r->pos;
+      return AVERROR(EIO);
+    }
     r->pos += got;
     return got;
   }
@@ -194,6 +214,17 @@ class media_io {
     network_ = false;
   }
 
+  /// Empty, or what ended a tar member's bytes early: "a cut read: ...".
+  [[nodiscard]] std::string cut_text() const {
+    if (reader_.cut_at < 0) return {};
+    return "a cut read: the shard's bytes end at byte " + std::to_string(reader_.cut_at) +
+           " of the member's " + std::to_string(reader_.size) +
+           (!network_ ? std::string(" (the shard is cut short)")
+            : reader_.cut_error < 0
+                ? " (the connection failed: " + io_error_text(reader_.cut_error) + ")"
+                : std::string(" (the connection closed early)"));
+  }
+
   [[nodiscard]] const std::string& url() const noexcept { return url_; }
   [[nodiscard]] AVIOContext* pb() const noexcept { return pb_; }
   /// The bytes come over the network (retries, timeouts).
@@ -234,10 +265,11 @@ class media_io {
       return;
     }
     check_range(name, p, total);
-    std::uint8_t header[512];
-    if (pread_all(fd, p.offset - 512, header) != 512)
+    const std::int64_t from = header_window_start(p);
+    std::vector<std::uint8_t> headers(static_cast<std::size_t>(p.offset - from));
+    if (pread_all(fd, from, headers) != p.offset - from)
       throw vbucket::error(name + ": cannot read the member's tar header");
-    if (const auto bad = check_member_header(header, p)) throw vbucket::error(name + ": " + *bad);
+    if (const auto bad = check_member_header(headers, p)) throw vbucket::error(name + ": " + *bad);
 #else
     throw vbucket::error(name + ": tar members are read with pread, which this system lacks");
 #endif
@@ -249,8 +281,9 @@ class media_io {
     AVDictionary* opts = nullptr;
     set_http_options(&opts, net);
     if (p.offset >= 0) {
-      // One range request from the member's header to its end.
-      av_dict_set_int(&opts, "offset", std::max<std::int64_t>(0, p.offset - 512), 0);
+      // One range request from the member's headers (an extended header may name it) to its
+      // end.
+      av_dict_set_int(&opts, "offset", header_window_start(p), 0);
       av_dict_set_int(&opts, "end_offset", p.offset + p.size, 0);
       // FFmpeg (5.1) takes the end of such a range, short of the file's end, for a lost
       // connection and reconnects, waiting: a member is read without reconnects (a clip whose
@@ -268,7 +301,7 @@ class media_io {
       // The context counts from 0 at the `offset` it was opened at, but its seeks go to
       // positions in the shard (and a short one forward reads on): its position is set to the
       // request's start, where HTTP is (nothing is buffered yet), so that the two agree.
-      const std::int64_t from = std::max<std::int64_t>(0, p.offset - 512);
+      const std::int64_t from = header_window_start(p);
       if (avio_tell(inner) != 0 || inner->buf_ptr != inner->buf_end)
         throw vbucket::error(name + ": the HTTP context read before its first read");
       inner->pos = from;
@@ -296,13 +329,13 @@ class media_io {
       return 0;
     }
     check_range(name, p, total);
-    std::uint8_t header[512];
-    const int got = avio_read(inner, header, 512);
-    if (got != 512) {
+    std::vector<std::uint8_t> headers(static_cast<std::size_t>(p.offset - header_window_start(p)));
+    const int got = avio_read(inner, headers.data(), static_cast<int>(headers.size()));
+    if (got != static_cast<int>(headers.size())) {
       if (got < 0 && got != AVERROR_EOF) return got;
       throw vbucket::error(name + ": cannot read the member's tar header");
     }
-    if (const auto bad = check_member_header(header, p)) throw vbucket::error(name + ": " + *bad);
+    if (const auto bad = check_member_header(headers, p)) throw vbucket::error(name + ": " + *bad);
     return 0;
   }
 
@@ -316,6 +349,12 @@ class media_io {
       return;
     }
     throw vbucket::error(name + ": the shard has no member " + p.member);
+  }
+
+  /// Where the bytes a member's check reads start: its header and the extended header before
+  /// it, at a block boundary (data start at one).
+  static std::int64_t header_window_start(const media_path& p) noexcept {
+    return std::max<std::int64_t>(0, p.offset - 512 - tar_member_lookback);
   }
 
   static void check_range(const std::string& name, const media_path& p, std::int64_t total) {
