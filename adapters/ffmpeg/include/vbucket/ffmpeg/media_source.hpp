@@ -11,7 +11,7 @@
 #include <algorithm>  // std::min
 #include <cerrno>     // errno
 #include <cstdint>    // std::int64_t, std::uint8_t
-#include <cstring>    // std::strerror
+#include <cstring>    // std::strerror, std::memcpy
 #include <mutex>      // std::call_once
 #include <optional>   // std::optional
 #include <span>       // std::span
@@ -66,6 +66,9 @@ inline void set_http_options(AVDictionary** d, const network_options& net) {
   av_dict_set(d, "protocol_whitelist", "http,https,tcp,tls", 0);
 }
 
+/// The largest body read into memory from a server that ignores range requests (512 MiB).
+inline constexpr std::int64_t max_body_without_ranges = std::int64_t{1} << 29;
+
 /// Set on this thread when a read of a shard over the network failed or ended early (a lost
 /// connection): whatever error the demuxer or decoder then reports is the network's, and may
 /// pass (`guarded` resets it before each call and reads it after a failure).
@@ -76,6 +79,7 @@ inline thread_local bool network_read_failed = false;
 struct range_reader {
   int fd = -1;
   AVIOContext* inner = nullptr;
+  const std::uint8_t* memory = nullptr;  ///< a body read into memory (no range requests)
   std::int64_t base = 0;
   std::int64_t size = 0;
   std::int64_t pos = 0;
@@ -93,19 +97,24 @@ struct range_reader {
       if (avio_tell(r->inner) != at) {
         const std::int64_t s = avio_seek(r->inner, at, SEEK_SET);
         if (s < 0) {
-          network_read_failed = true;
+          network_read_failed = network_read_failed || retryable(static_cast<int>(s));
           return static_cast<int>(s);
         }
       }
       got = avio_read(r->inner, buf, want);
-      if (got < 0 && got != AVERROR_EOF) {  // the connection lost mid-member
-        network_read_failed = true;
-        r->cut_at = r->pos;
-        r->cut_error = got;
+      if (got < 0 && got != AVERROR_EOF) {
+        if (retryable(got)) {  // the connection lost mid-member
+          network_read_failed = true;
+          r->cut_at = r->pos;
+          r->cut_error = got;
+        }
         return got;
       }
       got = std::max(got, 0);
       if (got == 0) network_read_failed = true;
+    } else if (r->memory != nullptr) {
+      std::memcpy(buf, r->memory + r->base + r->pos, static_cast<std::size_t>(want));
+      got = want;
     } else {
 #ifdef VBUCKET_FFMPEG_TAR_PREAD
       const std::int64_t g =
@@ -166,9 +175,9 @@ class media_io {
     network_ = p.url();
     if (!p.in_tar()) {
       if (network_) {
-        network_init();
         url_ = name;
-        set_http_options(options, net);
+        set_http_options(options, net);  // for what a demuxer opens itself (HLS segments)
+        return open_url(name, net, cb);
       } else {
         // "file:" so that a colon in a path is not read as a protocol; other protocols
         // (network) are refused, also for playlists that name other files.
@@ -187,16 +196,7 @@ class media_io {
     } else {
       open_local(name, p);
     }
-    constexpr int buffer_size = 1 << 15;
-    auto* buffer = static_cast<std::uint8_t*>(av_malloc(buffer_size));
-    if (buffer == nullptr) throw std::bad_alloc();
-    pb_ = avio_alloc_context(buffer, buffer_size, 0, &reader_, &range_reader::read, nullptr,
-                             &range_reader::seek);
-    if (pb_ == nullptr) {
-      av_free(buffer);
-      throw std::bad_alloc();
-    }
-    return 0;
+    return alloc_pb();
   }
 
   /// Frees what `prepare` made (after the format context that used it is closed).
@@ -206,6 +206,8 @@ class media_io {
       avio_context_free(&pb_);
     }
     if (reader_.inner != nullptr) avio_closep(&reader_.inner);
+    std::vector<std::uint8_t>().swap(body_);
+    direct_ = false;
 #ifdef VBUCKET_FFMPEG_TAR_PREAD
     if (reader_.fd >= 0) ::close(reader_.fd);
 #endif
@@ -226,7 +228,7 @@ class media_io {
   }
 
   [[nodiscard]] const std::string& url() const noexcept { return url_; }
-  [[nodiscard]] AVIOContext* pb() const noexcept { return pb_; }
+  [[nodiscard]] AVIOContext* pb() const noexcept { return direct_ ? reader_.inner : pb_; }
   /// The bytes come over the network (retries, timeouts).
   [[nodiscard]] bool network() const noexcept { return network_; }
 
@@ -275,6 +277,74 @@ class media_io {
 #endif
   }
 
+  /// A plain URL, opened here (with the interrupt callback) to see whether the server takes
+  /// range requests: then FFmpeg's HTTP context is the demuxer's as it is; else (HTTP 200 and
+  /// the whole body: every seek would start the body again) the body is read into memory, to
+  /// its end by Content-Length (never waiting for a kept-alive connection to close), and the
+  /// demuxer reads it there.
+  int open_url(const std::string& name, const network_options& net, const AVIOInterruptCB& cb) {
+    network_init();
+    AVDictionary* opts = nullptr;
+    set_http_options(&opts, net);
+    const int rc = avio_open2(&reader_.inner, name.c_str(), AVIO_FLAG_READ, &cb, &opts);
+    av_dict_free(&opts);
+    if (rc < 0) {
+      reader_.inner = nullptr;
+      return rc;
+    }
+    if ((reader_.inner->seekable & AVIO_SEEKABLE_NORMAL) != 0) {
+      direct_ = true;
+      return 0;
+    }
+    const std::int64_t total = avio_size(reader_.inner);  // Content-Length, or < 0
+    auto too_large = [&](std::int64_t bytes) {
+      return vbucket::error(name + ": the server ignores range requests, and the file (" +
+                            std::to_string(bytes) + " bytes or more) is too large to read into " +
+                            "memory instead (at most " + std::to_string(max_body_without_ranges) +
+                            ")");
+    };
+    if (total > max_body_without_ranges) throw too_large(total);
+    body_.reserve(static_cast<std::size_t>(std::max<std::int64_t>(total, 0)));
+    constexpr int chunk = 1 << 16;
+    for (;;) {
+      const std::size_t at = body_.size();
+      body_.resize(at + chunk);
+      const int got = avio_read(reader_.inner, body_.data() + at, chunk);
+      body_.resize(at + static_cast<std::size_t>(std::max(got, 0)));
+      if (got == AVERROR_EOF || got == 0) break;
+      if (got < 0) return got;
+      if (static_cast<std::int64_t>(body_.size()) > max_body_without_ranges)
+        throw too_large(static_cast<std::int64_t>(body_.size()));
+    }
+    avio_closep(&reader_.inner);
+    if (total >= 0 && static_cast<std::int64_t>(body_.size()) != total)
+      return AVERROR(EIO);  // the body ended before its Content-Length: the connection was lost
+    reader_.memory = body_.data();
+    reader_.base = 0;
+    reader_.size = static_cast<std::int64_t>(body_.size());
+    return alloc_pb();
+  }
+
+  /// The AVIOContext over `reader_` (a tar member, or a body in memory).
+  int alloc_pb() {
+    constexpr int buffer_size = 1 << 15;
+    auto* buffer = static_cast<std::uint8_t*>(av_malloc(buffer_size));
+    if (buffer == nullptr) throw std::bad_alloc();
+    pb_ = avio_alloc_context(buffer, buffer_size, 0, &reader_, &range_reader::read, nullptr,
+                             &range_reader::seek);
+    if (pb_ == nullptr) {
+      av_free(buffer);
+      throw std::bad_alloc();
+    }
+    return 0;
+  }
+
+  static vbucket::error no_ranges(const std::string& name) {
+    return vbucket::error(name +
+                          ": the server ignores range requests (it answered one with the whole "
+                          "shard): a tar member over HTTP needs byte ranges");
+  }
+
   int open_remote(const std::string& name, media_path& p, const network_options& net,
                   const AVIOInterruptCB& cb) {
     network_init();
@@ -294,9 +364,13 @@ class media_io {
     av_dict_free(&opts);
     if (rc < 0) {
       reader_.inner = nullptr;
+      // FFmpeg's HTTP gives EPERM when the reply does not start at the offset asked for: the
+      // server ignored the Range header (HTTP 200 with the whole shard).
+      if (rc == AVERROR(EPERM) && p.offset > 0) throw no_ranges(name);
       return rc;
     }
     AVIOContext* inner = reader_.inner;
+    if ((inner->seekable & AVIO_SEEKABLE_NORMAL) == 0) throw no_ranges(name);
     if (p.offset >= 0) {
       // The context counts from 0 at the `offset` it was opened at, but its seeks go to
       // positions in the shard (and a short one forward reads on): its position is set to the
@@ -369,6 +443,8 @@ class media_io {
 
   std::string url_;
   bool network_ = false;
+  bool direct_ = false;             // pb() is FFmpeg's HTTP context itself
+  std::vector<std::uint8_t> body_;  // a URL's body, from a server without range requests
   range_reader reader_;
   AVIOContext* pb_ = nullptr;
 };

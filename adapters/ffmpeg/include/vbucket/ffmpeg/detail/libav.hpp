@@ -242,7 +242,7 @@ class input {
       if (!cut.empty()) fail_unavailable(name_, cut);
       const AVIOContext* pb = format() != nullptr ? format()->pb : nullptr;
       const int err = rc != AVERROR_EOF ? rc : (pb != nullptr ? pb->error : 0);
-      if (err < 0 && err != AVERROR_EOF)
+      if (err < 0 && err != AVERROR_EOF && retryable(err))
         fail_unavailable(name_, "read failed: " + av_error_text(err));
     }
     if (timeout) fail(name_, "timed out while reading");
