@@ -20,7 +20,10 @@
 /// Batch shape is kept: a clip that fails to decode is replaced by another sample of the same
 /// bucket, chosen deterministically by `substitution_stream(seed, epoch, position, clip)`;
 /// substitutions are counted and listed. A batch never comes out short: if every attempt fails the
-/// loader reports an error instead.
+/// loader reports an error instead. A source that is down (the decoder throws
+/// `source_unavailable`) is not the clip's failure: the workers wait on one shared health state
+/// and decode the same sample once it answers (a stall, counted in `loader_stats::stalls`,
+/// bounded by `loader_options::outage_deadline_seconds`).
 ///
 /// The loader is an input range: `for (auto& b : loader)` yields each `loaded_batch` (movable
 /// out of the loop, slot and all), as `next()` does. It follows a schedule and a rank, or any
