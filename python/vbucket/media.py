@@ -17,6 +17,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _vbucket
+from ._optional import need
 
 PathLike = Union[str, os.PathLike]
 
@@ -498,7 +499,7 @@ class Loader:
                  io_timeout: Optional[float] = None, retries: Optional[int] = None,
                  outage_deadline: Optional[float] = None):
         _need_ffmpeg("Loader")
-        import torch
+        torch = need("torch", "vbucket.Loader")
 
         core = getattr(sampler, "_s", None)
         if not isinstance(core, _vbucket.Sampler):
