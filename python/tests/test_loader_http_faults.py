@@ -72,7 +72,7 @@ def test_server_stopped_mid_epoch_stalls_and_substitutes_nothing(media, servers,
     import threading
 
     a, _ = servers
-    d, df = _shard(media, tmp_path)
+    d, df = _shard(media, tmp_path, copies=1)
     a.stop()
     served = Nginx(d, tmp_path / "shard_server")
     local = list(df["path"])
