@@ -188,6 +188,10 @@ def scan(
     dir_or_list: Union[PathLike, Sequence[PathLike]],
     threads: Optional[int] = ...,
     progress: bool = ...,
+    *,
+    timeout: Optional[float] = ...,
+    io_timeout: Optional[float] = ...,
+    retries: Optional[int] = ...,
 ) -> pd.DataFrame: ...
 def decode_clip(
     path: PathLike,
@@ -200,6 +204,9 @@ def decode_clip(
     *,
     filter: Literal["bilinear", "bicubic", "area", "nearest"] = ...,
     threads: int = ...,
+    timeout: Optional[float] = ...,
+    io_timeout: Optional[float] = ...,
+    retries: Optional[int] = ...,
 ) -> np.ndarray: ...
 
 class Batch:
@@ -227,6 +234,10 @@ class Loader:
         std: Union[float, Sequence[float]] = ...,
         pin_memory: bool = ...,
         slots: Optional[int] = ...,
+        timeout: Optional[float] = ...,
+        io_timeout: Optional[float] = ...,
+        retries: Optional[int] = ...,
+        outage_deadline: Optional[float] = ...,
     ) -> None: ...
     def __iter__(self) -> Iterator[Batch]: ...
     def __next__(self) -> Batch: ...
