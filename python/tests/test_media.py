@@ -456,6 +456,7 @@ print("loading", flush=True)
 t0 = time.perf_counter()
 result = ["finished"]
 received = 0
+batch = None  # no batch may have arrived before the signal on a loaded machine
 try:
     for batch in loader:
         received += 1
