@@ -42,6 +42,7 @@
 #include <cstdio>         // std::snprintf
 #include <map>            // std::map
 #include <memory>         // std::unique_ptr
+#include <new>            // std::bad_alloc
 #include <optional>       // std::optional
 #include <set>            // std::set
 #include <span>           // std::span
@@ -66,6 +67,9 @@ struct audit_options {
   std::size_t max_places = 8;
   /// Largest |drawn share − weight share| of a weighted source.
   double share_tolerance = 0.01;
+  /// Most bytes of an epoch's per-id tables (n/8 drawn all, 9n/8 listed): an epoch whose id
+  /// space needs more is reported (a header deviation naming its file and line), not read.
+  std::uint64_t max_table_bytes = std::uint64_t{16} << 30;
 };
 
 /// How a sample or a line deviates.
@@ -78,6 +82,7 @@ enum class audit_issue : std::uint8_t {
   order,       ///< a line of an epoch after a later epoch's lines in the same file
   header,      ///< the epoch's header and sources: missing, conflicting, or not met
   share,       ///< a source's share off its weight, or its count not met
+  rank,        ///< a batch of one rank in another rank's file (rank-RRRRR.ledger)
 };
 
 [[nodiscard]] constexpr std::string_view to_string(audit_issue i) noexcept {
@@ -98,6 +103,8 @@ enum class audit_issue : std::uint8_t {
       return "header";
     case audit_issue::share:
       return "share";
+    case audit_issue::rank:
+      return "rank";
   }
   return "?";
 }
@@ -223,6 +230,7 @@ class audit_epoch_check {
   void header_line(const ledger_epoch& h, ledger_where where) {
     if (!header_) {
       header_ = h;
+      header_where_ = where.text();
       sum_.header = true;
       sum_.samples = h.samples;
       sources_.resize(h.sources);
@@ -365,14 +373,14 @@ class audit_epoch_check {
         }
       }
     } else {
+      // A count is its byte plus what spilled past ±127 (in id order, walked alongside).
+      std::vector<std::pair<std::uint64_t, std::int64_t>> spill(spill_.begin(), spill_.end());
+      std::sort(spill.begin(), spill.end());
+      std::size_t next_spill = 0;
       for (std::uint64_t id = 0; id < n_; ++id) {
-        const std::int8_t c8 = counts_[id];
-        if (c8 == 0) continue;
-        std::int64_t c = c8;
-        if (c8 == 127 || c8 == -127) {
-          const auto it = spill_.find(id);
-          if (it != spill_.end()) c += it->second;
-        }
+        std::int64_t c = counts_[static_cast<std::size_t>(id)];
+        if (next_spill < spill.size() && spill[next_spill].first == id)
+          c += spill[next_spill++].second;
         if (c == 0) continue;
         const bool drawn = (drawn_bits_[id >> 6] >> (id & 63)) & 1;
         if (c > 0) {
@@ -478,6 +486,17 @@ class audit_epoch_check {
     }
     n_ = header_->samples;
     bool listed = false;
+    for (const auto& s : sources_) listed = listed || (s && s->draw == ledger_draw::listed);
+    // The per-id tables: a bit per id (drawn all), a count byte and a bit (listed).
+    const std::uint64_t words = n_ / 64 + (n_ % 64 != 0 ? 1 : 0);
+    const std::uint64_t limit = o_.max_table_bytes;
+    const bool too_large = words > limit / 8 || (listed && n_ > limit - words * 8);
+    if (too_large) {
+      header_issue(header_where_ + ": epoch " + std::to_string(e_) + "'s id space n=" +
+                   std::to_string(n_) + " needs more than " + std::to_string(limit) +
+                   " bytes of per-id tables (audit_options::max_table_bytes): not audited");
+      return valid_ = false;
+    }
     for (std::size_t s = 0; s < sources_.size(); ++s) {
       if (!sources_[s]) {
         header_issue("epoch " + std::to_string(e_) + ": the header declares " +
@@ -499,7 +518,6 @@ class audit_epoch_check {
                      " for " + std::to_string(src.rows) + " rows");
         return valid_ = false;
       }
-      listed = listed || src.draw == ledger_draw::listed;
       by_first_.push_back(static_cast<std::uint32_t>(s));
     }
     std::sort(by_first_.begin(), by_first_.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -521,14 +539,21 @@ class audit_epoch_check {
     listed_digest_.assign(sources_.size(), 0);
     bitmap_ = !listed;
     single_full_ = sources_.size() == 1 && sources_[0]->first == 0 && sources_[0]->rows == n_;
-    const std::size_t words = static_cast<std::size_t>((n_ + 63) / 64);
-    if (bitmap_) {
-      bits_.assign(words, 0);
-      sum_.memory_bytes = words * 8;
-    } else {
-      counts_.assign(static_cast<std::size_t>(n_), 0);
-      drawn_bits_.assign(words, 0);
-      sum_.memory_bytes = n_ + words * 8;
+    try {
+      if (bitmap_) {
+        bits_.assign(static_cast<std::size_t>(words), 0);
+        sum_.memory_bytes = words * 8;
+      } else {
+        counts_.assign(static_cast<std::size_t>(n_), 0);
+        drawn_bits_.assign(static_cast<std::size_t>(words), 0);
+        sum_.memory_bytes = n_ + words * 8;
+      }
+    } catch (const std::bad_alloc&) {
+      header_issue(header_where_ + ": epoch " + std::to_string(e_) + "'s id space n=" +
+                   std::to_string(n_) + ": out of memory for its per-id tables: not audited");
+      return valid_ = false;
+    }
+    if (!bitmap_) {
       for (const auto& s : sources_) {
         if (s->draw != ledger_draw::all) continue;
         for (std::uint64_t id = s->first; id < s->first + s->rows; ++id) {
@@ -670,6 +695,7 @@ class audit_epoch_check {
   audit_epoch& sum_;
   std::vector<audit_deviation>& dev_;
   std::optional<ledger_epoch> header_;
+  std::string header_where_;  // "file:line" of the header read first
   std::vector<std::optional<ledger_source>> sources_;
   bool ready_ = false;
   bool valid_ = false;
@@ -709,7 +735,21 @@ struct audit_file {
   std::uint64_t block_offset = 0;  // where the current epoch's lines start
   std::uint64_t block_number = 0;
 
-  audit_file(const std::string& path, std::size_t block) : reader(path, block), name(path) {}
+  std::optional<std::uint32_t> rank{};  // from a name rank-RRRRR.ledger
+  bool rank_reported = false;
+
+  audit_file(const std::string& path, std::size_t block) : reader(path, block), name(path) {
+    const std::size_t slash = path.find_last_of('/');
+    const std::string_view base =
+        std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+    if (base.size() > 12 && base.substr(0, 5) == "rank-" &&
+        base.substr(base.size() - 7) == ".ledger") {
+      std::uint32_t r = 0;
+      const std::string_view digits = base.substr(5, base.size() - 12);
+      const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), r);
+      if (res.ec == std::errc{} && res.ptr == digits.data() + digits.size()) rank = r;
+    }
+  }
 
   void advance() {
     offset = reader.tell();
@@ -843,6 +883,14 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
                 parse_ledger_line(l.text, f->at(), bh);
                 if (bh.epoch != e) throw error(f->where() + ": corrupt epoch field");
                 report.ids += bh.ids.size();
+                if (f->rank && bh.rank != *f->rank && !f->rank_reported) {
+                  f->rank_reported = true;  // once per file
+                  ++sum.line_issues;
+                  line_issue(audit_issue::rank, e,
+                             f->where() + ": a batch of rank " + std::to_string(bh.rank) +
+                                 " in rank " + std::to_string(*f->rank) +
+                                 "'s file (files swapped or renamed?)");
+                }
                 check.batch_line(bh, f->at());
                 break;
               case 'D':
@@ -958,6 +1006,17 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
       d.places = std::move(a.places);
       report.deviations.push_back(std::move(d));
     }
+  }
+  // Epochs run one after the other: one with no line in any file was lost whole.
+  for (std::size_t i = 1; i < report.epochs.size(); ++i) {
+    const std::uint64_t a = report.epochs[i - 1].epoch, b = report.epochs[i].epoch;
+    if (b - a < 2) continue;
+    line_issue(audit_issue::header, a + 1,
+               (b - a == 2 ? "epoch " + std::to_string(a + 1) + " has"
+                           : "epochs " + std::to_string(a + 1) + " to " + std::to_string(b - 1) +
+                                 " have") +
+                   " no lines in any file, between epochs " + std::to_string(a) + " and " +
+                   std::to_string(b) + ": its samples were neither declared nor delivered");
   }
   return report;
 }

@@ -52,6 +52,7 @@
 #include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
 #include <cstdio>        // std::FILE, std::fopen, std::fwrite, std::fread, std::setvbuf
 #include <cstring>       // std::memchr, std::memmove
+#include <filesystem>    // std::filesystem::file_size, resize_file (a torn line, discard)
 #include <functional>    // std::function (a line sink), std::less
 #include <memory>        // std::unique_ptr
 #include <optional>      // std::optional
@@ -311,11 +312,11 @@ using ledger_sink = std::function<void(std::string_view line)>;
 class ledger_writer {
  public:
   explicit ledger_writer(std::string path) : path_(std::move(path)) {
+    start_ = drop_torn_tail(path_);
     file_.reset(std::fopen(path_.c_str(), "ab"));
     if (!file_) throw error("ledger: cannot open \"" + path_ + "\" for appending");
     std::setvbuf(file_.get(), nullptr, _IONBF, 0);
-    std::fseek(file_.get(), 0, SEEK_END);
-    if (std::ftell(file_.get()) == 0) write_line(std::string(ledger_magic) + "\n");
+    if (start_ == 0) write_line(std::string(ledger_magic) + "\n");
   }
   explicit ledger_writer(ledger_sink sink) : sink_(std::move(sink)) {
     if (!sink_) throw error("ledger: the sink is empty");
@@ -356,7 +357,71 @@ class ledger_writer {
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
+  /// Takes back every line this writer wrote (a command that failed): the file is cut back to
+  /// the size it had when the writer opened it (removed if the writer created it).
+  void discard() {
+    if (sink_ || !file_) return;
+    file_.reset();
+    std::error_code ec;
+    if (start_ == 0) {
+      std::filesystem::remove(path_, ec);
+    } else {
+      std::filesystem::resize_file(path_, start_, ec);
+    }
+    if (ec)
+      throw error("ledger: cannot take back the lines written to \"" + path_ +
+                  "\": " + ec.message());
+  }
+
  private:
+  /// An existing file's size once a torn last line is cut off (0: empty or new). A kill -9
+  /// during a write leaves a last line without its newline; that record's batch was never
+  /// handed out (records are written first), so it is dropped, not continued by the next
+  /// record. Throws when the file is no ledger.
+  static std::uint64_t drop_torn_tail(const std::string& path) {
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (ec || size == 0) return 0;
+    std::unique_ptr<std::FILE, closer> f(std::fopen(path.c_str(), "rb"));
+    if (!f) throw error("ledger: cannot open \"" + path + "\" for appending");
+    std::string head(ledger_magic.size() + 1, '\0');
+    head.resize(std::fread(head.data(), 1, head.size(), f.get()));
+    if (head.size() <= ledger_magic.size()) {  // no whole magic line
+      if (std::string_view(ledger_magic).substr(0, head.size()) != head)
+        throw error("ledger: \"" + path + "\" is not a vbucket ledger (it does not start with \"" +
+                    std::string(ledger_magic) + "\"): not appending to it");
+      f.reset();
+      std::filesystem::resize_file(path, 0, ec);
+      if (ec) throw error("ledger: cannot repair \"" + path + "\": " + ec.message());
+      return 0;
+    }
+    if (head != std::string(ledger_magic) + "\n")
+      throw error("ledger: \"" + path + "\" is not a vbucket ledger (it does not start with \"" +
+                  std::string(ledger_magic) + "\"): not appending to it");
+    // The last newline, reading back from the end in blocks.
+    std::uint64_t end = size;
+    char buf[4096];
+    while (end > 0) {
+      const std::uint64_t from = end > sizeof buf ? end - sizeof buf : 0;
+      if (std::fseek(f.get(), static_cast<long>(from), SEEK_SET) != 0 ||
+          std::fread(buf, 1, static_cast<std::size_t>(end - from), f.get()) != end - from)
+        throw error("ledger: cannot read \"" + path + "\"");
+      std::size_t i = static_cast<std::size_t>(end - from);
+      while (i > 0 && buf[i - 1] != '\n') --i;
+      if (i > 0) {
+        end = from + i;
+        break;
+      }
+      end = from;
+    }
+    if (end == size) return size;
+    f.reset();
+    std::filesystem::resize_file(path, end, ec);
+    if (ec)
+      throw error("ledger: cannot cut the torn last line of \"" + path + "\": " + ec.message());
+    return end;
+  }
+
   void write_chunks(ledger_ids& c, std::span<const std::uint64_t> ids) {
     const std::uint64_t first = c.at;
     for (std::size_t i = 0; i < ids.size(); i += ledger_chunk_ids) {
@@ -373,6 +438,7 @@ class ledger_writer {
   };
   std::string path_;
   std::unique_ptr<std::FILE, closer> file_;
+  std::uint64_t start_ = 0;  // the file's size when opened (after a torn line was cut)
   ledger_sink sink_;
   std::string line_;
 };

@@ -130,4 +130,28 @@ expect_error "newer version" 1 "ledger version \"9\" is not supported" audit "$t
 expect_ok "help" audit --help
 expect_stdout "help" "usage: vbucket audit LOG... [--max-named N]"
 
+# ---------------------------------------------------------------------------------------------
+# A failed `plan --run --ledger` leaves no records (issue 41.4): out of memory at a step whose
+# batch size is already 1 exits 1; the ledger then holds nothing, and the run made again without
+# the failing step audits clean (no duplicates of the failed command's records).
+# ---------------------------------------------------------------------------------------------
+if command -v python3 >/dev/null; then
+  web_meta "$tmp/one.csv" 5 40
+  printf '%s\n' '{"seed": 3, "world": 2, "sources": [{"name": "web", "csv": "one.csv"}],' \
+    ' "stages": [{"name": "s", "config": {"256px": {"1": [1.0, 1], "5": [1.0, 1], "33": [1.0, 1],' \
+    ' "65": [1.0, 1], "97": [1.0, 1], "129": [1.0, 1]}}}]}' >"$tmp/one.json"
+  run plan --run "$tmp/one.json" --rank all --quiet --ledger "$tmp/failed" --oom 3 --out "$tmp/o"
+  if [[ $rc -ne 1 ]]; then
+    fail "failed run: exit $rc, expected 1 (stderr: $(cat "$tmp/stderr"))"
+  elif [[ -n $(cat "$tmp"/failed/*.ledger 2>/dev/null | grep -v '^#') ]]; then
+    fail "failed run: the ledger holds records: $(cat "$tmp"/failed/*.ledger | head -c 600)"
+  else
+    pass
+  fi
+  expect_ok "the run again" plan --run "$tmp/one.json" --rank all --quiet --ledger "$tmp/failed" \
+    --out "$tmp/o"
+  expect_ok "the run again: audit" audit "$tmp/failed"
+  expect_stdout "the run again: audit" "clean: "
+fi
+
 finish

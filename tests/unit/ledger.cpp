@@ -429,3 +429,37 @@ TEST_CASE("ledger: a batch_sampler run written to per-rank ledgers, resumed unde
     }
   }
 }
+
+TEST_CASE("ledger: a resumed writer does not append its first record to a torn line (issue 41.5)") {
+  vbucket_test::temp_dir dir("ledger_torn");
+  // A kill -9 cut the last record short: its batch was never handed out (records are written
+  // before), so the resumed writer drops the torn tail and its own first record reads whole.
+  const std::string path = dir.write(
+      "rank-00000.ledger", std::string(vbucket::ledger_magic) +
+                               "\nB e=0 s=0 st=0 r=0 w=1 ids=1,2\nB e=0 s=1 st=0 r=0 w=1 ids=3,");
+  ledger_batch b{.epoch = 0, .step = 1, .rank = 0, .world = 1, .ids = {3, 4}};
+  {
+    ledger_writer w(path);
+    w.write(b);
+  }
+  std::vector<std::string> records;
+  for (const std::string& l : lines_of(path))
+    if (l[0] != '#') records.push_back(l);
+  REQUIRE(records.size() == 2);
+  CHECK(records[0] == "B e=0 s=0 st=0 r=0 w=1 ids=1,2");
+  CHECK(records[1] == line_of(b));
+  ledger_reader r(path);
+  ledger_line l;
+  while (r.next(l)) CHECK(!l.truncated);
+
+  // A file torn inside its magic line starts again; one that is no ledger is refused.
+  const std::string magic_cut = dir.write("rank-00001.ledger", "#vbucket-led");
+  {
+    ledger_writer w(magic_cut);
+    w.write(b);
+  }
+  CHECK(lines_of(magic_cut) == std::vector<std::string>{line_of(b)});
+  const std::string other = dir.write("other.ledger", "index,resolution\n1,2");
+  CHECK_THROWS_WITH(ledger_writer{other},
+                    doctest::Contains("other.ledger\" is not a vbucket ledger"));
+}

@@ -6,11 +6,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "vbucket/audit.hpp"
@@ -97,15 +102,11 @@ std::vector<std::string> run_with_ledger(const vbucket_test::temp_dir& dir, std:
     return std::make_unique<vbucket::run_plan>(
         src, std::vector{s0, s1}, vbucket::run_options{.seed = run_seed, .world = world});
   };
-  std::map<std::uint32_t, std::unique_ptr<vbucket::ledger_writer>> writers;
-  std::vector<std::string> paths;
-  auto writer = [&](std::uint32_t rank) -> vbucket::ledger_writer& {
-    auto& w = writers[rank];
-    if (!w) {
-      paths.push_back((dir.path / vbucket::ledger_file_name(rank)).string());
-      w = std::make_unique<vbucket::ledger_writer>(paths.back());
-    }
-    return *w;
+  std::map<std::uint32_t, std::unique_ptr<vbucket::run_ledger>> ledgers;  // of this "process"
+  auto ledger = [&](std::uint32_t rank) -> vbucket::run_ledger& {
+    auto& l = ledgers[rank];
+    if (!l) l = std::make_unique<vbucket::run_ledger>(dir.path.string(), rank);
+    return *l;
   };
   std::uint32_t world = 8;
   auto run = make(world);
@@ -113,14 +114,13 @@ std::vector<std::string> run_with_ledger(const vbucket_test::temp_dir& dir, std:
   std::vector<std::uint64_t> saves;
   for (int i = 0; i < 4; ++i) saves.push_back(1 + g.below(200));
   const std::uint64_t lost = 20 + g.below(40);
-  std::uint64_t header_epoch = ~std::uint64_t{0};
   while (run->epoch() < 3) {
     const std::uint64_t step = run->step();
     if (std::count(saves.begin(), saves.end(), step) > 0) {
       const std::string state = run->state();
       run = make(world);
       run->load(state);
-      header_epoch = ~std::uint64_t{0};  // a resumed process writes the headers again
+      ledgers.clear();  // a resumed process opens its ledgers again
     }
     if (step == to_6 || step == to_7) {
       world = step == to_6 ? 6 : 7;
@@ -133,16 +133,15 @@ std::vector<std::string> run_with_ledger(const vbucket_test::temp_dir& dir, std:
       } catch (const vbucket::error&) {
       }
     }
-    const std::vector<std::uint64_t> bases = vbucket::run_id_bases(*run);
     for (std::uint32_t r = 0; r < world; ++r) {
-      if (header_epoch != run->epoch()) vbucket::write_run_epoch(writer(r), *run, run_seed);
       if (lose_a_batch && step == lost && r == 1) continue;
-      writer(r).write(vbucket::run_record(run->batch(r), bases));
+      ledger(r).record(*run, run->batch(r));
     }
-    header_epoch = run->epoch();
-    if (run->steps_left() == 1) vbucket::write_run_undelivered(writer(0), *run);
     run->advance();
   }
+  std::vector<std::string> paths;
+  for (std::uint32_t r = 0; r < 8; ++r)  // world 8 at most
+    paths.push_back((dir.path / vbucket::ledger_file_name(r)).string());
   return paths;
 }
 
@@ -170,4 +169,41 @@ TEST_CASE("run_plan ledger: a lost batch line is named as missing samples") {
   std::uint64_t missing = 0;
   for (const auto& e : r.epochs) missing += e.missing;
   CHECK(missing > 0);
+}
+
+TEST_CASE("run_plan ledger: a stage that leaves the epoch's remaining samples no batch closes it") {
+  // Issue 41.3: 40 images in batches of 4 (10 steps); from step 7 a stage of batch size 16 that
+  // drops incomplete batches: the 12 samples left get no batch, so the epoch ends at step 6;
+  // its closing records still declare them, and the correct run audits clean.
+  vbucket_test::temp_dir dir("run_ledger_stage_end");
+  auto t = std::make_shared<vbucket::meta_table>();
+  for (int i = 0; i < 40; ++i) {
+    vbucket::sample_meta m;
+    m.num_frames = 1;
+    m.height = 256;
+    m.width = 320;
+    t->push_back(m);
+  }
+  const auto cfg = [](std::int64_t bs) {
+    return vbucket::bucket_config({spec("256px", 1, 1.0, -1, bs)}, vbucket::opensora_v2_tables{});
+  };
+  vbucket::run_source src;
+  src.name = "img";
+  src.table = t;
+  vbucket::run_stage s0{.name = "a", .config = cfg(4)};
+  vbucket::run_stage s1{
+      .name = "b", .from_step = 7, .config = cfg(16), .policy = vbucket::incomplete_policy::drop};
+  vbucket::run_plan run({src}, {s0, s1}, vbucket::run_options{.seed = 5, .world = 1});
+  const std::string path = (dir.path / vbucket::ledger_file_name(0)).string();
+  vbucket::run_ledger ledger(dir.path.string(), 0);
+  while (run.epoch() < 2) {
+    ledger.record(run, run.batch(0));
+    run.advance();
+  }
+  const vbucket::audit_report r = vbucket::audit_ledgers(std::vector<std::string>{path});
+  INFO(vbucket::format_audit_report(r));
+  CHECK(r.clean());
+  REQUIRE(r.epochs.size() == 2);
+  CHECK(r.epochs[0].delivered == 28);
+  CHECK(r.epochs[0].dropped == 12);
 }
