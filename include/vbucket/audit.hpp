@@ -3,8 +3,9 @@
 /// epoch, that each sample drawn for the epoch was delivered exactly once apart from counted
 /// pads, repeats and drops, checks each source's share against its weight (or its count), and
 /// names every deviation: the sample, how it deviates ("missing", "duplicated", "unexpected")
-/// and the files, lines, ranks and steps where it appeared; and each line that is truncated,
-/// corrupt, out of order or contradicts its epoch's header.
+/// and the files, lines, ranks and steps where it appeared; each line that is truncated,
+/// corrupt, out of order or contradicts its epoch's header; an epoch with no line in any file
+/// between two others; a batch of one rank in another rank's file (rank-RRRRR.ledger).
 ///
 ///     const vbucket::audit_report r = vbucket::audit_ledgers(paths);
 ///     std::fputs(vbucket::format_audit_report(r).c_str(), stdout);
@@ -18,7 +19,8 @@
 ///   set is a duplicate, an id in no source is unexpected; at the end the clear bits of the
 ///   sources are the missing samples.
 /// - Epochs with listed draws (mixtures drawn with replacement): a signed 8-bit count per id
-///   (+1 per draw, -1 per delivery or drop; counts past ±127 spill to a map) and one bit per id
+///   (+1 per draw, -1 per delivery or drop; a step past ±127 goes to a map instead, and a
+///   count is its byte plus its map entry) and one bit per id
 ///   that says "drawn" (n · 9/8 bytes); at the end a count above 0 is missing, below 0
 ///   duplicated (drawn) or unexpected (not drawn).
 /// Either pass 1 finds every deviating sample and counts them exactly; up to `max_named` of
