@@ -218,6 +218,25 @@ inline std::optional<std::uint64_t> ledger_peek_epoch(std::string_view text) {
   return std::nullopt;
 }
 
+/// A record tag for a message: 'B', or its byte in hex when it is not printable.
+inline std::string ledger_tag_text(char tag) {
+  const auto u = static_cast<unsigned char>(tag);
+  if (u > 0x20 && u < 0x7f) return "'" + std::string(1, tag) + "'";
+  constexpr char digits[] = "0123456789abcdef";
+  return std::string("byte 0x") + digits[u >> 4] + digits[u & 0xf];
+}
+
+/// The epoch of a binary record (its first field), if it has a readable one.
+inline std::optional<std::uint64_t> ledger_peek_epoch_binary(const ledger_line& line) {
+  if (line.truncated || line.text.empty()) return std::nullopt;
+  try {
+    ledger_in in(line.text, ledger_where(std::string_view{}));
+    return in.varint();
+  } catch (const error&) {
+    return std::nullopt;
+  }
+}
+
 /// One epoch's check: its header, its per-id table and its tallies.
 class audit_epoch_check {
  public:
@@ -758,7 +777,7 @@ struct audit_file {
     number = reader.line_number();
     has = reader.next(line);
     if (!has) return;
-    epoch = ledger_peek_epoch(line.text);
+    epoch = line.binary ? ledger_peek_epoch_binary(line) : ledger_peek_epoch(line.text);
     guessed = !epoch;
     if (guessed) epoch = last_epoch;  // a corrupt line belongs to the block it is in
   }
@@ -815,11 +834,13 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
         while (f->has && *f->epoch == e) {
           ++report.lines;
           if (f->guessed || f->line.truncated) {
-            line_issue(f->line.truncated ? audit_issue::truncated : audit_issue::corrupt, e,
-                       f->where() + ": " +
-                           (f->line.truncated ? "the last line ends without a newline"
-                                              : "a line without a readable epoch field") +
-                           ": not counted");
+            line_issue(
+                f->line.truncated ? audit_issue::truncated : audit_issue::corrupt, e,
+                f->where() + ": " +
+                    (f->line.truncated ? (f->line.binary ? "the last record is cut short"
+                                                         : "the last line ends without a newline")
+                                       : "a line without a readable epoch field") +
+                    ": not counted");
           } else {
             line_issue(audit_issue::order, e,
                        f->where() + ": a line of epoch " + std::to_string(e) + " after epoch " +
@@ -851,10 +872,10 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
           if (!f->line.truncated && (f->line.tag == 'E' || f->line.tag == 'S')) {
             try {
               if (f->line.tag == 'E') {
-                parse_ledger_line(f->line.text, f->at(), eh);
+                parse_ledger_record(f->line, f->at(), eh);
                 check.header_line(eh, f->at());
               } else {
-                parse_ledger_line(f->line.text, f->at(), sh);
+                parse_ledger_record(f->line, f->at(), sh);
                 check.source_line(sh, f->at());
               }
             } catch (const error&) {  // reported when the line is read for real
@@ -875,14 +896,17 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
         const ledger_line& l = f->line;
         if (l.truncated) {
           ++sum.line_issues;
-          line_issue(audit_issue::truncated, e,
-                     f->where() + ": the last line ends without a newline (a write cut short): " +
-                         "not counted");
+          line_issue(
+              audit_issue::truncated, e,
+              f->where() +
+                  (l.binary ? ": the last record is cut short (a write cut short): "
+                            : ": the last line ends without a newline (a write cut short): ") +
+                  "not counted");
         } else {
           try {
             switch (l.tag) {
               case 'B':
-                parse_ledger_line(l.text, f->at(), bh);
+                parse_ledger_record(l, f->at(), bh);
                 if (bh.epoch != e) throw error(f->where() + ": corrupt epoch field");
                 report.ids += bh.ids.size();
                 if (f->rank && bh.rank != *f->rank && !f->rank_reported) {
@@ -897,20 +921,20 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
                 break;
               case 'D':
               case 'X':
-                parse_ledger_line(l.text, f->at(), ch);
+                parse_ledger_record(l, f->at(), ch);
                 report.ids += ch.ids.size();
                 check.ids_line(ch, f->at());
                 break;
               case 'E':  // (read by the pre-pass already, if there was one)
-                parse_ledger_line(l.text, f->at(), eh);
+                parse_ledger_record(l, f->at(), eh);
                 if (!prepass) check.header_line(eh, f->at());
                 break;
               case 'S':
-                parse_ledger_line(l.text, f->at(), sh);
+                parse_ledger_record(l, f->at(), sh);
                 if (!prepass) check.source_line(sh, f->at());
                 break;
               default:
-                throw error(f->where() + ": unknown record tag '" + std::string(1, l.tag) + "'");
+                throw error(f->where() + ": unknown record tag " + detail::ledger_tag_text(l.tag));
             }
           } catch (const error& err) {
             ++sum.line_issues;
@@ -955,7 +979,7 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
         if (!l.truncated) {
           try {
             if (l.tag == 'B') {
-              parse_ledger_line(l.text, f->at(), bh);
+              parse_ledger_record(l, f->at(), bh);
               const std::size_t real = bh.repeat ? 0 : bh.ids.size() - bh.pads;
               for (std::size_t i = 0; i < bh.ids.size(); ++i)
                 place(*f, bh.ids[i], 'B', bh.step, bh.rank,
@@ -965,7 +989,7 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
               for (const ledger_substitution& s : bh.substitutions)
                 place(*f, s.replacement, 'B', bh.step, bh.rank, "replacement");
             } else if (l.tag == 'D' || l.tag == 'X') {
-              parse_ledger_line(l.text, f->at(), ch);
+              parse_ledger_record(l, f->at(), ch);
               const bool first_read =
                   chunks.emplace(ch.tag, ch.tag == 'D' ? std::to_string(ch.source) : ch.why, ch.at)
                       .second;

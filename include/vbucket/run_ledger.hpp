@@ -121,8 +121,9 @@ class run_ledger {
  public:
   /// Appends to `dir`/rank-RRRRR.ledger (`dir` is created if need be). Throws
   /// `vbucket::error` naming the directory or file when it cannot be made or opened.
-  run_ledger(const std::string& dir, std::uint32_t rank)
-      : out_(open(dir, rank)), rank_(rank), bases_{} {}
+  /// `format`: text (version 1) or binary (version 2, about half the bytes).
+  run_ledger(const std::string& dir, std::uint32_t rank, ledger_format format = ledger_format::text)
+      : out_(open(dir, rank, format)), rank_(rank), bases_{} {}
   /// Writes to `out`, the file (or sink) of rank `rank`.
   run_ledger(ledger_writer out, std::uint32_t rank) : out_(std::move(out)), rank_(rank) {}
 
@@ -146,11 +147,11 @@ class run_ledger {
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
 
  private:
-  static ledger_writer open(const std::string& dir, std::uint32_t rank) {
+  static ledger_writer open(const std::string& dir, std::uint32_t rank, ledger_format format) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw error("ledger: cannot make the directory \"" + dir + "\": " + ec.message());
-    return ledger_writer((std::filesystem::path(dir) / ledger_file_name(rank)).string());
+    return ledger_writer((std::filesystem::path(dir) / ledger_file_name(rank)).string(), format);
   }
 
   ledger_writer out_;

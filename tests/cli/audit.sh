@@ -154,4 +154,20 @@ if command -v python3 >/dev/null; then
   expect_stdout "the run again: audit" "clean: "
 fi
 
+# ---------------------------------------------------------------------------------------------
+# A binary ledger (version 2): audited as the text one; --dump prints its records as text.
+# ---------------------------------------------------------------------------------------------
+mkdir -p "$tmp/v2"
+printf '#vbucket-ledger 2\nE\x07\x00\x00\x02\x01\x00\x00\x00S\x0b\x00\x00\x01a\x00\x02\x02\x00\x00\x00\x00B\x0d\x00\x00\x00\x00\x01\x00\x00\x00\x00\x02\x01\x00\x00' >"$tmp/v2/rank-00000.ledger"
+expect_ok "binary" audit "$tmp/v2"
+expect_stdout "binary" "clean: 1 files, 3 lines, 2 sample ids, 1 epochs, 0 deviations"
+expect_ok "dump" audit --dump "$tmp/v2"
+expect_stdout "dump: E" "E e=0 st=0 n=2 src=1"
+expect_stdout "dump: S" "S e=0 src=0 name=a first=0 rows=2 drawn=2 draw=all"
+expect_stdout "dump: B" "B e=0 s=0 st=0 r=0 w=1 ids=1,0"
+# Its last record cut short: named as such.
+head -c -3 "$tmp/v2/rank-00000.ledger" >"$tmp/v2/cut" && mv "$tmp/v2/cut" "$tmp/v2/rank-00000.ledger"
+expect_deviations "binary: truncated" audit "$tmp/v2"
+expect_stdout "binary: truncated" "rank-00000.ledger:4: the last record is cut short"
+
 finish
