@@ -753,6 +753,7 @@ struct audit_file {
   std::optional<std::uint64_t> epoch{};
   bool guessed = false;  // `epoch` is the block's: the line has no readable epoch field
   std::uint64_t last_epoch = 0;
+  bool read_any = false;           // a line of some epoch was read (last_epoch is one)
   std::uint64_t block_offset = 0;  // where the current epoch's lines start
   std::uint64_t block_number = 0;
 
@@ -889,6 +890,13 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
     }
 
     for (detail::audit_file* f : order) {
+      if (f->read_any && f->last_epoch > e) {  // this file's epochs go back
+        ++sum.line_issues;
+        line_issue(audit_issue::order, e,
+                   f->where() + ": a line of epoch " + std::to_string(e) + " after epoch " +
+                       std::to_string(f->last_epoch) +
+                       "'s lines (a file's epochs must not go back)");
+      }
       f->block_offset = f->offset;
       f->block_number = f->number;
       while (f->has && *f->epoch == e) {
@@ -942,6 +950,7 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
           }
         }
         f->last_epoch = e;
+        f->read_any = true;
         f->advance();
       }
     }
@@ -1034,8 +1043,11 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
     }
   }
   // Epochs run one after the other: one with no line in any file was lost whole.
-  for (std::size_t i = 1; i < report.epochs.size(); ++i) {
-    const std::uint64_t a = report.epochs[i - 1].epoch, b = report.epochs[i].epoch;
+  std::vector<std::uint64_t> epochs;
+  for (const audit_epoch& e : report.epochs) epochs.push_back(e.epoch);
+  std::sort(epochs.begin(), epochs.end());
+  for (std::size_t i = 1; i < epochs.size(); ++i) {
+    const std::uint64_t a = epochs[i - 1], b = epochs[i];
     if (b - a < 2) continue;
     line_issue(audit_issue::header, a + 1,
                (b - a == 2 ? "epoch " + std::to_string(a + 1) + " has"

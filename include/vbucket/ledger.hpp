@@ -49,7 +49,7 @@
 ///     vbucket::ledger_writer out("ledger/" + vbucket::ledger_file_name(rank));
 ///     out.write(vbucket::record_of(b, sampler.plan(), {.step = step, .rank = rank, .world = w}));
 
-#include <algorithm>     // std::min
+#include <algorithm>     // std::min, std::sort, std::is_sorted
 #include <bit>           // std::countr_zero, std::endian, std::bit_cast
 #include <charconv>      // std::to_chars, std::from_chars
 #include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
@@ -393,9 +393,17 @@ inline void ledger_put_value(std::string& out, const std::string& v) {
   ledger_put_varint(out, v.size());
   out += v;
 }
+/// An id list: its count, a byte saying how (0: each id; 1: ascending, each id as its step
+/// from the one before, the first from 0), then the varints.
 inline void ledger_put_value(std::string& out, const std::vector<std::uint64_t>& v) {
   ledger_put_varint(out, v.size());
-  for (const std::uint64_t x : v) ledger_put_varint(out, x);
+  const bool ascending = std::is_sorted(v.begin(), v.end());
+  out += static_cast<char>(ascending ? 1 : 0);
+  std::uint64_t before = 0;
+  for (const std::uint64_t x : v) {
+    ledger_put_varint(out, ascending ? x - before : x);
+    before = x;
+  }
 }
 inline void ledger_put_value(std::string& out, const std::vector<ledger_substitution>& v) {
   ledger_put_varint(out, v.size());
@@ -523,6 +531,7 @@ class ledger_writer {
       const std::size_t n = std::min(ledger_chunk_ids, ids.size() - i);
       c.ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(i),
                    ids.begin() + static_cast<std::ptrdiff_t>(i + n));
+      std::sort(c.ids.begin(), c.ids.end());  // a multiset: sorted, it codes in fewer bytes
       c.at = c.tag == 'D' ? first + i : first + i / ledger_chunk_ids;
       write(c);
     }
@@ -1167,9 +1176,16 @@ class ledger_in {
   }
   void get(std::vector<std::uint64_t>& v) {
     const auto n = static_cast<std::size_t>(count());
+    const unsigned char how = byte();
+    if (how > 1) fail("an id list's coding byte holds " + std::to_string(how));
     v.clear();
     v.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) v.push_back(varint());
+    std::uint64_t before = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t x = varint();
+      if (how == 1 && x > ~before) fail("an ascending id list passes 2^64");
+      v.push_back(how == 1 ? before += x : x);
+    }
   }
   void get(std::vector<ledger_substitution>& v) {
     const auto n = static_cast<std::size_t>(count());

@@ -158,7 +158,7 @@ fi
 # A binary ledger (version 2): audited as the text one; --dump prints its records as text.
 # ---------------------------------------------------------------------------------------------
 mkdir -p "$tmp/v2"
-printf '#vbucket-ledger 2\nE\x07\x00\x00\x02\x01\x00\x00\x00S\x0b\x00\x00\x01a\x00\x02\x02\x00\x00\x00\x00B\x0d\x00\x00\x00\x00\x01\x00\x00\x00\x00\x02\x01\x00\x00' >"$tmp/v2/rank-00000.ledger"
+printf '#vbucket-ledger 2\nE\x07\x00\x00\x02\x01\x00\x00\x00S\x0b\x00\x00\x01a\x00\x02\x02\x00\x00\x00\x00B\x0e\x00\x00\x00\x00\x01\x00\x00\x00\x00\x02\x00\x01\x00\x00' >"$tmp/v2/rank-00000.ledger"
 expect_ok "binary" audit "$tmp/v2"
 expect_stdout "binary" "clean: 1 files, 3 lines, 2 sample ids, 1 epochs, 0 deviations"
 expect_ok "dump" audit --dump "$tmp/v2"
