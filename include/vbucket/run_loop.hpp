@@ -45,7 +45,7 @@
 
 #include "error.hpp"
 #include "ledger.hpp"      // ledger_writer, ledger_file_name
-#include "run_ledger.hpp"  // write_run_epoch, run_record, write_run_undelivered
+#include "run_ledger.hpp"  // run_ledger
 #include "run_plan.hpp"
 
 namespace vbucket {
@@ -105,8 +105,11 @@ class run_loop {
       throw error(
           "run: out_of_memory: no batch is in hand (none was handed out since the loop began or "
           "since state(), which counted the last one as trained)");
-    run_.out_of_memory(ranks, factor);        // throws before anything changes when it cannot
-    if (!path_.empty()) cut(path_, before_);  // the failed step's record goes
+    run_.out_of_memory(ranks, factor);  // throws before anything changes when it cannot
+    if (!path_.empty()) {
+      cut(path_, before_);  // the failed step's records go (an epoch declared with them too)
+      out_.reset();         // so the next writer declares the epoch again
+    }
     pending_ = false;
   }
 
@@ -125,8 +128,7 @@ class run_loop {
       rank_ = *rank;
       if (!dir_.empty()) {
         path_ = dir_ + "/" + ledger_file_name(rank_);
-        out_.reset();
-        headed_.reset();  // the new file gets the epoch's header
+        out_.reset();  // the new file gets the epoch's declaration
       }
     }
   }
@@ -156,8 +158,7 @@ class run_loop {
     if (world && *world != run_.world()) run_.set_world(*world);
     pending_ = false;
     ended_ = false;
-    out_.reset();
-    headed_.reset();  // the epoch's header again, after the cut
+    out_.reset();  // the epoch's declaration again, after the cut
     for (const auto& [path, bytes] : cuts) cut(path, bytes);
   }
 
@@ -227,22 +228,19 @@ class run_loop {
     }
     return out;
   }
+  /// The batch's records, through the one writer of run records (`run_ledger`): rank 0
+  /// declares the epoch and closes it; a new writer (after a cut, a load or a new rank) declares
+  /// the epoch again, as a resumed run does.
   void record(const run_batch& b) {
-    if (!out_) out_ = std::make_unique<ledger_writer>(path_);
-    if (headed_ != run_.epoch()) {
-      write_run_epoch(*out_, run_, run_.seed());
-      headed_ = run_.epoch();
-    }
+    if (!out_) out_ = std::make_unique<run_ledger>(ledger_writer(path_), rank_);
     before_ = file_bytes(path_);
-    out_->write(run_record(b, run_id_bases(run_)));
-    if (rank_ == 0 && run_.steps_left() == 1) write_run_undelivered(*out_, run_);
+    out_->record(run_, b);
   }
 
   run_plan& run_;
   std::uint32_t rank_ = 0;
   std::string dir_, path_;
-  std::unique_ptr<ledger_writer> out_;
-  std::optional<std::uint64_t> headed_;
+  std::unique_ptr<run_ledger> out_;
   std::uint64_t before_ = 0;  // the ledger's length before the record of the batch in hand
   bool pending_ = false;      // a batch was handed out and not yet counted as trained
   bool ended_ = false;        // the run moved into the next epoch; `next()` says so once

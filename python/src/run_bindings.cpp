@@ -17,8 +17,7 @@
 #include <vector>      // std::vector
 
 #include "vbucket/json/run_plan.hpp"  // load_run_plan_file
-#include "vbucket/ledger.hpp"         // ledger_writer, ledger_file_name
-#include "vbucket/run_ledger.hpp"     // write_run_epoch, run_record, write_run_undelivered
+#include "vbucket/run_ledger.hpp"     // run_ledger
 #include "vbucket/run_loop.hpp"       // run_loop: the trainer's loop, its ledger
 #include "vbucket/run_plan.hpp"
 
@@ -30,12 +29,8 @@ struct py_run_plan {
   std::vector<vbucket::run_stage> stages;  // for naming buckets
   std::unique_ptr<vbucket::run_plan> run;
   std::uint64_t seed = 0;
-  struct rank_ledger {
-    std::unique_ptr<vbucket::ledger_writer> out;
-    std::uint64_t headed_epoch = ~std::uint64_t{0};
-  };
   std::string ledger_dir;
-  std::map<std::uint32_t, rank_ledger> ledgers;
+  std::map<std::uint32_t, std::unique_ptr<vbucket::run_ledger>> ledgers;
 
   explicit py_run_plan(const std::string& path) {
     vbucket::json::run_plan_file f = vbucket::json::load_run_plan_file(path);
@@ -44,9 +39,8 @@ struct py_run_plan {
     run = std::make_unique<vbucket::run_plan>(f.sources, f.stages, f.options);
   }
 
-  /// What `vbucket plan --run --ledger DIR` writes for the current step: each rank's batch
-  /// (after the epoch's header when the rank's ledger has not had it), and the epoch's
-  /// undelivered samples into rank 0's ledger at the epoch's last step.
+  /// What `vbucket plan --run --ledger DIR` writes for the current step: each rank's batch,
+  /// and in rank 0's ledger the epoch's declaration and undelivered samples (`run_ledger`).
   void write_ledger(const std::string& dir, std::vector<std::uint32_t> ranks) {
     if (ranks.empty())
       for (std::uint32_t r = 0; r < run->world(); ++r) ranks.push_back(r);
@@ -58,21 +52,13 @@ struct py_run_plan {
     } else if (dir != ledger_dir) {
       throw vbucket::error("ledger " + dir + ": this run writes its ledger to " + ledger_dir);
     }
-    const std::vector<std::uint64_t> bases = vbucket::run_id_bases(*run);
     for (const std::uint32_t r : ranks) {
       if (r >= run->world())
         throw vbucket::error("run: rank " + std::to_string(r) + " is not below world " +
                              std::to_string(run->world()));
-      rank_ledger& l = ledgers[r];
-      if (!l.out)
-        l.out = std::make_unique<vbucket::ledger_writer>(ledger_dir + "/" +
-                                                         vbucket::ledger_file_name(r));
-      if (l.headed_epoch != run->epoch()) {
-        vbucket::write_run_epoch(*l.out, *run, seed);
-        l.headed_epoch = run->epoch();
-      }
-      l.out->write(vbucket::run_record(run->batch(r), bases));
-      if (r == 0 && run->steps_left() == 1) vbucket::write_run_undelivered(*l.out, *run);
+      std::unique_ptr<vbucket::run_ledger>& l = ledgers[r];
+      if (!l) l = std::make_unique<vbucket::run_ledger>(ledger_dir, r);
+      l->record(*run, run->batch(r));
     }
   }
 };
