@@ -268,6 +268,7 @@ class run_plan {
   /// The stage of the current segment.
   [[nodiscard]] std::uint32_t stage() const noexcept { return cur_.stage; }
   [[nodiscard]] std::uint32_t world() const noexcept { return world_; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return opts_.seed; }
   /// Segments of the current epoch before the current one.
   [[nodiscard]] std::size_t closed_segments() const noexcept { return closed_.size(); }
   [[nodiscard]] const segment_settings& settings() const noexcept { return cur_; }
@@ -301,14 +302,31 @@ class run_plan {
   [[nodiscard]] bucket_id drawn_bucket(std::uint64_t p) const noexcept {
     return ids_[static_cast<std::size_t>(p)];
   }
-  /// The draws of the current epoch that the current segment will not deliver: unassigned or
-  /// invalid samples, samples dropped by the policy, a disabled bucket, packing (oversized) or
-  /// drop_last. Final from the epoch's last step on (a later segment may deliver more).
+  /// The draws of the current epoch not delivered once the current step is, as far as the
+  /// current segment goes: unassigned or invalid samples, samples dropped by the policy, a
+  /// disabled bucket, packing (oversized) or drop_last, and the samples of its batches after
+  /// the current step. Final at the epoch's last step (`ends_epoch()`).
   [[nodiscard]] std::vector<std::uint32_t> undelivered() const {
     const std::uint64_t dropped =
         std::visit([](const auto& s) { return s.dropped_batches(); }, sched_);
-    return not_in(delivered_in_plan(
-        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, plan_)));
+    const std::uint64_t planned =
+        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, plan_);
+    return not_in(delivered_in_plan(std::min(planned, consumed_ + world_)));
+  }
+  /// Whether `advance()` from the current step begins the next epoch: the current step is the
+  /// last of the epoch's plan, or the next step starts a stage that leaves the epoch's remaining
+  /// samples no batch. (At a stage change the next segment is planned on a copy to know.)
+  [[nodiscard]] bool ends_epoch() const {
+    if (steps_left() <= 1) return true;
+    if (stage_at(step_ + 1) == cur_.stage) return false;  // the same settings go on
+    run_plan next(*this);
+    next.consumed_ += next.world_;
+    ++next.step_;
+    next.close_segment();
+    next.cur_ = next.settings_at();
+    next.make_plan();
+    next.deal();
+    return next.steps_total() == 0;
   }
 
   // --- batches ----------------------------------------------------------------------------
@@ -467,14 +485,15 @@ class run_plan {
   }
 
   /// Continues from a state line saved by a run of the same sources (and seed) under any
-  /// world size, batch sizes, current stage or weights. Throws `vbucket::error` naming what
-  /// differs when it cannot: another seed, a source's metadata, or a stage whose buckets,
-  /// probabilities or rule changed after it planned a segment of the saved epoch. The line is
-  /// read as strictly as a plan state: every field known and given once, each in range (the
-  /// run spec's fields through its field table), and the line as its `check` says it was
-  /// written. A refused line leaves the run as it was (the strong guarantee): the line is read
-  /// and checked first, and the position it gives is computed in place of the run's own, which
-  /// is put back when that fails.
+  /// world size, batch sizes, current stage or weights. The world is the one the state was
+  /// saved under (`world=`), whatever this run was made with: call `set_world` after `load` to
+  /// go on under another. Throws `vbucket::error` naming what differs when it cannot: another
+  /// seed, a source's metadata, or a stage whose buckets, probabilities or rule changed after
+  /// it planned a segment of the saved epoch. The line is read as strictly as a plan state:
+  /// every field known and given once, each in range (the run spec's fields through its field
+  /// table), and the line as its `check` says it was written. A refused line leaves the run as
+  /// it was (the strong guarantee): the line is read and checked first, and the position it
+  /// gives is computed in place of the run's own, which is put back when that fails.
   void load(std::string_view text) {
     loaded_state st = parse_state(text);
     position saved = take_position();
@@ -494,6 +513,7 @@ class run_plan {
   /// A state line, read and checked (`parse_state`), not yet applied.
   struct loaded_state {
     std::uint64_t epoch = 0, step = 0, epoch_step = 0, consumed = 0;
+    std::uint32_t world = 1;
     std::vector<batch_size_cap> caps;
     std::optional<double> budget_cap;
     draw_spec draw;
@@ -503,6 +523,7 @@ class run_plan {
   };
   /// What `load` changes: the position in the run.
   struct position {
+    std::uint32_t world;
     std::uint64_t epoch, step, epoch_step;
     std::vector<batch_size_cap> caps;
     std::optional<double> budget_cap;
@@ -519,7 +540,8 @@ class run_plan {
     std::uint64_t consumed, dealt_at;
   };
   position take_position() noexcept {
-    return {epoch_,
+    return {world_,
+            epoch_,
             step_,
             epoch_step_,
             std::move(caps_),
@@ -538,6 +560,7 @@ class run_plan {
             dealt_at_};
   }
   void put_position(position&& p) noexcept {
+    world_ = p.world;
     epoch_ = p.epoch;
     step_ = p.step;
     epoch_step_ = p.epoch_step;
@@ -609,7 +632,7 @@ class run_plan {
     loaded_state st;
     const std::string_view seed = field("seed");
     st.epoch = *detail::parse_uint_in(field("epoch"), 0, std::numeric_limits<std::uint64_t>::max());
-    (void)field("world");
+    st.world = static_cast<std::uint32_t>(*detail::parse_uint_in(field("world"), 1, max_run_world));
     st.step = count("step");
     st.epoch_step = count("epoch_step");
     st.consumed = count("consumed");
@@ -734,6 +757,7 @@ class run_plan {
     epoch_ = st.epoch;
     step_ = st.step;
     epoch_step_ = st.epoch_step;
+    world_ = st.world;
     caps_ = std::move(st.caps);
     budget_cap_ = st.budget_cap;
     draw_ = std::move(st.draw);
@@ -824,11 +848,12 @@ class run_plan {
   }
 
   /// The stage in force at the current epoch and step.
-  [[nodiscard]] std::uint32_t stage_at() const noexcept {
+  [[nodiscard]] std::uint32_t stage_at() const noexcept { return stage_at(step_); }
+  [[nodiscard]] std::uint32_t stage_at(std::uint64_t step) const noexcept {
     std::uint32_t best = 0;
     for (std::uint32_t i = 0; i < stages_.size(); ++i) {
       const run_stage& s = stages_[i];
-      if (s.from_epoch ? epoch_ >= *s.from_epoch : step_ >= s.from_step) best = i;
+      if (s.from_epoch ? epoch_ >= *s.from_epoch : step >= s.from_step) best = i;
     }
     return best;
   }

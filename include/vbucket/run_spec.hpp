@@ -563,9 +563,13 @@ template <sample_collection Samples>
   spec.validate();
   std::shared_ptr<const cache_set> cache;
   if (!spec.cache.empty()) {
-    std::optional<std::uint64_t> rows;  // a streamed table's rows are not known before a pass
+    // The metadata's rows, which every sample of the manifest must be one of (a streamed
+    // table is counted by one pass: only with a cache).
+    std::optional<std::uint64_t> rows;
     if constexpr (std::same_as<std::remove_cv_t<Samples>, meta_table>)
       rows = samples->size();
+    else if constexpr (chunked_samples<Samples>)
+      rows = static_cast<std::uint64_t>(samples->for_each_chunk([](const meta_chunk&) {}));
     else if constexpr (std::ranges::sized_range<const Samples>)
       rows = static_cast<std::uint64_t>(std::ranges::size(*samples));
     cache = load_cache_manifest(spec.cache, *config, rows);
