@@ -692,7 +692,11 @@ class run_plan {
         st.segs.push_back({segment_settings::parse(sg.substr(0, at)), *end});
       }
     st.cur = segment_settings::parse(get("cur"));
-    // The line as written: an edited field (an epoch, a count) is not another valid state.
+    // Another run's seed is named first (an edited one as well), then the line as written: an
+    // edited field (an epoch, a count) is not another valid state.
+    if (seed != std::to_string(opts_.seed))
+      fail("saved with seed " + std::string(seed) + " but this run's seed is " +
+           std::to_string(opts_.seed) + ": the draws and plans differ");
     const std::string_view check = get("check");
     if (check_at + 7 + check.size() != text.size()) fail("check must be the last field");
     if (plan_state::parse_hex(check, "run state: check") !=
@@ -700,10 +704,7 @@ class run_plan {
       fail("the line does not match its check=" + std::string(check) +
            " (edited or damaged: a state line is saved and loaded whole)");
 
-    // Against this run: the seed, the sources, the stages that planned the segments.
-    if (seed != std::to_string(opts_.seed))
-      fail("saved with seed " + std::string(seed) + " but this run's seed is " +
-           std::to_string(opts_.seed) + ": the draws and plans differ");
+    // Against this run: the sources, the stages that planned the segments.
     const auto srcs = split(get("sources"), ',');
     if (srcs.size() != sources_.size())
       fail("saved with " + std::to_string(srcs.size()) + " sources but this run has " +
