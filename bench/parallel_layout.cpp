@@ -1,0 +1,210 @@
+/// The parallel layout's figure: a simulator that replays an epoch's steps under a time model
+/// and reports the predicted step time and GPU idle share of (a) one sequence-parallel size for
+/// every bucket, Open-Sora 2.0's way (the config's batch sizes; stage 1 runs sp 1, stage 2
+/// `sp_size=4`), and (b) vbucket's per-bucket layout (`choose_layouts` + `group_plan`), on
+/// Open-Sora 2.0's stage-1 and stage-2 bucket configs (tests/data/config_opensora_v2_stage{1,2}
+/// .json, from configs/diffusion/train/stage{1,2}.py) over synthetic web-video metadata
+/// (bench/synthetic.hpp, 200 000 samples), worlds 8, 64 and 512; and what the layout costs to
+/// plan against today's epoch plan in the same binary.
+///
+/// Where the model's numbers come from (a user fits their own with `profile_time_model`, the
+/// PROFILE.csv that `vbucket fit-bs` reads, tokens,batch_size,oom,peak_memory_gib,step_seconds):
+///  - compute (sp = 1): fitted (`vbucket::eigen::fit_time_model`) to the step times Open-Sora
+///    2.0 publishes beside its stage-1 256px buckets (configs/diffusion/train/stage1.py:
+///    1 frame × 45: 6.22 s, 33 × 12: 7.02 s, 65 × 6: 6.79 s, 97 × 4: 6.84 s, 129 × 3: 7.48 s;
+///    256 tokens a latent frame).
+///  - memory (per rank, fitted at sp 4 and scaled to sp 1 by the model's bs/sp): the peaks
+///    published beside the stage-2 256px buckets, run with sp_size=4 (stage2.py: 33 × 14:
+///    135 GB, 65 × 10: 125 GB, 97 × 7: 127 GB, 129 × 6: 130.3 GB); limit 135 GB, the highest.
+///  - communication: not published; derived for ring attention on the model of
+///    configs/diffusion/train/image.py (hidden 3072, 19 + 38 blocks) over NVLink 4 (450 GB/s a
+///    direction, at 70 %): K and V of every token cross (sp − 1)/sp of the ring per block, four
+///    times with gradient checkpointing (forward, recompute, and dK, dV back): 4 · 2 · 3072 ·
+///    2 bytes · 57 = 2.8 MB a token, so κ = 8.9 µs per token unhidden by compute; λ = 57 blocks ·
+///    4 passes · 15 µs = 3.4 ms per micro-step per ring hop.
+///
+/// Counters of `layout/sim/<stage>/<world>`: `step_s_a`, `step_s_b` (mean predicted step time),
+/// `idle_a`, `idle_b` (1 − busy GPU-seconds / (world · wall)), `samples_s_a`, `samples_s_b`
+/// (distinct samples per second), `speedup` (b over a, samples per second), `target_s` (b's
+/// target step time), `sp1`, `sp2`, `sp4`, `sp8` (b's share of batches at each sp).
+/// `layout/plan_cost/<N>`: `epoch_ns` (per sample: assignment + make_epoch_plan + deal to 64,
+/// today's plan), `layout_ns` (assignment + choose_layouts + make_epoch_plan + group_plan +
+/// deal to 64) and `ratio` (layout / epoch), both timed in every iteration.
+///
+///     ./vbucket_bench --benchmark_filter='layout/'
+
+#include <benchmark/benchmark.h>
+
+#if defined(VBUCKET_BENCH_HAS_EIGEN) && VBUCKET_BENCH_HAS_EIGEN
+
+#include <chrono>   // std::chrono::steady_clock
+#include <cstdint>  // std::uint64_t, std::int64_t
+#include <span>     // std::span
+#include <string>   // std::string
+#include <vector>   // std::vector
+
+#include "bench_support.hpp"
+#include "synthetic.hpp"
+#include "vbucket/eigen/cost_model.hpp"
+#include "vbucket/epoch_plan.hpp"
+#include "vbucket/group_plan.hpp"
+#include "vbucket/json/bucket_config.hpp"
+#include "vbucket/parallel_layout.hpp"
+#include "vbucket/vbucket.hpp"
+
+namespace {
+
+using vbucket::bench::data_path;
+
+/// The model's options from the published figures (see the top of this file).
+vbucket::layout_options published_options() {
+  const auto tokens = [](std::int64_t frames) { return vbucket::token_count(frames, 256, 256); };
+  const std::vector<vbucket::eigen::profile_point> times = {
+      {tokens(1), 45, false, 0.0, 6.22},  {tokens(33), 12, false, 0.0, 7.02},
+      {tokens(65), 6, false, 0.0, 6.79},  {tokens(97), 4, false, 0.0, 6.84},
+      {tokens(129), 3, false, 0.0, 7.48}};
+  const std::vector<vbucket::eigen::profile_point> peaks = {
+      {tokens(33), 14, false, 135.0, 0.0}, {tokens(65), 10, false, 125.0, 0.0},
+      {tokens(97), 7, false, 127.0, 0.0},  {tokens(129), 6, false, 130.3, 0.0}};
+  vbucket::layout_options o;
+  o.time.compute = vbucket::eigen::fit_time_model(times).model;
+  vbucket::memory_model m = vbucket::eigen::fit_memory_model(peaks).model;
+  m.linear *= 4.0;  // measured at sp 4: per rank bs · per_sample / 4
+  m.quadratic *= 4.0;
+  o.memory = m;
+  o.memory_limit = 135.0;
+  o.time.comm_per_token = 8.9e-6;
+  o.time.comm_per_micro_step = 3.4e-3;
+  o.sp_sizes = {1, 2, 4, 8};
+  o.remainder = vbucket::sequence_remainder::pad;
+  o.max_accumulation = 16;
+  return o;
+}
+
+const vbucket::meta_table& samples() {
+  static const vbucket::meta_table t = vbucket::bench::synthetic_table(200'000);
+  return t;
+}
+
+struct replay {
+  double wall = 0.0;       // Σ step time
+  double busy = 0.0;       // Σ sp · group time
+  std::uint64_t steps = 0;
+  std::uint64_t samples = 0;
+  std::vector<std::uint64_t> per_sp = std::vector<std::uint64_t>(9, 0);
+};
+
+/// Replays an epoch of `layouts` at `world`: every step's groups, the step as long as its
+/// slowest.
+replay simulate(const std::vector<vbucket::bucket_id>& ids, const vbucket::layout_table& layouts,
+                std::uint32_t world) {
+  const vbucket::group_plan plan(
+      vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), layouts.config(),
+                               {.seed = 42, .epoch = 0}),
+      layouts);
+  const vbucket::group_schedule s = plan.deal(world);
+  replay r;
+  r.steps = s.steps();
+  for (std::uint64_t k = 0; k < s.steps(); ++k) {
+    r.wall += s.step_seconds(k);
+    for (const vbucket::step_group& g : s.groups(k)) {
+      r.busy += static_cast<double>(g.sp) * s.group_seconds(g);
+      if (g.repeat) continue;
+      ++r.per_sp[g.sp];
+    }
+  }
+  for (const vbucket::plan_bucket& b : plan.plan().buckets()) r.samples += b.samples;
+  return r;
+}
+
+void layout_sim(benchmark::State& state) {
+  const bool stage2 = state.range(0) == 2;
+  const auto world = static_cast<std::uint32_t>(state.range(1));
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      data_path(stage2 ? "config_opensora_v2_stage2.json" : "config_opensora_v2_stage1.json"),
+      vbucket::opensora_v2_tables{});
+  const vbucket::opensora_v2_rule rule{24.0};  // image.py: fps_max=24
+  const std::vector<vbucket::bucket_id> ids =
+      vbucket::assign_all(config, samples(), rule, vbucket::fast_source(42, 0));
+  const vbucket::layout_options o = published_options();
+  replay a, b;
+  double target = 0.0;
+  for (auto _ : state) {
+    a = simulate(ids, vbucket::uniform_layouts(config, stage2 ? 4 : 1, o), world);
+    const vbucket::layout_table chosen = vbucket::choose_layouts(config, o);
+    target = chosen.target_seconds();
+    b = simulate(ids, chosen, world);
+  }
+  const double w = static_cast<double>(world);
+  state.counters["step_s_a"] = a.wall / static_cast<double>(a.steps);
+  state.counters["step_s_b"] = b.wall / static_cast<double>(b.steps);
+  state.counters["idle_a"] = 1.0 - a.busy / (w * a.wall);
+  state.counters["idle_b"] = 1.0 - b.busy / (w * b.wall);
+  state.counters["samples_s_a"] = static_cast<double>(a.samples) / a.wall;
+  state.counters["samples_s_b"] = static_cast<double>(b.samples) / b.wall;
+  state.counters["speedup"] = (static_cast<double>(b.samples) / b.wall) /
+                              (static_cast<double>(a.samples) / a.wall);
+  state.counters["target_s"] = target;
+  double total = 0.0;
+  for (const auto n : b.per_sp) total += static_cast<double>(n);
+  for (const int sp : {1, 2, 4, 8})
+    state.counters["sp" + std::to_string(sp)] =
+        static_cast<double>(b.per_sp[static_cast<std::size_t>(sp)]) / total;
+}
+
+void layout_plan_cost(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  static const vbucket::meta_table table = vbucket::bench::synthetic_table(n);
+  const vbucket::bucket_config config = vbucket::json::load_bucket_config(
+      data_path("config_opensora_v2_stage2.json"), vbucket::opensora_v2_tables{});
+  const vbucket::opensora_v2_rule rule{24.0};
+  const vbucket::layout_options o = published_options();
+  constexpr std::uint32_t world = 64;
+  double epoch_s = 0.0, layout_s = 0.0;
+  std::uint64_t epoch = 0;
+  const auto since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    {
+      const auto ids = vbucket::assign_all(config, table, rule, vbucket::fast_source(1, epoch));
+      const vbucket::epoch_plan plan = vbucket::make_epoch_plan(
+          std::span<const vbucket::bucket_id>(ids), config, {.seed = 1, .epoch = epoch});
+      const vbucket::epoch_schedule s = plan.deal(world);
+      benchmark::DoNotOptimize(s.at(0, world - 1).indices.data());
+    }
+    epoch_s += since(t0);
+    t0 = std::chrono::steady_clock::now();
+    {
+      const auto ids = vbucket::assign_all(config, table, rule, vbucket::fast_source(1, epoch));
+      const vbucket::layout_table layouts = vbucket::choose_layouts(config, o);
+      const vbucket::group_plan plan(
+          vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), layouts.config(),
+                                   {.seed = 1, .epoch = epoch}),
+          layouts);
+      const vbucket::group_schedule s = plan.deal(world);
+      benchmark::DoNotOptimize(s.work(0, world - 1).batch.indices.data());
+    }
+    layout_s += since(t0);
+    ++epoch;
+  }
+  const double per = 1e9 / static_cast<double>(state.iterations()) / static_cast<double>(n);
+  state.counters["epoch_ns"] = epoch_s * per;
+  state.counters["layout_ns"] = layout_s * per;
+  state.counters["ratio"] = layout_s / epoch_s;
+}
+
+}  // namespace
+
+BENCHMARK(layout_sim)
+    ->Name("layout/sim")
+    ->ArgsProduct({{1, 2}, {8, 64, 512}})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(layout_plan_cost)
+    ->Name("layout/plan_cost")
+    ->Arg(1'000'000)
+    ->Unit(benchmark::kMillisecond);
+
+#endif  // VBUCKET_BENCH_HAS_EIGEN
