@@ -42,7 +42,7 @@ def metadata(n: int = 48) -> dict:
         "num_frames": frames.astype(np.int64),
         "height": rng.choice([256, 240, 288], size=n).astype(np.int64),
         "width": rng.choice([256, 320, 426], size=n).astype(np.int64),
-        "fps": np.where(frames == 1, np.nan, 24.0),
+        "fps": np.where(frames == 1, np.nan, 16.0),
     }
 
 

@@ -29,14 +29,14 @@
 #include <algorithm>     // std::find, std::min, std::sort, std::upper_bound
 #include <charconv>      // std::from_chars
 #include <cstddef>       // std::size_t
-#include <cstdint>    // std::uint32_t, std::uint64_t, std::int64_t
-#include <memory>     // std::shared_ptr, std::make_shared
-#include <span>       // std::span
-#include <string>       // std::string, std::to_string
+#include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
+#include <memory>        // std::shared_ptr, std::make_shared
+#include <span>          // std::span
+#include <string>        // std::string, std::to_string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
 #include <utility>       // std::move
-#include <vector>     // std::vector
+#include <vector>        // std::vector
 
 #include "batch.hpp"
 #include "epoch_plan.hpp"
@@ -51,8 +51,8 @@ namespace vbucket {
 struct group_state {
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
-  std::vector<std::int64_t> sp;       ///< the classes' degrees (empty: the epoch's start)
-  std::vector<std::uint64_t> taken;   ///< batches taken per class
+  std::vector<std::int64_t> sp;      ///< the classes' degrees (empty: the epoch's start)
+  std::vector<std::uint64_t> taken;  ///< batches taken per class
   friend bool operator==(const group_state&, const group_state&) = default;
 };
 
@@ -192,8 +192,8 @@ class group_plan {
     std::vector<std::size_t> class_of(p.num_buckets(), 0);
     for (std::size_t b = 0; b < p.num_buckets(); ++b) {
       const auto sp = d->layouts.of(static_cast<bucket_id>(b)).sp;
-      class_of[b] = static_cast<std::size_t>(std::find(d->sp.begin(), d->sp.end(), sp) -
-                                             d->sp.begin());
+      class_of[b] =
+          static_cast<std::size_t>(std::find(d->sp.begin(), d->sp.end(), sp) - d->sp.begin());
     }
     for (std::uint64_t pos = 0; pos < p.num_batches(); ++pos)
       d->queues[class_of[static_cast<std::size_t>(p.bucket_at(pos))]].push_back(pos);
@@ -242,8 +242,9 @@ class group_schedule {
   /// What `rank` does at step k.
   [[nodiscard]] rank_work work(std::uint64_t k, std::uint32_t rank) const {
     const auto gs = groups(k);
-    auto it = std::upper_bound(gs.begin(), gs.end(), rank,
-                               [](std::uint32_t r, const step_group& g) { return r < g.first_rank; });
+    auto it =
+        std::upper_bound(gs.begin(), gs.end(), rank,
+                         [](std::uint32_t r, const step_group& g) { return r < g.first_rank; });
     const step_group& g = *(it - 1);
     rank_work w;
     w.step = k;
@@ -306,8 +307,9 @@ inline group_schedule group_plan::deal(std::uint32_t world, const group_state& f
                   std::to_string(from.epoch) + " but the plan of seed " +
                   std::to_string(d.plan.seed()) + " epoch " + std::to_string(d.plan.epoch()));
     if (from.sp != d.sp || from.taken.size() != nc)
-      throw error("group plan: the state's sequence-parallel classes are not the plan's "
-                  "(another layout)");
+      throw error(
+          "group plan: the state's sequence-parallel classes are not the plan's "
+          "(another layout)");
     for (std::size_t c = 0; c < nc; ++c) {
       if (from.taken[c] > d.queues[c].size())
         throw error("group plan: the state took " + std::to_string(from.taken[c]) +
@@ -331,8 +333,8 @@ inline group_schedule group_plan::deal(std::uint32_t world, const group_state& f
     for (std::size_t c = 0; c < nc; ++c) {  // proportional shares, whole groups
       const auto sp = static_cast<std::uint64_t>(d.sp[c]);
       const std::uint64_t left = d.queues[c].size() - taken[c];
-      const auto share = static_cast<std::uint64_t>(
-          static_cast<u128>(w) * (static_cast<u128>(left) * sp) / demand);
+      const auto share = static_cast<std::uint64_t>(static_cast<u128>(w) *
+                                                    (static_cast<u128>(left) * sp) / demand);
       groups[c] = std::min({left, share / sp, idle / sp});
       idle -= groups[c] * sp;
     }
@@ -346,8 +348,8 @@ inline group_schedule group_plan::deal(std::uint32_t world, const group_state& f
     for (std::size_t c = 0; c < nc; ++c)
       for (std::uint64_t g = 0; g < groups[c]; ++g) {
         const std::uint64_t pos = d.queues[c][static_cast<std::size_t>(taken[c]++)];
-        s.groups_.push_back({rank, static_cast<std::uint32_t>(d.sp[c]), d.plan.ref_at(pos), pos,
-                             false});
+        s.groups_.push_back(
+            {rank, static_cast<std::uint32_t>(d.sp[c]), d.plan.ref_at(pos), pos, false});
         rank += static_cast<std::uint32_t>(d.sp[c]);
       }
     if (idle > 0) {  // the queues ran dry: repeats of the smallest class's first batches

@@ -100,6 +100,10 @@ struct step_time_model {
 struct layout_options {
   memory_model memory{};  ///< per-rank peak memory at sp = 1 (fit-bs's memory model)
   double memory_limit = std::numeric_limits<double>::infinity();  ///< in memory's unit
+  /// When > 0: the config's batch sizes fill memory at this sp (as Open-Sora tunes them), so a
+  /// pair's micro-batch at sp is at most ⌊batch size · sp / this⌋ (activations per rank grow
+  /// as batch / sp); with the memory model too, both bound it.
+  std::int64_t config_fills_memory_at_sp = 0;
   step_time_model time{};
   /// The allowed degrees: each divides the next larger (1, 2, 4, 8, …).
   std::vector<std::int64_t> sp_sizes{1, 2, 4, 8};
@@ -158,8 +162,8 @@ inline std::vector<std::int64_t> sorted_sp_sizes(std::span<const std::int64_t> s
       throw error("parallel layout: sequence-parallel size " + std::to_string(s[i]) +
                   " is not a positive integer");
     if (i > 0 && s[i] % s[i - 1] != 0)
-      throw error("parallel layout: sequence-parallel sizes " + std::to_string(s[i - 1]) +
-                  " and " + std::to_string(s[i]) +
+      throw error("parallel layout: sequence-parallel sizes " + std::to_string(s[i - 1]) + " and " +
+                  std::to_string(s[i]) +
                   " do not divide one another (each size must divide the next: 1, 2, 4, 8)");
   }
   return s;
@@ -191,12 +195,21 @@ inline std::optional<std::int64_t> pair_tokens(const bucket_config& config, std:
   return most;
 }
 
+/// The most samples pair (r, k) may hold at sp by `config_fills_memory_at_sp` (or `cap`).
+inline std::int64_t config_cap(const bucket_config& config, std::size_t r, std::size_t k,
+                               std::int64_t sp, const layout_options& o, std::int64_t cap) {
+  if (o.config_fills_memory_at_sp <= 0) return cap;
+  const std::int64_t bs = config.resolutions()[r].frames[k].batch_size;
+  return std::min(cap, bs * sp / o.config_fills_memory_at_sp);
+}
+
 /// The largest micro-batch whose memory at sp is within the limit (at most `cap`), 0 if none.
 inline std::int64_t largest_micro_batch(const layout_options& o, std::int64_t tokens,
                                         std::int64_t sp, std::int64_t cap) {
+  if (cap < 1) return 0;
   const auto fits = [&](std::int64_t bs) {
-    return o.memory.fixed + static_cast<double>(bs) * o.memory.per_sample(tokens) /
-                                static_cast<double>(sp) <=
+    return o.memory.fixed +
+               static_cast<double>(bs) * o.memory.per_sample(tokens) / static_cast<double>(sp) <=
            o.memory_limit;
   };
   if (!fits(1)) return 0;
@@ -204,7 +217,8 @@ inline std::int64_t largest_micro_batch(const layout_options& o, std::int64_t to
   std::int64_t b = cap;
   if (per > 0.0) {
     const double room = (o.memory_limit - o.memory.fixed) / per;
-    if (room < static_cast<double>(cap)) b = std::max<std::int64_t>(1, static_cast<std::int64_t>(room));
+    if (room < static_cast<double>(cap))
+      b = std::max<std::int64_t>(1, static_cast<std::int64_t>(room));
   }
   while (b > 1 && !fits(b)) --b;  // floating-point guard: the predicate decides
   while (b < cap && fits(b + 1)) ++b;
@@ -266,7 +280,8 @@ inline layout_table choose_layouts(const bucket_config& config, const layout_opt
           why = bad;
           continue;
         }
-        const std::int64_t micro = detail::largest_micro_batch(o, *tokens, sp, cap);
+        const std::int64_t micro = detail::largest_micro_batch(
+            o, *tokens, sp, detail::config_cap(config, r, k, sp, o, cap));
         if (micro == 0) continue;
         options.back().push_back({sp, *tokens, micro});
         fastest = std::min(fastest, o.time.predict(*tokens, micro, sp, 1));
@@ -297,9 +312,9 @@ inline layout_table choose_layouts(const bucket_config& config, const layout_opt
         if (std::abs(up.seconds - target) < std::abs(l.seconds - target)) l = up;
       }
       const bool within = detail::layout_at(o, c.tokens, c.sp, c.micro, 1).seconds <= target;
-      const double cost = within ? static_cast<double>(c.sp) * l.seconds /
-                                       static_cast<double>(l.batch_size)
-                                 : l.seconds;
+      const double cost =
+          within ? static_cast<double>(c.sp) * l.seconds / static_cast<double>(l.batch_size)
+                 : l.seconds;
       // Degrees within the target beat those that are not; then the fewest GPU-seconds per
       // sample (within) or the fastest step (not); ties keep the smaller sp.
       if ((within && !have_within) || (within == have_within && cost < best_cost)) {
@@ -347,12 +362,18 @@ inline layout_table check_layouts(const bucket_config& config, std::vector<bucke
       std::string bad;
       const auto tokens = detail::pair_tokens(config, r, k, l.sp, o, &bad);
       if (!tokens) throw error(at + ": " + bad + " (pad it, or choose another sp)");
+      const std::int64_t by_config = detail::config_cap(config, r, k, l.sp, o, l.micro_batch);
+      if (by_config < l.micro_batch)
+        throw error(at + ": micro-batch " + std::to_string(l.micro_batch) + " at sp " +
+                    std::to_string(l.sp) + " is more than the " + std::to_string(by_config) +
+                    " that the config's batch size " + std::to_string(res[r].frames[k].batch_size) +
+                    " at sp " + std::to_string(o.config_fills_memory_at_sp) + " fills");
       if (detail::largest_micro_batch(o, *tokens, l.sp, l.micro_batch) < l.micro_batch)
         throw error(at + ": micro-batch " + std::to_string(l.micro_batch) + " at sp " +
                     std::to_string(l.sp) + " needs " +
                     std::to_string(o.memory.fixed + static_cast<double>(l.micro_batch) *
-                                                         o.memory.per_sample(*tokens) /
-                                                         static_cast<double>(l.sp)) +
+                                                        o.memory.per_sample(*tokens) /
+                                                        static_cast<double>(l.sp)) +
                     ", over the memory limit " + std::to_string(o.memory_limit));
       l = detail::layout_at(o, *tokens, l.sp, l.micro_batch, l.batch_size);
       if (l.accumulation() > o.max_accumulation)
@@ -360,7 +381,8 @@ inline layout_table check_layouts(const bucket_config& config, std::vector<bucke
                     " micro-steps exceed max_accumulation " + std::to_string(o.max_accumulation));
       longest = std::max(longest, l.seconds);
     }
-  return layout_table(config, std::move(pairs), o.target_seconds > 0.0 ? o.target_seconds : longest);
+  return layout_table(config, std::move(pairs),
+                      o.target_seconds > 0.0 ? o.target_seconds : longest);
 }
 
 /// One sp for every pair (Open-Sora's `sp_size`): each pair runs its config batch size at `sp`
@@ -369,11 +391,12 @@ inline layout_table uniform_layouts(const bucket_config& config, std::int64_t sp
                                     const layout_options& o, std::int64_t micro_batch = 0) {
   std::vector<bucket_layout> pairs;
   for (const std::int64_t bs : pair_batch_sizes(config))
-    pairs.push_back({sp, bs, bs == 0 ? 0 : (micro_batch > 0 ? std::min(micro_batch, bs) : bs),
-                     0, 0.0});
+    pairs.push_back(
+        {sp, bs, bs == 0 ? 0 : (micro_batch > 0 ? std::min(micro_batch, bs) : bs), 0, 0.0});
   layout_options u = o;
   u.sp_sizes = {sp};
   u.memory_limit = std::numeric_limits<double>::infinity();  // the config was tuned to fit
+  u.config_fills_memory_at_sp = 0;
   u.max_accumulation = std::numeric_limits<std::int64_t>::max();
   return check_layouts(config, std::move(pairs), u);
 }

@@ -151,8 +151,8 @@ nb::dict work_of(const py_group_schedule& s, std::uint64_t step, std::uint32_t r
     throw vbucket::error("group schedule: step " + std::to_string(step) + " is not below " +
                          std::to_string(s.schedule->steps()) + " steps");
   if (rank >= s.schedule->world_size())
-    throw vbucket::error("group schedule: rank " + std::to_string(rank) +
-                         " is not below world " + std::to_string(s.schedule->world_size()));
+    throw vbucket::error("group schedule: rank " + std::to_string(rank) + " is not below world " +
+                         std::to_string(s.schedule->world_size()));
   const vbucket::rank_work w = s.schedule->work(step, rank);
   nb::dict d;
   d["step"] = w.step;
@@ -187,7 +187,8 @@ void vbucket_bind_layout(nb::module_& m) {
                      return std::vector<std::int64_t>(p.plan->sp_sizes().begin(),
                                                       p.plan->sp_sizes().end());
                    })
-      .def_prop_ro("num_batches", [](const py_group_plan& p) { return p.plan->plan().num_batches(); })
+      .def_prop_ro("num_batches",
+                   [](const py_group_plan& p) { return p.plan->plan().num_batches(); })
       .def_prop_ro("target_seconds",
                    [](const py_group_plan& p) { return p.plan->layouts().target_seconds(); })
       .def("layouts", &layouts_of, "Every (resolution, frames) pair's layout, as dicts.")
@@ -211,8 +212,8 @@ void vbucket_bind_layout(nb::module_& m) {
           "step_seconds",
           [](const py_group_schedule& s, std::uint64_t k) {
             if (k >= s.schedule->steps())
-              throw vbucket::error("group schedule: step " + std::to_string(k) +
-                                   " is not below " + std::to_string(s.schedule->steps()));
+              throw vbucket::error("group schedule: step " + std::to_string(k) + " is not below " +
+                                   std::to_string(s.schedule->steps()));
             return s.schedule->step_seconds(k);
           },
           "step"_a, "Step `step`'s predicted time (its slowest group's).")
@@ -220,8 +221,8 @@ void vbucket_bind_layout(nb::module_& m) {
           "state_after",
           [](const py_group_schedule& s, std::uint64_t k) {
             if (k > s.schedule->steps())
-              throw vbucket::error("group schedule: " + std::to_string(k) + " steps done but it has " +
-                                   std::to_string(s.schedule->steps()));
+              throw vbucket::error("group schedule: " + std::to_string(k) +
+                                   " steps done but it has " + std::to_string(s.schedule->steps()));
             return vbucket::to_string(s.schedule->state_after(k));
           },
           "steps_done"_a, "The resume state (text) after `steps_done` steps.");

@@ -62,7 +62,8 @@ TEST_CASE("layout_fit: a profile of known models fits back to them") {
         ++rows;
       }
   // The time rows at the whole batch, with their micro-batch.
-  std::string time_csv = "resolution,frames,batch_size,sp,micro_batch,peak_memory_gib,step_seconds\n";
+  std::string time_csv =
+      "resolution,frames,batch_size,sp,micro_batch,peak_memory_gib,step_seconds\n";
   for (const auto& b : buckets)
     for (const std::int64_t sp : {1, 2, 4})
       for (const std::int64_t bs : {1, 3, 4}) {
@@ -77,8 +78,8 @@ TEST_CASE("layout_fit: a profile of known models fits back to them") {
       }
   CHECK(rows == 27);
   const vbucket_test::temp_dir dir("layout_fit");
-  const auto mem_fit =
-      vbucket::eigen::read_layout_profile(dir.write("m.csv", csv), config, vbucket::opensora_v2_tables{});
+  const auto mem_fit = vbucket::eigen::read_layout_profile(dir.write("m.csv", csv), config,
+                                                           vbucket::opensora_v2_tables{});
   CHECK(mem_fit.memory_points == 27);
   CHECK(mem_fit.memory.fixed == doctest::Approx(mem.fixed).epsilon(1e-6));
   CHECK(mem_fit.memory.linear == doctest::Approx(mem.linear).epsilon(1e-6));
@@ -99,8 +100,8 @@ TEST_CASE("layout_fit: without an sp column the communication terms are 0; error
   const std::string plain =
       "resolution,frames,batch_size,peak_memory_gib,step_seconds\n"
       "256px,1,8,31,0.5\n256px,33,2,34,0.9\n768px,65,1,60,3.5\n256px,33,4,38,1.4\n";
-  const auto fit =
-      vbucket::eigen::read_layout_profile(dir.write("p.csv", plain), config, vbucket::opensora_v2_tables{});
+  const auto fit = vbucket::eigen::read_layout_profile(dir.write("p.csv", plain), config,
+                                                       vbucket::opensora_v2_tables{});
   CHECK(fit.time.comm_per_token == 0.0);
   CHECK(fit.time.comm_per_micro_step == 0.0);
   CHECK(fit.time_points == 4);

@@ -41,7 +41,8 @@ layout_options test_options() {
 /// A world every degree in use divides: a multiple of the largest.
 std::uint32_t world_for(test_rng& g, const group_plan& p) {
   const std::int64_t most = p.sp_sizes().empty() ? 1 : p.sp_sizes().front();
-  return static_cast<std::uint32_t>(most) * static_cast<std::uint32_t>(1 + g.below(g.chance(0.5) ? 4 : 24));
+  return static_cast<std::uint32_t>(most) *
+         static_cast<std::uint32_t>(1 + g.below(g.chance(0.5) ? 4 : 24));
 }
 
 /// Checks one step: its groups tile [0, world) in aligned blocks of their bucket's sp; each
@@ -100,8 +101,8 @@ TEST_CASE("group_plan: groups tile the world, fit memory, and deal every sample 
     const layout_options o = test_options();
     const vbucket::layout_table layouts = vbucket::choose_layouts(c, o);
     const plan_options po{.seed = g.next(), .epoch = g.below(5)};
-    const group_plan p(vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(), po),
-                       layouts);
+    const group_plan p(
+        vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(), po), layouts);
     const std::uint32_t world = world_for(g, p);
     const group_schedule s = p.deal(world);
     std::set<std::uint64_t> positions;
@@ -200,7 +201,8 @@ TEST_CASE("group_plan: worlds and states that do not fit are refused") {
   const bucket_config c = small_config(8, 4, 2);
   layout_options o = test_options();
   // Frames 65, 33, 1; the config's batch sizes are 2, 4, 8: 65 frames runs 3 here.
-  std::vector<vbucket::bucket_layout> pairs{{4, 3, 3, 0, 0.0}, {2, 4, 4, 0, 0.0}, {1, 8, 8, 0, 0.0}};
+  std::vector<vbucket::bucket_layout> pairs{
+      {4, 3, 3, 0, 0.0}, {2, 4, 4, 0, 0.0}, {1, 8, 8, 0, 0.0}};
   const vbucket::layout_table layouts = vbucket::check_layouts(c, pairs, o);
   std::vector<bucket_id> ids;
   for (bucket_id b = 0; b < static_cast<bucket_id>(c.num_buckets()); ++b)
@@ -238,16 +240,17 @@ TEST_CASE("group_plan: balanced steps under a chosen layout") {
   const bucket_config c = random_config(g, 16);
   const std::vector<bucket_id> ids = random_ids(g, c, 20000);
   const vbucket::layout_table layouts = vbucket::choose_layouts(c, test_options());
-  const group_plan p(vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(),
-                                              {.seed = 5}),
-                     layouts);
+  const group_plan p(
+      vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(), {.seed = 5}),
+      layouts);
   const group_schedule s = p.deal(64);
   for (std::uint64_t k = 0; k < s.steps(); ++k)
     for (const auto& grp : s.groups(k)) {
       const auto& l = p.layouts().of(p.plan().bucket_at(grp.position));
       // A group's time is within one sample's time of the target, or it runs one sample.
-      const double one = vbucket::step_time_model(test_options().time).predict(l.tokens, 1, l.sp, 1) -
-                         test_options().time.compute.fixed;
+      const double one =
+          vbucket::step_time_model(test_options().time).predict(l.tokens, 1, l.sp, 1) -
+          test_options().time.compute.fixed;
       if (l.batch_size > 1 && l.accumulation() < test_options().max_accumulation)
         CHECK(std::abs(s.group_seconds(grp) - layouts.target_seconds()) <= one + 0.1);
     }

@@ -6,10 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>  // std::max
-#include <cmath>    // std::abs
-#include <cstdint>  // std::int64_t
-#include <string>   // std::string
-#include <vector>   // std::vector
+#include <cmath>      // std::abs
+#include <cstdint>    // std::int64_t
+#include <limits>     // std::numeric_limits
+#include <string>     // std::string
+#include <vector>     // std::vector
 
 #include "vbucket/parallel_layout.hpp"
 
@@ -124,7 +125,8 @@ TEST_CASE("parallel_layout: chosen layouts fit memory, divide, and are the cheap
               1e-9 * l.seconds);
         // No allowed sp whose one-sample step is within the target runs a closer-to-target
         // batch with fewer GPU-seconds per sample (brute force over every batch).
-        const double mine = static_cast<double>(l.sp) * l.seconds / static_cast<double>(l.batch_size);
+        const double mine =
+            static_cast<double>(l.sp) * l.seconds / static_cast<double>(l.batch_size);
         // (Within the target: up to rounding, as the models here and in the header sum in
         // another order; a pair's one-sample step can be the target itself.)
         const double target = t.target_seconds();
@@ -147,8 +149,8 @@ TEST_CASE("parallel_layout: chosen layouts fit memory, divide, and are the cheap
             if (std::abs(seconds_at(o, tokens, b, micro, sp) - t.target_seconds()) <
                 std::abs(seconds_at(o, tokens, best, micro, sp) - t.target_seconds()))
               best = b;
-          const double theirs = static_cast<double>(sp) *
-                                seconds_at(o, tokens, best, micro, sp) / static_cast<double>(best);
+          const double theirs = static_cast<double>(sp) * seconds_at(o, tokens, best, micro, sp) /
+                                static_cast<double>(best);
           if (mine_within) CHECK(mine <= theirs * (1.0 + 1e-3));
         }
       }
@@ -175,21 +177,21 @@ TEST_CASE("parallel_layout: hand layouts are checked, naming the pair") {
   layout_options o = test_options();
   // Pairs in the config's order: frames 65, 33, 1.
   const auto pairs = [](std::int64_t sp, std::int64_t batch, std::int64_t micro) {
-    return std::vector<bucket_layout>{{sp, batch, micro, 0, 0.0}, {1, 4, 4, 0, 0.0}, {1, 8, 8, 0, 0.0}};
+    return std::vector<bucket_layout>{
+        {sp, batch, micro, 0, 0.0}, {1, 4, 4, 0, 0.0}, {1, 8, 8, 0, 0.0}};
   };
   o.remainder = vbucket::sequence_remainder::pad;  // an aspect entry of 65 frames has 4250
   std::int64_t tokens65 = 0;
   const auto& table = c.resolutions()[0].info.table;
   for (std::size_t a = 0; a < table.size(); ++a)
-    tokens65 = std::max(tokens65,
-                        (vbucket::token_count(65, table[a].height, table[a].width) + 3) / 4 * 4);
+    tokens65 =
+        std::max(tokens65, (vbucket::token_count(65, table[a].height, table[a].width) + 3) / 4 * 4);
   const layout_table t = vbucket::check_layouts(c, pairs(4, 6, 2), o);
   CHECK(t.pairs()[0].tokens == tokens65);
   CHECK(t.pairs()[0].accumulation() == 3);
   CHECK(t.pairs()[0].seconds == doctest::Approx(seconds_at(o, tokens65, 6, 2, 4)));
   CHECK(t.config().resolutions()[0].frames[0].batch_size == 6);
-  CHECK(t.target_seconds() == doctest::Approx(std::max({t.pairs()[0].seconds,
-                                                        t.pairs()[1].seconds,
+  CHECK(t.target_seconds() == doctest::Approx(std::max({t.pairs()[0].seconds, t.pairs()[1].seconds,
                                                         t.pairs()[2].seconds})));
 
   CHECK(contains(error_message([&] { (void)vbucket::check_layouts(c, pairs(3, 6, 2), o); }),
@@ -231,14 +233,14 @@ TEST_CASE("parallel_layout: a sequence that does not divide by sp is refused or 
   const layout_table t = vbucket::check_layouts(c, pairs, o);
   std::int64_t padded = 0;
   for (std::size_t a = 0; a < table.size(); ++a)
-    padded = std::max(padded, (vbucket::token_count(1, table[a].height, table[a].width) + sp - 1) /
-                                  sp * sp);
+    padded = std::max(
+        padded, (vbucket::token_count(1, table[a].height, table[a].width) + sp - 1) / sp * sp);
   CHECK(t.pairs()[2].tokens == padded);
   // Refused, an sp is not considered by the choice; padded, it may be.
   o.remainder = vbucket::sequence_remainder::refuse;
   o.sp_sizes = {sp};
-  CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
-                 "do not divide by sp"));
+  CHECK(
+      contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }), "do not divide by sp"));
 }
 
 TEST_CASE("parallel_layout: bad options and sp sizes are refused") {
@@ -270,4 +272,39 @@ TEST_CASE("parallel_layout: uniform layouts keep the config's batches at one sp"
     CHECK(t.pairs()[p].accumulation() == 1);
     ++p;
   }
+}
+
+TEST_CASE("parallel_layout: the config's batch sizes as the memory bound") {
+  test_rng g{4646};
+  for (int iteration = 0; iteration < 20; ++iteration) {
+    const bucket_config c = random_config(g, 64);
+    layout_options o = test_options();
+    o.memory = {};
+    o.memory_limit = std::numeric_limits<double>::infinity();
+    o.config_fills_memory_at_sp = 4;
+    layout_table t;
+    try {
+      t = vbucket::choose_layouts(c, o);
+    } catch (const vbucket::error& e) {
+      // A batch size below 4 fills nothing at sp 1 or 2; at sp 8 everything fits.
+      FAIL_CHECK(e.what());
+      continue;
+    }
+    std::size_t p = 0;
+    for (const auto& r : c.resolutions())
+      for (const auto& f : r.frames) {
+        const bucket_layout& l = t.pairs()[p++];
+        if (f.batch_size == 0) continue;
+        CHECK(l.micro_batch >= 1);
+        CHECK(l.micro_batch <= f.batch_size * l.sp / 4);
+      }
+  }
+  const bucket_config c = small_config(8, 4, 2);
+  layout_options o = test_options();
+  o.config_fills_memory_at_sp = 4;
+  // 65 frames: batch size 2 at sp 4, so at sp 2 a micro-batch of 1 at most.
+  const std::vector<bucket_layout> pairs{{2, 4, 2, 0, 0.0}, {1, 4, 1, 0, 0.0}, {1, 8, 2, 0, 0.0}};
+  CHECK(contains(error_message([&] { (void)vbucket::check_layouts(c, pairs, o); }),
+                 "256px -> 65: micro-batch 2 at sp 2 is more than the 1 that the config's batch "
+                 "size 2 at sp 4 fills"));
 }

@@ -63,11 +63,12 @@ inline Eigen::VectorXd scaled_least_squares(const Eigen::MatrixXd& x, const Eige
   const Eigen::MatrixXd scaled = x * scale.cwiseInverse().asDiagonal();
   const Eigen::JacobiSVD<Eigen::MatrixXd> svd(scaled, Eigen::ComputeThinU | Eigen::ComputeThinV);
   const auto& sv = svd.singularValues();
-  const double condition = sv(sv.size() - 1) > 0.0 ? sv(0) / sv(sv.size() - 1)
-                                                   : std::numeric_limits<double>::infinity();
+  const double condition =
+      sv(sv.size() - 1) > 0.0 ? sv(0) / sv(sv.size() - 1) : std::numeric_limits<double>::infinity();
   if (!(condition < 1e9))
-    throw error(what + ": the profile cannot identify the model (its columns are linearly "
-                       "dependent over the points; profile more token counts, batch sizes or sp)");
+    throw error(what +
+                ": the profile cannot identify the model (its columns are linearly "
+                "dependent over the points; profile more token counts, batch sizes or sp)");
   const Eigen::VectorXd solution = svd.solve(y);
   return solution.cwiseQuotient(scale.transpose());
 }
@@ -162,8 +163,8 @@ layout_fit read_layout_profile(const std::string& path, const bucket_config& con
     if (sp_col != npos)
       p.sp = vbucket::detail::csv_size(reader, sp_col, fields[sp_col], std::int64_t{1} << 16);
     if (micro_col != npos) {
-      p.micro_batch = vbucket::detail::csv_size(reader, micro_col, fields[micro_col],
-                                                bucket_config::max_batch);
+      p.micro_batch =
+          vbucket::detail::csv_size(reader, micro_col, fields[micro_col], bucket_config::max_batch);
       if (p.micro_batch > p.step.batch_size)
         reader.fail(micro_col, "micro-batch " + std::to_string(p.micro_batch) +
                                    " is larger than the batch " +
