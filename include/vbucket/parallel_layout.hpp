@@ -18,16 +18,17 @@
 /// longest of every pair's fastest step at a memory-filling micro-batch over the allowed degrees
 /// (so every pair can reach it). For each pair and each allowed sp whose micro-batch of 1 fits
 /// memory (and whose sequence divides by sp, or is padded to a multiple: `sequence_remainder`),
-/// the batch B whose predicted time is closest to T (at most `max_accumulation` micro-steps)
-/// gives sp · time(B, sp) / B GPU-seconds per sample; the pair takes the sp that needs the
-/// fewest of those among the degrees whose B = 1 step is within T, or else the fastest.
+/// the largest batch B whose predicted time is within T (at most `max_accumulation`
+/// micro-steps); a group holds its sp ranks for the whole step, so the pair takes the sp with
+/// the most samples per rank and step, B / sp (ties: the smaller sp), among the degrees whose
+/// one-sample step is within T, or else the sp with the fastest one-sample step.
 ///
 ///     vbucket::layout_options o{.memory = mem, .memory_limit = 130.0, .time = {.compute = t}};
 ///     vbucket::layout_table layouts = vbucket::choose_layouts(config, o);
 ///     auto plan = vbucket::make_epoch_plan(ids, layouts.config(), {.seed = s, .epoch = e});
 
 #include <algorithm>    // std::max, std::min, std::find, std::sort, std::unique
-#include <cmath>        // std::isfinite, std::floor, std::abs
+#include <cmath>        // std::isfinite
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t
 #include <limits>       // std::numeric_limits
@@ -297,26 +298,27 @@ inline layout_table choose_layouts(const bucket_config& config, const layout_opt
     bool have_within = false;
     double best_cost = std::numeric_limits<double>::infinity();
     for (const option& c : options[p]) {
-      const double per = o.time.predict(c.tokens, 1, c.sp, 1) - o.time.compute.fixed;
-      const double rough = per > 0.0 ? (target - o.time.compute.fixed) / per : 1.0;
-      const std::int64_t most = c.micro * o.max_accumulation;
-      std::int64_t b = rough <= 1.0 ? 1
-                       : rough >= static_cast<double>(most)
-                           ? most
-                           : static_cast<std::int64_t>(std::floor(rough));
-      // b or b + 1, whichever is closer to the target (micro-step latency makes it a step
-      // function, so look at both).
-      bucket_layout l = detail::layout_at(o, c.tokens, c.sp, c.micro, b);
-      if (b < most) {
-        const bucket_layout up = detail::layout_at(o, c.tokens, c.sp, c.micro, b + 1);
-        if (std::abs(up.seconds - target) < std::abs(l.seconds - target)) l = up;
+      const auto time_of = [&](std::int64_t b) {
+        return detail::layout_at(o, c.tokens, c.sp, c.micro, b);
+      };
+      const bool within = time_of(1).seconds <= target;
+      bucket_layout l = time_of(1);
+      if (within) {  // the largest batch within the target (time grows with the batch)
+        const double per = l.seconds - o.time.compute.fixed;
+        const double rough = per > 0.0 ? (target - o.time.compute.fixed) / per : 1.0;
+        const std::int64_t most = c.micro * o.max_accumulation;
+        std::int64_t b = rough <= 1.0                         ? 1
+                         : rough >= static_cast<double>(most) ? most
+                                                              : static_cast<std::int64_t>(rough);
+        while (b > 1 && time_of(b).seconds > target) --b;  // the predicate decides
+        while (b < most && time_of(b + 1).seconds <= target) ++b;
+        l = time_of(b);
       }
-      const bool within = detail::layout_at(o, c.tokens, c.sp, c.micro, 1).seconds <= target;
+      // A group holds its ranks for the whole step, so within the target the measure is samples
+      // per rank per step, B / sp (the most); outside it, the step itself (the shortest).
       const double cost =
-          within ? static_cast<double>(c.sp) * l.seconds / static_cast<double>(l.batch_size)
-                 : l.seconds;
-      // Degrees within the target beat those that are not; then the fewest GPU-seconds per
-      // sample (within) or the fastest step (not); ties keep the smaller sp.
+          within ? -static_cast<double>(l.batch_size) / static_cast<double>(c.sp) : l.seconds;
+      // Degrees within the target beat those that are not; ties keep the smaller sp.
       if ((within && !have_within) || (within == have_within && cost < best_cost)) {
         have_within = have_within || within;
         best_cost = cost;

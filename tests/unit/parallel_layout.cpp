@@ -123,14 +123,16 @@ TEST_CASE("parallel_layout: chosen layouts fit memory, divide, and are the cheap
         CHECK(l.accumulation() * l.micro_batch >= l.batch_size);
         CHECK(std::abs(l.seconds - seconds_at(o, l.tokens, l.batch_size, l.micro_batch, l.sp)) <
               1e-9 * l.seconds);
-        // No allowed sp whose one-sample step is within the target runs a closer-to-target
-        // batch with fewer GPU-seconds per sample (brute force over every batch).
-        const double mine =
-            static_cast<double>(l.sp) * l.seconds / static_cast<double>(l.batch_size);
-        // (Within the target: up to rounding, as the models here and in the header sum in
-        // another order; a pair's one-sample step can be the target itself.)
+        // Within the target, the batch is the largest within it; and no allowed sp whose
+        // one-sample step is within the target runs more samples per rank (brute force).
         const double target = t.target_seconds();
         const bool mine_within = seconds_at(o, l.tokens, 1, 1, l.sp) <= target * (1.0 + 1e-9);
+        if (mine_within) {
+          CHECK(l.seconds <= target * (1.0 + 1e-9));
+          if (l.batch_size < l.micro_batch * o.max_accumulation)
+            CHECK(seconds_at(o, l.tokens, l.batch_size + 1, l.micro_batch, l.sp) >
+                  target * (1.0 - 1e-9));
+        }
         for (const std::int64_t sp : {1, 2, 4, 8}) {
           const std::int64_t raw = raw_tokens(c, r, k);
           if (!divides(c, r, k, sp) && o.remainder == vbucket::sequence_remainder::refuse) continue;
@@ -139,19 +141,17 @@ TEST_CASE("parallel_layout: chosen layouts fit memory, divide, and are the cheap
           while (micro < 100000 && memory_at(o, tokens, micro + 1, sp) <= o.memory_limit) ++micro;
           if (micro == 0) continue;
           const bool within = seconds_at(o, tokens, 1, 1, sp) <= target * (1.0 - 1e-9);
-          if (mine_within) {
-            if (!within) continue;
-          } else {
+          if (!mine_within) {
             CHECK_FALSE(within);
+            CHECK(l.seconds <= seconds_at(o, tokens, 1, 1, sp) * (1.0 + 1e-9));
+            continue;
           }
+          if (!within) continue;
           std::int64_t best = 1;
-          for (std::int64_t b = 2; b <= micro * o.max_accumulation && b < 5000; ++b)
-            if (std::abs(seconds_at(o, tokens, b, micro, sp) - t.target_seconds()) <
-                std::abs(seconds_at(o, tokens, best, micro, sp) - t.target_seconds()))
-              best = b;
-          const double theirs = static_cast<double>(sp) * seconds_at(o, tokens, best, micro, sp) /
-                                static_cast<double>(best);
-          if (mine_within) CHECK(mine <= theirs * (1.0 + 1e-3));
+          while (best < micro * o.max_accumulation &&
+                 seconds_at(o, tokens, best + 1, micro, sp) <= target * (1.0 - 1e-9))
+            ++best;
+          CHECK(l.batch_size * sp >= best * l.sp);
         }
       }
   }
