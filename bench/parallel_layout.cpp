@@ -9,13 +9,16 @@
 ///
 /// Where the model's numbers come from (a user fits their own with `profile_time_model`, the
 /// PROFILE.csv that `vbucket fit-bs` reads, tokens,batch_size,oom,peak_memory_gib,step_seconds):
-///  - compute (sp = 1): t1 and t2 fitted by least squares to the step times Open-Sora 2.0
-///    publishes beside its stage-1 256px buckets (configs/diffusion/train/stage1.py: 1 frame ×
-///    45: 6.22 s, 33 × 12: 7.02 s, 65 × 6: 6.79 s, 97 × 4: 6.84 s, 129 × 3: 7.48 s; 256 tokens
-///    a latent frame), with the fixed part t0 = 0.35 s: the median of what stage2.py's
-///    breakdowns leave after encode_video + encode_text + forward + backward (0.26, 0.45,
-///    0.22, 1.54 s). (Fitting t0 too gives 5.9 s and per-sample costs near 0: the five times
-///    were tuned to be equal, so they do not tell a fixed cost from a per-sample one.)
+///  - compute (sp = 1): t1 fitted by least squares to the step times Open-Sora 2.0 publishes
+///    beside its stage-1 256px buckets (configs/diffusion/train/stage1.py: 1 frame × 45:
+///    6.22 s, 33 × 12: 7.02 s, 65 × 6: 6.79 s, 97 × 4: 6.84 s, 129 × 3: 7.48 s; 256 tokens a
+///    latent frame), with the fixed part t0 = 0.35 s, the median of what stage2.py's breakdowns
+///    leave after encode_video + encode_text + forward + backward (0.26, 0.45, 0.22, 1.54 s),
+///    and the attention term t2 = 7e-9 s per token², derived: 16 · hidden FLOPs per token pair
+///    per block (QKᵀ and AV, forward, backward, checkpoint recompute) · 57 blocks at 400 TFLOP/s
+///    (an H200 at 40 % of its bf16 peak). (The five times cannot give t0 or t2 themselves: they
+///    were tuned to be equal and span 256 to 8448 tokens; fitting all three gives t0 = 5.9 s,
+///    fitting t1 and t2 a negative t2.)
 ///  - memory: the configs' own batch sizes, which Open-Sora tunes to fill memory (stage2.py
 ///    publishes peaks of 125 to 135 GB beside them, at sp_size=4; stage 1 runs sp 1): a pair's
 ///    micro-batch at sp is at most ⌊batch size · sp / the stage's sp⌋
@@ -65,23 +68,23 @@ using vbucket::bench::data_path;
 /// The model's options from the published figures (see the top of this file); the memory
 /// bound is the config's own batch sizes, which fill memory at `filled_at_sp`.
 vbucket::layout_options published_options(std::int64_t filled_at_sp) {
-  // Stage 1's (frames, batch size, seconds) at 256px, and the fixed part of a step.
+  // Stage 1's (frames, batch size, seconds) at 256px, the fixed part of a step and the
+  // attention term (see the top of this file); t1 is fitted.
   const double points[5][3] = {
       {1, 45, 6.22}, {33, 12, 7.02}, {65, 6, 6.79}, {97, 4, 6.84}, {129, 3, 7.48}};
-  constexpr double fixed = 0.35;
-  Eigen::MatrixXd x(5, 2);
+  constexpr double fixed = 0.35, quadratic = 7e-9;
+  Eigen::MatrixXd x(5, 1);
   Eigen::VectorXd y(5);
   for (Eigen::Index i = 0; i < 5; ++i) {
     const auto* p = points[i];
     const auto t =
         static_cast<double>(vbucket::token_count(static_cast<std::int64_t>(p[0]), 256, 256));
     x(i, 0) = p[1] * t;
-    x(i, 1) = p[1] * t * t;
-    y(i) = p[2] - fixed;
+    y(i) = p[2] - fixed - p[1] * quadratic * t * t;
   }
   const Eigen::VectorXd c = vbucket::eigen::detail::scaled_least_squares(x, y, "stage-1 times");
   vbucket::layout_options o;
-  o.time.compute = {fixed, c(0), c(1)};
+  o.time.compute = {fixed, c(0), quadratic};
   o.config_fills_memory_at_sp = filled_at_sp;
   o.time.comm_per_token = 8.9e-6;
   o.time.comm_per_micro_step = 3.4e-3;

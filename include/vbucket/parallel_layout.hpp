@@ -226,6 +226,17 @@ inline std::int64_t largest_micro_batch(const layout_options& o, std::int64_t to
   return b;
 }
 
+/// Throws naming pair `name` when the time model predicts no positive time per sample at
+/// `tokens` and sp (a fit that is no use for this pair, e.g. a negative quadratic term).
+inline void check_per_sample(const layout_options& o, std::int64_t tokens, std::int64_t sp,
+                             const std::string& name) {
+  const double per = o.time.predict(tokens, 1, sp, 0) - o.time.compute.fixed;
+  if (!(per > 0.0))
+    throw error("parallel layout: " + name + ": the time model predicts " + std::to_string(per) +
+                " s per sample at " + std::to_string(tokens) + " tokens and sp " +
+                std::to_string(sp) + " (it must grow with the batch)");
+}
+
 /// The layout of `batch` samples at sp with micro-batches of at most `micro`.
 inline bucket_layout layout_at(const layout_options& o, std::int64_t tokens, std::int64_t sp,
                                std::int64_t micro, std::int64_t batch) {
@@ -284,6 +295,7 @@ inline layout_table choose_layouts(const bucket_config& config, const layout_opt
         const std::int64_t micro = detail::largest_micro_batch(
             o, *tokens, sp, detail::config_cap(config, r, k, sp, o, cap));
         if (micro == 0) continue;
+        detail::check_per_sample(o, *tokens, sp, pair_name(config, pair));
         options.back().push_back({sp, *tokens, micro});
         fastest = std::min(fastest, o.time.predict(*tokens, micro, sp, 1));
       }
@@ -364,6 +376,7 @@ inline layout_table check_layouts(const bucket_config& config, std::vector<bucke
       std::string bad;
       const auto tokens = detail::pair_tokens(config, r, k, l.sp, o, &bad);
       if (!tokens) throw error(at + ": " + bad + " (pad it, or choose another sp)");
+      detail::check_per_sample(o, *tokens, l.sp, pair_name(config, p));
       const std::int64_t by_config = detail::config_cap(config, r, k, l.sp, o, l.micro_batch);
       if (by_config < l.micro_batch)
         throw error(at + ": micro-batch " + std::to_string(l.micro_batch) + " at sp " +

@@ -47,6 +47,8 @@ vbucket::layout_options layout_options_from(const nb::dict& options) {
       o.memory = model(value);
     } else if (k == "memory_limit") {
       o.memory_limit = nb::cast<double>(value);
+    } else if (k == "config_fills_memory_at_sp") {
+      o.config_fills_memory_at_sp = nb::cast<std::int64_t>(value);
     } else if (k == "time") {
       o.time.compute = model(value);
     } else if (k == "comm_per_token") {

@@ -23,6 +23,7 @@ from ._core import _config, _meta, _spec
 LAYOUT_OPTIONS = (
     "memory",
     "memory_limit",
+    "config_fills_memory_at_sp",
     "time",
     "comm_per_token",
     "comm_per_micro_step",
@@ -77,6 +78,7 @@ class GroupPlan:
     memory); without it the layouts are chosen from the memory and time models. The options
     (``LAYOUT_OPTIONS``; None keeps the library's default): ``memory`` and ``time`` as
     (fixed, linear, quadratic) coefficients of fit-bs's models, ``memory_limit``,
+    ``config_fills_memory_at_sp`` (the config's batch sizes fill memory at this sp),
     ``comm_per_token``, ``comm_per_micro_step``, ``sp_sizes``, ``target_seconds``,
     ``max_accumulation``, ``remainder`` ("refuse" or "pad"). ``seed``, ``epoch``, ``rng``,
     ``rule``, ``fps_max`` and ``frame_interval`` assign the samples as ``vbucket.assign`` does.
@@ -90,6 +92,7 @@ class GroupPlan:
         layouts: Mapping[str, Sequence[int]] | None = None,
         memory: Sequence[float] | None = None,
         memory_limit: float | None = None,
+        config_fills_memory_at_sp: int | None = None,
         time: Sequence[float] | None = None,
         comm_per_token: float | None = None,
         comm_per_micro_step: float | None = None,
@@ -102,7 +105,8 @@ class GroupPlan:
         run = _spec(spec, "GroupPlan", ("rule", "fps_max", "frame_interval", "rng", "seed", "epoch"))
         cfg = _config(config, run.rule)
         ids = _vbucket.assign_epoch(_meta(meta), cfg, run)
-        given = dict(memory=memory, memory_limit=memory_limit, time=time,
+        given = dict(memory=memory, memory_limit=memory_limit,
+                     config_fills_memory_at_sp=config_fills_memory_at_sp, time=time,
                      comm_per_token=comm_per_token, comm_per_micro_step=comm_per_micro_step,
                      sp_sizes=sp_sizes, target_seconds=target_seconds,
                      max_accumulation=max_accumulation, remainder=remainder)

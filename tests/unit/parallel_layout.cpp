@@ -257,6 +257,15 @@ TEST_CASE("parallel_layout: bad options and sp sizes are refused") {
   CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
                  "256px -> 65: no allowed sequence-parallel size fits one sample in memory"));
   o = test_options();
+  o.time.compute.quadratic = -1e-6;  // negative per-sample time at long sequences
+  CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
+                 "256px -> 65: the time model predicts"));
+  CHECK(contains(error_message([&] {
+                   (void)vbucket::check_layouts(
+                       c, {{1, 2, 2, 0, 0.0}, {1, 4, 4, 0, 0.0}, {1, 8, 8, 0, 0.0}}, o);
+                 }),
+                 "it must grow with the batch"));
+  o = test_options();
   o.max_accumulation = 0;
   CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
                  "max_accumulation must be at least 1"));
