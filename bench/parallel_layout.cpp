@@ -38,7 +38,8 @@
 /// target step time), `sp1`, `sp2`, `sp4`, `sp8` (b's share of batches at each sp).
 /// `layout/plan_cost/<N>`: `epoch_ns` (per sample: assignment + make_epoch_plan + deal to 64,
 /// today's plan), `layout_ns` (assignment + choose_layouts + make_epoch_plan + group_plan +
-/// deal to 64) and `ratio` (layout / epoch), both timed in every iteration.
+/// deal to 64) and `ratio` (layout / epoch), both timed in every iteration, each first every
+/// other iteration.
 ///
 ///     ./vbucket_bench --benchmark_filter='layout/'
 
@@ -178,28 +179,35 @@ void layout_plan_cost(benchmark::State& state) {
   const auto since = [](std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  const auto today = [&] {
+    const auto ids = vbucket::assign_all(config, table, rule, vbucket::fast_source(1, epoch));
+    const vbucket::epoch_plan plan = vbucket::make_epoch_plan(
+        std::span<const vbucket::bucket_id>(ids), config, {.seed = 1, .epoch = epoch});
+    const vbucket::epoch_schedule s = plan.deal(world);
+    benchmark::DoNotOptimize(s.at(0, world - 1).indices.data());
+  };
+  const auto layout = [&] {
+    const auto ids = vbucket::assign_all(config, table, rule, vbucket::fast_source(1, epoch));
+    const vbucket::layout_table layouts = vbucket::choose_layouts(config, o);
+    const vbucket::group_plan plan(
+        vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), layouts.config(),
+                                 {.seed = 1, .epoch = epoch}),
+        layouts);
+    const vbucket::group_schedule s = plan.deal(world);
+    benchmark::DoNotOptimize(s.work(0, world - 1).batch.indices.data());
+  };
   for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
-    {
-      const auto ids = vbucket::assign_all(config, table, rule, vbucket::fast_source(1, epoch));
-      const vbucket::epoch_plan plan = vbucket::make_epoch_plan(
-          std::span<const vbucket::bucket_id>(ids), config, {.seed = 1, .epoch = epoch});
-      const vbucket::epoch_schedule s = plan.deal(world);
-      benchmark::DoNotOptimize(s.at(0, world - 1).indices.data());
+    // Each goes first every other iteration, so neither inherits the other's warm pages.
+    for (int k = 0; k < 2; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if ((k == 0) == (epoch % 2 == 0)) {
+        today();
+        epoch_s += since(t0);
+      } else {
+        layout();
+        layout_s += since(t0);
+      }
     }
-    epoch_s += since(t0);
-    t0 = std::chrono::steady_clock::now();
-    {
-      const auto ids = vbucket::assign_all(config, table, rule, vbucket::fast_source(1, epoch));
-      const vbucket::layout_table layouts = vbucket::choose_layouts(config, o);
-      const vbucket::group_plan plan(
-          vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), layouts.config(),
-                                   {.seed = 1, .epoch = epoch}),
-          layouts);
-      const vbucket::group_schedule s = plan.deal(world);
-      benchmark::DoNotOptimize(s.work(0, world - 1).batch.indices.data());
-    }
-    layout_s += since(t0);
     ++epoch;
   }
   const double per = 1e9 / static_cast<double>(state.iterations()) / static_cast<double>(n);
