@@ -17,6 +17,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _vbucket
+from ._optional import need
 
 PathLike = Union[str, os.PathLike]
 
@@ -464,7 +465,7 @@ class Loader:
                  slots: Optional[int] = None, fields=None, tensors=None,
                  filter: str = "opensora"):
         _need_ffmpeg("Loader")
-        import torch
+        torch = need("torch", "vbucket.Loader")
 
         core = getattr(sampler, "_s", None)
         if not isinstance(core, _vbucket.Sampler):
