@@ -195,6 +195,11 @@ class group_plan {
       class_of[b] =
           static_cast<std::size_t>(std::find(d->sp.begin(), d->sp.end(), sp) - d->sp.begin());
     }
+    std::vector<std::size_t> sizes(d->sp.size(), 0);
+    for (std::size_t b = 0; b < p.num_buckets(); ++b)
+      if (p.bucket(static_cast<bucket_id>(b)).batches > 0)
+        sizes[class_of[b]] += static_cast<std::size_t>(p.bucket(static_cast<bucket_id>(b)).batches);
+    for (std::size_t c = 0; c < sizes.size(); ++c) d->queues[c].reserve(sizes[c]);
     for (std::uint64_t pos = 0; pos < p.num_batches(); ++pos)
       d->queues[class_of[static_cast<std::size_t>(p.bucket_at(pos))]].push_back(pos);
     d_ = std::move(d);
@@ -320,6 +325,13 @@ inline group_schedule group_plan::deal(std::uint32_t world, const group_state& f
   }
   group_schedule s(*this, world);
   const auto w = static_cast<std::uint64_t>(world);
+  std::uint64_t batches_left = 0, smallest = 1;
+  for (std::size_t c = 0; c < nc; ++c) batches_left += d.queues[c].size() - taken[c];
+  if (nc > 0) smallest = static_cast<std::uint64_t>(d.sp[nc - 1]);
+  // At least one group per step (the largest sp) and at most world / smallest sp.
+  s.groups_.reserve(static_cast<std::size_t>(batches_left + w / smallest));
+  s.step_begin_.reserve(static_cast<std::size_t>(
+      batches_left * static_cast<std::uint64_t>(nc > 0 ? d.sp[0] : 1) / w + 2));
   std::vector<std::uint64_t> groups(nc);
   std::uint64_t repeat_cursor = 0;
   for (;;) {

@@ -226,15 +226,16 @@ inline std::int64_t largest_micro_batch(const layout_options& o, std::int64_t to
   return b;
 }
 
-/// Throws naming pair `name` when the time model predicts no positive time per sample at
-/// `tokens` and sp (a fit that is no use for this pair, e.g. a negative quadratic term).
+/// Throws naming pair `name` when the time model predicts a negative time per sample at
+/// `tokens` and sp (a fit that is no use for this pair, e.g. a negative quadratic term; an
+/// all-zero model, no time model, is allowed).
 inline void check_per_sample(const layout_options& o, std::int64_t tokens, std::int64_t sp,
                              const std::string& name) {
   const double per = o.time.predict(tokens, 1, sp, 0) - o.time.compute.fixed;
-  if (!(per > 0.0))
+  if (!(per >= 0.0))
     throw error("parallel layout: " + name + ": the time model predicts " + std::to_string(per) +
                 " s per sample at " + std::to_string(tokens) + " tokens and sp " +
-                std::to_string(sp) + " (it must grow with the batch)");
+                std::to_string(sp) + " (it must not fall as the batch grows)");
 }
 
 /// The layout of `batch` samples at sp with micro-batches of at most `micro`.

@@ -264,7 +264,7 @@ TEST_CASE("parallel_layout: bad options and sp sizes are refused") {
                    (void)vbucket::check_layouts(
                        c, {{1, 2, 2, 0, 0.0}, {1, 4, 4, 0, 0.0}, {1, 8, 8, 0, 0.0}}, o);
                  }),
-                 "it must grow with the batch"));
+                 "it must not fall as the batch grows"));
   o = test_options();
   o.max_accumulation = 0;
   CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
