@@ -188,6 +188,10 @@ def scan(
     dir_or_list: Union[PathLike, Sequence[PathLike]],
     threads: Optional[int] = ...,
     progress: bool = ...,
+    *,
+    timeout: Optional[float] = ...,
+    io_timeout: Optional[float] = ...,
+    retries: Optional[int] = ...,
 ) -> pd.DataFrame: ...
 def decode_clip(
     path: PathLike,
@@ -200,6 +204,9 @@ def decode_clip(
     *,
     filter: Literal["bilinear", "bicubic", "area", "nearest"] = ...,
     threads: int = ...,
+    timeout: Optional[float] = ...,
+    io_timeout: Optional[float] = ...,
+    retries: Optional[int] = ...,
 ) -> np.ndarray: ...
 
 class Batch:
@@ -227,6 +234,10 @@ class Loader:
         std: Union[float, Sequence[float]] = ...,
         pin_memory: bool = ...,
         slots: Optional[int] = ...,
+        timeout: Optional[float] = ...,
+        io_timeout: Optional[float] = ...,
+        retries: Optional[int] = ...,
+        outage_deadline: Optional[float] = ...,
     ) -> None: ...
     def __iter__(self) -> Iterator[Batch]: ...
     def __next__(self) -> Batch: ...
@@ -242,10 +253,13 @@ class Loader:
 def plot_stats(stats: pd.DataFrame, path: PathLike, *, title: Optional[str] = ...) -> str: ...
 
 class Run:
-    rank: int
-    def __init__(self, plan: Any, rank: int = ...) -> None: ...
+    def __init__(self, plan: Any, rank: int = ..., ledger: Optional[PathLike] = ...,
+                 world: Optional[int] = ...) -> None: ...
     @classmethod
-    def from_file(cls, path: PathLike, rank: int = ...) -> Run: ...
+    def from_file(cls, path: PathLike, rank: int = ..., ledger: Optional[PathLike] = ...,
+                  world: Optional[int] = ...) -> Run: ...
+    @property
+    def rank(self) -> int: ...
     @property
     def epoch(self) -> int: ...
     @property
@@ -263,7 +277,7 @@ class Run:
     def write_ledger(self, path: PathLike, ranks: Optional[Sequence[int]] = ...) -> None: ...
     def state(self) -> str: ...
     def state_dict(self) -> dict[str, str]: ...
-    def load_state_dict(self, d: Mapping[str, str]) -> None: ...
+    def load_state_dict(self, d: Mapping[str, str], world: Optional[int] = ...) -> None: ...
 
 class GroupSchedule:
     @property
