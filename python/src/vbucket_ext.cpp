@@ -782,6 +782,7 @@ void vbucket_bind_cache(nb::module_& m);   // cache_bindings.cpp (issue 32)
 void vbucket_bind_run(nb::module_& m);     // run_bindings.cpp (issue 31)
 void vbucket_bind_media(nb::module_& m);   // media_bindings.cpp (with the FFmpeg adapter)
 void vbucket_bind_memory(nb::module_& m);  // memory_bindings.cpp (with the Eigen adapter)
+void vbucket_bind_layout(nb::module_& m);  // layout_bindings.cpp (issue 45)
 
 NB_MODULE(_vbucket, m) {
   m.doc() = "vbucket's C++ core (glue only; see the vbucket package)";
@@ -810,6 +811,7 @@ NB_MODULE(_vbucket, m) {
 #endif
   vbucket_bind_cache(m);
   vbucket_bind_run(m);
+  vbucket_bind_layout(m);
 
   nb::class_<py_config>(m, "Config")
       .def_static("from_text", &config_from_text, "text"_a, "where"_a, "rule"_a)

@@ -198,6 +198,46 @@ class RunLoop:
     def rank(self) -> int:
         """This loop's rank."""
 
+class GroupPlan:
+    def __init__(self, config: Config, ids: Annotated[NDArray[numpy.int32], dict(shape=(None,), order='C', device='cpu', writable=False)], seed: str, epoch: int, options: dict, layouts: Mapping[str, tuple[int, int, int]]) -> None:
+        """
+        An epoch over groups of ranks, one sequence-parallel size per bucket (vbucket::group_plan).
+        """
+
+    @property
+    def sp_sizes(self) -> list[int]: ...
+
+    @property
+    def num_batches(self) -> int: ...
+
+    @property
+    def target_seconds(self) -> float: ...
+
+    def layouts(self) -> list:
+        """Every (resolution, frames) pair's layout, as dicts."""
+
+    def deal(self, world: int, state: str) -> GroupSchedule:
+        """The plan dealt to `world` ranks from `state` ("": the start)."""
+
+class GroupSchedule:
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def world(self) -> int: ...
+
+    @property
+    def repeat_groups(self) -> int: ...
+
+    def work(self, step: int, rank: int) -> dict:
+        """What `rank` does at `step`, as a dict."""
+
+    def step_seconds(self, step: int) -> float:
+        """Step `step`'s predicted time (its slowest group's)."""
+
+    def state_after(self, steps_done: int) -> str:
+        """The resume state (text) after `steps_done` steps."""
+
 class Config:
     @staticmethod
     def from_text(text: str, where: str, rule: str) -> Config: ...
