@@ -183,16 +183,19 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
 
 def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
                 size: Tuple[int, int] = (256, 256), layout: str = "thwc", pad: bool = False, *,
-                filter: str = "bilinear", threads: int = 1) -> np.ndarray:
+                filter: str = "bilinear", threads: int = 1,
+                frame_choice: str = "stride") -> np.ndarray:
     """Frames ``start, start + interval, ...`` (``frames`` of them, 0-based, presentation
-    order) of ``path``, each resized to cover ``size = (H, W)`` keeping the display aspect
+    order) of ``path`` — with ``frame_choice="opensora"`` the ``frames`` frames Open-Sora's
+    ``temporal_random_crop`` takes, ``np.linspace(start, start + frames * interval - 1, frames,
+    dtype=int)`` (the same frames at interval 1) — each resized to cover ``size = (H, W)`` keeping the display aspect
     ratio and center-cropped (Open-Sora's resize-crop), as RGB uint8: shape (T, H, W, 3) for
     ``layout="thwc"``, (3, T, H, W) for ``"cthw"``. The array owns the buffer the decoder
     wrote (no copy). ``pad=True`` repeats the last frame of a video that ends early.
 
     Raises ``vbucket.DecodeError`` (a ValueError) with the adapter's one-line message naming
     the file when it cannot be decoded, ValueError on a bad argument. The same bytes as
-    ``vbucket decode FILE --start S --frames N --interval I --size HxW``.
+    ``vbucket decode FILE --start S --frames N --interval I --size HxW [--frame-choice C]``.
     """
     _need_ffmpeg("decode_clip")
     try:
@@ -205,7 +208,8 @@ def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
         if isinstance(v, bool) or not hasattr(v, "__index__"):
             raise TypeError(f"decode_clip: {name} must be an int, got {type(v).__name__}")
     return _vbucket.decode_clip(os.fspath(path), int(start), int(frames), int(interval), int(h),
-                                int(w), layout, bool(pad), filter, int(threads))
+                                int(w), layout, bool(pad), filter, int(threads),
+                                frame_choice)
 
 
 class Batch:
@@ -382,6 +386,8 @@ def _columns(kind: str, spec, sampler, rows: int) -> list:
             if not isinstance(name, str):
                 raise TypeError(f"Loader: {kind}: a column name must be a str, got {name!r}")
             values = _dataset_column(sampler.dataset, name)
+        elif isinstance(values, str):  # {name: "column"}: the metadata's column of that name
+            values = _dataset_column(sampler.dataset, values)
         out.append(_field_spec(kind, name, values, rows))
     return out
 
@@ -429,6 +435,9 @@ class Loader:
     antialiasing) and center-cropped with the offset floored, as Open-Sora's video transform; an
     image resized bicubic with the offset rounded, as its image transform. "bilinear",
     "bicubic", "area", "nearest": libswscale's filter (faster; the same offsets).
+    ``frame_choice``: the frames of a clip's crop. "opensora" (the default) takes Open-Sora's
+    ``np.linspace(start, start + T * interval - 1, T, dtype=int)``; "stride" every interval-th
+    frame from the start (the same frames at interval 1, i.e. below ``fps_max``).
 
     Per-sample fields: ``fields`` names metadata columns to return with each batch
     (``batch.fields[name]``: a list of str, or a numpy array for numbers), gathered on the C++
@@ -462,7 +471,7 @@ class Loader:
                  prefetch: int = 2, dtype: str = "uint8", layout: str = "thwc",
                  mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pin_memory: bool = False,
                  slots: Optional[int] = None, fields=None, tensors=None,
-                 filter: str = "opensora"):
+                 filter: str = "opensora", frame_choice: str = "opensora"):
         _need_ffmpeg("Loader")
         import torch
 
@@ -490,6 +499,7 @@ class Loader:
         for name, v, allowed in (("dtype", dtype, ("uint8", "float32", "bfloat16")),
                                  ("filter", filter, ("opensora", "bilinear", "bicubic", "area",
                                                      "nearest")),
+                                 ("frame_choice", frame_choice, ("opensora", "stride")),
                                  ("layout", layout, ("thwc", "cthw"))):
             if v not in allowed:
                 raise ValueError(f"Loader: {name} must be one of {', '.join(allowed)}; "
@@ -519,7 +529,7 @@ class Loader:
         self._tensor_names = [name for kind, name, _ in spec if kind == "tensors"]
         self._core = _vbucket.Loader(core, paths, workers, prefetch, slots, dtype, layout,
                                      _triple("mean", mean), _triple("std", std), pin_device,
-                                     spec, pixels, filter)
+                                     spec, pixels, filter, frame_choice)
         # Where the sampler is once the loader started (an iteration that had run to its end
         # begins again at the epoch's start, as the sampler's own next iteration would).
         self._start = (core.state(), core.fingerprint())
