@@ -55,8 +55,9 @@ def run_rank(args, rank, meta, config):
     sampler = VariableVideoBatchSampler(
         dataset, config, num_replicas=args.world, rank=rank, shuffle=True, seed=args.seed,
         drop_last=args.drop_last, num_groups=args.world)
+    extra = {"prefetch_factor": 2} if args.workers else {}  # torch 1.x refuses None
     dataloader = DataLoader(dataset, batch_sampler=sampler, num_workers=args.workers,
-                            prefetch_factor=2 if args.workers else None, collate_fn=collate)
+                            collate_fn=collate, **extra)
     num_steps_per_epoch = len(dataloader)
 
     start_epoch = start_step = None
