@@ -35,7 +35,8 @@ def test_sampler_equals_vbucket_plan(case, cli, tmp_path, sample_df):
         expected = read_jsonl(out)
         s = vbucket.VariableVideoBatchSampler(
             sample_df, config, num_replicas=world, rank=rank, seed=seed, drop_last=drop_last,
-            rule=rule, rng=rng, policy=policy, balance=balance, output="indices")
+            rule=rule, rng=rng, policy=policy, balance=balance, output="indices",
+            hold_epochs=False)  # each epoch's own length: the plan (held epochs differ from 1 on)
         s.set_epoch(epoch)
         # len() is Open-Sora's (the epoch's global micro-batches); this rank's steps:
         assert s.steps_left() == len(expected) > 0 and len(s) == world * len(expected)

@@ -97,7 +97,15 @@ class VariableVideoBatchSampler(_SamplerBase):
     only; the position moves through iteration, ``set_step``, ``reset`` and
     ``load_state_dict``, and returns to 0 when an iteration ends. ``len()`` is the epoch's
     global micro-batch count // ``num_groups`` (``train.py`` passes the data-parallel size, so
-    it is the steps per epoch). ``drop_last=True`` drops each bucket's remainder (policy
+    it is the steps per epoch).
+
+    ``hold_epochs=True`` (the default; fixed batching): every epoch is held to the length
+    ``len()`` reported first — epoch 0's global batch count, whatever the world size — as
+    ``train.py``, which takes ``len(dataloader)`` once, expects (`vbucket::opensora_held`). The
+    epochs' batches are one stream taken in order: a longer epoch's untrained tail opens the
+    next epoch, a shorter one is filled with counted repeats of its own batches; every drawn
+    batch is trained once. ``held_epoch(e)`` tells what epoch e is made of. ``False``: each
+    epoch's real length (``vbucket plan``'s batches). ``drop_last=True`` drops each bucket's remainder (policy
     "drop", counted in ``stats()``) and the incomplete last step, as Open-Sora; ``False`` pads.
 
     Every batch is full (a bucket's last batch is padded with its own samples under policy
@@ -282,7 +290,8 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     def __len__(self) -> int:
         """Open-Sora's ``len()``: the epoch's global micro-batches as dealt to this world
-        (steps x world, alignment repeats included) // ``num_groups``. With ``num_groups`` =
+        (steps x world, alignment repeats included; held epochs: epoch 0's at every epoch)
+        // ``num_groups``. With ``num_groups`` =
         the data-parallel size (what ``train.py`` passes) it is the steps of the epoch, in its
         step numbering (after a resume under another world size: the resumed step + the steps
         left). Open-Sora counts only whole batches before padding (fewer with
