@@ -26,6 +26,7 @@
 
 #include <cstdint>     // std::uint32_t, std::uint64_t
 #include <functional>  // std::function
+#include <optional>    // std::optional
 #include <string>      // std::string, std::to_string
 #include <utility>     // std::move
 
@@ -52,17 +53,20 @@ struct held_slot {
 /// The held-epoch arithmetic over the data epochs' global batch counts (`batches(e)`).
 class opensora_held {
  public:
-  /// `quota`: global slots of every trainer epoch (data epoch 0's global batches);
-  /// `batches(e)`: data epoch e's global batch count.
-  opensora_held(std::uint64_t quota, std::function<std::uint64_t(std::uint64_t)> batches)
-      : quota_(quota), batches_(std::move(batches)) {}
+  /// `batches(e)`: data epoch e's global batch count; the quota, the global slots of every
+  /// trainer epoch, is data epoch 0's (asked for when first needed).
+  explicit opensora_held(std::function<std::uint64_t(std::uint64_t)> batches)
+      : batches_(std::move(batches)) {}
 
-  [[nodiscard]] std::uint64_t quota() const noexcept { return quota_; }
+  [[nodiscard]] std::uint64_t quota() const {
+    if (!quota_) quota_ = batches_(0);
+    return *quota_;
+  }
 
   /// The cursor of trainer epoch e + 1 after trainer epoch e started at `c`: `quota` slots on,
   /// but never past the end of data epoch e.
   [[nodiscard]] held_cursor next(std::uint64_t e, held_cursor c) const {
-    std::uint64_t i = c.epoch, g = c.position + quota_;
+    std::uint64_t i = c.epoch, g = c.position + quota();
     while (i < e && g >= batches_(i)) g -= batches_(i++);
     if (i == e && g >= batches_(e)) return {e + 1, 0};
     return {i, g};
@@ -79,9 +83,9 @@ class opensora_held {
   /// Slot s of trainer epoch e that starts at `c`.
   [[nodiscard]] held_slot slot(std::uint64_t e, held_cursor c, std::uint64_t s) const {
     bool repeat = false;
-    if (s >= quota_) {  // alignment: the epoch's own slots again
-      if (quota_ == 0) throw error(empty(e));
-      s %= quota_;
+    if (s >= quota()) {  // alignment: the epoch's own slots again
+      if (quota() == 0) throw error(empty(e));
+      s %= quota();
       repeat = true;
     }
     std::uint64_t i = c.epoch, g = c.position + s;
@@ -96,9 +100,9 @@ class opensora_held {
 
   /// Steps every rank runs from global slot `from` of a trainer epoch under `world` ranks.
   [[nodiscard]] std::uint64_t steps_from(std::uint64_t from, std::uint32_t world,
-                                         bool drop_last) const noexcept {
-    if (from >= quota_) return 0;
-    const std::uint64_t left = quota_ - from;
+                                         bool drop_last) const {
+    if (from >= quota()) return 0;
+    const std::uint64_t left = quota() - from;
     return drop_last ? left / world : (left + world - 1) / world;
   }
 
@@ -108,8 +112,8 @@ class opensora_held {
            " has no batch to fill the held epoch with (no sample got a bucket)";
   }
 
-  std::uint64_t quota_;
   std::function<std::uint64_t(std::uint64_t)> batches_;
+  mutable std::optional<std::uint64_t> quota_;
 };
 
 }  // namespace vbucket

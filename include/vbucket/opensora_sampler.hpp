@@ -60,11 +60,8 @@ class opensora_sampler {
   /// epoch's real length: nothing changes.
   void hold_epochs() {
     if (held_ || s_->packed()) return;
-    const std::uint64_t e = s_->epoch();
     pos_ = s_->state().consumed;
-    held_.emplace(batches_of(0), [this](std::uint64_t i) { return batches_of(i); });
-    if (s_->epoch() != e) s_->set_epoch(e);
-    sync();
+    held_.emplace([this](std::uint64_t i) { return batches_of(i); });  // plans when needed
   }
 
   /// Whether epochs are held to the first reported length.
@@ -154,15 +151,13 @@ class opensora_sampler {
       start.consumed = 0;
       start.world.reset();
       s_->load_state_of_epoch(start, fingerprint);
-      const std::uint32_t w = s.world.value_or(s_->world());
-      const std::uint64_t end = held_->steps_from(0, w, s_->options().drop_last) * w;
-      const std::uint64_t reach =
-          std::max(end, held_->steps_from(0, s_->world(), s_->options().drop_last) * s_->world());
+      // A position is at most the quota plus the alignment of a last step (any world's).
+      const std::uint64_t reach = held_->quota() + std::max(s.world.value_or(1), s_->world()) - 1;
       if (s.consumed > reach)
         throw error("sampler: state at global slot " + std::to_string(s.consumed) +
-                    " is past the end of held epoch " + std::to_string(s.epoch) + " (" +
-                    std::to_string(reach) + " slots: " + std::to_string(held_->quota()) +
-                    " global batches, the length epoch 0 reported, as dealt)");
+                    " is past the end of epoch " + std::to_string(s.epoch) + " (held to " +
+                    std::to_string(held_->quota()) +
+                    " global batches, epoch 0's, plus the alignment of its last step)");
       pos_ = s.consumed;
       sync();
     } else {
@@ -213,7 +208,24 @@ class opensora_sampler {
   [[nodiscard]] std::optional<batch> next_batch() {
     if (held_->steps_from(pos_, s_->world(), s_->options().drop_last) == 0) return std::nullopt;
     const std::uint64_t e = s_->epoch();
-    const held_slot at = held_->slot(e, cursor(e), pos_ + s_->rank());
+    const held_cursor c = cursor(e);
+    if (c == held_cursor{e, 0} && batches_of(e) == held_->quota()) {
+      // The held epoch is data epoch e itself: its schedule's batches, alignment repeats
+      // included, as every other surface deals them.
+      const std::uint32_t w = s_->world();
+      if (!sched_ || sched_epoch_ != e || pos_ < sched_from_ || (pos_ - sched_from_) % w != 0) {
+        sched_ = s_->schedule_from(pos_);
+        sched_from_ = pos_;
+        sched_epoch_ = e;
+      }
+      const std::uint64_t k = (pos_ - sched_from_) / w;
+      if (k >= sched_->steps()) return std::nullopt;
+      batch b = sched_->at(k, s_->rank());
+      b.step = lifecycle_.step_of(pos_);
+      pos_ += w;
+      return b;
+    }
+    const held_slot at = held_->slot(e, c, pos_ + s_->rank());
     if (at.epoch != e) {
       if (!other_ || other_epoch_ != at.epoch) {
         other_.reset();
@@ -270,6 +282,7 @@ class opensora_sampler {
   /// an iteration ended, else the anchor step + the steps dealt from the anchor.
   [[nodiscard]] std::uint64_t epoch_steps() const {
     const std::uint64_t w = s_->world();
+    if (held_) (void)s_->num_global_batches();  // plans (and checks) the current epoch
     if (finished_) return (held_ ? held_end(0) : s_->dealt_end(0)) / w;
     const std::uint64_t from = lifecycle_.anchor_position();
     return lifecycle_.epoch_steps(((held_ ? held_end(from) : s_->dealt_end(from)) - from) / w);
@@ -330,7 +343,10 @@ class opensora_sampler {
   // Caches of planning results (pure functions of the plan): filled in const members.
   mutable std::map<std::uint64_t, std::uint64_t> batches_;
   mutable std::map<std::uint64_t, held_cursor> cursors_{{0, held_cursor{}}};
-  std::optional<epoch_plan> other_;  // the data epoch before e whose carried tail is dealt
+  std::optional<epoch_plan> other_;      // the data epoch before e whose carried tail is dealt
+  std::optional<epoch_schedule> sched_;  // a held epoch that is its data epoch: dealt once
+  std::uint64_t sched_from_ = 0;
+  std::uint64_t sched_epoch_ = 0;
   std::uint64_t other_epoch_ = 0;
 };
 

@@ -24,7 +24,8 @@ using vbucket::opensora_held;
 TEST_CASE("opensora_held: carried tails and counted repeats, every data batch once") {
   // data epochs of 10, 13, 7, 12 and 10 global batches; the quota is epoch 0's 10
   const std::vector<std::uint64_t> n = {10, 13, 7, 12, 10};
-  const opensora_held h(10, [&](std::uint64_t e) { return n.at(e); });
+  const opensora_held h([&](std::uint64_t e) { return n.at(e); });
+  CHECK(h.quota() == 10);
   CHECK(h.next(0, {0, 0}) == held_cursor{1, 0});
   CHECK(h.next(1, {1, 0}) == held_cursor{1, 10});  // 3 of epoch 1 carried
   CHECK(h.next(2, {1, 10}) == held_cursor{3, 0});  // 3 + 7 = 10: exactly
@@ -64,7 +65,7 @@ TEST_CASE("opensora_held: carried tails and counted repeats, every data batch on
 }
 
 TEST_CASE("opensora_held: an epoch without batches cannot be filled") {
-  const opensora_held h(4, [](std::uint64_t e) { return e == 0 ? std::uint64_t{4} : 0; });
+  const opensora_held h([](std::uint64_t e) { return e == 0 ? std::uint64_t{4} : 0; });
   CHECK_THROWS_WITH_AS((void)h.slot(1, {1, 0}, 0), doctest::Contains("epoch 1 has no batch"),
                        vbucket::error);
 }
