@@ -56,11 +56,11 @@ class opensora_sampler {
       : s_(check(std::move(s))), lifecycle_(s_->world()) {}
 
   /// Holds every epoch to data epoch 0's length from now on (`opensora_held.hpp`; the drop-in
-  /// Python sampler's default), from the current epoch and position. A packing sampler runs each
-  /// epoch's real length: nothing changes.
+  /// Python sampler's default), from the start of the current epoch: call it before the first
+  /// batch. A packing sampler runs each epoch's real length: nothing changes.
   void hold_epochs() {
     if (held_ || s_->packed()) return;
-    pos_ = s_->state().consumed;
+    pos_ = 0;  // nothing planned here: a streamed CSV is read when an epoch is first planned
     held_.emplace([this](std::uint64_t i) { return batches_of(i); });  // plans when needed
   }
 
