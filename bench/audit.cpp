@@ -6,13 +6,16 @@
 ///  - `audit/parse`: lines parsed into records (`parse_ledger_line`), no check;
 ///  - `audit/all`: `audit_ledgers`, one source drawn whole (a bit per sample);
 ///  - `audit/listed`: `audit_ledgers`, the same batches with the source's draws listed (`D`
-///    lines, a signed count and a drawn bit per sample).
+///    lines, a signed count and a drawn bit per sample);
+///  - `audit/binary`, `audit/binary_listed`: the same two logs in the binary format (version 2).
 ///
 /// The log: one epoch of N samples (env VBUCKET_BENCH_AUDIT_N, default 2·10^7) in a random
 /// order, batches of Open-Sora 2.0's per-bucket sizes (45, 12, 12, 6, 4, 3, 13, 2, 1, 1, 7 in
 /// turn), the last batch padded, dealt round robin to 8 ranks (8 files, written once per process
 /// to $TMPDIR). Counters: `ids_per_s` (sample ids of all record kinds / s), `MB_per_s` (file
-/// bytes / s) and `memory_MB` (the audit's per-id tables). One core.
+/// bytes / s), `memory_MB` (the audit's per-id tables), `bytes_per_sample` (the files' bytes
+/// per delivered sample) and `peak_rss_MB` (the process's peak resident memory so far, the
+/// log's making included). One core.
 ///
 ///     ./build-rel/bench/vbucket_bench --benchmark_filter='audit/'
 
@@ -28,19 +31,25 @@
 #include <string>      // std::string
 #include <vector>      // std::vector
 
+#include <sys/resource.h>  // getrusage (peak resident memory)
+
 #include "vbucket/audit.hpp"
 #include "vbucket/ledger.hpp"
 
 namespace {
 
+/// One log in one format: its files, the sample ids and bytes they hold.
+struct log_files {
+  std::vector<std::string> paths;
+  std::uint64_t ids = 0;
+  std::uint64_t bytes = 0;
+};
 struct audit_log {
-  std::vector<std::string> all;     // draw=all
-  std::vector<std::string> listed;  // draw=listed (+ D lines in rank 0's file)
+  log_files all;     // draw=all, text
+  log_files listed;  // draw=listed (+ D lines in rank 0's file), text
+  log_files binary_all;
+  log_files binary_listed;
   std::uint64_t samples = 0;
-  std::uint64_t ids_all = 0;  // sample ids in the files
-  std::uint64_t ids_listed = 0;
-  std::uint64_t bytes_all = 0;
-  std::uint64_t bytes_listed = 0;
 };
 
 void write_file(const std::string& path, const std::string& text) {
@@ -65,10 +74,19 @@ const audit_log& the_log() {
     std::filesystem::create_directories(dir);
     constexpr std::uint32_t world = 8;
     constexpr std::uint64_t sizes[] = {45, 12, 12, 6, 4, 3, 13, 2, 1, 1, 7};
-    for (const bool listed : {false, true}) {
-      std::vector<std::string> text(world, std::string(vbucket::ledger_magic) + "\n");
+    for (const int kind : {0, 1, 2, 3}) {
+      const bool listed = kind % 2 == 1, binary = kind >= 2;
+      std::vector<std::string> text(
+          world, std::string(binary ? vbucket::ledger_magic_v2 : vbucket::ledger_magic) + "\n");
+      const auto append = [&](std::string& out, const auto& record) {
+        if (binary) {
+          vbucket::append_ledger_record(out, record);
+        } else {
+          vbucket::append_ledger_line(out, record);
+        }
+      };
       vbucket::ledger_epoch e{.epoch = 0, .stage = 0, .samples = n, .sources = 1};
-      vbucket::append_ledger_line(text[0], e);
+      append(text[0], e);
       vbucket::ledger_source s;
       s.name = "web";
       s.rows = s.drawn = n;
@@ -79,7 +97,7 @@ const audit_log& the_log() {
         s.draw = vbucket::ledger_draw::listed;
         s.digest = vbucket::ledger_digest(all);
       }
-      vbucket::append_ledger_line(text[0], s);
+      append(text[0], s);
       std::uint64_t ids = 0;
       if (listed) {
         vbucket::ledger_ids d{.tag = 'D', .epoch = 0, .source = 0};
@@ -88,7 +106,7 @@ const audit_log& the_log() {
           d.ids.assign(all.begin() + static_cast<std::ptrdiff_t>(i),
                        all.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(
                                          n, i + vbucket::ledger_chunk_ids)));
-          vbucket::append_ledger_line(text[0], d);
+          append(text[0], d);
         }
         ids += n;
       }
@@ -106,19 +124,20 @@ const audit_log& the_log() {
         b.world = world;
         b.position = p;
         b.bucket = static_cast<std::int64_t>(k % std::size(sizes));
-        vbucket::append_ledger_line(text[b.rank], b);
+        append(text[b.rank], b);
         ids += size;
       }
-      std::uint64_t bytes = 0;
-      std::vector<std::string>& paths = listed ? out.listed : out.all;
+      log_files& files = kind == 0   ? out.all
+                         : kind == 1 ? out.listed
+                         : kind == 2 ? out.binary_all
+                                     : out.binary_listed;
       for (std::uint32_t r = 0; r < world; ++r) {
-        paths.push_back(
-            (dir / ((listed ? "listed-" : "all-") + vbucket::ledger_file_name(r))).string());
-        write_file(paths.back(), text[r]);
-        bytes += text[r].size();
+        files.paths.push_back(
+            (dir / (std::to_string(kind) + "-" + vbucket::ledger_file_name(r))).string());
+        write_file(files.paths.back(), text[r]);
+        files.bytes += text[r].size();
       }
-      (listed ? out.ids_listed : out.ids_all) = ids;
-      (listed ? out.bytes_listed : out.bytes_all) = bytes;
+      files.ids = ids;
     }
     return out;
   }();
@@ -138,7 +157,7 @@ void bm_fread(benchmark::State& state) {
   std::vector<char> buf(std::size_t{1} << 20);
   for (auto _ : state) {
     std::uint64_t total = 0;
-    for (const std::string& path : log.all) {
+    for (const std::string& path : log.all.paths) {
       std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"),
                                                         &std::fclose);
       std::size_t got = 0;
@@ -149,21 +168,21 @@ void bm_fread(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(total);
   }
-  counters(state, log.ids_all, log.bytes_all);
+  counters(state, log.all.ids, log.all.bytes);
 }
 
 void bm_lines(benchmark::State& state) {
   const audit_log& log = the_log();
   for (auto _ : state) {
     std::uint64_t lines = 0;
-    for (const std::string& path : log.all) {
+    for (const std::string& path : log.all.paths) {
       vbucket::ledger_reader r(path);
       vbucket::ledger_line l;
       while (r.next(l)) ++lines;
     }
     benchmark::DoNotOptimize(lines);
   }
-  counters(state, log.ids_all, log.bytes_all);
+  counters(state, log.all.ids, log.all.bytes);
 }
 
 void bm_parse(benchmark::State& state) {
@@ -171,7 +190,7 @@ void bm_parse(benchmark::State& state) {
   vbucket::ledger_batch b;
   for (auto _ : state) {
     std::uint64_t ids = 0;
-    for (const std::string& path : log.all) {
+    for (const std::string& path : log.all.paths) {
       vbucket::ledger_reader r(path);
       vbucket::ledger_line l;
       while (r.next(l)) {
@@ -182,23 +201,32 @@ void bm_parse(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(ids);
   }
-  counters(state, log.ids_all, log.bytes_all);
+  counters(state, log.all.ids, log.all.bytes);
 }
 
-void bm_audit(benchmark::State& state, bool listed) {
+void bm_audit(benchmark::State& state, int kind) {
   const audit_log& log = the_log();
+  const log_files& files = kind == 0   ? log.all
+                           : kind == 1 ? log.listed
+                           : kind == 2 ? log.binary_all
+                                       : log.binary_listed;
   std::uint64_t memory = 0;
   for (auto _ : state) {
-    const vbucket::audit_report r = vbucket::audit_ledgers(listed ? log.listed : log.all);
+    const vbucket::audit_report r = vbucket::audit_ledgers(files.paths);
     if (!r.clean()) {
       state.SkipWithError("the benchmark's log does not audit clean");
       return;
     }
     memory = r.epochs.front().memory_bytes;
   }
-  counters(state, listed ? log.ids_listed : log.ids_all, listed ? log.bytes_listed : log.bytes_all);
+  counters(state, files.ids, files.bytes);
   state.counters["memory_MB"] = static_cast<double>(memory) / 1e6;
   state.counters["samples"] = static_cast<double>(log.samples);
+  state.counters["bytes_per_sample"] =
+      static_cast<double>(files.bytes) / static_cast<double>(log.samples);
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  state.counters["peak_rss_MB"] = static_cast<double>(u.ru_maxrss) / 1e3;  // KiB on Linux
 }
 
 }  // namespace
@@ -206,11 +234,19 @@ void bm_audit(benchmark::State& state, bool listed) {
 BENCHMARK(bm_fread)->Name("audit/fread")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(bm_lines)->Name("audit/lines")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(bm_parse)->Name("audit/parse")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(bm_audit, all, false)
+BENCHMARK_CAPTURE(bm_audit, all, 0)
     ->Name("audit/all")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK_CAPTURE(bm_audit, listed, true)
+BENCHMARK_CAPTURE(bm_audit, listed, 1)
     ->Name("audit/listed")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_audit, binary, 2)
+    ->Name("audit/binary")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_audit, binary_listed, 3)
+    ->Name("audit/binary_listed")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -8,11 +8,15 @@
 ///    `x_epoch` = run / epoch (issue 31: ≤ 1.1).
 ///  - `plan/run_weighted/<N>/<k>`: as above with weights k : k − 1 : … : 1 over N samples, so
 ///    some sources are drawn a subset and some more than once (selection sampling + gather).
-///  - `plan/run_change/<N>`: an epoch of N samples from 2 sources, in the middle of the epoch:
-///    `load_ms` (a fresh run loads the state line: draws, assignment, the current plan),
-///    `stage_ms` (the step at which a stage with other batch sizes and policy begins: the
-///    samples not yet delivered planned again), `oom_ms` (then an out-of-memory call on one
-///    rank: the same).
+///  - `plan/run_change/<N>/<new config>`: an epoch of N distinct rows from 2 sources, in the
+///    middle of the epoch: `load_ms` (a fresh run loads the state line: draws, assignment, the
+///    current plan), `stage_ms` (the step at which the next stage begins: the samples not yet
+///    delivered planned again; new config = 0: other batch sizes and policy, 1: also other
+///    probabilities, so every drawn sample is assigned again), `oom_ms` (then an out-of-memory
+///    call on one rank: the same). `stage_cpu_ms`: the stage change's CPU time (all threads of
+///    the process; issue 42: ≤ 2 s at 10^8 with a new config). `x_epoch`: its CPU time / the
+///    CPU time of the plan of one source of N rows in the same iteration (`epoch_cpu_ms`:
+///    assign_all + make_epoch_plan + deal), a ratio that depends less on the machine's load.
 ///    One iteration each; 10^8 needs about 6 GB.
 ///
 ///     ./vbucket_bench --benchmark_filter='plan/(run|epoch)' --benchmark_repetitions=3
@@ -22,6 +26,7 @@
 #include <chrono>   // std::chrono::steady_clock
 #include <cstddef>  // std::size_t
 #include <cstdint>  // std::uint64_t
+#include <ctime>    // std::clock (process CPU time)
 #include <map>      // std::map
 #include <memory>   // std::shared_ptr
 #include <span>     // std::span
@@ -112,17 +117,41 @@ void run_vs_epoch(benchmark::State& state, bool weighted) {
 void plan_run(benchmark::State& state) { run_vs_epoch(state, false); }
 void plan_run_weighted(benchmark::State& state) { run_vs_epoch(state, true); }
 
+double cpu_seconds_since(std::clock_t t0) {
+  return static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
+}
+
+/// The v2 config with every probability below 1 lowered by a tenth: other buckets for some
+/// samples, so a stage with it assigns every drawn sample again.
+vbucket::bucket_config other_probabilities(const vbucket::bucket_config& c) {
+  std::vector<vbucket::bucket_spec> specs;
+  for (const vbucket::resolution_entry& r : c.resolutions())
+    for (const vbucket::frames_entry& f : r.frames) {
+      vbucket::bucket_spec b;
+      b.resolution = r.info.name;
+      b.frames = f.frames;
+      b.p_resolution = f.p_resolution < 1.0 ? f.p_resolution * 0.9 : f.p_resolution;
+      if (f.pair) b.p_frames = f.p_frames;
+      if (f.batch_size > 0) b.batch_size = f.batch_size;
+      specs.push_back(b);
+    }
+  return vbucket::bucket_config(specs, vbucket::opensora_v2_tables{});
+}
+
 void plan_run_change(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
+  const bool new_config = state.range(1) != 0;
   const vbucket::bucket_config config = v2_config();
   const auto sources = run_sources(n, 2);
   vbucket::run_stage s0{.name = "first", .config = config};
-  // Stage 1: every batch size halved (at least 1), leftovers downgraded.
-  std::vector<std::int64_t> sizes = vbucket::pair_batch_sizes(config);
+  // Stage 1: every batch size halved (at least 1), leftovers downgraded; with a new config,
+  // other probabilities too.
+  const vbucket::bucket_config base = new_config ? other_probabilities(config) : config;
+  std::vector<std::int64_t> sizes = vbucket::pair_batch_sizes(base);
   for (auto& b : sizes)
     if (b > 1) b /= 2;
   vbucket::run_stage s1{.name = "second",
-                        .config = vbucket::with_batch_sizes(config, sizes),
+                        .config = vbucket::with_batch_sizes(base, sizes),
                         .policy = vbucket::incomplete_policy::downgrade};
   vbucket::run_plan probe(sources, {s0}, {.seed = run_seed, .world = run_world});
   const std::uint64_t mid = probe.steps_left() / 2;
@@ -133,7 +162,8 @@ void plan_run_change(benchmark::State& state) {
     for (std::uint64_t s = 0; s + 1 < mid; ++s) run.advance();
     saved = run.state();
   }
-  double load_s = 0.0, stage_s = 0.0, oom_s = 0.0;
+  double load_s = 0.0, stage_s = 0.0, stage_cpu = 0.0, oom_s = 0.0, epoch_s = 0.0, epoch_cpu = 0.0;
+  const vbucket::meta_table& one = *run_table(n, 100);
   for (auto _ : state) {
     state.PauseTiming();
     vbucket::run_plan run(sources, {s0, s1}, {.seed = run_seed, .world = run_world});
@@ -142,7 +172,9 @@ void plan_run_change(benchmark::State& state) {
     run.load(saved);
     load_s += seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
     run.advance();  // stage 1 begins: the rest of the epoch planned again
+    stage_cpu += cpu_seconds_since(c0);
     stage_s += seconds_since(t0);
     if (run.stage() != 1) state.SkipWithError("the stage did not change");
     std::uint32_t failing = 0;  // a rank whose batch can be halved
@@ -151,11 +183,27 @@ void plan_run_change(benchmark::State& state) {
     run.out_of_memory(std::span<const std::uint32_t>(&failing, 1));
     oom_s += seconds_since(t0);
     benchmark::DoNotOptimize(run.batch(0).rows.data());
+    // The reference: one source's epoch plan of N rows.
+    t0 = std::chrono::steady_clock::now();
+    const std::clock_t c1 = std::clock();
+    const std::vector<vbucket::bucket_id> ids = vbucket::assign_all(
+        config, one, vbucket::opensora_v2_rule{}, vbucket::fast_source(run_seed, 0));
+    vbucket::plan_options options;
+    options.seed = run_seed;
+    const vbucket::epoch_plan plan =
+        vbucket::make_epoch_plan(std::span<const vbucket::bucket_id>(ids), config, options);
+    benchmark::DoNotOptimize(plan.deal(run_world).at(0, run_world - 1).indices.data());
+    epoch_cpu += cpu_seconds_since(c1);
+    epoch_s += seconds_since(t0);
   }
   const auto it = static_cast<double>(state.iterations());
   state.counters["load_ms"] = 1e3 * load_s / it;
   state.counters["stage_ms"] = 1e3 * stage_s / it;
+  state.counters["stage_cpu_ms"] = 1e3 * stage_cpu / it;
   state.counters["oom_ms"] = 1e3 * oom_s / it;
+  state.counters["epoch_ms"] = 1e3 * epoch_s / it;
+  state.counters["epoch_cpu_ms"] = 1e3 * epoch_cpu / it;
+  state.counters["x_epoch"] = stage_cpu / epoch_cpu;
 }
 
 [[maybe_unused]] const bool registered = [] {
@@ -173,8 +221,10 @@ void plan_run_change(benchmark::State& state) {
       ->UseRealTime();
   // 10^8 needs about 6 GB; run it by name (--benchmark_filter=plan/run_change/100000000).
   benchmark::RegisterBenchmark("plan/run_change", plan_run_change)
-      ->Arg(10'000'000)
-      ->Arg(100'000'000)
+      ->Args({10'000'000, 0})
+      ->Args({10'000'000, 1})
+      ->Args({100'000'000, 0})
+      ->Args({100'000'000, 1})
       ->Unit(kMillisecond)
       ->UseRealTime()
       ->Iterations(1);

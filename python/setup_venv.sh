@@ -65,5 +65,10 @@ if ! .venv/bin/python -c "import accelerate" >/dev/null 2>&1; then
   fi
   "${pip[@]}" install -q "${accelerate}"
 fi
+# webdataset: python/tests/test_scan_shards.py checks shards its own TarWriter writes (pax
+# headers for non-ASCII and long names).
+if ! .venv/bin/python -c "import webdataset" >/dev/null 2>&1; then
+  "${pip[@]}" install -q "webdataset" || echo "python: webdataset not installed (its test skips)" >&2
+fi
 "${pip[@]}" install -q --no-build-isolation .
 echo "python: vbucket $(.venv/bin/python -c 'import vbucket; print(vbucket.__version__)') installed in .venv"

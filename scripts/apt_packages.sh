@@ -7,7 +7,7 @@
 #   builds, the test media generated with the ffmpeg command, the HTTP tests' nginx). setup.sh
 #   installs them: the test command is the user's second command and must pass after set-up.
 # vbucket_ci_packages: what only .ci/run uses (format check, fuzzers and sanitizer runtimes, the
-#   LibTorch example); never installed by setup.sh.
+#   LibTorch example, Chromium for the report's browser test); never installed by setup.sh.
 # The Python package's own list (Debian's python3-* packages) is in python/setup_venv.sh.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 vbucket_build_packages=(
@@ -19,7 +19,7 @@ vbucket_build_packages=(
 # shellcheck disable=SC2034
 vbucket_test_packages=(doctest-dev libbenchmark-dev ffmpeg nginx)
 # shellcheck disable=SC2034
-vbucket_ci_packages=(clang clang-format libclang-rt-14-dev libfuzzer-14-dev libtorch-dev)
+vbucket_ci_packages=(clang clang-format libclang-rt-14-dev libfuzzer-14-dev libtorch-dev chromium)
 #
 # install_missing TAG PACKAGE...: installs those of the packages that are not installed yet
 # (apt-get update first; as root, else through sudo), printing "TAG: ..." lines. Returns 0 when

@@ -3,8 +3,9 @@
 /// epoch, that each sample drawn for the epoch was delivered exactly once apart from counted
 /// pads, repeats and drops, checks each source's share against its weight (or its count), and
 /// names every deviation: the sample, how it deviates ("missing", "duplicated", "unexpected")
-/// and the files, lines, ranks and steps where it appeared; and each line that is truncated,
-/// corrupt, out of order or contradicts its epoch's header.
+/// and the files, lines, ranks and steps where it appeared; each line that is truncated,
+/// corrupt, out of order or contradicts its epoch's header; an epoch with no line in any file
+/// between two others; a batch of one rank in another rank's file (rank-RRRRR.ledger).
 ///
 ///     const vbucket::audit_report r = vbucket::audit_ledgers(paths);
 ///     std::fputs(vbucket::format_audit_report(r).c_str(), stdout);
@@ -18,7 +19,8 @@
 ///   set is a duplicate, an id in no source is unexpected; at the end the clear bits of the
 ///   sources are the missing samples.
 /// - Epochs with listed draws (mixtures drawn with replacement): a signed 8-bit count per id
-///   (+1 per draw, -1 per delivery or drop; counts past ±127 spill to a map) and one bit per id
+///   (+1 per draw, -1 per delivery or drop; a step past ±127 goes to a map instead, and a
+///   count is its byte plus its map entry) and one bit per id
 ///   that says "drawn" (n · 9/8 bytes); at the end a count above 0 is missing, below 0
 ///   duplicated (drawn) or unexpected (not drawn).
 /// Either pass 1 finds every deviating sample and counts them exactly; up to `max_named` of
@@ -42,6 +44,7 @@
 #include <cstdio>         // std::snprintf
 #include <map>            // std::map
 #include <memory>         // std::unique_ptr
+#include <new>            // std::bad_alloc
 #include <optional>       // std::optional
 #include <set>            // std::set
 #include <span>           // std::span
@@ -66,6 +69,9 @@ struct audit_options {
   std::size_t max_places = 8;
   /// Largest |drawn share − weight share| of a weighted source.
   double share_tolerance = 0.01;
+  /// Most bytes of an epoch's per-id tables (n/8 drawn all, 9n/8 listed): an epoch whose id
+  /// space needs more is reported (a header deviation naming its file and line), not read.
+  std::uint64_t max_table_bytes = std::uint64_t{16} << 30;
 };
 
 /// How a sample or a line deviates.
@@ -78,6 +84,7 @@ enum class audit_issue : std::uint8_t {
   order,       ///< a line of an epoch after a later epoch's lines in the same file
   header,      ///< the epoch's header and sources: missing, conflicting, or not met
   share,       ///< a source's share off its weight, or its count not met
+  rank,        ///< a batch of one rank in another rank's file (rank-RRRRR.ledger)
 };
 
 [[nodiscard]] constexpr std::string_view to_string(audit_issue i) noexcept {
@@ -98,6 +105,8 @@ enum class audit_issue : std::uint8_t {
       return "header";
     case audit_issue::share:
       return "share";
+    case audit_issue::rank:
+      return "rank";
   }
   return "?";
 }
@@ -209,6 +218,25 @@ inline std::optional<std::uint64_t> ledger_peek_epoch(std::string_view text) {
   return std::nullopt;
 }
 
+/// A record tag for a message: 'B', or its byte in hex when it is not printable.
+inline std::string ledger_tag_text(char tag) {
+  const auto u = static_cast<unsigned char>(tag);
+  if (u > 0x20 && u < 0x7f) return "'" + std::string(1, tag) + "'";
+  constexpr char digits[] = "0123456789abcdef";
+  return std::string("byte 0x") + digits[u >> 4] + digits[u & 0xf];
+}
+
+/// The epoch of a binary record (its first field), if it has a readable one.
+inline std::optional<std::uint64_t> ledger_peek_epoch_binary(const ledger_line& line) {
+  if (line.truncated || line.text.empty()) return std::nullopt;
+  try {
+    ledger_in in(line.text, ledger_where(std::string_view{}));
+    return in.varint();
+  } catch (const error&) {
+    return std::nullopt;
+  }
+}
+
 /// One epoch's check: its header, its per-id table and its tallies.
 class audit_epoch_check {
  public:
@@ -223,6 +251,7 @@ class audit_epoch_check {
   void header_line(const ledger_epoch& h, ledger_where where) {
     if (!header_) {
       header_ = h;
+      header_where_ = where.text();
       sum_.header = true;
       sum_.samples = h.samples;
       sources_.resize(h.sources);
@@ -365,14 +394,14 @@ class audit_epoch_check {
         }
       }
     } else {
+      // A count is its byte plus what spilled past ±127 (in id order, walked alongside).
+      std::vector<std::pair<std::uint64_t, std::int64_t>> spill(spill_.begin(), spill_.end());
+      std::sort(spill.begin(), spill.end());
+      std::size_t next_spill = 0;
       for (std::uint64_t id = 0; id < n_; ++id) {
-        const std::int8_t c8 = counts_[id];
-        if (c8 == 0) continue;
-        std::int64_t c = c8;
-        if (c8 == 127 || c8 == -127) {
-          const auto it = spill_.find(id);
-          if (it != spill_.end()) c += it->second;
-        }
+        std::int64_t c = counts_[static_cast<std::size_t>(id)];
+        if (next_spill < spill.size() && spill[next_spill].first == id)
+          c += spill[next_spill++].second;
         if (c == 0) continue;
         const bool drawn = (drawn_bits_[id >> 6] >> (id & 63)) & 1;
         if (c > 0) {
@@ -478,6 +507,17 @@ class audit_epoch_check {
     }
     n_ = header_->samples;
     bool listed = false;
+    for (const auto& s : sources_) listed = listed || (s && s->draw == ledger_draw::listed);
+    // The per-id tables: a bit per id (drawn all), a count byte and a bit (listed).
+    const std::uint64_t words = n_ / 64 + (n_ % 64 != 0 ? 1 : 0);
+    const std::uint64_t limit = o_.max_table_bytes;
+    const bool too_large = words > limit / 8 || (listed && n_ > limit - words * 8);
+    if (too_large) {
+      header_issue(header_where_ + ": epoch " + std::to_string(e_) + "'s id space n=" +
+                   std::to_string(n_) + " needs more than " + std::to_string(limit) +
+                   " bytes of per-id tables (audit_options::max_table_bytes): not audited");
+      return valid_ = false;
+    }
     for (std::size_t s = 0; s < sources_.size(); ++s) {
       if (!sources_[s]) {
         header_issue("epoch " + std::to_string(e_) + ": the header declares " +
@@ -499,7 +539,6 @@ class audit_epoch_check {
                      " for " + std::to_string(src.rows) + " rows");
         return valid_ = false;
       }
-      listed = listed || src.draw == ledger_draw::listed;
       by_first_.push_back(static_cast<std::uint32_t>(s));
     }
     std::sort(by_first_.begin(), by_first_.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -521,14 +560,21 @@ class audit_epoch_check {
     listed_digest_.assign(sources_.size(), 0);
     bitmap_ = !listed;
     single_full_ = sources_.size() == 1 && sources_[0]->first == 0 && sources_[0]->rows == n_;
-    const std::size_t words = static_cast<std::size_t>((n_ + 63) / 64);
-    if (bitmap_) {
-      bits_.assign(words, 0);
-      sum_.memory_bytes = words * 8;
-    } else {
-      counts_.assign(static_cast<std::size_t>(n_), 0);
-      drawn_bits_.assign(words, 0);
-      sum_.memory_bytes = n_ + words * 8;
+    try {
+      if (bitmap_) {
+        bits_.assign(static_cast<std::size_t>(words), 0);
+        sum_.memory_bytes = words * 8;
+      } else {
+        counts_.assign(static_cast<std::size_t>(n_), 0);
+        drawn_bits_.assign(static_cast<std::size_t>(words), 0);
+        sum_.memory_bytes = n_ + words * 8;
+      }
+    } catch (const std::bad_alloc&) {
+      header_issue(header_where_ + ": epoch " + std::to_string(e_) + "'s id space n=" +
+                   std::to_string(n_) + ": out of memory for its per-id tables: not audited");
+      return valid_ = false;
+    }
+    if (!bitmap_) {
       for (const auto& s : sources_) {
         if (s->draw != ledger_draw::all) continue;
         for (std::uint64_t id = s->first; id < s->first + s->rows; ++id) {
@@ -670,6 +716,7 @@ class audit_epoch_check {
   audit_epoch& sum_;
   std::vector<audit_deviation>& dev_;
   std::optional<ledger_epoch> header_;
+  std::string header_where_;  // "file:line" of the header read first
   std::vector<std::optional<ledger_source>> sources_;
   bool ready_ = false;
   bool valid_ = false;
@@ -706,17 +753,32 @@ struct audit_file {
   std::optional<std::uint64_t> epoch{};
   bool guessed = false;  // `epoch` is the block's: the line has no readable epoch field
   std::uint64_t last_epoch = 0;
+  bool read_any = false;           // a line of some epoch was read (last_epoch is one)
   std::uint64_t block_offset = 0;  // where the current epoch's lines start
   std::uint64_t block_number = 0;
 
-  audit_file(const std::string& path, std::size_t block) : reader(path, block), name(path) {}
+  std::optional<std::uint32_t> rank{};  // from a name rank-RRRRR.ledger
+  bool rank_reported = false;
+
+  audit_file(const std::string& path, std::size_t block) : reader(path, block), name(path) {
+    const std::size_t slash = path.find_last_of('/');
+    const std::string_view base =
+        std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+    if (base.size() > 12 && base.substr(0, 5) == "rank-" &&
+        base.substr(base.size() - 7) == ".ledger") {
+      std::uint32_t r = 0;
+      const std::string_view digits = base.substr(5, base.size() - 12);
+      const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), r);
+      if (res.ec == std::errc{} && res.ptr == digits.data() + digits.size()) rank = r;
+    }
+  }
 
   void advance() {
     offset = reader.tell();
     number = reader.line_number();
     has = reader.next(line);
     if (!has) return;
-    epoch = ledger_peek_epoch(line.text);
+    epoch = line.binary ? ledger_peek_epoch_binary(line) : ledger_peek_epoch(line.text);
     guessed = !epoch;
     if (guessed) epoch = last_epoch;  // a corrupt line belongs to the block it is in
   }
@@ -773,11 +835,13 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
         while (f->has && *f->epoch == e) {
           ++report.lines;
           if (f->guessed || f->line.truncated) {
-            line_issue(f->line.truncated ? audit_issue::truncated : audit_issue::corrupt, e,
-                       f->where() + ": " +
-                           (f->line.truncated ? "the last line ends without a newline"
-                                              : "a line without a readable epoch field") +
-                           ": not counted");
+            line_issue(
+                f->line.truncated ? audit_issue::truncated : audit_issue::corrupt, e,
+                f->where() + ": " +
+                    (f->line.truncated ? (f->line.binary ? "the last record is cut short"
+                                                         : "the last line ends without a newline")
+                                       : "a line without a readable epoch field") +
+                    ": not counted");
           } else {
             line_issue(audit_issue::order, e,
                        f->where() + ": a line of epoch " + std::to_string(e) + " after epoch " +
@@ -809,10 +873,10 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
           if (!f->line.truncated && (f->line.tag == 'E' || f->line.tag == 'S')) {
             try {
               if (f->line.tag == 'E') {
-                parse_ledger_line(f->line.text, f->at(), eh);
+                parse_ledger_record(f->line, f->at(), eh);
                 check.header_line(eh, f->at());
               } else {
-                parse_ledger_line(f->line.text, f->at(), sh);
+                parse_ledger_record(f->line, f->at(), sh);
                 check.source_line(sh, f->at());
               }
             } catch (const error&) {  // reported when the line is read for real
@@ -826,6 +890,13 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
     }
 
     for (detail::audit_file* f : order) {
+      if (f->read_any && f->last_epoch > e) {  // this file's epochs go back
+        ++sum.line_issues;
+        line_issue(audit_issue::order, e,
+                   f->where() + ": a line of epoch " + std::to_string(e) + " after epoch " +
+                       std::to_string(f->last_epoch) +
+                       "'s lines (a file's epochs must not go back)");
+      }
       f->block_offset = f->offset;
       f->block_number = f->number;
       while (f->has && *f->epoch == e) {
@@ -833,34 +904,45 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
         const ledger_line& l = f->line;
         if (l.truncated) {
           ++sum.line_issues;
-          line_issue(audit_issue::truncated, e,
-                     f->where() + ": the last line ends without a newline (a write cut short): " +
-                         "not counted");
+          line_issue(
+              audit_issue::truncated, e,
+              f->where() +
+                  (l.binary ? ": the last record is cut short (a write cut short): "
+                            : ": the last line ends without a newline (a write cut short): ") +
+                  "not counted");
         } else {
           try {
             switch (l.tag) {
               case 'B':
-                parse_ledger_line(l.text, f->at(), bh);
+                parse_ledger_record(l, f->at(), bh);
                 if (bh.epoch != e) throw error(f->where() + ": corrupt epoch field");
                 report.ids += bh.ids.size();
+                if (f->rank && bh.rank != *f->rank && !f->rank_reported) {
+                  f->rank_reported = true;  // once per file
+                  ++sum.line_issues;
+                  line_issue(audit_issue::rank, e,
+                             f->where() + ": a batch of rank " + std::to_string(bh.rank) +
+                                 " in rank " + std::to_string(*f->rank) +
+                                 "'s file (files swapped or renamed?)");
+                }
                 check.batch_line(bh, f->at());
                 break;
               case 'D':
               case 'X':
-                parse_ledger_line(l.text, f->at(), ch);
+                parse_ledger_record(l, f->at(), ch);
                 report.ids += ch.ids.size();
                 check.ids_line(ch, f->at());
                 break;
               case 'E':  // (read by the pre-pass already, if there was one)
-                parse_ledger_line(l.text, f->at(), eh);
+                parse_ledger_record(l, f->at(), eh);
                 if (!prepass) check.header_line(eh, f->at());
                 break;
               case 'S':
-                parse_ledger_line(l.text, f->at(), sh);
+                parse_ledger_record(l, f->at(), sh);
                 if (!prepass) check.source_line(sh, f->at());
                 break;
               default:
-                throw error(f->where() + ": unknown record tag '" + std::string(1, l.tag) + "'");
+                throw error(f->where() + ": unknown record tag " + detail::ledger_tag_text(l.tag));
             }
           } catch (const error& err) {
             ++sum.line_issues;
@@ -868,6 +950,7 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
           }
         }
         f->last_epoch = e;
+        f->read_any = true;
         f->advance();
       }
     }
@@ -905,7 +988,7 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
         if (!l.truncated) {
           try {
             if (l.tag == 'B') {
-              parse_ledger_line(l.text, f->at(), bh);
+              parse_ledger_record(l, f->at(), bh);
               const std::size_t real = bh.repeat ? 0 : bh.ids.size() - bh.pads;
               for (std::size_t i = 0; i < bh.ids.size(); ++i)
                 place(*f, bh.ids[i], 'B', bh.step, bh.rank,
@@ -915,7 +998,7 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
               for (const ledger_substitution& s : bh.substitutions)
                 place(*f, s.replacement, 'B', bh.step, bh.rank, "replacement");
             } else if (l.tag == 'D' || l.tag == 'X') {
-              parse_ledger_line(l.text, f->at(), ch);
+              parse_ledger_record(l, f->at(), ch);
               const bool first_read =
                   chunks.emplace(ch.tag, ch.tag == 'D' ? std::to_string(ch.source) : ch.why, ch.at)
                       .second;
@@ -958,6 +1041,20 @@ inline audit_report audit_ledgers(std::span<const std::string> paths,
       d.places = std::move(a.places);
       report.deviations.push_back(std::move(d));
     }
+  }
+  // Epochs run one after the other: one with no line in any file was lost whole.
+  std::vector<std::uint64_t> epochs;
+  for (const audit_epoch& e : report.epochs) epochs.push_back(e.epoch);
+  std::sort(epochs.begin(), epochs.end());
+  for (std::size_t i = 1; i < epochs.size(); ++i) {
+    const std::uint64_t a = epochs[i - 1], b = epochs[i];
+    if (b - a < 2) continue;
+    line_issue(audit_issue::header, a + 1,
+               (b - a == 2 ? "epoch " + std::to_string(a + 1) + " has"
+                           : "epochs " + std::to_string(a + 1) + " to " + std::to_string(b - 1) +
+                                 " have") +
+                   " no lines in any file, between epochs " + std::to_string(a) + " and " +
+                   std::to_string(b) + ": its samples were neither declared nor delivered");
   }
   return report;
 }

@@ -11,6 +11,7 @@
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 
+#include "error.hpp"   // error
 #include "tensor.hpp"  // clip_layout
 
 namespace vbucket {
@@ -70,6 +71,16 @@ struct clip_task {
   [[nodiscard]] std::size_t bytes() const noexcept {
     return static_cast<std::size_t>(frames * height * width * 3);
   }
+};
+
+/// What a decoder throws when a clip's source cannot be reached now but may come back (a
+/// connection refused or reset, a 5xx reply, a timeout, a connection lost mid-read): the loader
+/// then waits for the source and tries the same sample again (a stall, counted, bounded by
+/// `loader_options::outage_deadline_seconds`) instead of replacing it. Every other failure (a
+/// 404, a malformed file, a decode error) is permanent: the clip is replaced.
+class source_unavailable : public error {
+ public:
+  using error::error;
 };
 
 /// `decode(task, out)` writes exactly `task.bytes()` bytes into `out` and returns nullopt, or

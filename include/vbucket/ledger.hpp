@@ -39,6 +39,9 @@
 /// `>` and control bytes likewise). The `D` and `X` lines of an epoch may be written again (on a
 /// resume): a repeated (epoch, kind, source or why, `at`) chunk with the same ids is read once.
 ///
+/// Version 2 (`ledger_format::binary`, magic line `#vbucket-ledger 2`) holds the same records
+/// as framed binary records (see "the binary format" below); `ledger_reader` reads both.
+///
 /// Each line is written with one write of the whole line (an unbuffered stream opened for
 /// append: one write(2) under POSIX's O_APPEND), so a crash leaves whole lines and at most one
 /// truncated last line, which the audit names.
@@ -46,12 +49,13 @@
 ///     vbucket::ledger_writer out("ledger/" + vbucket::ledger_file_name(rank));
 ///     out.write(vbucket::record_of(b, sampler.plan(), {.step = step, .rank = rank, .world = w}));
 
-#include <algorithm>     // std::min
-#include <bit>           // std::countr_zero, std::endian
+#include <algorithm>     // std::min, std::sort, std::is_sorted
+#include <bit>           // std::countr_zero, std::endian, std::bit_cast
 #include <charconv>      // std::to_chars, std::from_chars
 #include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
 #include <cstdio>        // std::FILE, std::fopen, std::fwrite, std::fread, std::setvbuf
 #include <cstring>       // std::memchr, std::memmove
+#include <filesystem>    // std::filesystem::file_size, resize_file (a torn line, discard)
 #include <functional>    // std::function (a line sink), std::less
 #include <memory>        // std::unique_ptr
 #include <optional>      // std::optional
@@ -59,6 +63,8 @@
 #include <string>        // std::string, std::to_string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
+#include <tuple>         // std::make_tuple, std::apply (record layouts)
+#include <type_traits>   // std::is_same_v
 #include <utility>       // std::move
 #include <vector>        // std::vector
 
@@ -73,8 +79,18 @@ namespace vbucket {
 inline constexpr int ledger_version = 1;
 /// The first line of every ledger file (without its newline).
 inline constexpr std::string_view ledger_magic = "#vbucket-ledger 1";
+/// The first line of a version-2 (binary) ledger file.
+inline constexpr std::string_view ledger_magic_v2 = "#vbucket-ledger 2";
 /// Ids per `D` or `X` line.
 inline constexpr std::size_t ledger_chunk_ids = 4096;
+/// Largest binary record (its payload), in bytes: a longer length field is corruption.
+inline constexpr std::uint64_t ledger_max_record = std::uint64_t{1} << 28;
+
+/// How a writer writes records; the reader reads either, by the file's magic line.
+enum class ledger_format : std::uint8_t {
+  text,    ///< version 1: one text line per record (above)
+  binary,  ///< version 2: after the magic line, framed binary records (see `ledger_layout`)
+};
 
 /// How a source's samples were drawn for an epoch.
 enum class ledger_draw : std::uint8_t {
@@ -298,6 +314,126 @@ inline void append_ledger_line(std::string& out, const ledger_batch& b) {
   out += '\n';
 }
 
+// --- the binary format (version 2) ----------------------------------------------------------
+//
+// After the magic line `#vbucket-ledger 2`, each record is its tag (one byte: E, S, D, X, B),
+// the length of its payload (a LEB128 varint), then the payload: the record's fields in the
+// order of its `ledger_layout`, each coded by its type alone — unsigned integers as LEB128
+// varints, signed ones zigzagged, a double as 8 bytes little-endian, a bool or enum as a byte,
+// text and id lists as a varint count then the bytes or varints, an optional as a presence
+// byte then the value, substitutions as a count then each one's layout. One description per
+// record kind, one writer and one reader for all kinds. Streamable: a torn last record is a
+// frame cut short. Every record starts with its epoch (the audit's merge reads only that).
+
+/// The fields of a record kind, in the order the binary format writes them.
+template <class Record>
+struct ledger_layout;
+template <>
+struct ledger_layout<ledger_epoch> {
+  static constexpr char tag = 'E';
+  static constexpr auto fields = std::make_tuple(
+      &ledger_epoch::epoch, &ledger_epoch::stage, &ledger_epoch::samples, &ledger_epoch::sources,
+      &ledger_epoch::seed, &ledger_epoch::fingerprint, &ledger_epoch::pads);
+};
+template <>
+struct ledger_layout<ledger_source> {
+  static constexpr char tag = 'S';
+  static constexpr auto fields = std::make_tuple(
+      &ledger_source::epoch, &ledger_source::id, &ledger_source::name, &ledger_source::first,
+      &ledger_source::rows, &ledger_source::drawn, &ledger_source::draw, &ledger_source::weight,
+      &ledger_source::count, &ledger_source::digest);
+};
+template <>
+struct ledger_layout<ledger_ids> {
+  static constexpr char tag = 'D';  // or 'X': the record's own `tag`
+  static constexpr auto fields = std::make_tuple(
+      &ledger_ids::epoch, &ledger_ids::source, &ledger_ids::why, &ledger_ids::at, &ledger_ids::ids);
+};
+template <>
+struct ledger_layout<ledger_batch> {
+  static constexpr char tag = 'B';
+  static constexpr auto fields = std::make_tuple(
+      &ledger_batch::epoch, &ledger_batch::step, &ledger_batch::stage, &ledger_batch::rank,
+      &ledger_batch::world, &ledger_batch::position, &ledger_batch::bucket, &ledger_batch::pads,
+      &ledger_batch::repeat, &ledger_batch::ids, &ledger_batch::substitutions);
+};
+template <>
+struct ledger_layout<ledger_substitution> {
+  static constexpr auto fields =
+      std::make_tuple(&ledger_substitution::slot, &ledger_substitution::failed,
+                      &ledger_substitution::replacement, &ledger_substitution::why);
+};
+
+namespace detail {
+
+inline void ledger_put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+template <class Record>
+void ledger_put_fields(std::string& out, const Record& r);
+inline void ledger_put_value(std::string& out, std::uint64_t v) { ledger_put_varint(out, v); }
+inline void ledger_put_value(std::string& out, std::uint32_t v) { ledger_put_varint(out, v); }
+inline void ledger_put_value(std::string& out, std::int64_t v) {
+  ledger_put_varint(out,
+                    (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63));
+}
+inline void ledger_put_value(std::string& out, bool v) { out += static_cast<char>(v ? 1 : 0); }
+inline void ledger_put_value(std::string& out, ledger_draw v) {
+  out += static_cast<char>(v == ledger_draw::all ? 0 : 1);
+}
+inline void ledger_put_value(std::string& out, double v) {
+  const auto bits = std::bit_cast<std::uint64_t>(v);
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((bits >> (8 * i)) & 0xff);
+}
+inline void ledger_put_value(std::string& out, const std::string& v) {
+  ledger_put_varint(out, v.size());
+  out += v;
+}
+/// An id list: its count, a byte saying how (0: each id; 1: ascending, each id as its step
+/// from the one before, the first from 0), then the varints.
+inline void ledger_put_value(std::string& out, const std::vector<std::uint64_t>& v) {
+  ledger_put_varint(out, v.size());
+  const bool ascending = std::is_sorted(v.begin(), v.end());
+  out += static_cast<char>(ascending ? 1 : 0);
+  std::uint64_t before = 0;
+  for (const std::uint64_t x : v) {
+    ledger_put_varint(out, ascending ? x - before : x);
+    before = x;
+  }
+}
+inline void ledger_put_value(std::string& out, const std::vector<ledger_substitution>& v) {
+  ledger_put_varint(out, v.size());
+  for (const ledger_substitution& x : v) ledger_put_fields(out, x);
+}
+template <class T>
+void ledger_put_value(std::string& out, const std::optional<T>& v) {
+  out += static_cast<char>(v ? 1 : 0);
+  if (v) ledger_put_value(out, *v);
+}
+template <class Record>
+void ledger_put_fields(std::string& out, const Record& r) {
+  std::apply([&](auto... member) { (ledger_put_value(out, r.*member), ...); },
+             ledger_layout<Record>::fields);
+}
+
+}  // namespace detail
+
+/// Appends the binary record of `r` (its tag, length and payload) to `out`.
+template <class Record>
+void append_ledger_record(std::string& out, const Record& r) {
+  char tag = ledger_layout<Record>::tag;
+  if constexpr (std::is_same_v<Record, ledger_ids>) tag = r.tag == 'X' ? 'X' : 'D';
+  std::string payload;
+  detail::ledger_put_fields(payload, r);
+  out += tag;
+  detail::ledger_put_varint(out, payload.size());
+  out += payload;
+}
+
 // --- writing ------------------------------------------------------------------------------
 
 /// Where whole lines go (each with its newline): a file, or a user's callback.
@@ -310,16 +446,18 @@ using ledger_sink = std::function<void(std::string_view line)>;
 /// when it cannot be opened or written.
 class ledger_writer {
  public:
-  explicit ledger_writer(std::string path) : path_(std::move(path)) {
+  explicit ledger_writer(std::string path, ledger_format format = ledger_format::text)
+      : path_(std::move(path)), format_(format) {
+    start_ = drop_torn_tail(path_, format_);
     file_.reset(std::fopen(path_.c_str(), "ab"));
     if (!file_) throw error("ledger: cannot open \"" + path_ + "\" for appending");
     std::setvbuf(file_.get(), nullptr, _IONBF, 0);
-    std::fseek(file_.get(), 0, SEEK_END);
-    if (std::ftell(file_.get()) == 0) write_line(std::string(ledger_magic) + "\n");
+    if (start_ == 0) write_line(magic() + "\n");
   }
-  explicit ledger_writer(ledger_sink sink) : sink_(std::move(sink)) {
+  explicit ledger_writer(ledger_sink sink, ledger_format format = ledger_format::text)
+      : format_(format), sink_(std::move(sink)) {
     if (!sink_) throw error("ledger: the sink is empty");
-    write_line(std::string(ledger_magic) + "\n");
+    write_line(magic() + "\n");
   }
 
   /// Writes one record (one line).
@@ -327,7 +465,11 @@ class ledger_writer {
     requires requires(std::string& s, const Record& r) { append_ledger_line(s, r); }
   void write(const Record& r) {
     line_.clear();
-    append_ledger_line(line_, r);
+    if (format_ == ledger_format::binary) {
+      append_ledger_record(line_, r);
+    } else {
+      append_ledger_line(line_, r);
+    }
     write_line(line_);
   }
 
@@ -344,7 +486,7 @@ class ledger_writer {
     write_chunks(c, ids);
   }
 
-  /// Writes `line` (which ends with a newline) as it is, with one write.
+  /// Writes `line` (a text line with its newline, or a binary record) as it is, with one write.
   void write_line(std::string_view line) {
     if (sink_) {
       sink_(line);
@@ -355,14 +497,41 @@ class ledger_writer {
   }
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] ledger_format format() const noexcept { return format_; }
+
+  /// Takes back every line this writer wrote (a command that failed): the file is cut back to
+  /// the size it had when the writer opened it (removed if the writer created it).
+  void discard() {
+    if (sink_ || !file_) return;
+    file_.reset();
+    std::error_code ec;
+    if (start_ == 0) {
+      std::filesystem::remove(path_, ec);
+    } else {
+      std::filesystem::resize_file(path_, start_, ec);
+    }
+    if (ec)
+      throw error("ledger: cannot take back the lines written to \"" + path_ +
+                  "\": " + ec.message());
+  }
 
  private:
+  /// An existing file's size once a torn last record is cut off (0: empty or new). A kill -9
+  /// during a write leaves a last record cut short; that record's batch was never handed out
+  /// (records are written first), so it is dropped, not continued by the next record. Throws
+  /// when the file is no ledger, or one of the other format. (Defined after the reader.)
+  static std::uint64_t drop_torn_tail(const std::string& path, ledger_format format);
+  [[nodiscard]] std::string magic() const {
+    return std::string(format_ == ledger_format::binary ? ledger_magic_v2 : ledger_magic);
+  }
+
   void write_chunks(ledger_ids& c, std::span<const std::uint64_t> ids) {
     const std::uint64_t first = c.at;
     for (std::size_t i = 0; i < ids.size(); i += ledger_chunk_ids) {
       const std::size_t n = std::min(ledger_chunk_ids, ids.size() - i);
       c.ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(i),
                    ids.begin() + static_cast<std::ptrdiff_t>(i + n));
+      std::sort(c.ids.begin(), c.ids.end());  // a multiset: sorted, it codes in fewer bytes
       c.at = c.tag == 'D' ? first + i : first + i / ledger_chunk_ids;
       write(c);
     }
@@ -372,7 +541,9 @@ class ledger_writer {
     void operator()(std::FILE* f) const noexcept { std::fclose(f); }
   };
   std::string path_;
+  ledger_format format_ = ledger_format::text;
   std::unique_ptr<std::FILE, closer> file_;
+  std::uint64_t start_ = 0;  // the file's size when opened (after a torn line was cut)
   ledger_sink sink_;
   std::string line_;
 };
@@ -383,9 +554,10 @@ class ledger_writer {
 /// newline, its 1-based number, and whether it ended without a newline (a truncated last line).
 struct ledger_line {
   char tag = 0;
-  std::string_view text;
+  std::string_view text;  ///< a binary record: its payload
   std::uint64_t number = 0;
   bool truncated = false;
+  bool binary = false;  ///< a version-2 record (`text` is its payload)
 };
 
 /// Reads a ledger file line by line in large blocks (bounded memory: the block and the longest
@@ -404,15 +576,22 @@ class ledger_reader {
     if (first.text.substr(0, 16) != "#vbucket-ledger ")
       throw error(path_ + ":1: not a vbucket ledger (the first line must be \"" +
                   std::string(ledger_magic) + "\")");
-    if (first.text != ledger_magic)
+    if (first.text == ledger_magic_v2) {
+      binary_ = true;
+    } else if (first.text != ledger_magic) {
       throw error(path_ + ":1: ledger version \"" + std::string(first.text.substr(16)) +
-                  "\" is not supported (this build reads version " +
-                  std::to_string(ledger_version) + ")");
+                  "\" is not supported (this build reads versions 1 and 2)");
+    }
+  }
+  /// The file's format (its magic line's version).
+  [[nodiscard]] ledger_format format() const noexcept {
+    return binary_ ? ledger_format::binary : ledger_format::text;
   }
 
   /// The next line that is not a comment (the magic line is read by the constructor); false at
   /// the end of the file.
   bool next(ledger_line& line) {
+    if (binary_) return next_record(line);
     for (;;) {
       if (!next_raw(line)) return false;
       if (line.tag != '#') return true;
@@ -429,6 +608,7 @@ class ledger_reader {
     consumed_ = offset;
     begin_ = end_ = 0;
     eof_ = false;
+    dead_ = false;
     number_ = number;
   }
 
@@ -457,11 +637,62 @@ class ledger_reader {
     }
   }
 
+  /// A binary record: its tag, length and payload (a frame cut short at the end of the file is
+  /// a truncated record; a length past `ledger_max_record` makes the rest of the file one
+  /// corrupt record, tag '?').
+  bool next_record(ledger_line& line) {
+    for (;;) {
+      if (dead_) return false;
+      const std::size_t avail = end_ - begin_;
+      if (avail >= 2) {
+        const auto* p = reinterpret_cast<const unsigned char*>(buf_.data() + begin_);
+        std::uint64_t n = 0;
+        std::size_t h = 1;
+        bool complete = false;
+        for (unsigned shift = 0; h < avail && h <= 10; shift += 7) {
+          const unsigned char byte = p[h++];
+          n |= shift < 64 ? static_cast<std::uint64_t>(byte & 0x7f) << shift : 0;
+          if ((byte & 0x80) == 0) {
+            complete = true;
+            break;
+          }
+        }
+        if ((complete && n > ledger_max_record) || (!complete && h > 10)) {
+          line.text = std::string_view(buf_.data() + begin_, 0);
+          line.tag = '?';
+          line.number = ++number_;
+          line.truncated = false;
+          line.binary = true;
+          dead_ = true;
+          return true;
+        }
+        if (complete && avail - h >= n) {
+          line.tag = static_cast<char>(p[0]);
+          line.text = std::string_view(buf_.data() + begin_ + h, static_cast<std::size_t>(n));
+          line.number = ++number_;
+          line.truncated = false;
+          line.binary = true;
+          begin_ += h + static_cast<std::size_t>(n);
+          return true;
+        }
+      }
+      if (eof_) {
+        if (begin_ == end_) return false;
+        emit(line, end_ - begin_, true);
+        line.binary = true;
+        begin_ = end_;
+        return true;
+      }
+      fill();
+    }
+  }
+
   void emit(ledger_line& line, std::size_t len, bool truncated) {
     line.text = std::string_view(buf_.data() + begin_, len);
     line.tag = len != 0 ? line.text[0] : '\0';
     line.number = ++number_;
     line.truncated = truncated;
+    line.binary = false;
   }
 
   /// Moves the partial line to the front (growing the buffer for a long line) and reads more.
@@ -493,7 +724,55 @@ class ledger_reader {
   std::uint64_t consumed_ = 0;  // file bytes before buf_[0]
   std::uint64_t number_ = 0;
   bool eof_ = false;
+  bool binary_ = false;
+  bool dead_ = false;  // a corrupt length: nothing after it can be read
 };
+
+inline std::uint64_t ledger_writer::drop_torn_tail(const std::string& path, ledger_format format) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return 0;
+  const std::string want =
+      std::string(format == ledger_format::binary ? ledger_magic_v2 : ledger_magic) + "\n";
+  std::string head(want.size(), '\0');
+  {
+    std::unique_ptr<std::FILE, closer> f(std::fopen(path.c_str(), "rb"));
+    if (!f) throw error("ledger: cannot open \"" + path + "\" for appending");
+    head.resize(std::fread(head.data(), 1, head.size(), f.get()));
+  }
+  const auto refuse = [&](const std::string& why) {
+    throw error("ledger: \"" + path + "\" " + why + ": not appending to it");
+  };
+  if (head.size() < want.size()) {  // a magic line cut short: start again
+    if (want.substr(0, head.size()) != head &&
+        std::string(ledger_magic).substr(0, head.size()) != head)
+      refuse("is not a vbucket ledger (it does not start with \"" +
+             want.substr(0, want.size() - 1) + "\")");
+    std::filesystem::resize_file(path, 0, ec);
+    if (ec) throw error("ledger: cannot repair \"" + path + "\": " + ec.message());
+    return 0;
+  }
+  if (head != want) {
+    if (head.substr(0, 16) == "#vbucket-ledger ")
+      refuse("is a ledger of another version (\"" + head.substr(0, head.size() - 1) +
+             "\"; this writer writes \"" + want.substr(0, want.size() - 1) + "\")");
+    refuse("is not a vbucket ledger (it does not start with \"" + want.substr(0, want.size() - 1) +
+           "\")");
+  }
+  // The end of the last whole record.
+  ledger_reader r(path);
+  ledger_line l;
+  std::uint64_t end = r.tell();
+  while (r.next(l)) {
+    if (l.truncated) break;
+    end = r.tell();
+  }
+  if (end == size) return size;
+  std::filesystem::resize_file(path, end, ec);
+  if (ec)
+    throw error("ledger: cannot cut the torn last record of \"" + path + "\": " + ec.message());
+  return end;
+}
 
 // --- parsing ------------------------------------------------------------------------------
 
@@ -651,6 +930,18 @@ class ledger_fields {
   std::string_view rest_;
   ledger_where where_;
 };
+
+/// What a batch record must hold whatever its format: pads within its ids, each substitution's
+/// slot holding the sample it replaced.
+inline void ledger_check_batch(const ledger_batch& b, const ledger_where& where) {
+  if (b.pads > b.ids.size())
+    throw error(where.text() + ": field pad=" + std::to_string(b.pads) +
+                " is more than the batch's " + std::to_string(b.ids.size()) + " ids");
+  for (const ledger_substitution& s : b.substitutions)
+    if (s.slot >= b.ids.size() || b.ids[s.slot] != s.failed)
+      throw error(where.text() + ": field sub: slot " + std::to_string(s.slot) +
+                  " does not hold sample " + std::to_string(s.failed));
+}
 
 /// The bit of a required field, for "missing field" errors.
 inline void ledger_require(const ledger_fields& f, unsigned seen, unsigned need,
@@ -810,13 +1101,171 @@ inline void parse_ledger_line(std::string_view text, ledger_where where, ledger_
     }
   }
   detail::ledger_require(f, seen, 63, {"e", "s", "st", "r", "w", "ids"});
-  if (out.pads > out.ids.size())
-    f.fail("field pad=" + std::to_string(out.pads) + " is more than the batch's " +
-           std::to_string(out.ids.size()) + " ids");
-  for (const ledger_substitution& s : out.substitutions)
-    if (s.slot >= out.ids.size() || out.ids[s.slot] != s.failed)
-      f.fail("field sub: slot " + std::to_string(s.slot) + " does not hold sample " +
-             std::to_string(s.failed));
+  detail::ledger_check_batch(out, where);
+}
+
+namespace detail {
+
+/// Reads a binary record's payload field by field (`ledger_layout`); every count is checked
+/// against the bytes left before anything is allocated. Errors name the place.
+class ledger_in {
+ public:
+  ledger_in(std::string_view payload, ledger_where where) : rest_(payload), where_(where) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw error(where_.text() + ": " + what);
+  }
+  std::uint64_t varint() {
+    std::uint64_t v = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      if (rest_.empty()) fail("record cut short (a number runs past its end)");
+      const auto byte = static_cast<unsigned char>(rest_[0]);
+      rest_.remove_prefix(1);
+      if (shift == 63 && byte > 1) fail("a number past 64 bits");
+      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return v;
+      if (shift == 63) fail("a number past 64 bits");
+    }
+  }
+  std::uint64_t count() {
+    const std::uint64_t n = varint();
+    if (n > rest_.size()) fail("a count of " + std::to_string(n) + " past the record's end");
+    return n;
+  }
+  unsigned char byte() {
+    if (rest_.empty()) fail("record cut short");
+    const auto b = static_cast<unsigned char>(rest_[0]);
+    rest_.remove_prefix(1);
+    return b;
+  }
+
+  void get(std::uint64_t& v) { v = varint(); }
+  void get(std::uint32_t& v) {
+    const std::uint64_t x = varint();
+    if (x > 0xffffffffu) fail("a 32-bit field holds " + std::to_string(x));
+    v = static_cast<std::uint32_t>(x);
+  }
+  void get(std::int64_t& v) {
+    const std::uint64_t z = varint();
+    v = static_cast<std::int64_t>(z >> 1) ^ -static_cast<std::int64_t>(z & 1);
+  }
+  void get(bool& v) {
+    const unsigned char b = byte();
+    if (b > 1) fail("a flag byte holds " + std::to_string(b));
+    v = b == 1;
+  }
+  void get(ledger_draw& v) {
+    const unsigned char b = byte();
+    if (b > 1) fail("a draw byte holds " + std::to_string(b) + " (0 all, 1 listed)");
+    v = b == 0 ? ledger_draw::all : ledger_draw::listed;
+  }
+  void get(double& v) {
+    if (rest_.size() < 8) fail("record cut short");
+    std::uint64_t bits = 0;
+    for (int i = 0; i < 8; ++i)
+      bits |=
+          static_cast<std::uint64_t>(static_cast<unsigned char>(rest_[static_cast<std::size_t>(i)]))
+          << (8 * i);
+    rest_.remove_prefix(8);
+    v = std::bit_cast<double>(bits);
+  }
+  void get(std::string& v) {
+    const auto n = static_cast<std::size_t>(count());
+    v.assign(rest_.substr(0, n));
+    rest_.remove_prefix(n);
+  }
+  void get(std::vector<std::uint64_t>& v) {
+    const auto n = static_cast<std::size_t>(count());
+    const unsigned char how = byte();
+    if (how > 1) fail("an id list's coding byte holds " + std::to_string(how));
+    v.clear();
+    v.reserve(n);
+    std::uint64_t before = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t x = varint();
+      if (how == 1 && x > ~before) fail("an ascending id list passes 2^64");
+      v.push_back(how == 1 ? before += x : x);
+    }
+  }
+  void get(std::vector<ledger_substitution>& v) {
+    const auto n = static_cast<std::size_t>(count());
+    v.clear();
+    for (std::size_t i = 0; i < n; ++i) fields(v.emplace_back());
+  }
+  template <class T>
+  void get(std::optional<T>& v) {
+    if (!get_flag()) {
+      v.reset();
+      return;
+    }
+    T x{};
+    get(x);
+    v = std::move(x);
+  }
+  template <class Record>
+  void fields(Record& r) {
+    std::apply([&](auto... member) { (get(r.*member), ...); }, ledger_layout<Record>::fields);
+  }
+  void end() const {
+    if (!rest_.empty()) fail(std::to_string(rest_.size()) + " bytes past the record's fields");
+  }
+
+ private:
+  bool get_flag() {
+    bool b = false;
+    get(b);
+    return b;
+  }
+  std::string_view rest_;
+  ledger_where where_;
+};
+
+}  // namespace detail
+
+/// Parses a record as read (`ledger_reader`): a text line (`parse_ledger_line`) or a binary
+/// record (version 2). Errors (`vbucket::error`) name `where`.
+template <class Record>
+void parse_ledger_record(const ledger_line& line, ledger_where where, Record& out) {
+  if (!line.binary) {
+    parse_ledger_line(line.text, where, out);
+    return;
+  }
+  detail::ledger_in in(line.text, where);
+  in.fields(out);
+  in.end();
+  if constexpr (std::is_same_v<Record, ledger_ids>) out.tag = line.tag;
+  if constexpr (std::is_same_v<Record, ledger_batch>) detail::ledger_check_batch(out, where);
+}
+
+/// The text line of a record as read (text or binary), for people (`vbucket audit --dump`);
+/// without its newline. Throws `vbucket::error` naming `where` when it does not parse.
+[[nodiscard]] inline std::string ledger_text_of(const ledger_line& line, ledger_where where) {
+  if (!line.binary) return std::string(line.text);
+  std::string out;
+  const auto as = [&](auto record) {
+    parse_ledger_record(line, where, record);
+    append_ledger_line(out, record);
+  };
+  switch (line.tag) {
+    case 'E':
+      as(ledger_epoch{});
+      break;
+    case 'S':
+      as(ledger_source{});
+      break;
+    case 'D':
+    case 'X':
+      as(ledger_ids{});
+      break;
+    case 'B':
+      as(ledger_batch{});
+      break;
+    default:
+      throw error(where.text() + ": unknown record tag byte " +
+                  std::to_string(static_cast<unsigned char>(line.tag)));
+  }
+  out.pop_back();
+  return out;
 }
 
 // --- hooks: records of what a sampler or loader delivers ------------------------------------

@@ -20,7 +20,10 @@
 /// Batch shape is kept: a clip that fails to decode is replaced by another sample of the same
 /// bucket, chosen deterministically by `substitution_stream(seed, epoch, position, clip)`;
 /// substitutions are counted and listed. A batch never comes out short: if every attempt fails the
-/// loader reports an error instead.
+/// loader reports an error instead. A source that is down (the decoder throws
+/// `source_unavailable`) is not the clip's failure: the workers wait on one shared health state
+/// and decode the same sample once it answers (a stall, counted in `loader_stats::stalls`,
+/// bounded by `loader_options::outage_deadline_seconds`).
 ///
 /// The loader is an input range: `for (auto& b : loader)` yields each `loaded_batch` (movable
 /// out of the loop, slot and all), as `next()` does. It follows a schedule and a rank, or any
@@ -232,6 +235,10 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
                   std::to_string(world_size()));
     if (options_.workers == 0) throw error("loader: workers must be at least 1");
     if (options_.prefetch == 0) throw error("loader: prefetch must be at least 1");
+    if (!(options_.outage_deadline_seconds >= 0.0) || !(options_.outage_retry_seconds > 0.0))
+      throw error("loader: outage_deadline_seconds must be ≥ 0 and outage_retry_seconds > 0, got " +
+                  std::to_string(options_.outage_deadline_seconds) + " and " +
+                  std::to_string(options_.outage_retry_seconds));
     if (ring_.options().slots < options_.prefetch + 1)
       throw error("loader: the staging ring's " + std::to_string(ring_.options().slots) +
                   " slots cannot hold " + std::to_string(options_.prefetch) +
@@ -558,10 +565,85 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
     return key.append(std::to_string(sample));
   }
 
-  /// One attempt at clip `clip` of `j` with `sample`: the decode (into `out`) and its tensor
-  /// files; nullopt on success, else the message.
+  /// Thrown to a worker waiting out an outage when the loader stops.
+  struct stopped_while_stalled {};
+
+  /// Waits while the source is down (`health_`); true when this worker is the one that tries
+  /// the source again now.
+  bool wait_for_source() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (stopped_ || failure_) throw stopped_while_stalled{};
+      if (!health_.down) return false;
+      if (!health_.probing && std::chrono::steady_clock::now() >= health_.next_try) {
+        health_.probing = true;
+        return true;
+      }
+      if (health_.probing)
+        cv_.wait(lock);
+      else
+        cv_.wait_until(lock, health_.next_try);
+    }
+  }
+
+  /// Records how an attempt went for the shared health state: true when the source answered
+  /// (`unavailable` empty: success or a permanent failure), false when it is down (the caller
+  /// waits and tries the same sample again). Throws past the outage deadline.
+  bool source_answered(bool probe, const std::string& unavailable) {
+    {
+      std::lock_guard lock(mutex_);
+      const auto now = std::chrono::steady_clock::now();
+      if (probe) health_.probing = false;
+      if (unavailable.empty()) {
+        if (health_.down)
+          stats_.stall_seconds += std::chrono::duration<double>(now - health_.since).count();
+        health_.down = false;
+      } else {
+        ++stats_.unavailable;
+        if (!health_.down) {
+          health_.down = true;
+          health_.since = now;
+          health_.backoff = std::min(0.25, options_.outage_retry_seconds);
+          ++stats_.stalls;
+        } else if (probe) {
+          health_.backoff = std::min(2 * health_.backoff, options_.outage_retry_seconds);
+        }
+        if (probe || health_.next_try < now)
+          health_.next_try = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(health_.backoff));
+        const double down = std::chrono::duration<double>(now - health_.since).count();
+        if (down > options_.outage_deadline_seconds)
+          throw error("loader: the source has been unreachable for " + std::to_string(down) +
+                      " s, past the outage deadline (" +
+                      std::to_string(options_.outage_deadline_seconds) + " s): " + unavailable);
+      }
+    }
+    cv_.notify_all();
+    return unavailable.empty();
+  }
+
+  /// `attempt_once` through outages: a `source_unavailable` failure is not the clip's; the
+  /// worker waits for the source (one shared health state) and tries the same sample again.
   std::optional<std::string> attempt(job& j, std::size_t clip, const sample_shape& shape,
                                      std::uint32_t sample, std::span<std::uint8_t> out) {
+    for (;;) {
+      const bool probe = wait_for_source();
+      std::optional<std::string> err;
+      std::string unavailable;
+      try {
+        err = attempt_once(j, clip, shape, sample, out);
+      } catch (const source_unavailable& e) {
+        unavailable = e.what();
+        if (unavailable.empty()) unavailable = "source unavailable";
+      }
+      if (source_answered(probe, unavailable)) return err;
+    }
+  }
+
+  /// One attempt at clip `clip` of `j` with `sample`: the decode (into `out`) and its tensor
+  /// files; nullopt on success, else the message. Throws `source_unavailable` as the decoder.
+  std::optional<std::string> attempt_once(job& j, std::size_t clip, const sample_shape& shape,
+                                          std::uint32_t sample, std::span<std::uint8_t> out) {
     std::optional<std::string> err;
     if (options_.pixels) err = try_decode(task_of(shape, sample), out);
     if (!err && !j.tensors.empty()) {
@@ -645,6 +727,11 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
     std::optional<std::string> err;
     try {
       err = decoder_.decode(t, out);
+    } catch (const source_unavailable&) {
+      decode_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+      throw;  // not the clip's failure: attempt() waits for the source
     } catch (const std::exception& e) {
       err = std::string(e.what());
     } catch (...) {
@@ -773,6 +860,8 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
         }
         cv_.notify_all();
       }
+    } catch (const stopped_while_stalled&) {
+      return;
     } catch (...) {
       fail(std::current_exception());
     }
@@ -802,6 +891,12 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   loader_stats stats_;
   std::uint64_t ready_sum_ = 0, ready_samples_ = 0;
   std::unordered_set<std::string> failed_keys_;  // failure_key of every failure this epoch
+  struct source_health {  // shared by the workers: the source down, and when to try again
+    bool down = false;
+    bool probing = false;  // a worker is trying it now
+    std::chrono::steady_clock::time_point since{}, next_try{};
+    double backoff = 0;
+  } health_;
   std::atomic<std::int64_t> decode_ns_{0};
   std::atomic<std::int64_t> convert_ns_{0};
   std::chrono::steady_clock::time_point start_;

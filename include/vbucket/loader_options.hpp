@@ -27,6 +27,13 @@ struct loader_options {
   std::size_t prefetch = 2;                ///< batches decoded ahead of the trainer (≥ 1)
   clip_layout layout = clip_layout::thwc;  ///< of the batch the trainer receives
   unsigned max_attempts = 8;  ///< replacements tried for one failed clip before giving up
+  /// A source that cannot be reached (the decoder throws `source_unavailable`) stalls the
+  /// loader: every worker waits on one shared health state, one tries again after a backoff
+  /// (doubling from 0.25 s up to `outage_retry_seconds`), and the same sample is decoded once
+  /// the source answers (counted in `loader_stats::stalls`). An outage longer than this fails
+  /// the loader (`next()` throws, naming the source's last error).
+  double outage_deadline_seconds = 600.0;
+  double outage_retry_seconds = 2.0;  ///< the longest wait between tries during an outage
   /// The batch's element type. f32 and bf16 are normalised with `normalize` on the workers;
   /// the staging slot is sized for it (`ring.reserve_for(config, 3 * element_size(element))`).
   element_type element = element_type::u8;

@@ -31,6 +31,9 @@ struct loader_stats {
   std::uint64_t decoded = 0;         ///< clips decoded (including failures and replacements)
   std::uint64_t failed = 0;          ///< decode attempts that failed
   std::uint64_t substitutions = 0;   ///< clips filled by a replacement sample
+  std::uint64_t stalls = 0;          ///< outages: the source unreachable, the workers waiting
+  std::uint64_t unavailable = 0;     ///< attempts that failed for an outage (tried again)
+  double stall_seconds = 0;          ///< from each outage's first failure to its end
   double decode_seconds = 0;         ///< summed over workers
   double convert_seconds = 0;        ///< clip conversion (dtype, layout), summed over workers
   double slot_wait_seconds = 0;      ///< waiting for a staging slot (back-pressure)
@@ -62,6 +65,9 @@ VBUCKET_COMPILED_INLINE std::string format_loader_stats(const loader_stats& s) {
   row("clips decoded", static_cast<double>(s.decoded), "");
   row("decode failures", static_cast<double>(s.failed), "");
   row("substitutions", static_cast<double>(s.substitutions), "");
+  row("stalls (source unreachable)", static_cast<double>(s.stalls), "");
+  row("attempts in a stall", static_cast<double>(s.unavailable), "");
+  row("stalled", s.stall_seconds, "s");
   row("decode (all workers)", s.decode_seconds, "s");
   row("convert (all workers)", s.convert_seconds, "s");
   row("wait for a slot", s.slot_wait_seconds, "s");

@@ -10,6 +10,7 @@
 #include "vbucket/ledger.hpp"       // ledger lines: one per delivered batch; writer and reader
 #include "vbucket/rule_kind.hpp"    // rule names: opensora-v2, opensora-v1.2
 #include "vbucket/run_ledger.hpp"   // a run plan's batches as ledger lines
+#include "vbucket/run_loop.hpp"     // run_loop: one rank's trainer loop and its ledger
 #include "vbucket/run_memory.hpp"   // per-bucket batch sizes from a memory model and budget
 #include "vbucket/run_plan.hpp"     // run_plan: sources, stages, out-of-memory, resume
 #include "vbucket/run_sources.hpp"  // weighted sources and the epoch's draws

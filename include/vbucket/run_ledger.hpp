@@ -1,22 +1,27 @@
 #pragma once
 /// A run's ledger (ledger.hpp's format, audited by audit.hpp): sample ids are global, source s's
 /// rows being ids [first_s, first_s + rows_s) with first_s = the rows of the sources before it.
-///  - `write_run_epoch`: the current epoch's `E` line and each source's `S` line (draw=all for a
-///    source drawn every row once, else listed with its drawn multiset as `D` lines). Every
-///    rank writes them at the start of each epoch and again after a resume (the audit reads
-///    repeated header lines once).
-///  - `run_record`: the `B` line of a delivered `run_batch`.
-///  - `write_run_undelivered`: the `X` lines of the draws the epoch does not deliver (why:
-///    unassigned, invalid, dropped), at the epoch's last step (`run.steps_left() == 1`), once
-///    (rank 0).
+/// What writes it is one call per batch handed out, before it is handed out:
 ///
-///     vbucket::ledger_writer out(dir + "/" + vbucket::ledger_file_name(rank));
-///     vbucket::write_run_epoch(out, run);
-///     out.write(vbucket::run_record(run.batch(rank), run));
+///     vbucket::run_ledger ledger(dir, rank);   // appends to dir/rank-RRRRR.ledger
+///     for (;;) { const auto b = run.batch(rank); ledger.record(run, b); train(b); run.advance(); }
+///
+/// `record` writes, into rank 0's file, the epoch's declaration (`E`, `S`, and the drawn
+/// multiset of a listed source as `D` lines) before its first batch of the epoch (again after
+/// a resume: the audit reads repeated declarations once), and at the epoch's last step
+/// (`run_plan::ends_epoch`) the draws the epoch does not deliver (`X`: unassigned, invalid,
+/// dropped); into every rank's file, the batch (`B`). The declaration is written once per run,
+/// not once per rank. The pieces (`write_run_epoch`, `run_record`, `write_run_undelivered`)
+/// remain for writers of their own.
 
-#include <cstdint>  // std::uint32_t, std::uint64_t
-#include <span>     // std::span
-#include <vector>   // std::vector
+#include <cstdint>       // std::uint32_t, std::uint64_t
+#include <filesystem>    // std::filesystem::create_directories
+#include <optional>      // std::optional
+#include <span>          // std::span
+#include <string>        // std::string
+#include <system_error>  // std::error_code
+#include <utility>       // std::move
+#include <vector>        // std::vector
 
 #include "ledger.hpp"
 #include "run_plan.hpp"
@@ -37,7 +42,7 @@ namespace vbucket {
   return bases[run.drawn().source_of(p)] + run.drawn().row(p);
 }
 
-/// Writes the current epoch's `E`, `S` and `D` lines.
+/// Writes the current epoch's `E`, `S` and `D` lines (its declaration).
 inline void write_run_epoch(ledger_writer& out, const run_plan& run, std::uint64_t seed) {
   const std::vector<std::uint64_t> bases = run_id_bases(run);
   const drawn_epoch& d = run.drawn();
@@ -110,5 +115,49 @@ inline void write_run_undelivered(ledger_writer& out, const run_plan& run) {
   if (!invalid.empty()) out.write_dropped(run.epoch(), "invalid", invalid);
   if (!dropped.empty()) out.write_dropped(run.epoch(), "dropped", dropped);
 }
+
+/// One rank's ledger of a run: `record` every batch handed out, before it is handed out.
+class run_ledger {
+ public:
+  /// Appends to `dir`/rank-RRRRR.ledger (`dir` is created if need be). Throws
+  /// `vbucket::error` naming the directory or file when it cannot be made or opened.
+  /// `format`: text (version 1) or binary (version 2, about half the bytes).
+  run_ledger(const std::string& dir, std::uint32_t rank, ledger_format format = ledger_format::text)
+      : out_(open(dir, rank, format)), rank_(rank), bases_{} {}
+  /// Writes to `out`, the file (or sink) of rank `rank`.
+  run_ledger(ledger_writer out, std::uint32_t rank) : out_(std::move(out)), rank_(rank) {}
+
+  /// The records of `b`, this rank's batch of the run's current step (see the header).
+  void record(const run_plan& run, const run_batch& b) {
+    if (b.rank != rank_)
+      throw error("ledger \"" + out_.path() + "\": a batch of rank " + std::to_string(b.rank) +
+                  " in rank " + std::to_string(rank_) + "'s ledger");
+    if (headed_ != run.epoch()) {
+      if (rank_ == 0) write_run_epoch(out_, run, run.seed());
+      headed_ = run.epoch();
+      bases_ = run_id_bases(run);
+    }
+    out_.write(run_record(b, bases_));
+    if (rank_ == 0 && run.ends_epoch()) write_run_undelivered(out_, run);
+  }
+
+  /// Takes back every record written by this object (a command that failed).
+  void discard() { out_.discard(); }
+  [[nodiscard]] ledger_writer& writer() noexcept { return out_; }
+  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+
+ private:
+  static ledger_writer open(const std::string& dir, std::uint32_t rank, ledger_format format) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw error("ledger: cannot make the directory \"" + dir + "\": " + ec.message());
+    return ledger_writer((std::filesystem::path(dir) / ledger_file_name(rank)).string(), format);
+  }
+
+  ledger_writer out_;
+  std::uint32_t rank_;
+  std::optional<std::uint64_t> headed_{};
+  std::vector<std::uint64_t> bases_{};
+};
 
 }  // namespace vbucket

@@ -222,6 +222,7 @@ class run_plan {
   /// The stage of the current segment.
   [[nodiscard]] std::uint32_t stage() const noexcept { return cur_.stage; }
   [[nodiscard]] std::uint32_t world() const noexcept { return world_; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return opts_.seed; }
   /// Segments of the current epoch before the current one.
   [[nodiscard]] std::size_t closed_segments() const noexcept { return closed_.size(); }
   [[nodiscard]] const segment_settings& settings() const noexcept { return cur_; }
@@ -255,14 +256,31 @@ class run_plan {
   [[nodiscard]] bucket_id drawn_bucket(std::uint64_t p) const noexcept {
     return ids_[static_cast<std::size_t>(p)];
   }
-  /// The draws of the current epoch that the current segment will not deliver: unassigned or
-  /// invalid samples, samples dropped by the policy, a disabled bucket, packing (oversized) or
-  /// drop_last. Final from the epoch's last step on (a later segment may deliver more).
+  /// The draws of the current epoch not delivered once the current step is, as far as the
+  /// current segment goes: unassigned or invalid samples, samples dropped by the policy, a
+  /// disabled bucket, packing (oversized) or drop_last, and the samples of its batches after
+  /// the current step. Final at the epoch's last step (`ends_epoch()`).
   [[nodiscard]] std::vector<std::uint32_t> undelivered() const {
     const std::uint64_t dropped =
         std::visit([](const auto& s) { return s.dropped_batches(); }, sched_);
-    return not_in(delivered_in_plan(
-        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, plan_)));
+    const std::uint64_t planned =
+        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, plan_);
+    return not_in(delivered_in_plan(std::min(planned, consumed_ + world_)));
+  }
+  /// Whether `advance()` from the current step begins the next epoch: the current step is the
+  /// last of the epoch's plan, or the next step starts a stage that leaves the epoch's remaining
+  /// samples no batch. (At a stage change the next segment is planned on a copy to know.)
+  [[nodiscard]] bool ends_epoch() const {
+    if (steps_left() <= 1) return true;
+    if (stage_at(step_ + 1) == cur_.stage) return false;  // the same settings go on
+    run_plan next(*this);
+    next.consumed_ += next.world_;
+    ++next.step_;
+    next.close_segment();
+    next.cur_ = next.settings_at();
+    next.make_plan();
+    next.deal();
+    return next.steps_total() == 0;
   }
 
   // --- batches ----------------------------------------------------------------------------
@@ -420,9 +438,11 @@ class run_plan {
   }
 
   /// Continues from a state line saved by a run of the same sources (and seed) under any
-  /// world size, batch sizes, current stage or weights. Throws `vbucket::error` naming what
-  /// differs when it cannot: another seed, a source's metadata, or a stage whose buckets,
-  /// probabilities or rule changed after it planned a segment of the saved epoch.
+  /// world size, batch sizes, current stage or weights. The world is the one the state was
+  /// saved under (`world=`), whatever this run was made with: call `set_world` after `load` to
+  /// go on under another. Throws `vbucket::error` naming what differs when it cannot: another
+  /// seed, a source's metadata, or a stage whose buckets, probabilities or rule changed after
+  /// it planned a segment of the saved epoch.
   void load(std::string_view text) {
     auto fail = [&](const std::string& why) { throw error("run state: " + why); };
     if (text.substr(0, 12) != "vbucket-run ")
@@ -477,6 +497,9 @@ class run_plan {
     }
     const std::uint64_t epoch = num("epoch"), step = num("step"), epoch_step = num("epoch_step");
     const std::uint64_t consumed = num("consumed");
+    const std::uint64_t world = num("world");
+    if (world == 0 || world > ~std::uint32_t{0})
+      fail("world must be an integer in [1, 2^32), got \"" + std::string(get("world")) + "\"");
     // Caps.
     std::vector<batch_size_cap> caps;
     if (get("caps") != "-")
@@ -524,6 +547,7 @@ class run_plan {
     epoch_ = epoch;
     step_ = step;
     epoch_step_ = epoch_step;
+    world_ = static_cast<std::uint32_t>(world);
     caps_ = std::move(caps);
     budget_cap_ = budget_cap;
     draw_ = draw;
@@ -619,11 +643,12 @@ class run_plan {
   }
 
   /// The stage in force at the current epoch and step.
-  [[nodiscard]] std::uint32_t stage_at() const noexcept {
+  [[nodiscard]] std::uint32_t stage_at() const noexcept { return stage_at(step_); }
+  [[nodiscard]] std::uint32_t stage_at(std::uint64_t step) const noexcept {
     std::uint32_t best = 0;
     for (std::uint32_t i = 0; i < stages_.size(); ++i) {
       const run_stage& s = stages_[i];
-      if (s.from_epoch ? epoch_ >= *s.from_epoch : step_ >= s.from_step) best = i;
+      if (s.from_epoch ? epoch_ >= *s.from_epoch : step >= s.from_step) best = i;
     }
     return best;
   }

@@ -64,6 +64,21 @@ struct decode_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The time bounds from Python's keywords (`network`: timeout, io_timeout, retries; None or
+/// absent: the library's default), checked by the library (`ff::check_limits`).
+ff::limits network_limits(const nb::dict& network) {
+  ff::limits lim;
+  auto get = [&](const char* key, auto& out) {
+    if (!network.contains(key) || network[key].is_none()) return;
+    out = nb::cast<std::remove_reference_t<decltype(out)>>(network[key]);
+  };
+  get("timeout", lim.timeout_seconds);
+  get("io_timeout", lim.network.io_timeout_seconds);
+  get("retries", lim.network.retries);
+  ff::check_limits(lim);
+  return lim;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scan
 // ---------------------------------------------------------------------------------------------
@@ -73,14 +88,17 @@ struct decode_failure : std::runtime_error {
 /// finish, starts no other and joins every thread.
 class py_scan {
  public:
-  py_scan(std::vector<std::string> paths, unsigned threads) : paths_(std::move(paths)) {
+  py_scan(std::vector<std::string> paths, unsigned threads, const nb::dict& network)
+      : paths_(std::move(paths)) {
     ff::quiet_logs();
-    runner_ = std::jthread([this, threads](std::stop_token stop) {
+    ff::probe_options opt;
+    opt.limits = network_limits(network);
+    runner_ = std::jthread([this, threads, opt](std::stop_token stop) {
       std::vector<ff::result<ff::video_info>> results;
       std::exception_ptr failure;
       try {
         results = ff::probe_all(
-            paths_, threads, {}, [this](std::size_t d, std::size_t) { done_.store(d); }, stop);
+            paths_, threads, opt, [this](std::size_t d, std::size_t) { done_.store(d); }, stop);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -188,11 +206,15 @@ std::vector<std::string> list_media(const std::string& where) {
 /// What a scan probes under `where` with tar shards and URLs (ff::list_sources): paths,
 /// errors (a shard that could not be listed), shard, member, member_offset, member_size, and
 /// fields (sidecar column name -> values), as `vbucket scan` writes them.
-nb::dict list_sources(const std::string& where, unsigned threads) {
+/// `sources`: one (a str) or several (a list: each a file, URL, shard, directory or list).
+nb::dict list_sources(const std::vector<std::string>& sources, bool one, unsigned threads,
+                      const nb::dict& network) {
+  const ff::limits lim = network_limits(network);
   ff::media_listing l;
   {
     nb::gil_scoped_release release;
-    l = ff::list_sources(where, threads);
+    l = one && sources.size() == 1 ? ff::list_sources(sources[0], threads, lim)
+                                   : ff::list_sources(sources, threads, lim);
   }
   nb::dict d;
   d["paths"] = l.paths;
@@ -241,8 +263,10 @@ nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, 
                                                        std::int64_t height, std::int64_t width,
                                                        const std::string& layout, bool pad,
                                                        const std::string& filter, int threads,
+                                                       const nb::dict& network,
                                                        const std::string& frame_choice) {
   ff::clip_request req;
+  req.limits = network_limits(network);
   req.start = start;
   req.frames = frames;
   req.interval = interval;
@@ -569,8 +593,13 @@ class py_loader {
             std::size_t prefetch, std::size_t slots, const std::string& dtype,
             const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev,
             int pin_device, nb::list fields, bool pixels, const std::string& filter,
-            const std::string& frame_choice) {
+            const nb::dict& network, const std::string& frame_choice) {
     vbucket::loader_options o;
+    if (network.contains("outage_deadline") && !network["outage_deadline"].is_none())
+      o.outage_deadline_seconds = nb::cast<double>(network["outage_deadline"]);
+    if (!(o.outage_deadline_seconds >= 0.0 && o.outage_deadline_seconds <= 1e9))
+      throw vbucket::error("Loader: outage_deadline must be seconds ≥ 0, got " +
+                           std::to_string(o.outage_deadline_seconds));
     o.pixels = pixels;
     o.workers = workers;
     o.prefetch = prefetch;
@@ -583,6 +612,7 @@ class py_loader {
     }
     ff::file_decoder::options d;
     d.filter = parse_filter(filter);
+    d.limits = network_limits(network);
     d.choice = parse_choice(frame_choice);
     const run_spec& a = sampler.spec();
     if (a.rule == rule_kind::opensora_v2) {
@@ -762,6 +792,9 @@ class py_loader {
     d["decoded"] = s.decoded;
     d["failed"] = s.failed;
     d["substitutions"] = s.substitutions;
+    d["stalls"] = s.stalls;
+    d["stall_seconds"] = s.stall_seconds;
+    d["unavailable"] = s.unavailable;
     d["decode_seconds"] = s.decode_seconds;
     d["convert_seconds"] = s.convert_seconds;
     d["slot_wait_seconds"] = s.slot_wait_seconds;
@@ -826,9 +859,10 @@ void vbucket_bind_media(nb::module_& m) {
       "wrong with it, in one line.";
 
   m.def("list_media", &list_media, "where"_a);
-  m.def("list_sources", &list_sources, "where"_a, "threads"_a);
+  m.def("list_sources", &list_sources, "sources"_a, "one"_a, "threads"_a, "network"_a);
   nb::class_<py_scan>(m, "Scan")
-      .def(nb::init<std::vector<std::string>, unsigned>(), "paths"_a, "threads"_a)
+      .def(nb::init<std::vector<std::string>, unsigned, const nb::dict&>(), "paths"_a, "threads"_a,
+           "network"_a)
       .def("wait", &py_scan::wait, "seconds"_a)
       .def_prop_ro("done", &py_scan::done)
       .def_prop_ro("total", &py_scan::total)
@@ -836,7 +870,7 @@ void vbucket_bind_media(nb::module_& m) {
       .def("columns", &py_scan::columns);
 
   m.def("decode_clip", &decode_clip_array, "path"_a, "start"_a, "frames"_a, "interval"_a,
-        "height"_a, "width"_a, "layout"_a, "pad"_a, "filter"_a, "threads"_a,
+        "height"_a, "width"_a, "layout"_a, "pad"_a, "filter"_a, "threads"_a, "network"_a,
         "frame_choice"_a = "stride");
   m.def("decode_clip_info", &decode_clip_info, "path"_a, "start"_a, "frames"_a, "interval"_a,
         "height"_a, "width"_a, "threads"_a, "skip_unwanted"_a);
@@ -855,10 +889,10 @@ void vbucket_bind_media(nb::module_& m) {
   nb::class_<py_loader>(m, "Loader")
       .def(nb::init<const py_sampler&, std::vector<std::string>, unsigned, std::size_t, std::size_t,
                     const std::string&, const std::string&, std::array<double, 3>,
-                    std::array<double, 3>, int, nb::list, bool, const std::string&,
+                    std::array<double, 3>, int, nb::list, bool, const std::string&, const nb::dict&,
                     const std::string&>(),
            "sampler"_a, "paths"_a, "workers"_a, "prefetch"_a, "slots"_a, "dtype"_a, "layout"_a,
-           "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a, "filter"_a,
+           "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a, "filter"_a, "network"_a,
            "frame_choice"_a = "opensora")
       .def("next", &py_loader::next)
       .def("state", &py_loader::state)

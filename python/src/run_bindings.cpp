@@ -5,6 +5,7 @@
 /// vbucket_ext.cpp; the Python side is vbucket/run.py.
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -16,8 +17,8 @@
 #include <vector>      // std::vector
 
 #include "vbucket/json/run_plan.hpp"  // load_run_plan_file
-#include "vbucket/ledger.hpp"         // ledger_writer, ledger_file_name
-#include "vbucket/run_ledger.hpp"     // write_run_epoch, run_record, write_run_undelivered
+#include "vbucket/run_ledger.hpp"     // run_ledger
+#include "vbucket/run_loop.hpp"       // run_loop: the trainer's loop, its ledger
 #include "vbucket/run_plan.hpp"
 
 namespace nb = nanobind;
@@ -28,12 +29,8 @@ struct py_run_plan {
   std::vector<vbucket::run_stage> stages;  // for naming buckets
   std::unique_ptr<vbucket::run_plan> run;
   std::uint64_t seed = 0;
-  struct rank_ledger {
-    std::unique_ptr<vbucket::ledger_writer> out;
-    std::uint64_t headed_epoch = ~std::uint64_t{0};
-  };
   std::string ledger_dir;
-  std::map<std::uint32_t, rank_ledger> ledgers;
+  std::map<std::uint32_t, std::unique_ptr<vbucket::run_ledger>> ledgers;
 
   explicit py_run_plan(const std::string& path) {
     vbucket::json::run_plan_file f = vbucket::json::load_run_plan_file(path);
@@ -42,9 +39,8 @@ struct py_run_plan {
     run = std::make_unique<vbucket::run_plan>(f.sources, f.stages, f.options);
   }
 
-  /// What `vbucket plan --run --ledger DIR` writes for the current step: each rank's batch
-  /// (after the epoch's header when the rank's ledger has not had it), and the epoch's
-  /// undelivered samples into rank 0's ledger at the epoch's last step.
+  /// What `vbucket plan --run --ledger DIR` writes for the current step: each rank's batch,
+  /// and in rank 0's ledger the epoch's declaration and undelivered samples (`run_ledger`).
   void write_ledger(const std::string& dir, std::vector<std::uint32_t> ranks) {
     if (ranks.empty())
       for (std::uint32_t r = 0; r < run->world(); ++r) ranks.push_back(r);
@@ -56,21 +52,13 @@ struct py_run_plan {
     } else if (dir != ledger_dir) {
       throw vbucket::error("ledger " + dir + ": this run writes its ledger to " + ledger_dir);
     }
-    const std::vector<std::uint64_t> bases = vbucket::run_id_bases(*run);
     for (const std::uint32_t r : ranks) {
       if (r >= run->world())
         throw vbucket::error("run: rank " + std::to_string(r) + " is not below world " +
                              std::to_string(run->world()));
-      rank_ledger& l = ledgers[r];
-      if (!l.out)
-        l.out = std::make_unique<vbucket::ledger_writer>(ledger_dir + "/" +
-                                                         vbucket::ledger_file_name(r));
-      if (l.headed_epoch != run->epoch()) {
-        vbucket::write_run_epoch(*l.out, *run, seed);
-        l.headed_epoch = run->epoch();
-      }
-      l.out->write(vbucket::run_record(run->batch(r), bases));
-      if (r == 0 && run->steps_left() == 1) vbucket::write_run_undelivered(*l.out, *run);
+      std::unique_ptr<vbucket::run_ledger>& l = ledgers[r];
+      if (!l) l = std::make_unique<vbucket::run_ledger>(ledger_dir, r);
+      l->record(*run, run->batch(r));
     }
   }
 };
@@ -94,8 +82,8 @@ nb::dict batch_dict(const vbucket::run_batch& b, const vbucket::bucket_config& c
     d["bucket"] = nb::none();
   }
   d["thw"] = nb::make_tuple(b.frames, b.height, b.width);
-  d["sources"] = id_list(b.sources);
-  d["rows"] = id_list(b.rows);
+  d["source"] = id_list(b.sources);
+  d["row"] = id_list(b.rows);
   d["pads"] = b.pads;
   d["repeat"] = b.repeat;
   return d;
@@ -130,7 +118,7 @@ void vbucket_bind_run(nb::module_& m) {
           },
           nb::arg("rank"),
           "The current step's batch of `rank`: a dict with the fields of the CLI's JSON lines "
-          "(step, epoch, stage, rank, bucket, thw, sources, rows, pads, repeat).")
+          "(step, epoch, stage, rank, bucket, thw, source, row, pads, repeat).")
       .def(
           "advance", [](py_run_plan& p) { p.run->advance(); },
           nb::call_guard<nb::gil_scoped_release>(),
@@ -179,4 +167,60 @@ void vbucket_bind_run(nb::module_& m) {
       .def_prop_ro(
           "steps_left", [](const py_run_plan& p) { return p.run->steps_left(); },
           "Steps left in the current epoch.");
+
+  nb::class_<vbucket::run_loop>(
+      m, "RunLoop",
+      "One rank's trainer loop over a RunPlan (vbucket::run_loop): a batch handed out counts as "
+      "trained once the next is asked for or the state is taken; out_of_memory() replans the "
+      "batch in hand; with a ledger directory it writes the rank's ledger itself")
+      .def(
+          "__init__",
+          [](vbucket::run_loop* self, py_run_plan& p, std::uint32_t rank, const std::string& dir) {
+            new (self) vbucket::run_loop(*p.run, rank, dir);
+          },
+          nb::arg("plan"), nb::arg("rank"), nb::arg("ledger") = std::string(),
+          nb::keep_alive<1, 2>())
+      .def(
+          "next",
+          [](vbucket::run_loop& l, py_run_plan& p) -> nb::object {
+            if (&l.run() != p.run.get())
+              throw vbucket::error("run: RunLoop.next: the plan is not the one this loop follows");
+            std::optional<vbucket::run_batch> b;
+            {
+              nb::gil_scoped_release release;
+              b = l.next();
+            }
+            if (!b) return nb::none();
+            return batch_dict(*b, p.stages[b->stage].config);
+          },
+          nb::arg("plan"),
+          "The batch handed out before counts as trained; this rank's batch of the current step "
+          "(written to the ledger first), or None once at the end of an epoch.")
+      .def("state", &vbucket::run_loop::state, nb::call_guard<nb::gil_scoped_release>(),
+           "The run's state line after the batches handed out.")
+      .def(
+          "out_of_memory",
+          [](vbucket::run_loop& l, const std::vector<std::uint32_t>& ranks, double factor) {
+            l.out_of_memory(ranks, factor);
+          },
+          nb::arg("ranks") = std::vector<std::uint32_t>{}, nb::arg("factor") = 0.5,
+          nb::call_guard<nb::gil_scoped_release>(),
+          "The batch in hand failed: the next batch handed out is its step planned again.")
+      .def(
+          "set_world",
+          [](vbucket::run_loop& l, std::uint32_t w, std::optional<std::uint32_t> rank) {
+            l.set_world(w, rank);
+          },
+          nb::arg("world"), nb::arg("rank") = nb::none(), nb::call_guard<nb::gil_scoped_release>(),
+          "From the step after the batch in hand, `world` ranks.")
+      .def(
+          "load",
+          [](vbucket::run_loop& l, const std::string& line, std::optional<std::uint32_t> world) {
+            l.load(line, world);
+          },
+          nb::arg("line"), nb::arg("world") = nb::none(), nb::call_guard<nb::gil_scoped_release>(),
+          "Resumes from a state line under its world (or `world`); cuts the ledger back to it.")
+      .def_prop_ro("handed_out", &vbucket::run_loop::handed_out,
+                   "Whether a batch is in hand (handed out, not yet counted as trained).")
+      .def_prop_ro("rank", &vbucket::run_loop::rank, "This loop's rank.");
 }

@@ -383,7 +383,7 @@ def test_pin_memory_without_gpu(scanned):
         vbucket.Loader(s, scanned["path"], pin_memory=True)
     core = s._s
     args = (core, list(scanned["path"]), 1, 1, 3, "uint8", "thwc", (0.5,) * 3, (0.5,) * 3, 0, [],
-            True, "opensora")
+            True, "opensora", {})
     if vbucket.HAS_CUDA:
         with pytest.raises(ValueError, match="pin_memory=True: no CUDA device can be used"):
             _vbucket.Loader(*args)
@@ -456,6 +456,7 @@ print("loading", flush=True)
 t0 = time.perf_counter()
 result = ["finished"]
 received = 0
+batch = None  # no batch may have arrived before the signal on a loaded machine
 try:
     for batch in loader:
         received += 1

@@ -52,8 +52,8 @@ def as_cli_line(b):
     if b["bucket"] is not None:
         out["bucket"] = list(b["bucket"])
     out["thw"] = list(b["thw"])
-    out["source"] = list(b["sources"])
-    out["row"] = list(b["rows"])
+    out["source"] = list(b["source"])
+    out["row"] = list(b["row"])
     out["pads"] = b["pads"]
     out["repeat"] = b["repeat"]
     return out
@@ -149,10 +149,10 @@ def test_out_of_memory_keeps_each_sample_once(run_file):
     for _ in range(3):
         lines += [as_cli_line(run.batch(r)) for r in range(run.world)]
         run.advance()
-    while not [r for r in range(run.world) if len(run.batch(r)["rows"]) > 1]:
+    while not [r for r in range(run.world) if len(run.batch(r)["row"]) > 1]:
         lines += [as_cli_line(run.batch(r)) for r in range(run.world)]
         run.advance()
-    rank = [r for r in range(run.world) if len(run.batch(r)["rows"]) > 1][0]
+    rank = [r for r in range(run.world) if len(run.batch(r)["row"]) > 1][0]
     assert " caps=- " in run.state()
     run.out_of_memory([rank])
     assert " caps=- " not in run.state()  # that rank's bucket got a smaller batch size
@@ -216,3 +216,122 @@ def test_bad_state_and_rank(run_file):
         vbucket.Run.from_file(run_file, rank=4)
     with pytest.raises(ValueError, match="run.json"):
         vbucket.Run.from_file(run_file.parent / "missing" / "run.json")
+
+
+def lockstep(runs):
+    """One step of every rank's ``for b in run:`` loop (None at the end of the epoch)."""
+    got = [next(it, None) for it in runs]
+    assert len({b is None for b in got}) == 1
+    return None if got[0] is None else got
+
+
+def test_state_taken_in_the_loop_body_resumes_at_the_next_batch(run_file):
+    """Regression (issue 42): a state_dict() taken after batch k was handed out resumed at batch
+    k again (its samples trained twice)."""
+    want = [as_cli_line(b) for b in vbucket.Run.from_file(run_file, rank=1)]
+    for k in (0, 5, len(want) - 2):
+        run = vbucket.Run.from_file(run_file, rank=1)
+        for i, b in enumerate(run):
+            if i == k:
+                saved = run.state_dict()
+                break
+        resumed = vbucket.Run.from_file(run_file, rank=1)
+        resumed.load_state_dict(saved)
+        assert [as_cli_line(b) for b in resumed] == want[k + 1:]
+    # Taken after the epoch's last batch: the next epoch's first batch.
+    run = vbucket.Run.from_file(run_file, rank=1)
+    for b in run:
+        saved = run.state_dict()
+    assert run.epoch == 1 and vbucket.Run.from_file(run_file).world == 4
+    resumed = vbucket.Run.from_file(run_file, rank=1)
+    resumed.load_state_dict(saved)
+    assert next(iter(resumed))["epoch"] == 1
+
+
+def test_out_of_memory_in_the_loop_body_replans_that_step(run_file):
+    """Regression (issue 42): out_of_memory() after batch k was handed out skipped the step
+    planned again (its samples never delivered). Now the next batch handed out is step k again,
+    smaller, and the epoch delivers each of its samples once."""
+    full = all_ranks(vbucket.Run.from_file(run_file), 2)
+    runs = [vbucket.Run.from_file(run_file, rank=r) for r in range(4)]
+    its = [iter(r) for r in runs]
+    while lockstep(its) is not None:  # epoch 0
+        pass
+    its = [iter(r) for r in runs]
+    lines, failed = [], None
+    while (step := lockstep(its)) is not None:
+        big = [b["rank"] for b in step if len(b["row"]) > 1]
+        if failed is None and len(lines) > 8 and big:
+            failed = step
+            for r in runs:
+                r.out_of_memory([big[0]])
+            continue
+        if failed is not None and failed != "checked":
+            assert step[0]["step"] == failed[0]["step"]  # the same step, planned again
+            failed = "checked"
+        lines += [as_cli_line(b) for b in step]
+    assert failed == "checked"
+    assert runs[0].epoch == 2
+    assert delivered(lines) == delivered(epoch_lines(full, 1))
+
+
+def test_load_state_dict_restores_the_world_it_was_saved_under(run_file):
+    """Regression (issue 42): a state saved at world 1 loaded under the run file's world 4."""
+    run = vbucket.Run.from_file(run_file)
+    run.set_world(1)
+    it = iter(run)
+    for _ in range(3):
+        next(it)
+    saved = run.state_dict()
+    want = [as_cli_line(b) for b in run]
+    resumed = vbucket.Run.from_file(run_file)
+    assert resumed.world == 4
+    resumed.load_state_dict(saved)
+    assert resumed.world == 1
+    assert [as_cli_line(b) for b in resumed] == want
+    other = vbucket.Run.from_file(run_file, rank=1)
+    with pytest.raises(ValueError, match="rank 1 is not below world 1"):
+        other.load_state_dict(saved)
+    other.load_state_dict(saved, world=2)
+    assert other.world == 2 and other.step == resumed.step - len(want)
+
+
+def test_the_loop_writes_the_ledger_and_a_kill_leaves_it_agreeing(cli, run_file, tmp_path):
+    """Every rank's loop writes its ledger; killed with batches in hand (records written, state
+    not saved) and resumed under another world, the ledger is cut back to the state: the audit
+    is clean. A record of a trained step lost before a kill is found missing."""
+    for lose in (False, True):
+        d = tmp_path / f"L{lose}"
+        runs = [vbucket.Run.from_file(run_file, rank=r, ledger=d) for r in range(4)]
+        its = [iter(r) for r in runs]
+        saved, kills, n = runs[0].state_dict(), 0, 0
+        while runs[0].epoch < 2:
+            step = lockstep(its)
+            if step is None:
+                its = [iter(r) for r in runs]
+                continue
+            n += 1
+            if n % 9 == 0 or (lose and n == 20):  # a kill -9 ...
+                if lose and n == 20:  # ... the record of the last step saved is lost
+                    f = d / "rank-00000.ledger"
+                    lines = f.read_text().splitlines(keepends=True)
+                    trained = [i for i, line in enumerate(lines) if line.startswith("B ")][:-1]
+                    last = trained[-1]  # (the last record is the batch in hand's)
+                    assert " rep=1" not in lines[last]
+                    f.write_text("".join(lines[:last] + lines[last + 1:]))
+                kills += 1
+                world = [3, 4, 2][kills % 3]
+                runs = [vbucket.Run.from_file(run_file, rank=r, ledger=d, world=world)
+                        for r in range(world)]
+                for r in runs:
+                    r.load_state_dict(saved, world=world)
+                its = [iter(r) for r in runs]
+                continue
+            states = {r.state_dict()["state"] for r in runs}
+            assert len(states) == 1
+            saved = runs[0].state_dict()
+        assert kills >= 3
+        out = run_cli(cli, "audit", d, check=False)
+        assert (out.returncode == 0) == (not lose), out.stdout
+        if lose:
+            assert "missing" in out.stdout

@@ -191,6 +191,10 @@ def scan(
     dir_or_list: Union[PathLike, Sequence[PathLike]],
     threads: Optional[int] = ...,
     progress: bool = ...,
+    *,
+    timeout: Optional[float] = ...,
+    io_timeout: Optional[float] = ...,
+    retries: Optional[int] = ...,
 ) -> pd.DataFrame: ...
 def decode_clip(
     path: PathLike,
@@ -203,6 +207,9 @@ def decode_clip(
     *,
     filter: Literal["bilinear", "bicubic", "area", "nearest"] = ...,
     threads: int = ...,
+    timeout: Optional[float] = ...,
+    io_timeout: Optional[float] = ...,
+    retries: Optional[int] = ...,
     frame_choice: Literal["stride", "opensora"] = ...,
 ) -> np.ndarray: ...
 
@@ -234,6 +241,10 @@ class Loader:
         fields: Any = ...,
         tensors: Any = ...,
         filter: Literal["opensora", "bilinear", "bicubic", "area", "nearest"] = ...,
+        timeout: Optional[float] = ...,
+        io_timeout: Optional[float] = ...,
+        retries: Optional[int] = ...,
+        outage_deadline: Optional[float] = ...,
         frame_choice: Literal["opensora", "stride"] = ...,
     ) -> None: ...
     def __iter__(self) -> Iterator[Batch]: ...
@@ -250,10 +261,13 @@ class Loader:
 def plot_stats(stats: pd.DataFrame, path: PathLike, *, title: Optional[str] = ...) -> str: ...
 
 class Run:
-    rank: int
-    def __init__(self, plan: Any, rank: int = ...) -> None: ...
+    def __init__(self, plan: Any, rank: int = ..., ledger: Optional[PathLike] = ...,
+                 world: Optional[int] = ...) -> None: ...
     @classmethod
-    def from_file(cls, path: PathLike, rank: int = ...) -> Run: ...
+    def from_file(cls, path: PathLike, rank: int = ..., ledger: Optional[PathLike] = ...,
+                  world: Optional[int] = ...) -> Run: ...
+    @property
+    def rank(self) -> int: ...
     @property
     def epoch(self) -> int: ...
     @property
@@ -271,6 +285,6 @@ class Run:
     def write_ledger(self, path: PathLike, ranks: Optional[Sequence[int]] = ...) -> None: ...
     def state(self) -> str: ...
     def state_dict(self) -> dict[str, str]: ...
-    def load_state_dict(self, d: Mapping[str, str]) -> None: ...
+    def load_state_dict(self, d: Mapping[str, str], world: Optional[int] = ...) -> None: ...
 
 __all__: Sequence[str]

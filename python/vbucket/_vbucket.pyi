@@ -26,10 +26,10 @@ class DecodeError(ValueError):
 
 def list_media(where: str) -> list[str]: ...
 
-def list_sources(where: str, threads: int) -> dict: ...
+def list_sources(sources: Sequence[str], one: bool, threads: int, network: dict) -> dict: ...
 
 class Scan:
-    def __init__(self, paths: Sequence[str], threads: int) -> None: ...
+    def __init__(self, paths: Sequence[str], threads: int, network: dict) -> None: ...
 
     def wait(self, seconds: float) -> bool: ...
 
@@ -43,7 +43,7 @@ class Scan:
 
     def columns(self) -> dict: ...
 
-def decode_clip(path: str, start: int, frames: int, interval: int, height: int, width: int, layout: str, pad: bool, filter: str, threads: int, frame_choice: str = ...) -> NDArray[numpy.uint8]: ...
+def decode_clip(path: str, start: int, frames: int, interval: int, height: int, width: int, layout: str, pad: bool, filter: str, threads: int, network: dict) -> NDArray[numpy.uint8]: ...
 
 def decode_clip_info(path: str, start: int, frames: int, interval: int, height: int, width: int, threads: int, skip_unwanted: bool) -> dict: ...
 
@@ -62,7 +62,7 @@ class StagedBatch:
     def submit(self, dst: int, nbytes: int) -> None: ...
 
 class Loader:
-    def __init__(self, sampler: Sampler, paths: Sequence[str], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], pin_device: int, fields: list, pixels: bool, filter: str, frame_choice: str = ...) -> None: ...
+    def __init__(self, sampler: Sampler, paths: Sequence[str], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], pin_device: int, fields: list, pixels: bool, filter: str, network: dict) -> None: ...
 
     def next(self) -> tuple: ...
 
@@ -110,7 +110,7 @@ class RunPlan:
 
     def batch(self, rank: int) -> dict:
         """
-        The current step's batch of `rank`: a dict with the fields of the CLI's JSON lines (step, epoch, stage, rank, bucket, thw, sources, rows, pads, repeat).
+        The current step's batch of `rank`: a dict with the fields of the CLI's JSON lines (step, epoch, stage, rank, bucket, thw, source, row, pads, repeat).
         """
 
     def advance(self) -> None:
@@ -161,6 +161,42 @@ class RunPlan:
     @property
     def steps_left(self) -> int:
         """Steps left in the current epoch."""
+
+class RunLoop:
+    """
+    One rank's trainer loop over a RunPlan (vbucket::run_loop): a batch handed out counts as trained once the next is asked for or the state is taken; out_of_memory() replans the batch in hand; with a ledger directory it writes the rank's ledger itself
+    """
+
+    def __init__(self, plan: RunPlan, rank: int, ledger: str = ...) -> None: ...
+
+    def next(self, plan: RunPlan) -> object:
+        """
+        The batch handed out before counts as trained; this rank's batch of the current step (written to the ledger first), or None once at the end of an epoch.
+        """
+
+    def state(self) -> str:
+        """The run's state line after the batches handed out."""
+
+    def out_of_memory(self, ranks: Sequence[int] = ..., factor: float = ...) -> None:
+        """
+        The batch in hand failed: the next batch handed out is its step planned again.
+        """
+
+    def set_world(self, world: int, rank: int | None = ...) -> None:
+        """From the step after the batch in hand, `world` ranks."""
+
+    def load(self, line: str, world: int | None = ...) -> None:
+        """
+        Resumes from a state line under its world (or `world`); cuts the ledger back to it.
+        """
+
+    @property
+    def handed_out(self) -> bool:
+        """Whether a batch is in hand (handed out, not yet counted as trained)."""
+
+    @property
+    def rank(self) -> int:
+        """This loop's rank."""
 
 class Config:
     @staticmethod
@@ -290,18 +326,6 @@ class Sampler:
     def os_state(self, num_steps: int) -> str: ...
 
     def os_epoch_steps(self) -> int: ...
-
-    def os_state_now(self) -> str: ...
-
-    def os_consumed(self) -> int: ...
-
-    def os_steps_left(self) -> int: ...
-
-    def os_hold_epochs(self) -> None: ...
-
-    def os_quota(self) -> int: ...
-
-    def os_held_report(self, epoch: int) -> tuple: ...
 
     def os_started(self) -> None: ...
 

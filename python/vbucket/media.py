@@ -17,6 +17,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _vbucket
+from ._optional import need
 
 PathLike = Union[str, os.PathLike]
 
@@ -34,8 +35,7 @@ def _need_ffmpeg(what: str) -> None:
 
 
 def _scan_paths(dir_or_list) -> List[str]:
-    if isinstance(dir_or_list, (str, os.PathLike)):
-        return list(_vbucket.list_media(os.fspath(dir_or_list)))
+    """The sources of a sequence, as str."""
     paths = []
     for i, p in enumerate(dir_or_list):
         if not isinstance(p, (str, os.PathLike)):
@@ -113,12 +113,22 @@ class _Progress:
             print(file=sys.stderr, flush=True)
 
 
-def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
+def _network(timeout, io_timeout, retries, **more) -> dict:
+    """The time bounds for C++ (None: the library's default; the library checks the values)."""
+    return dict(timeout=timeout, io_timeout=io_timeout, retries=retries, **more)
+
+
+def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True, *,
+         timeout: Optional[float] = None, io_timeout: Optional[float] = None,
+         retries: Optional[int] = None):
     """Probes media files into a pandas DataFrame with `vbucket scan`'s columns: path,
     num_frames, height, width, fps, duration, codec, error, warning, stored_height,
     stored_width, sar ("num:den"), rotation (one row per file, in path order for a
     directory). ``dir_or_list``: a directory (scanned recursively for media extensions), a text
-    file listing paths (one a line), or a sequence of paths. A file that cannot be used keeps
+    file listing sources (one a line), or a sequence of sources; a source is a media file, a
+    URL, a tar shard, a directory or a list (a ``.txt``, ``.list`` or ``.lst`` file in a list or
+    a sequence), expanded as ``vbucket scan`` does (one resolver, in the library). A file that
+    cannot be used keeps
     its row with the reason in ``error`` (empty for good files) and missing numbers; the
     DataFrame is sampler metadata as it is (rows with an error are never sampled).
 
@@ -131,6 +141,12 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
     ``threads``: probing threads (None: one per core). The probe runs without the GIL;
     Ctrl-C stops it (the files being probed finish, no thread is left) and raises
     KeyboardInterrupt.
+
+    ``timeout``: the deadline of one file's probe and of listing one shard, network included
+    (seconds; None: 120); ``io_timeout``: a connect or read over the network that stalls this
+    long fails (None: 10); ``retries``: further attempts at a URL after a failure that may pass
+    (refused, reset, 5xx, a timeout; None: 2). As ``vbucket scan --timeout --io-timeout
+    --retries``.
     """
     _need_ffmpeg("scan")
     import pandas as pd
@@ -139,15 +155,17 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
         threads = 0
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ValueError(f"scan: threads must be a non-negative int or None, got {threads!r}")
-    listing = None
-    if isinstance(dir_or_list, (str, os.PathLike)):
-        # Directories, lists, tar shards (WebDataset) and URLs, as `vbucket scan` lists them.
-        listing = _vbucket.list_sources(os.fspath(dir_or_list), threads)
-        paths = list(listing["paths"])
-    else:
-        paths = _scan_paths(dir_or_list)
-    job = _vbucket.Scan(paths, threads)
-    bar = _Progress(len(paths), progress)
+    network = _network(timeout, io_timeout, retries)
+    # Directories, lists, tar shards (WebDataset) and URLs, as `vbucket scan` lists them.
+    one = isinstance(dir_or_list, (str, os.PathLike))
+    sources = [os.fspath(dir_or_list)] if one else _scan_paths(dir_or_list)
+    listing = _vbucket.list_sources(sources, one, threads, network)
+    paths = list(listing["paths"])
+    listed_error = list(listing["errors"])
+    # A shard that could not be listed keeps its reason and is not probed (as `vbucket scan`).
+    probed = [i for i, e in enumerate(listed_error) if not e]
+    job = _vbucket.Scan([paths[i] for i in probed], threads, network)
+    bar = _Progress(len(probed), progress)
     try:
         while not job.wait(0.1):
             bar.update(job.done)
@@ -159,31 +177,35 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True):
         bar.close()
     cols = job.columns()
     df = pd.DataFrame({c: cols[c] for c in SCAN_COLUMNS})
+    if len(probed) != len(paths):  # the rows of shards that could not be listed, in place
+        df.index = probed
+        df = df.reindex(range(len(paths)))
+        df["path"] = paths
+        for c in ("codec", "error", "warning", "sar"):
+            df[c] = df[c].fillna("")
+        df["error"] = [e if e else p for e, p in zip(listed_error, df["error"])]
     bad = (df["error"] != "").to_numpy()
     for c in ("num_frames", "height", "width", "stored_height", "stored_width",
               "rotation"):  # missing for files that failed
         values = pd.array(df[c].to_numpy(), dtype="Int64")
         values[bad] = pd.NA
         df[c] = values
-    if listing is not None:
-        listed_error = [e for e in listing["errors"]]
-        if any(listed_error):  # a shard that could not be listed: its reason, not the probe's
-            df["error"] = [e if e else p for e, p in zip(listed_error, df["error"])]
-        if listing["from_shards"]:
-            df["shard"] = list(listing["shard"])
-            df["member"] = list(listing["member"])
-            for c in ("member_offset", "member_size"):
-                values = pd.array(list(listing[c]), dtype="Int64")
-                values[values < 0] = pd.NA
-                df[c] = values
-            for name, values in listing["fields"].items():
-                df[f"sidecar.{name}" if name in df.columns else name] = list(values)
+    if listing["from_shards"]:
+        df["shard"] = list(listing["shard"])
+        df["member"] = list(listing["member"])
+        for c in ("member_offset", "member_size"):
+            values = pd.array(list(listing[c]), dtype="Int64")
+            values[values < 0] = pd.NA
+            df[c] = values
+        for name, values in listing["fields"].items():
+            df[f"sidecar.{name}" if name in df.columns else name] = list(values)
     return df
 
 
 def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
                 size: Tuple[int, int] = (256, 256), layout: str = "thwc", pad: bool = False, *,
-                filter: str = "bilinear", threads: int = 1,
+                filter: str = "bilinear", threads: int = 1, timeout: Optional[float] = None,
+                io_timeout: Optional[float] = None, retries: Optional[int] = None,
                 frame_choice: str = "stride") -> np.ndarray:
     """Frames ``start, start + interval, ...`` (``frames`` of them, 0-based, presentation
     order) of ``path`` — with ``frame_choice="opensora"`` the ``frames`` frames Open-Sora's
@@ -195,7 +217,9 @@ def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
 
     Raises ``vbucket.DecodeError`` (a ValueError) with the adapter's one-line message naming
     the file when it cannot be decoded, ValueError on a bad argument. The same bytes as
-    ``vbucket decode FILE --start S --frames N --interval I --size HxW [--frame-choice C]``.
+    ``vbucket decode FILE --start S --frames N --interval I --size HxW [--frame-choice C]``. ``timeout``,
+    ``io_timeout``, ``retries``: as ``scan``'s (the deadline of the whole clip, a stalled
+    connect or read, further attempts at a URL; None: the library's defaults).
     """
     _need_ffmpeg("decode_clip")
     try:
@@ -209,6 +233,7 @@ def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
             raise TypeError(f"decode_clip: {name} must be an int, got {type(v).__name__}")
     return _vbucket.decode_clip(os.fspath(path), int(start), int(frames), int(interval), int(h),
                                 int(w), layout, bool(pad), filter, int(threads),
+                                _network(timeout, io_timeout, retries),
                                 frame_choice)
 
 
@@ -455,6 +480,14 @@ class Loader:
     With ``paths=None`` nothing is decoded (``batch.tensor`` is None): Open-Sora's cached path
     (``CachedVideoTextDataset``) on the sampler's batches, with the same resume.
 
+    Sources that go away: ``timeout``, ``io_timeout``, ``retries`` bound each clip as in
+    ``decode_clip``. A clip whose source cannot be reached (a connection refused or lost, a 5xx
+    reply, a timeout) is not replaced: the workers wait on one shared health state, one tries
+    again after a backoff, and the same sample is decoded once the source answers (the pipeline
+    stalls; ``stats()["stalls"]`` counts the outages, ``stall_seconds`` their length). An outage
+    longer than ``outage_deadline`` seconds (None: 600) makes ``next()`` raise. A 404, a
+    malformed file or a decode error is permanent: the clip is replaced as above.
+
     ``state_dict()`` is a position in the plan the loader runs (its fingerprint is that plan's,
     also after ``sampler.set_epoch``). ``close()`` (and the end of a ``with`` block) keeps the
     position: ``state_dict()`` still answers, and the sampler is left at the loader's position
@@ -471,9 +504,12 @@ class Loader:
                  prefetch: int = 2, dtype: str = "uint8", layout: str = "thwc",
                  mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pin_memory: bool = False,
                  slots: Optional[int] = None, fields=None, tensors=None,
-                 filter: str = "opensora", frame_choice: str = "opensora"):
+                 filter: str = "opensora", timeout: Optional[float] = None,
+                 io_timeout: Optional[float] = None, retries: Optional[int] = None,
+                 outage_deadline: Optional[float] = None,
+                 frame_choice: str = "opensora"):
         _need_ffmpeg("Loader")
-        import torch
+        torch = need("torch", "vbucket.Loader")
 
         core = getattr(sampler, "_s", None)
         if not isinstance(core, _vbucket.Sampler):
@@ -529,7 +565,10 @@ class Loader:
         self._tensor_names = [name for kind, name, _ in spec if kind == "tensors"]
         self._core = _vbucket.Loader(core, paths, workers, prefetch, slots, dtype, layout,
                                      _triple("mean", mean), _triple("std", std), pin_device,
-                                     spec, pixels, filter, frame_choice)
+                                     spec, pixels, filter,
+                                     _network(timeout, io_timeout, retries,
+                                              outage_deadline=outage_deadline),
+                                     frame_choice)
         # Where the sampler is once the loader started (an iteration that had run to its end
         # begins again at the epoch's start, as the sampler's own next iteration would).
         self._start = (core.state(), core.fingerprint())

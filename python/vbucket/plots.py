@@ -2,12 +2,12 @@
 of ``python -m vbucket report`` (every picture embedded, one self-contained file).
 
 The numbers are the library's (``vbucket.stats``, the sampler's batches); this module only
-draws them, with matplotlib's Agg backend (no display needed).
+draws them, with matplotlib (no display needed); the report's pictures are inline SVG whose
+labels stay text.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import io
 import os
@@ -71,14 +71,27 @@ def _heatmap(ax, stats, column: str, title: str) -> None:
     ax.set_xlabel("frames")
     ax.set_ylabel("resolution")
     ax.set_title(title)
-    top = grid.max() if grid.size else 0
-    if grid.size <= 200:
+    if grid.size <= 200 and _cell_text_fits(ax, grid, fontsize=8):
         for i in range(grid.shape[0]):
             for j in range(grid.shape[1]):
                 if grid[i, j]:
-                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7,
-                            color="white" if grid[i, j] < 0.6 * top else "black")
+                    # viridis is dark below about 60 % of its range (the colorbar's, min..max)
+                    ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=8,
+                            color="white" if im.norm(grid[i, j]) < 0.6 else "black")
     ax.figure.colorbar(im, ax=ax)
+
+
+def _cell_text_fits(ax, grid: np.ndarray, fontsize: float) -> bool:
+    """Whether the widest cell value, at ``fontsize`` points, fits a heatmap cell with half an
+    em to spare on the axes as drawn (the colorbar and the layout still take about a fifth of
+    its width): otherwise neighbouring values run together ("119126") and the colorbar alone
+    tells the values."""
+    box = ax.get_position()
+    fig_w, fig_h = ax.figure.get_size_inches()
+    cell_w = 0.8 * box.width * fig_w * 72 / max(1, grid.shape[1])
+    cell_h = 0.9 * box.height * fig_h * 72 / max(1, grid.shape[0])
+    chars = max((len(f"{v:.0f}") for v in grid.ravel() if v), default=0)
+    return chars * 0.64 * fontsize + 0.5 * fontsize <= cell_w and 1.3 * fontsize <= cell_h
 
 
 def _ratio_order(stats) -> Dict[str, float]:
@@ -267,11 +280,17 @@ def _memory_panel(ax, mem) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
+def _svg(fig) -> str:
+    """The figure as inline SVG markup, its text kept as text (``svg.fonttype: none``): the
+    browser lays out the labels (sharp at any zoom, searchable, measurable by a test)."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buf, format="svg")
     _pyplot().close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
 
 
 def render_report(meta, config, out, *, world: Optional[int] = None, profile=None,
@@ -306,17 +325,17 @@ def render_report(meta, config, out, *, world: Optional[int] = None, profile=Non
         _heatmap(axes[0], st, "samples", "samples per (resolution, frames)")
         _heatmap(axes[1], st, "batches", "batches per (resolution, frames)")
         fig.tight_layout()
-        figures.append(("Samples and batches per resolution and frames", _png(fig)))
+        figures.append(("Samples and batches per resolution and frames", _svg(fig)))
 
         fig, ax = plt.subplots(figsize=(14, 5))
         _ratio_bars(ax, st)
         fig.tight_layout()
-        figures.append(("Aspect ratios per resolution", _png(fig)))
+        figures.append(("Aspect ratios per resolution", _svg(fig)))
 
         fig, ax = plt.subplots(figsize=(14, 5))
         _changes(ax, st)
         fig.tight_layout()
-        figures.append(("Pads, drops and moves per bucket", _png(fig)))
+        figures.append(("Pads, drops and moves per bucket", _svg(fig)))
 
         balanced = _core._plan(table, cfg, **dict(given, balance=True))
         fig, axes = plt.subplots(1, 2, figsize=(14, 4.5), sharey=True)
@@ -326,7 +345,7 @@ def render_report(meta, config, out, *, world: Optional[int] = None, profile=Non
                     dict(balanced.stats().get("step_balance", {})),
                     f"per-step cost over {world} ranks, with --balance")
         fig.tight_layout()
-        figures.append(("Per-step cost across ranks", _png(fig)))
+        figures.append(("Per-step cost across ranks", _svg(fig)))
 
         if profile is not None:
             mem = memory_prediction(cfg, profile, memory_gib, margin=margin, rule=opts["rule"])
@@ -334,7 +353,7 @@ def render_report(meta, config, out, *, world: Optional[int] = None, profile=Non
             _memory_panel(ax, mem)
             fig.tight_layout()
             figures.append((f"Predicted peak memory per bucket against {memory_gib:g} GiB",
-                            _png(fig)))
+                            _svg(fig)))
 
     totals = {k: a[k] for k in ("total", "images", "videos") if k in a}
     rows = "".join(
@@ -350,7 +369,8 @@ def render_report(meta, config, out, *, world: Optional[int] = None, profile=Non
                                                   "policy", "drop_last"))
     body = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>vbucket report</title>",
-        "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%}"
+        "<style>body{font-family:sans-serif;margin:2em}figure{margin:0}"
+        "figure svg{max-width:100%;height:auto}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style>",
         "</head><body><h1>vbucket report</h1>",
         f"<p>metadata: {html.escape(str(meta))}; config: {html.escape(str(config))}</p>",
@@ -360,9 +380,8 @@ def render_report(meta, config, out, *, world: Optional[int] = None, profile=Non
     ]
     if message:
         body.append(f"<p class='message'><b>{html.escape(message)}</b></p>")
-    for title, data in figures:
-        body.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
-                    f"src='data:image/png;base64,{data}'>")
+    for title, svg in figures:
+        body.append(f"<h2>{html.escape(title)}</h2><figure>{svg}</figure>")
     if table_text:
         body.append(f"<h2>Bucket table</h2><pre>{html.escape(table_text)}</pre>")
     body.append("</body></html>")

@@ -130,4 +130,44 @@ expect_error "newer version" 1 "ledger version \"9\" is not supported" audit "$t
 expect_ok "help" audit --help
 expect_stdout "help" "usage: vbucket audit LOG... [--max-named N]"
 
+# ---------------------------------------------------------------------------------------------
+# A failed `plan --run --ledger` leaves no records (issue 41.4): out of memory at a step whose
+# batch size is already 1 exits 1; the ledger then holds nothing, and the run made again without
+# the failing step audits clean (no duplicates of the failed command's records).
+# ---------------------------------------------------------------------------------------------
+if command -v python3 >/dev/null; then
+  web_meta "$tmp/one.csv" 5 40
+  printf '%s\n' '{"seed": 3, "world": 2, "sources": [{"name": "web", "csv": "one.csv"}],' \
+    ' "stages": [{"name": "s", "config": {"256px": {"1": [1.0, 1], "5": [1.0, 1], "33": [1.0, 1],' \
+    ' "65": [1.0, 1], "97": [1.0, 1], "129": [1.0, 1]}}}]}' >"$tmp/one.json"
+  run plan --run "$tmp/one.json" --rank all --quiet --ledger "$tmp/failed" --oom 3 --out "$tmp/o"
+  if [[ $rc -ne 1 ]]; then
+    fail "failed run: exit $rc, expected 1 (stderr: $(cat "$tmp/stderr"))"
+  elif [[ -n $(cat "$tmp"/failed/*.ledger 2>/dev/null | grep -v '^#') ]]; then
+    fail "failed run: the ledger holds records: $(cat "$tmp"/failed/*.ledger | head -c 600)"
+  else
+    pass
+  fi
+  expect_ok "the run again" plan --run "$tmp/one.json" --rank all --quiet --ledger "$tmp/failed" \
+    --out "$tmp/o"
+  expect_ok "the run again: audit" audit "$tmp/failed"
+  expect_stdout "the run again: audit" "clean: "
+fi
+
+# ---------------------------------------------------------------------------------------------
+# A binary ledger (version 2): audited as the text one; --dump prints its records as text.
+# ---------------------------------------------------------------------------------------------
+mkdir -p "$tmp/v2"
+printf '#vbucket-ledger 2\nE\x07\x00\x00\x02\x01\x00\x00\x00S\x0b\x00\x00\x01a\x00\x02\x02\x00\x00\x00\x00B\x0e\x00\x00\x00\x00\x01\x00\x00\x00\x00\x02\x00\x01\x00\x00' >"$tmp/v2/rank-00000.ledger"
+expect_ok "binary" audit "$tmp/v2"
+expect_stdout "binary" "clean: 1 files, 3 lines, 2 sample ids, 1 epochs, 0 deviations"
+expect_ok "dump" audit --dump "$tmp/v2"
+expect_stdout "dump: E" "E e=0 st=0 n=2 src=1"
+expect_stdout "dump: S" "S e=0 src=0 name=a first=0 rows=2 drawn=2 draw=all"
+expect_stdout "dump: B" "B e=0 s=0 st=0 r=0 w=1 ids=1,0"
+# Its last record cut short: named as such.
+head -c -3 "$tmp/v2/rank-00000.ledger" >"$tmp/v2/cut" && mv "$tmp/v2/cut" "$tmp/v2/rank-00000.ledger"
+expect_deviations "binary: truncated" audit "$tmp/v2"
+expect_stdout "binary: truncated" "rank-00000.ledger:4: the last record is cut short"
+
 finish

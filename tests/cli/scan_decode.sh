@@ -159,6 +159,12 @@ expect_ok "decode cthw" decode "$clip" --start 2 --frames 4 --interval 3 --size 
   --layout cthw --out "$tmp/c.rgb"
 check "decode cthw: same size" test "$(stat -c %s "$tmp/c.rgb")" -eq $((4 * 32 * 40 * 3))
 check "decode cthw: differs from thwc" bash -c "! cmp -s '$tmp/o.rgb' '$tmp/c.rgb'"
+# The input after flags, and the time bounds (issue 44): the same bytes; bad values named.
+expect_ok "decode: FILE after flags" decode --timeout 30 --io-timeout 5 --retries 1 "$clip" \
+  --start 2 --frames 4 --interval 3 --size 32x40 --out "$tmp/o2.rgb"
+check "decode: FILE after flags, same bytes" cmp -s "$tmp/o.rgb" "$tmp/o2.rgb"
+expect_error "decode: bad --io-timeout" 2 "--io-timeout" decode "$clip" --io-timeout 0 \
+  --start 2 --frames 4 --interval 3 --size 32x40 --out "$tmp/o3.rgb"
 
 expect_error "decode: past the end" 1 "too short" decode "$clip" --start 20 --frames 8 \
   --interval 2 --size 16x16 --out "$tmp/short.rgb"

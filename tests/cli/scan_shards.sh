@@ -60,6 +60,24 @@ expect_error "decode: past the shard's end" 1 "lies past the end of the shard" d
 expect_error "decode: no such member" 1 "the shard has no member k9.mp4" decode \
   "$tmp/shards/s0.tar#k9.mp4" --start 0 --frames 1 --interval 1 --size 8x8 --out "$tmp/x.rgb"
 
+# Pax names (Python's tarfile, as webdataset writes: '?' in the ustar name of a non-ASCII one),
+# in a nested list (a list naming a directory, and a shard) given after a flag; indexed too.
+mkdir -p "$tmp/pax"
+python3 - "$tmp/src/k0.mp4" "$tmp/pax/p0.tar" <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[2], "w", format=tarfile.PAX_FORMAT) as t:
+    t.add(sys.argv[1], arcname="vid\u00e9o k0.mp4")
+PY
+printf '%s\n' "$tmp/pax" >"$tmp/inner.txt"
+printf '# nested\n%s\n%s\n' "$tmp/inner.txt" "$tmp/shards/s0.tar" >"$tmp/list.txt"
+expect_ok "scan a nested list after a flag" scan --threads 1 "$tmp/list.txt" \
+  --out "$tmp/nested.csv" --index --quiet
+check "scan nested: the pax member and s0's two" test "$(($(wc -l <"$tmp/nested.csv") - 1))" -eq 3
+pax=$(grep -o "^$tmp/pax/p0.tar#vid.*o k0.mp4@[0-9]*+[0-9]*" "$tmp/nested.csv")
+expect_ok "decode the pax member" decode "$pax" --start 2 --frames 3 --interval 2 --size 32x48 \
+  --index "$tmp/nested.vbidx" --out "$tmp/pax.rgb"
+check "decode the pax member: the plain file's bytes" cmp -s "$tmp/plain.rgb" "$tmp/pax.rgb"
+
 # The frame index over shards: scan --index indexes each video member of a local shard (stamped
 # with the shard's size and mtime); decode --index of a deep clip in a member uses its entry and
 # gives the bytes of the plain file; once the shard changes, the entry is stale and not used.

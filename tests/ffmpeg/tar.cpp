@@ -206,12 +206,85 @@ TEST_CASE("tar: list_sources lists members with their key's sidecar fields") {
   CHECK(col["caption"][1] == "line\n\xc3\xa9\"");
   CHECK(col["score"][1] == "0.5");
   CHECK(col["tags"][1] == R"(["x", {"y": 1}])");
-  CHECK(col["n"][1].empty());
+  CHECK(col["n"][1] == "null");  // JSON text, as the docs say of every non-string value
   CHECK(col["caption.txt"][2] == "second");
   CHECK(col["txt"][2].empty());
   CHECK(col["txt"][3] == "first caption");  // s1.tar's k0, before the damage
   CHECK(!col.contains("npy"));
   // What scan probes: every listed member decodes.
   for (std::size_t i = 1; i < 4; ++i) CHECK_MESSAGE(ff::probe(l.paths[i]), l.paths[i]);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tar: members named by pax records and GNU long names decode at @OFFSET") {
+  // Python's tarfile (webdataset's TarWriter) writes '?' in the ustar name of a non-ASCII name
+  // and cuts long ones; the name is the pax record's (or the GNU long name's).
+  const fs::path dir = scratch("pax");
+  const std::string accented = "vid\xc3\xa9o 1.mp4";  // "vidéo 1.mp4", spaced
+  const std::string very_long =
+      std::string(150, 'd') + "/" + std::string(120, 'e') + " \xc3\xa9.mkv";
+  const std::string gnu_long = std::string(110, 'g') + "/k.mp4";
+  tar_writer w;
+  w.add_pax(accented, slurp(media(mp4)));
+  w.add_pax(very_long, slurp(media(mkv)));
+  w.add(gnu_long, slurp(media(mp4)), tar_writer::long_names::gnu);
+  w.end();
+  const std::string shard = (dir / "s.tar").string();
+  w.save(shard);
+  const auto l = ff::list_sources(shard, 1);
+  REQUIRE(l.paths.size() == 3);
+  CHECK(l.member[0] == accented);
+  CHECK(l.member[1] == very_long);
+  CHECK(l.member[2] == gnu_long);
+  const ff::clip_request req{.start = 2, .frames = 4, .interval = 2, .height = 48, .width = 64};
+  const auto want_mp4 = decode_bytes(media(mp4), req), want_mkv = decode_bytes(media(mkv), req);
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO(l.paths[i]);
+    CHECK(decode_bytes(l.paths[i], req) == (i == 1 ? want_mkv : want_mp4));
+    CHECK(ff::probe(l.paths[i]));
+  }
+  // Another member's offset under this name is still refused, naming the member found there.
+  const auto other = ff::parse_media_path(l.paths[2]);
+  const std::string wrong = shard + "#" + accented + "@" + std::to_string(other.offset) + "+" +
+                            std::to_string(other.size);
+  std::vector<std::uint8_t> out(ff::clip_bytes(req));
+  const auto r = ff::decode_clip(wrong, req, out);
+  REQUIRE(!r);
+  CHECK_MESSAGE(r.error().find("is " + gnu_long + ", not the one named") != std::string::npos,
+                r.error());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tar: list_sources resolves nested lists of directories, shards and lists") {
+  const fs::path dir = scratch("nested");
+  fs::create_directories(dir / "videos");
+  fs::copy_file(media(mp4), dir / "videos" / "a.mp4");
+  tar_writer w;
+  w.add("k0.mp4", slurp(media(mp4)));
+  w.add("k1.mkv", slurp(media(mkv)));
+  w.end();
+  w.save((dir / "s.tar").string());
+  fs::copy_file(media(mkv), dir / "b.mkv");
+  std::ofstream((dir / "inner.txt").string()) << (dir / "s.tar").string() << "\n";
+  std::ofstream((dir / "list.txt").string()) << "# a directory, a nested list and a file\n"
+                                             << (dir / "videos").string() << "\n"
+                                             << (dir / "inner.txt").string() << "\n\n"
+                                             << (dir / "b.mkv").string() << "\n";
+  const auto l = ff::list_sources((dir / "list.txt").string(), 1);
+  REQUIRE(l.paths.size() == 4);
+  CHECK(l.paths[0] == (dir / "videos" / "a.mp4").string());
+  CHECK(l.member[1] == "k0.mp4");
+  CHECK(l.member[2] == "k1.mkv");
+  CHECK(l.paths[3] == (dir / "b.mkv").string());
+  // A sequence of sources: the same resolver, each shard listed (not read as a video).
+  const auto seq = ff::list_sources(
+      std::vector<std::string>{(dir / "s.tar").string(), (dir / "videos").string()}, 1);
+  REQUIRE(seq.paths.size() == 3);
+  CHECK(seq.member[0] == "k0.mp4");
+  CHECK(seq.paths[2] == (dir / "videos" / "a.mp4").string());
+  // A list naming itself fails, naming the depth, instead of looping.
+  std::ofstream((dir / "loop.txt").string()) << (dir / "loop.txt").string() << "\n";
+  CHECK_THROWS_WITH_AS(ff::list_sources((dir / "loop.txt").string(), 1),
+                       doctest::Contains("lists nested more than 16 deep"), vbucket::error);
   fs::remove_all(dir);
 }

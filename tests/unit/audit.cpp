@@ -598,3 +598,109 @@ TEST_CASE("audit: property: random runs audit clean; one corruption is exactly t
   }
   for (const std::uint64_t n : corrupted) CHECK(n >= 3);  // every kind of corruption was tried
 }
+
+TEST_CASE("audit: a sample drawn 128 times or more is counted exactly (issue 41.1)") {
+  vbucket_test::temp_dir dir("audit_many");
+  const std::string path = (dir.path / "rank-00000.ledger").string();
+  // One source of one row (id 0), drawn `draws` times; delivered `delivered` times.
+  const auto write = [&](std::uint64_t draws, std::uint64_t delivered) {
+    std::string d, b;
+    for (std::uint64_t i = 0; i < draws; ++i) d += i ? ",0" : "0";
+    for (std::uint64_t i = 0; i < delivered; ++i) b += i ? ",0" : "0";
+    std::vector<std::string> lines{
+        std::string(vbucket::ledger_magic), "E e=0 st=0 n=1 src=1",
+        "S e=0 src=0 name=a first=0 rows=1 drawn=" + std::to_string(draws) + " draw=listed",
+        "D e=0 src=0 at=0 ids=" + d};
+    if (delivered != 0) lines.push_back("B e=0 s=0 st=0 r=0 w=1 ids=" + b);
+    write_lines(path, lines);
+  };
+  for (const std::uint64_t draws : {127ULL, 128ULL, 129ULL, 200ULL, 300ULL, 1000ULL}) {
+    CAPTURE(draws);
+    write(draws, draws);
+    audit_report r = audit({path});
+    INFO(vbucket::format_audit_report(r));
+    CHECK(r.clean());
+    for (const std::int64_t off : {-1, 1, -130}) {
+      if (static_cast<std::int64_t>(draws) + off < 0) continue;
+      CAPTURE(off);
+      const auto delivered = static_cast<std::uint64_t>(static_cast<std::int64_t>(draws) + off);
+      write(draws, delivered);
+      r = audit({path});
+      CHECK(!r.clean());
+      CHECK(deviations_of(r) ==
+            found{{off < 0 ? audit_issue::missing : audit_issue::duplicated, 0}});
+      REQUIRE(r.epochs.size() == 1);
+      CHECK(r.epochs[0].missing == (off < 0 ? static_cast<std::uint64_t>(-off) : 0));
+      CHECK(r.epochs[0].duplicated == (off > 0 ? static_cast<std::uint64_t>(off) : 0));
+    }
+  }
+}
+
+TEST_CASE("audit: a whole epoch missing from every rank is named (issue 41.2)") {
+  vbucket_test::temp_dir dir("audit_gap");
+  const std::string path = (dir.path / "rank-00000.ledger").string();
+  std::vector<std::string> lines{std::string(vbucket::ledger_magic)};
+  for (std::uint64_t e = 0; e < 3; ++e) {
+    const std::string es = std::to_string(e);
+    lines.push_back("E e=" + es + " st=0 n=2 src=1");
+    lines.push_back("S e=" + es + " src=0 name=a first=0 rows=2 drawn=2 draw=all");
+    lines.push_back("B e=" + es + " s=" + es + " st=0 r=0 w=1 ids=1,0");
+  }
+  write_lines(path, lines);
+  CHECK(audit({path}).clean());
+  lines.erase(lines.begin() + 4, lines.begin() + 7);  // epoch 1
+  write_lines(path, lines);
+  const audit_report r = audit({path});
+  INFO(vbucket::format_audit_report(r));
+  CHECK(!r.clean());
+  CHECK(deviations_of(r) == found{{audit_issue::header, -1}});
+  REQUIRE(r.deviations.size() == 1);
+  CHECK(r.deviations[0].epoch == 1);
+  CHECK(r.deviations[0].detail.find("epoch 1 has no lines") != std::string::npos);
+}
+
+TEST_CASE("audit: an id space too large to hold is one error naming the file (issue 41.7)") {
+  vbucket_test::temp_dir dir("audit_huge");
+  const std::string path = (dir.path / "rank-00000.ledger").string();
+  for (const bool listed : {false, true}) {
+    CAPTURE(listed);
+    write_lines(
+        path,
+        {std::string(vbucket::ledger_magic), "E e=0 st=0 n=18446744073709551615 src=1",
+         std::string("S e=0 src=0 name=a first=0 rows=18446744073709551615 ") +
+             (listed ? "drawn=2 draw=listed" : "drawn=18446744073709551615 draw=all"),
+         listed ? "D e=0 src=0 at=0 ids=0,1" : "# (no list)", "B e=0 s=0 st=0 r=0 w=1 ids=1,0"});
+    const audit_report r = audit({path});
+    INFO(vbucket::format_audit_report(r));
+    CHECK(!r.clean());
+    CHECK(deviations_of(r) == found{{audit_issue::header, -1}});
+    REQUIRE(!r.deviations.empty());
+    CHECK(r.deviations[0].detail.find(path + ":2: epoch 0's id space n=18446744073709551615") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("audit: a file whose epochs go back is named, whichever epoch is read first") {
+  // Found by fuzz_ledger: epoch 1's lines, then epoch 0's, in one file; epoch 0 was not yet
+  // audited when they came, so they were read without a word (and the epochs' order broke).
+  vbucket_test::temp_dir dir("audit_back");
+  const std::string path = (dir.path / "rank-00000.ledger").string();
+  std::vector<std::string> lines{std::string(vbucket::ledger_magic)};
+  for (const std::uint64_t e : {1ULL, 0ULL}) {
+    const std::string es = std::to_string(e);
+    lines.push_back("E e=" + es + " st=0 n=2 src=1");
+    lines.push_back("S e=" + es + " src=0 name=a first=0 rows=2 drawn=2 draw=all");
+    lines.push_back("B e=" + es + " s=" + es + " st=0 r=0 w=1 ids=1,0");
+  }
+  write_lines(path, lines);
+  const audit_report r = audit({path});
+  INFO(vbucket::format_audit_report(r));
+  CHECK(!r.clean());
+  CHECK(deviations_of(r) == found{{audit_issue::order, -1}});
+  REQUIRE(r.epochs.size() == 2);
+  std::swap(lines[1], lines[4]);  // in order: clean
+  std::swap(lines[2], lines[5]);
+  std::swap(lines[3], lines[6]);
+  write_lines(path, lines);
+  CHECK(audit({path}).clean());
+}

@@ -10,6 +10,8 @@
 
 #include <algorithm>  // std::ranges::sort
 #include <cstdint>    // std::uint64_t, std::uint32_t
+#include <fstream>    // std::ifstream
+#include <iterator>   // std::istreambuf_iterator
 #include <map>        // std::map
 #include <set>        // std::set
 #include <span>       // std::span
@@ -267,9 +269,10 @@ TEST_CASE("ledger: the file writer appends whole lines; the reader streams them 
   const std::string other = dir.write("other.ledger", "hello\n");
   CHECK_THROWS_WITH(ledger_reader{other},
                     doctest::Contains("other.ledger:1: not a vbucket ledger"));
-  const std::string v2 = dir.write("v2.ledger", "#vbucket-ledger 2\n");
-  CHECK_THROWS_WITH(ledger_reader{v2},
-                    doctest::Contains("v2.ledger:1: ledger version \"2\" is not supported"));
+  const std::string v3 = dir.write("v3.ledger", "#vbucket-ledger 3\n");
+  CHECK_THROWS_WITH(ledger_reader{v3},
+                    doctest::Contains("v3.ledger:1: ledger version \"3\" is not supported (this "
+                                      "build reads versions 1 and 2)"));
   CHECK_THROWS_WITH(ledger_reader{(dir.path / "none.ledger").string()},
                     doctest::Contains("none.ledger\""));
 }
@@ -428,4 +431,157 @@ TEST_CASE("ledger: a batch_sampler run written to per-rank ledgers, resumed unde
       CHECK(v[i] == 1);
     }
   }
+}
+
+TEST_CASE("ledger: a resumed writer does not append its first record to a torn line (issue 41.5)") {
+  vbucket_test::temp_dir dir("ledger_torn");
+  // A kill -9 cut the last record short: its batch was never handed out (records are written
+  // before), so the resumed writer drops the torn tail and its own first record reads whole.
+  const std::string path = dir.write(
+      "rank-00000.ledger", std::string(vbucket::ledger_magic) +
+                               "\nB e=0 s=0 st=0 r=0 w=1 ids=1,2\nB e=0 s=1 st=0 r=0 w=1 ids=3,");
+  ledger_batch b{.epoch = 0, .step = 1, .rank = 0, .world = 1, .ids = {3, 4}};
+  {
+    ledger_writer w(path);
+    w.write(b);
+  }
+  std::vector<std::string> records;
+  for (const std::string& l : lines_of(path))
+    if (l[0] != '#') records.push_back(l);
+  REQUIRE(records.size() == 2);
+  CHECK(records[0] == "B e=0 s=0 st=0 r=0 w=1 ids=1,2");
+  CHECK(records[1] == line_of(b));
+  ledger_reader r(path);
+  ledger_line l;
+  while (r.next(l)) CHECK(!l.truncated);
+
+  // A file torn inside its magic line starts again; one that is no ledger is refused.
+  const std::string magic_cut = dir.write("rank-00001.ledger", "#vbucket-led");
+  {
+    ledger_writer w(magic_cut);
+    w.write(b);
+  }
+  CHECK(lines_of(magic_cut) == std::vector<std::string>{line_of(b)});
+  const std::string other = dir.write("other.ledger", "index,resolution\n1,2");
+  CHECK_THROWS_WITH(ledger_writer{other},
+                    doctest::Contains("other.ledger\" is not a vbucket ledger"));
+}
+
+namespace {
+
+/// Writes `records` to a fresh file in `format` and reads them back as text lines (`--dump`).
+template <class... Records>
+std::vector<std::string> through_file(const vbucket_test::temp_dir& dir, const std::string& name,
+                                      vbucket::ledger_format format, const Records&... records) {
+  const std::string path = (dir.path / name).string();
+  {
+    ledger_writer w(path, format);
+    (w.write(records), ...);
+  }
+  ledger_reader r(path, 64);
+  CHECK(r.format() == format);
+  std::vector<std::string> out;
+  ledger_line l;
+  while (r.next(l)) {
+    CHECK(l.binary == (format == vbucket::ledger_format::binary));
+    out.push_back(vbucket::ledger_text_of(l, {path, l.number}));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ledger: the binary format (version 2) holds every record kind as the text one does") {
+  vbucket_test::temp_dir dir("ledger_binary");
+  const ledger_epoch e{.epoch = 3,
+                       .stage = 1,
+                       .samples = 1500,
+                       .sources = 2,
+                       .seed = 42,
+                       .fingerprint = 0x00a1b2c3d4e5f607ULL};
+  const ledger_source s{.epoch = 3,
+                        .id = 1,
+                        .name = "web clips: 50%",
+                        .first = 1000,
+                        .rows = 500,
+                        .drawn = 430,
+                        .draw = vbucket::ledger_draw::listed,
+                        .weight = 0.3,
+                        .count = 7,
+                        .digest = 0xffULL};
+  const ledger_ids d{.tag = 'D', .epoch = 3, .source = 1, .at = 4096, .ids = {1000, 1499, 1000}};
+  const ledger_ids x{.tag = 'X', .epoch = 3, .why = "no bucket", .at = 5, .ids = {17, 0}};
+  ledger_batch b{.epoch = 3,
+                 .step = 812,
+                 .stage = 1,
+                 .rank = 2,
+                 .world = 8,
+                 .position = 45,
+                 .bucket = -1,
+                 .pads = 1,
+                 .ids = {5, 99, 1007, 5, 18446744073709551615ULL}};
+  b.substitutions = {{2, 1007, 1009, "decode failed"}, {0, 5, 6, ""}};
+  const ledger_batch r{.epoch = 4, .step = 813, .world = 1, .repeat = true, .ids = {7, 8}};
+  const std::vector<std::string> text =
+      through_file(dir, "t.ledger", vbucket::ledger_format::text, e, s, d, x, b, r);
+  const std::vector<std::string> binary =
+      through_file(dir, "b.ledger", vbucket::ledger_format::binary, e, s, d, x, b, r);
+  CHECK(text == std::vector<std::string>{line_of(e), line_of(s), line_of(d), line_of(x), line_of(b),
+                                         line_of(r)});
+  CHECK(binary == text);
+  // Smaller: a batch of 5 ids in 45 bytes of text takes 31 in binary, the ids 8 bytes each
+  // near 2^64 and 1 to 2 bytes below 2^14.
+  std::string bin;
+  vbucket::append_ledger_record(bin, b);
+  CHECK(bin.size() < line_of(b).size());
+
+  // Every cut of a binary record is read as a record cut short (and the rest is not lost when
+  // a writer appends after it); a corrupt length makes the rest of the file one record '?'.
+  const std::string path = (dir.path / "b.ledger").string();
+  std::string whole;
+  {
+    std::ifstream in(path, std::ios::binary);
+    whole.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::string last;
+  vbucket::append_ledger_record(last, r);
+  for (std::size_t cut = 1; cut < last.size(); ++cut) {
+    CAPTURE(cut);
+    const std::string torn = dir.write("torn.ledger", whole.substr(0, whole.size() - cut));
+    {
+      ledger_reader rd(torn);
+      ledger_line l;
+      std::vector<bool> cut_short;
+      while (rd.next(l)) cut_short.push_back(l.truncated);
+      CHECK(cut_short == std::vector<bool>{false, false, false, false, false, true});
+    }
+    {
+      ledger_writer w(torn, vbucket::ledger_format::binary);  // a resumed writer
+      w.write(r);
+    }
+    CHECK(through_file(dir, "torn.ledger", vbucket::ledger_format::binary) == text);
+  }
+  const std::string bad = dir.write(
+      "bad.ledger", std::string(vbucket::ledger_magic_v2) + "\nB\xff\xff\xff\xff\x7f" + "junk");
+  {
+    ledger_reader rd(bad);
+    ledger_line l;
+    REQUIRE(rd.next(l));
+    CHECK(l.tag == '?');
+    CHECK(!rd.next(l));
+  }
+  // A record whose count runs past its end names the place, and allocates nothing.
+  std::string huge = std::string(vbucket::ledger_magic_v2) + "\n";
+  huge +=
+      std::string("B\x0c", 2) + std::string("\x03\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\x7f", 12);
+  const std::string huge_path = dir.write("huge.ledger", huge);
+  ledger_reader hr(huge_path);
+  ledger_line hl;
+  REQUIRE(hr.next(hl));
+  ledger_batch hb;
+  CHECK_THROWS_WITH(vbucket::parse_ledger_record(hl, {huge_path, hl.number}, hb),
+                    doctest::Contains("huge.ledger:2: a count of 2097151 past the record's end"));
+  // A writer does not append one format to a file of the other.
+  CHECK_THROWS_WITH(ledger_writer(path, vbucket::ledger_format::text),
+                    doctest::Contains("is a ledger of another version"));
 }

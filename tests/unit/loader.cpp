@@ -171,6 +171,79 @@ TEST_CASE("loader: failed clips are replaced from the same bucket, deterministic
   }
 }
 
+namespace {
+/// fake_decoder whose source goes away: from its `start`-th call on, every call for `outage`
+/// throws `source_unavailable` (as file_decoder does for a refused connection).
+struct flaky_source_decoder : fake_decoder {
+  int start = 10;
+  std::chrono::milliseconds outage{300};
+  std::mutex m;
+  std::optional<std::chrono::steady_clock::time_point> down_until;
+  std::atomic<int> refused{0};
+
+  std::optional<std::string> decode(const vbucket::clip_task& t, std::span<std::uint8_t> out) {
+    {
+      std::lock_guard lock(m);
+      if (!down_until && calls.load() >= start)
+        down_until = std::chrono::steady_clock::now() + outage;
+      if (down_until && std::chrono::steady_clock::now() < *down_until) {
+        ++refused;
+        throw vbucket::source_unavailable("http://host/s.tar: cannot open: Connection refused");
+      }
+    }
+    return fake_decoder::decode(t, out);
+  }
+};
+}  // namespace
+
+TEST_CASE("loader: an outage stalls the workers on one health state, nothing replaced (threads)") {
+  fixture f;
+  flaky_source_decoder decoder;
+  vbucket::host_backend backend;
+  const auto schedule = f.plan.deal(1);
+  host_ring ring(backend, {.slots = 3});
+  vbucket::loader<flaky_source_decoder, vbucket::host_backend> l(
+      schedule, 0, decoder, ring, {.workers = 3, .prefetch = 1, .outage_retry_seconds = 0.1});
+  std::uint64_t step = 0;
+  while (auto b = l.next()) {
+    const vbucket::batch want = schedule.at(step++, 0);
+    CHECK(b->samples == std::vector<std::uint32_t>(want.indices.begin(), want.indices.end()));
+    CHECK(b->substitutions.empty());
+    CHECK(std::all_of(b->samples.begin(), b->samples.end(),
+                      [&](std::uint32_t s) { return s < f.ids.size(); }));
+  }
+  CHECK(step == schedule.steps());
+  const auto st = l.stats();
+  CHECK(st.substitutions == 0);
+  CHECK(st.failed == 0);  // an outage is not the clips' failure
+  CHECK(st.stalls == 1);
+  CHECK(st.unavailable == static_cast<std::uint64_t>(decoder.refused.load()));
+  CHECK(st.stall_seconds >= 0.2);
+  // The workers waited instead of each burning attempts: the clips in flight when it began,
+  // then one probe per backoff (0.1 s, capped) over the 0.3 s outage.
+  CHECK(decoder.refused.load() <= 3 + 8);
+  CHECK(format_loader_stats(st).find("stalls") != std::string::npos);
+}
+
+TEST_CASE("loader: an outage past its deadline is an error naming the source (threads)") {
+  fixture f;
+  flaky_source_decoder decoder;
+  decoder.start = 0;
+  decoder.outage = std::chrono::hours(1);
+  vbucket::host_backend backend;
+  host_ring ring(backend, {.slots = 3});
+  vbucket::loader<flaky_source_decoder, vbucket::host_backend> l(
+      f.plan.deal(1), 0, decoder, ring,
+      {.workers = 2, .prefetch = 1, .outage_deadline_seconds = 0.3, .outage_retry_seconds = 0.05});
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS((void)l.next(),
+                       doctest::Contains("past the outage deadline (0.300000 s): "
+                                         "http://host/s.tar: cannot open: Connection refused"),
+                       vbucket::error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK(l.stats().substitutions == 0);
+}
+
 TEST_CASE("loader: a clip whose bucket has nothing decodable is an error, not a short batch") {
   fixture f(20);
   fake_decoder decoder;

@@ -478,6 +478,8 @@ TEST_CASE("run_plan: a state loaded under other settings delivers the rest exact
     vbucket::run_stage edited{.name = "a", .config = config_256(1), .draws = weights({1, 3}, 900)};
     run_plan second(src, {edited}, {.seed = seed, .world = 5});
     second.load(first.state());
+    CHECK(second.world() == 8);  // the state's world, until told otherwise
+    second.set_world(5);
     CHECK(second.closed_segments() == 1);
     while (second.epoch() < 2) {
       for (std::uint32_t r = 0; r < 5; ++r) got.push_back(second.batch(r));
@@ -524,6 +526,7 @@ TEST_CASE("run_plan: a state is refused, naming what differs, only when the meta
   run_plan fine(src, {st}, {.seed = 3, .world = 3});
   fine.load(saved);
   CHECK(fine.step() == 8);
+  CHECK(fine.world() == 2);
   CHECK(fine.caps().size() == 1);
   CHECK(vbucket_test::contains(vbucket_test::error_message([&] { fine.load("vbucket-run v=2"); }),
                                "version 2"));

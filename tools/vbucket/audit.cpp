@@ -22,7 +22,7 @@ namespace {
 
 constexpr std::string_view audit_usage =
     "usage: vbucket audit LOG... [--max-named N] [--max-places N] [--share-tolerance T] "
-    "[--quiet]\n"
+    "[--quiet] [--dump]\n"
     "\n"
     "Reads the ledgers of a run (one file per rank, written by vbucket::ledger_writer; a\n"
     "directory stands for its *.ledger files) and proves, per epoch: each sample drawn for the\n"
@@ -39,6 +39,8 @@ constexpr std::string_view audit_usage =
     "  --max-places N         places listed per named sample (8)\n"
     "  --share-tolerance T    largest |drawn share - weight share| of a source (0.01)\n"
     "  --quiet                print the deviations and the verdict only, not the table\n"
+    "  --dump                 print the records as text (version 1 lines, binary ones too)\n"
+    "                         instead of auditing: a comment line names each file\n"
     "  --help                 this text\n"
     "\n"
     "Exit codes: 0 clean, 1 deviations (or a file that is not a ledger), 2 bad usage.\n";
@@ -75,12 +77,34 @@ std::vector<std::string> ledgers_in(const std::filesystem::path& dir) {
   return out;
 }
 
+/// `--dump`: every file's records as text lines.
+void dump(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    ledger_reader r(path);
+    std::printf("# %s\n%s\n", path.c_str(), std::string(ledger_magic).c_str());
+    ledger_line l;
+    while (r.next(l)) {
+      if (l.truncated) {
+        std::printf("# record %llu: cut short (%zu bytes)\n",
+                    static_cast<unsigned long long>(l.number), l.text.size());
+        continue;
+      }
+      try {
+        std::printf("%s\n", ledger_text_of(l, {path, l.number}).c_str());
+      } catch (const error& e) {
+        std::printf("# %s\n", e.what());
+      }
+    }
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int cmd_audit(int argc, char** argv) {
   return run_main("audit", [&] {
     audit_options options;
-    bool quiet = false;
+    bool quiet = false, dump_only = false;
     std::vector<std::string> paths;
     bool flags_done = false;
     for (int i = 1; i < argc; ++i) {
@@ -125,11 +149,18 @@ int cmd_audit(int argc, char** argv) {
       } else if (name == "quiet") {
         if (has_value) throw usage_error("--quiet takes no value");
         quiet = true;
+      } else if (name == "dump") {
+        if (has_value) throw usage_error("--dump takes no value");
+        dump_only = true;
       } else {
         throw usage_error("unknown flag --" + std::string(name));
       }
     }
     if (paths.empty()) throw usage_error("no ledger given (vbucket audit LOG...)");
+    if (dump_only) {
+      dump(paths);
+      return exit_ok;
+    }
     const audit_report report = audit_ledgers(paths, options);
     if (quiet) {
       for (const audit_deviation& d : report.deviations)

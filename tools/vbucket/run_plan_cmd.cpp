@@ -11,7 +11,6 @@
 
 #include <cstdint>      // std::uint64_t, std::uint32_t
 #include <cstdio>       // std::fprintf
-#include <filesystem>   // std::filesystem::create_directories
 #include <memory>       // std::unique_ptr
 #include <optional>     // std::optional
 #include <string>       // std::string
@@ -21,7 +20,7 @@
 #include "cli.hpp"
 #include "plan_common.hpp"            // json_string
 #include "vbucket/json/run_plan.hpp"  // load_run_plan_file, is_run_plan_text
-#include "vbucket/run_ledger.hpp"     // write_run_epoch, run_record, write_run_undelivered
+#include "vbucket/run_ledger.hpp"     // run_ledger
 #include "vbucket/run_memory.hpp"     // fit_to_memory
 #include "vbucket/run_plan.hpp"
 
@@ -196,52 +195,41 @@ int cmd_run_plan(int argc, char** argv) {
     if (a.has("oom")) oom = parse_steps_list(a.value("oom"));
 
     output_file out(a.value_or("out", "-"));
-    std::vector<std::unique_ptr<ledger_writer>> ledgers;  // per rank, created on first use
+    std::vector<std::unique_ptr<run_ledger>> ledgers;  // per rank, created on first use
     const std::string ledger_dir = a.value_or("ledger", "");
-    if (!ledger_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(ledger_dir, ec);
-      if (ec) throw vbucket::error("--ledger " + ledger_dir + ": " + ec.message());
-    }
-    auto ledger_of = [&](std::uint32_t r) -> ledger_writer& {
+    auto ledger_of = [&](std::uint32_t r) -> run_ledger& {
       if (ledgers.size() <= r) ledgers.resize(r + 1);
-      if (!ledgers[r])
-        ledgers[r] = std::make_unique<ledger_writer>(ledger_dir + "/" + ledger_file_name(r));
+      if (!ledgers[r]) ledgers[r] = std::make_unique<run_ledger>(ledger_dir, r);
       return *ledgers[r];
     };
-    std::optional<std::uint64_t> headed_epoch;
     std::uint64_t steps = 0, batches = 0;
-    while (run.epoch() < end_epoch && steps < max_steps) {
-      bool failed = false;
-      for (const std::uint64_t s : oom) failed = failed || s == run.step();
-      if (failed) {
-        std::erase(oom, run.step());
-        run.out_of_memory();
-        continue;
-      }
-      const std::uint32_t lo = one_rank ? only_rank : 0,
-                          hi = one_rank ? only_rank + 1 : run.world();
-      if (!ledger_dir.empty()) {
-        if (headed_epoch != run.epoch()) {
-          for (std::uint32_t r = lo; r < hi; ++r)
-            write_run_epoch(ledger_of(r), run, f.options.seed);
-          headed_epoch = run.epoch();
+    try {  // a command that fails takes back the ledger records it wrote
+      while (run.epoch() < end_epoch && steps < max_steps) {
+        bool failed = false;
+        for (const std::uint64_t s : oom) failed = failed || s == run.step();
+        if (failed) {
+          std::erase(oom, run.step());
+          run.out_of_memory();
+          continue;
         }
+        const std::uint32_t lo = one_rank ? only_rank : 0,
+                            hi = one_rank ? only_rank + 1 : run.world();
+        const bucket_config& cfg = stages[run.stage()].config;
+        std::string text;
+        for (std::uint32_t r = lo; r < hi; ++r) {
+          const run_batch b = run.batch(r);
+          if (!ledger_dir.empty()) ledger_of(r).record(run, b);
+          text += batch_line(b, cfg);
+          ++batches;
+        }
+        out.write(text);
+        run.advance();
+        ++steps;
       }
-      const std::vector<std::uint64_t> bases = run_id_bases(run);
-      const bucket_config& cfg = stages[run.stage()].config;
-      std::string text;
-      for (std::uint32_t r = lo; r < hi; ++r) {
-        const run_batch b = run.batch(r);
-        text += batch_line(b, cfg);
-        if (!ledger_dir.empty()) ledger_of(r).write(run_record(b, bases));
-        ++batches;
-      }
-      out.write(text);
-      if (!ledger_dir.empty() && run.steps_left() == 1 && lo == 0)
-        write_run_undelivered(ledger_of(0), run);
-      run.advance();
-      ++steps;
+    } catch (...) {
+      for (const auto& l : ledgers)
+        if (l) l->discard();
+      throw;
     }
     out.commit();
     const std::string state = run.state();

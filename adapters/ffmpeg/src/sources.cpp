@@ -31,7 +31,7 @@ namespace detail {
 inline constexpr std::int64_t max_sidecar_bytes = std::int64_t{1} << 20;
 
 /// The top-level fields of a JSON object: (name, value) with strings unescaped and other
-/// values (numbers, true/false, arrays, objects) as their JSON text; null as empty. Anything
+/// values (numbers, true/false, null, arrays, objects) as their JSON text. Anything
 /// else (not an object, malformed) gives std::nullopt.
 inline std::optional<std::vector<std::pair<std::string, std::string>>> json_fields(
     std::string_view s) {
@@ -165,8 +165,7 @@ inline std::optional<std::vector<std::pair<std::string, std::string>>> json_fiel
     } else {
       const std::size_t start = i;
       if (!skip_value()) return std::nullopt;
-      value = std::string(s.substr(start, i - start));
-      if (value == "null") value.clear();
+      value = std::string(s.substr(start, i - start));  // null stays "null", as documented
     }
     fields.emplace_back(std::move(key), std::move(value));
     ws();
@@ -179,25 +178,43 @@ inline std::optional<std::vector<std::pair<std::string, std::string>>> json_fiel
   }
 }
 
-/// A shard opened for listing: pread on a local file, ranged reads over HTTP.
+/// A shard opened for listing: pread on a local file, ranged reads over HTTP. Every network
+/// wait (the connect, each read, the backoff between attempts) is bounded by the io timeout and
+/// by the listing's deadline (`limits::timeout_seconds`, an interrupt callback on the open and
+/// on every read).
 class shard_reader {
  public:
-  shard_reader(const std::string& shard, const network_options& net) : name_(shard) {
+  shard_reader(const std::string& shard, const limits& lim)
+      : name_(shard),
+        deadline_(std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(lim.timeout_seconds))) {
     if (is_url(shard)) {
       network_init();
-      AVDictionary* opts = nullptr;
-      set_http_options(&opts, net);
+      const network_options& net = lim.network;
+      const AVIOInterruptCB interrupt{&shard_reader::interrupted, this};
       int rc = 0;
-      for (int attempt = 0;; ++attempt) {
-        rc = avio_open2(&avio_, shard.c_str(), AVIO_FLAG_READ, nullptr, &opts);
-        if (rc >= 0 || !retryable(rc) || attempt >= net.retries) break;
-        std::this_thread::sleep_for(std::chrono::duration<double>(
-            net.retry_backoff_seconds * static_cast<double>(1 << std::min(attempt, 16))));
+      int attempt = 0;
+      for (;; ++attempt) {
+        AVDictionary* opts = nullptr;  // fresh for each attempt: FFmpeg consumes what it takes
+        set_http_options(&opts, net);
+        rc = avio_open2(&avio_, shard.c_str(), AVIO_FLAG_READ, &interrupt, &opts);
+        av_dict_free(&opts);
+        if (rc >= 0 || timed_out() || !retryable(rc) || attempt >= net.retries) break;
+        auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(net.retry_backoff_seconds *
+                                          static_cast<double>(1 << std::min(attempt, 16))));
+        wait = std::min(wait, deadline_ - std::chrono::steady_clock::now());
+        if (wait > wait.zero()) std::this_thread::sleep_for(wait);
       }
-      av_dict_free(&opts);
       if (rc < 0) {
         avio_ = nullptr;
-        throw vbucket::error(shard + ": cannot open the shard: " + io_error_text(rc));
+        const std::string attempts =
+            attempt > 0 ? " (" + std::to_string(attempt + 1) + " attempts)" : "";
+        if (timed_out())
+          throw vbucket::error(shard + ": cannot open the shard: timed out (deadline " +
+                               std::to_string(lim.timeout_seconds) + " s)" + attempts);
+        throw vbucket::error(shard + ": cannot open the shard: " + io_error_text(rc) + attempts);
       }
       total_ = avio_size(avio_);
       return;
@@ -222,16 +239,36 @@ class shard_reader {
 #endif
   }
 
+  [[nodiscard]] bool timed_out() const noexcept {
+    return std::chrono::steady_clock::now() > deadline_;
+  }
+  /// Why the last read failed over the network, for the listing's error; empty if it did not.
+  [[nodiscard]] std::string failure() const {
+    if (timed_out()) return name_ + ": timed out while listing the shard";
+    if (failure_ < 0)
+      return name_ + ": read error while listing the shard: " + io_error_text(failure_);
+    return {};
+  }
+
   std::int64_t read(std::int64_t pos, std::span<std::uint8_t> out) {
     if (avio_ != nullptr) {
-      if (avio_tell(avio_) != pos && avio_seek(avio_, pos, SEEK_SET) < 0) return -1;
+      if (avio_tell(avio_) != pos) {
+        if (const std::int64_t sk = avio_seek(avio_, pos, SEEK_SET); sk < 0) {
+          failure_ = static_cast<int>(sk);
+          return -1;
+        }
+      }
       std::size_t done = 0;
       while (done < out.size()) {
         const int got =
             avio_read(avio_, out.data() + done,
                       static_cast<int>(std::min<std::size_t>(out.size() - done, 1 << 30)));
+        if (timed_out()) return -1;
         if (got == AVERROR_EOF || got == 0) break;
-        if (got < 0) return -1;
+        if (got < 0) {
+          failure_ = got;
+          return -1;
+        }
         done += static_cast<std::size_t>(got);
       }
       return static_cast<std::int64_t>(done);
@@ -247,7 +284,13 @@ class shard_reader {
   [[nodiscard]] std::int64_t total() const noexcept { return total_; }
 
  private:
+  static int interrupted(void* opaque) noexcept {
+    return static_cast<const shard_reader*>(opaque)->timed_out() ? 1 : 0;
+  }
+
   std::string name_;
+  std::chrono::steady_clock::time_point deadline_;
+  int failure_ = 0;
   AVIOContext* avio_ = nullptr;
   int fd_ = -1;
   std::int64_t total_ = -1;
@@ -265,17 +308,19 @@ inline bool is_text_sidecar(std::string_view ext) {
          (ext.size() > 4 && ext.substr(ext.size() - 4) == ".txt");
 }
 
-inline shard_listing list_shard(const std::string& shard, const network_options& net) {
+inline shard_listing list_shard(const std::string& shard, const limits& lim) {
   shard_listing out;
   std::vector<tar_member> members;
   try {
-    shard_reader reader(shard, net);
+    shard_reader reader(shard, lim);
     try {
       list_tar_into(
           [&](std::int64_t pos, std::span<std::uint8_t> b) { return reader.read(pos, b); },
           reader.total(), shard, members);
     } catch (const vbucket::error& e) {
-      out.error = e.what();  // the members listed before the damage are kept
+      // The members listed before the damage (or the network's failure) are kept.
+      const std::string network = reader.failure();
+      out.error = network.empty() ? e.what() : network;
     }
     // Group by key (the member's path up to the first dot of its base name), in order.
     struct key_group {
@@ -303,8 +348,11 @@ inline shard_listing list_shard(const std::string& shard, const network_options&
       if (members[m].size > max_sidecar_bytes) continue;
       std::string text(static_cast<std::size_t>(members[m].size), '\0');
       if (reader.read(members[m].offset, std::span(reinterpret_cast<std::uint8_t*>(text.data()),
-                                                   text.size())) != members[m].size)
-        throw vbucket::error(shard + ": cannot read the member " + name);
+                                                   text.size())) != members[m].size) {
+        const std::string network = reader.failure();
+        throw vbucket::error(network.empty() ? shard + ": cannot read the member " + name
+                                             : network + " (reading " + name + ")");
+      }
       if (json) {
         if (auto f = json_fields(text)) {
           for (auto& kv : *f) g.fields.push_back(std::move(kv));
@@ -337,32 +385,85 @@ inline shard_listing list_shard(const std::string& shard, const network_options&
 
 }  // namespace detail
 
-media_listing list_sources(const std::string& where, unsigned threads, const network_options& net) {
+namespace detail {
+
+media_listing list_entries(std::vector<std::string> entries, unsigned threads, const limits& lim);
+
+/// Lists nest at most this deep (a list that names itself fails instead of looping).
+inline constexpr int max_list_depth = 16;
+
+/// A local file read as a list of sources when named in a list (or a sequence): `.txt`,
+/// `.list`, `.lst`.
+inline bool is_list_name(std::string_view path) {
+  for (std::string_view ext : {".txt", ".list", ".lst"})
+    if (path.size() > ext.size() && path.substr(path.size() - ext.size()) == ext) return true;
+  return false;
+}
+
+/// Appends the sources `where` names: a URL or a shard as it is; a directory's media files and
+/// shards (recursive, in path order); a list's lines, each resolved the same way (`top`: the
+/// input itself, read as a list whatever its name unless it is a media file); else a clip's
+/// path as it is.
+inline void resolve_source(const std::string& where, int depth, bool top,
+                           std::vector<std::string>& entries) {
   namespace fs = std::filesystem;
-  std::vector<std::string> entries;
   if (is_url(where) || is_shard_path(where)) {
     entries.push_back(where);
-  } else {
-    entries = list_media(where);
-    std::error_code ec;
-    if (fs::is_directory(where, ec)) {  // list_media leaves the shards out
-      fs::recursive_directory_iterator it(where, fs::directory_options::skip_permission_denied, ec);
-      for (const fs::recursive_directory_iterator end; !ec && it != end; it.increment(ec)) {
-        std::error_code fe;
-        if (it->is_regular_file(fe) && it->path().extension() == ".tar")
-          entries.push_back(it->path().string());
-      }
-      if (ec) throw vbucket::error(where + ": cannot list the directory (" + ec.message() + ")");
-      std::sort(entries.begin(), entries.end());
-    }
+    return;
   }
+  std::error_code ec;
+  const fs::file_status st = fs::status(where, ec);
+  if (!ec && fs::is_directory(st)) {
+    std::vector<std::string> found = list_media(where);  // media files; shards below
+    fs::recursive_directory_iterator it(where, fs::directory_options::skip_permission_denied, ec);
+    for (const fs::recursive_directory_iterator end; !ec && it != end; it.increment(ec)) {
+      std::error_code fe;
+      if (it->is_regular_file(fe) && it->path().extension() == ".tar")
+        found.push_back(it->path().string());
+    }
+    if (ec) throw vbucket::error(where + ": cannot list the directory (" + ec.message() + ")");
+    std::sort(found.begin(), found.end());
+    entries.insert(entries.end(), found.begin(), found.end());
+    return;
+  }
+  const bool list =
+      top ? !is_media_name(where) : (!ec && fs::is_regular_file(st) && is_list_name(where));
+  if (!list) {
+    entries.push_back(where);  // a clip (probing says what is wrong with it)
+    return;
+  }
+  if (depth >= max_list_depth)
+    throw vbucket::error(where + ": lists nested more than " + std::to_string(max_list_depth) +
+                         " deep (does a list name itself?)");
+  for (const std::string& line : list_media(where)) resolve_source(line, depth + 1, false, entries);
+}
+
+}  // namespace detail
+
+media_listing list_sources(const std::string& where, unsigned threads, const limits& lim) {
+  std::vector<std::string> entries;
+  detail::resolve_source(where, 0, true, entries);
+  return detail::list_entries(std::move(entries), threads, lim);
+}
+
+media_listing list_sources(const std::vector<std::string>& sources, unsigned threads,
+                           const limits& lim) {
+  std::vector<std::string> entries;
+  for (const std::string& where : sources) detail::resolve_source(where, 0, false, entries);
+  return detail::list_entries(std::move(entries), threads, lim);
+}
+
+namespace detail {
+
+/// The listing of resolved entries: shards listed (in parallel), the rest rows as they are.
+media_listing list_entries(std::vector<std::string> entries, unsigned threads, const limits& lim) {
   std::vector<std::size_t> shards;
   for (std::size_t i = 0; i < entries.size(); ++i)
     if (is_shard_path(entries[i])) shards.push_back(i);
-  std::vector<detail::shard_listing> listed(shards.size());
+  std::vector<shard_listing> listed(shards.size());
   vbucket::detail::parallel_tasks(
       shards.size(), threads,
-      [&](std::size_t s) { listed[s] = detail::list_shard(entries[shards[s]], net); }, {});
+      [&](std::size_t s) { listed[s] = list_shard(entries[shards[s]], lim); }, {});
 
   media_listing out;
   out.from_shards = !shards.empty();
@@ -383,7 +484,7 @@ media_listing list_sources(const std::string& where, unsigned threads, const net
       add_row(entries[i], "", "", "", -1, -1);
       continue;
     }
-    const detail::shard_listing& l = listed[next_shard++];
+    const shard_listing& l = listed[next_shard++];
     for (std::size_t c = 0; c < l.clips.size(); ++c) {
       const tar_member& m = l.clips[c];
       add_row(member_path(entries[i], m), "", entries[i], m.name, m.offset, m.size);
@@ -400,5 +501,7 @@ media_listing list_sources(const std::string& where, unsigned threads, const net
   }
   return out;
 }
+
+}  // namespace detail
 
 }  // namespace vbucket::ffmpeg

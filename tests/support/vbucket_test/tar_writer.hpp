@@ -59,6 +59,28 @@ struct tar_writer {
     header(name, static_cast<std::int64_t>(content.size()), '0');
     data(content);
   }
+  /// A member with a pax `path` record whatever its name, and in the ustar name field what
+  /// Python's tarfile (hence webdataset's TarWriter) writes there: '?' for each non-ASCII
+  /// character, cut to 100 bytes.
+  void add_pax(const std::string& name, const std::string& content) {
+    std::string record = " path=" + name + "\n";
+    std::size_t len = record.size() + 2;
+    while (std::to_string(len).size() + record.size() != len) ++len;
+    record = std::to_string(len) + record;
+    header("PaxHeader/x", static_cast<std::int64_t>(record.size()), 'x');
+    data(record);
+    std::string ascii;
+    for (std::size_t i = 0; i < name.size(); ++i) {
+      const auto c = static_cast<unsigned char>(name[i]);
+      if (c < 0x80) {
+        ascii += name[i];
+      } else if ((c & 0xC0) != 0x80) {
+        ascii += '?';  // one per character: continuation bytes add nothing
+      }
+    }
+    header(ascii.substr(0, 100), static_cast<std::int64_t>(content.size()), '0');
+    data(content);
+  }
   void directory(const std::string& name) { header(name, 0, '5'); }
   void end() { bytes.append(1024, '\0'); }
   void save(const std::string& path) const {

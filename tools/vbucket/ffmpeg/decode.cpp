@@ -9,6 +9,7 @@
 #include <vector>       // std::vector
 
 #include "../cli.hpp"
+#include "network_flags.hpp"
 #include "positional.hpp"
 #include "vbucket/ffmpeg/decode.hpp"
 
@@ -30,6 +31,9 @@ constexpr flag decode_flags[] = {
     {"pad", "", false, "a video that ends early: repeat its last frame instead of failing"},
     {"index", "META.vbidx", false,
      "frame index from scan --index: start at a keyframe without demuxing from the start"},
+    timeout_flag,
+    io_timeout_flag,
+    retries_flag,
 };
 
 constexpr std::string_view decode_description =
@@ -58,7 +62,7 @@ void parse_size(std::string_view text, std::int64_t& h, std::int64_t& w) {
 
 int cmd_decode(int argc, char** argv) {
   return run_main("decode", [&] {
-    const positional_args p = split_positional(argc, argv);
+    const positional_args p = split_positional(argc, argv, decode_flags);
     const args a = args::parse(p.argc, p.argv, decode_flags);
     if (a.help()) {
       std::fputs(usage_with_positional("decode", "FILE",
@@ -110,6 +114,7 @@ int cmd_decode(int argc, char** argv) {
                         "\"");
     }
     req.pad = a.has("pad");
+    read_network_flags(a, req.limits);
     const std::size_t bytes = ffmpeg::clip_bytes(req);
     if (bytes > (std::size_t{1} << 34))
       throw usage_error("--frames x --size: the clip would take " + std::to_string(bytes) +

@@ -10,7 +10,6 @@
 #include <cmath>        // std::isfinite
 #include <cstdint>      // std::uint64_t
 #include <cstdio>       // std::fputs, std::fprintf
-#include <cstdlib>      // std::strtod
 #include <exception>    // std::exception
 #include <functional>   // std::function
 #include <memory>       // std::unique_ptr
@@ -22,6 +21,7 @@
 
 #include "../cli.hpp"
 #include "../mpi_job.hpp"
+#include "network_flags.hpp"
 #include "positional.hpp"
 #include "vbucket/ffmpeg/decode.hpp"  // index_video
 #include "vbucket/ffmpeg/scan.hpp"
@@ -42,8 +42,9 @@ constexpr flag scan_flags[] = {
     {"skip-failed", "", false, "leave files that fail out of META.csv (they are still counted)"},
     {"index", "", false,
      "also write a frame index next to META.csv (META.vbidx) for decode --index and loaders"},
-    {"timeout", "SECONDS", false,
-     "deadline of one file's probe, network included; a file past it fails (120)"},
+    timeout_flag,
+    io_timeout_flag,
+    retries_flag,
     {"quiet", "", false, "no progress and no summary"},
 };
 
@@ -63,7 +64,8 @@ constexpr std::string_view scan_description =
     "assign, plan and the loaders open it in place), with the columns shard, member,\n"
     "member_offset, member_size and its key's sidecars (key.txt -> column txt, key.json -> one\n"
     "column per top-level field). URLs (http://, https://) are probed over ranged HTTP, --threads\n"
-    "at once, each within --timeout.\n"
+    "at once, each within --timeout (shards over HTTP are listed within it too). A line of\n"
+    "LIST.txt may name a file, a URL, a shard, a directory or another list (.txt, .list, .lst).\n"
     "Under mpirun (or srun), the files are shared out over the processes, balanced by size,\n"
     "and rank 0 writes the same META.csv and prints one progress line.\n"
     "Exit codes: 0 success (also when some files fail), 1 bad data, 2 bad usage.";
@@ -98,7 +100,7 @@ struct scan_job {
 /// unwritable path fails before the probes.
 scan_job prepare_scan(int argc, char** argv, bool writer) {
   scan_job job;
-  const positional_args p = split_positional(argc, argv);
+  const positional_args p = split_positional(argc, argv, scan_flags);
   const args a = args::parse(p.argc, p.argv, scan_flags);
   if (a.help()) {
     std::fputs(usage_with_positional("scan", "DIR|LIST.txt",
@@ -117,14 +119,7 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
   job.skip_failed = a.has("skip-failed");
   job.index = a.has("index");
   job.opt.always_decode_count = a.has("decode-count");
-  if (a.has("timeout")) {
-    const std::string& t = a.value("timeout");
-    char* end = nullptr;
-    const double v = std::strtod(t.c_str(), &end);
-    if (end == t.c_str() || *end != '\0' || !(v > 0.0) || !(v <= 1e6))
-      throw usage_error("--timeout: expected seconds (a number > 0), got '" + t + "'");
-    job.opt.limits.timeout_seconds = v;
-  }
+  read_network_flags(a, job.opt.limits);
   job.out_path = a.value("out");
   if (job.index && job.out_path == "-")
     throw usage_error(
@@ -132,7 +127,7 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
         "not - (standard output)");
   ffmpeg::quiet_logs();
   ffmpeg::cap_allocations(std::size_t{1} << 30);
-  job.listing = ffmpeg::list_sources(where, job.threads, job.opt.limits.network);
+  job.listing = ffmpeg::list_sources(where, job.threads, job.opt.limits);
   job.paths = job.listing.paths;
   if (writer) {
     job.out = std::make_unique<output_file>(job.out_path);

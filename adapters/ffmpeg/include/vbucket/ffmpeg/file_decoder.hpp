@@ -179,6 +179,8 @@ class file_decoder {
         return file + ": the slot holds " + std::to_string(out.size()) + " bytes, the clip needs " +
                std::to_string(clip_bytes(req));
       auto r = decode_clip(file, req, out);
+      // The network's failure may pass: the loader waits and tries the same clip again.
+      if (!r && r.transient()) throw vbucket::source_unavailable(r.error());
       if (!r) return r.error();
       if (r->index_stale) stale_->fetch_add(1, std::memory_order_relaxed);
       return std::nullopt;

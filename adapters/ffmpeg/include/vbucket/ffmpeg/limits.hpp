@@ -5,6 +5,9 @@
 
 #include <cstddef>  // std::size_t
 #include <cstdint>  // std::int64_t
+#include <string>   // std::string
+
+#include "vbucket/error.hpp"
 
 namespace vbucket::ffmpeg {
 
@@ -31,6 +34,25 @@ struct limits {
   network_options network{};
   ///< timeouts and retries of URLs (media_source.hpp)
 };
+
+/// Checks the time bounds a front-end set (the CLI's --timeout, --io-timeout, --retries;
+/// Python's timeout, io_timeout, retries): seconds finite and > 0 (up to 10^6), retries from 0
+/// to 100. Throws `vbucket::error` naming the field and the value.
+inline void check_limits(const limits& lim) {
+  auto seconds = [](const char* name, double v) {
+    if (!(v > 0.0 && v <= 1e6))
+      throw vbucket::error(std::string(name) + " must be seconds in (0, 1e6], got " +
+                           std::to_string(v));
+  };
+  seconds("timeout", lim.timeout_seconds);
+  seconds("io_timeout", lim.network.io_timeout_seconds);
+  if (lim.network.retries < 0 || lim.network.retries > 100)
+    throw vbucket::error("retries must be from 0 to 100, got " +
+                         std::to_string(lim.network.retries));
+  if (!(lim.network.retry_backoff_seconds >= 0.0 && lim.network.retry_backoff_seconds <= 1e6))
+    throw vbucket::error("retry_backoff must be seconds in [0, 1e6], got " +
+                         std::to_string(lim.network.retry_backoff_seconds));
+}
 
 /// Silences FFmpeg's own log output (it writes to stderr); a process-wide setting, which the
 /// `vbucket` CLI and the tests use. Errors are reported by vbucket's return values anyway.

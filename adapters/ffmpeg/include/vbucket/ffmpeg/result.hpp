@@ -18,9 +18,11 @@ class result {
  public:
   result(T value) : value_(std::move(value)) {}  // NOLINT: implicit, like std::expected
   /// A failed result. `message` is one line naming the file and what is wrong.
-  static result failure(std::string message) {
+  /// `transient`: the source could not be reached (a network failure that may pass).
+  static result failure(std::string message, bool transient = false) {
     result r;
     r.error_ = std::move(message);
+    r.transient_ = transient;
     return r;
   }
 
@@ -39,11 +41,15 @@ class result {
   [[nodiscard]] const T* operator->() const { return &value(); }
   /// The error message (empty when ok()).
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
+  /// Whether the error is the network's (connection refused or lost, a 5xx reply, a timeout):
+  /// the same call may succeed later. A 404, bad data or a decode error is not.
+  [[nodiscard]] bool transient() const noexcept { return transient_; }
 
  private:
   result() = default;
   std::optional<T> value_;
   std::string error_;
+  bool transient_ = false;
 };
 
 }  // namespace vbucket::ffmpeg

@@ -22,7 +22,7 @@
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector
 
-#include "vbucket/ffmpeg/limits.hpp"  // network_options
+#include "vbucket/ffmpeg/limits.hpp"  // limits, network_options
 #include "vbucket/ffmpeg/tar.hpp"     // is_url
 
 namespace vbucket::ffmpeg {
@@ -50,11 +50,19 @@ inline bool is_shard_path(std::string_view path) {
 }
 
 /// The clips under `where`: a directory (its media files and the members of its `.tar`
-/// shards, recursively, in path order), a `.tar` shard (a file or a URL), a URL, or a text
-/// file listing any of these one a line (as `list_media` reads it). Shards are listed with
-/// `threads` workers (0 = one per core); a shard that cannot be listed keeps a row (its path,
-/// the reason in `errors`). Throws `vbucket::error` naming `where` if it cannot be read.
+/// shards, recursively, in path order), a `.tar` shard (a file or a URL), a URL, a media file,
+/// or a text file listing any of these one a line (as `list_media` reads it; a line naming a
+/// directory, a shard or another list (`.txt`, `.list`, `.lst`) is expanded the same way, up
+/// to 16 lists deep). The one resolver of sources: the CLI, Python's `scan` and the loaders'
+/// sources all go through it. Shards are listed with `threads` workers (0 = one per core), each
+/// within `lim.timeout_seconds` and the network's io timeout and retries; a shard that cannot
+/// be listed keeps a row (its path, the reason in `errors`). Throws `vbucket::error` naming
+/// `where` if it cannot be read.
 [[nodiscard]] media_listing list_sources(const std::string& where, unsigned threads = 0,
-                                         const network_options& net = {});
+                                         const limits& lim = {});
+/// The same for several sources, each a clip, a URL, a shard, a directory or a list (a local
+/// `.txt`, `.list` or `.lst` file), in order.
+[[nodiscard]] media_listing list_sources(const std::vector<std::string>& sources,
+                                         unsigned threads = 0, const limits& lim = {});
 
 }  // namespace vbucket::ffmpeg

@@ -333,26 +333,59 @@ inline std::string member_path(std::string_view shard, const tar_member& m) {
          std::to_string(m.size);
 }
 
-/// Checks that `header` (the 512 bytes before a member's data) is the header of the member
-/// `p` names: a header, a regular file, the same size, the same name (or, for a long name, the
-/// first 100 bytes of it). An error text saying what differs, else std::nullopt.
-inline std::optional<std::string> check_member_header(std::span<const std::uint8_t, 512> header,
+/// How many bytes before a member's data `check_member_header` is given: its own header and the
+/// extended header before it (a pax `path` record or a GNU long name up to about 7.5 KB).
+inline constexpr std::int64_t tar_member_lookback = 8192;
+
+/// Checks that `before` (the bytes of the shard that end where the member's data start: at
+/// least its 512-byte header, up to `tar_member_lookback` bytes) holds the header of the member
+/// `p` names: a header, a regular file, the same size, the same name. The name is the one
+/// `list_tar` gives: a pax `path` record or a GNU long name in the extended header right before
+/// it (the ustar name field of a pax member may be cut, or hold '?' for non-ASCII characters),
+/// else the header's own. An error text saying what differs, else std::nullopt.
+inline std::optional<std::string> check_member_header(std::span<const std::uint8_t> before,
                                                       const media_path& p) {
+  const std::size_t blocks = before.size() / 512;
+  if (blocks == 0 || before.size() % 512 != 0)
+    return "no tar header before byte " + std::to_string(p.offset);
+  auto block = [&](std::size_t i) { return before.subspan(i * 512).first<512>(); };
   detail::tar_header h;
-  if (const auto bad = detail::parse_tar_header(header, h))
+  if (const auto bad = detail::parse_tar_header(block(blocks - 1), h))
     return "no tar header before byte " + std::to_string(p.offset) + " (" + *bad +
            "): not a member's offset, or the shard changed since the scan";
   if (h.type != '0' && h.type != '\0' && h.type != '7')
     return "the entry before byte " + std::to_string(p.offset) + " is not a regular file";
-  const bool same_name =
-      h.name == p.member || (h.name_full && p.member.starts_with(h.name)) ||
-      (p.member.size() > 100 && h.name.size() >= 90 && p.member.starts_with(h.name));
+  // The extended header that ends right where this header starts: its data fill the k blocks
+  // between them.
+  std::optional<std::string> long_name;
+  std::int64_t pax_size = -1;
+  for (std::size_t k = 0; k + 2 <= blocks && !long_name; ++k) {
+    const std::size_t at = blocks - 2 - k;
+    detail::tar_header x;
+    if (detail::parse_tar_header(block(at), x) || (x.type != 'x' && x.type != 'L')) continue;
+    if ((x.size + 511) / 512 != static_cast<std::int64_t>(k)) continue;
+    const auto text = before.subspan((at + 1) * 512, static_cast<std::size_t>(x.size));
+    if (x.type == 'L') {
+      long_name = detail::tar_text(text);
+    } else {
+      std::optional<std::int64_t> size_record;
+      detail::parse_pax(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()),
+                        long_name, size_record);
+      if (size_record) pax_size = *size_record;
+      if (!long_name) break;  // a pax header without a path: the ustar name holds
+    }
+  }
+  const std::string& name = long_name ? *long_name : h.name;
+  // Without the extended header in view (a name longer than the lookback), a cut ustar name
+  // that starts the path is taken for it.
+  const bool same_name = name == p.member || (!long_name && h.name_full && p.member.size() > 100 &&
+                                              p.member.starts_with(h.name));
   if (!same_name)
-    return "the member at byte " + std::to_string(p.offset) + " is " + h.name +
+    return "the member at byte " + std::to_string(p.offset) + " is " + name +
            ", not the one named (the shard changed since the scan?)";
-  // A pax header may record a size beyond the octal field's 8 GiB; the field then says less.
-  if (h.size != p.size && h.size < (std::int64_t{1} << 33) - 1)
-    return "the member at byte " + std::to_string(p.offset) + " has " + std::to_string(h.size) +
+  const std::int64_t size = pax_size >= 0 ? pax_size : h.size;
+  if (size != p.size)
+    return "the member at byte " + std::to_string(p.offset) + " has " + std::to_string(size) +
            " bytes, the path says " + std::to_string(p.size) +
            " (the shard changed since the scan?)";
   return std::nullopt;

@@ -477,13 +477,13 @@ inline bool next_packet(decode_session& s, AVPacket* pkt) {
   for (;;) {
     const int rc = av_read_frame(s.in->format(), pkt);
     if (rc < 0) {
-      if (s.in->timed_out()) fail(s.in->name(), "timed out while reading");
+      s.in->check_read_failure(rc);  // a timeout, or the network's failure: not the end
       return false;
     }
     // Custom I/O (memory) is never interrupted by FFmpeg: the deadline is checked here too.
     if (s.in->timed_out()) {
       av_packet_unref(pkt);
-      fail(s.in->name(), "timed out while reading");
+      s.in->check_read_failure(AVERROR_EXIT);
     }
     if (pkt->stream_index == s.index) return true;
     av_packet_unref(pkt);

@@ -40,6 +40,7 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include "vbucket/clip_decoder.hpp"  // source_unavailable
 #include "vbucket/error.hpp"
 #include "vbucket/ffmpeg/limits.hpp"
 #include "vbucket/ffmpeg/media_source.hpp"
@@ -56,6 +57,10 @@ inline std::string av_error_text(int code) {
 
 [[noreturn]] inline void fail(const std::string& name, const std::string& what) {
   throw vbucket::error(name + ": " + what);
+}
+/// A failure of the network, which may pass (the loader waits and tries again).
+[[noreturn]] inline void fail_unavailable(const std::string& name, const std::string& what) {
+  throw vbucket::source_unavailable(name + ": " + what);
 }
 
 struct format_closer {
@@ -162,13 +167,21 @@ class input {
     for (int attempt = 0;; ++attempt) {
       const int rc = open(src, lim);
       if (rc >= 0) break;
-      if (interrupted(this) != 0)
-        fail(name_,
-             "timed out while opening (deadline " + std::to_string(lim.timeout_seconds) + " s" +
-                 (attempt > 0 ? ", " + std::to_string(attempt + 1) + " attempts" : "") + ")");
-      if (!io_.network() || !retryable(rc) || attempt >= net.retries)
-        fail(name_, "cannot open: " + av_error_text(rc) +
-                        (attempt > 0 ? " (" + std::to_string(attempt + 1) + " attempts)" : ""));
+      const bool unavailable = io_.network() && (retryable(rc) || !io_.cut_text().empty());
+      if (interrupted(this) != 0) {
+        const std::string what =
+            "timed out while opening (deadline " + std::to_string(lim.timeout_seconds) + " s" +
+            (attempt > 0 ? ", " + std::to_string(attempt + 1) + " attempts" : "") + ")";
+        if (io_.network()) fail_unavailable(name_, what);
+        fail(name_, what);
+      }
+      if (!unavailable || attempt >= net.retries) {
+        const std::string what =
+            "cannot open: " + io_failure_text(rc) +
+            (attempt > 0 ? " (" + std::to_string(attempt + 1) + " attempts)" : "");
+        if (unavailable) fail_unavailable(name_, what);
+        fail(name_, what);
+      }
       // Backoff before the next attempt, never past the deadline.
       auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(net.retry_backoff_seconds *
@@ -215,6 +228,24 @@ class input {
     AVIOContext* pb = format()->pb;
     if (pb == nullptr || avio_seek(pb, pos, SEEK_SET) < 0) return false;
     return avio_read(pb, out.data(), static_cast<int>(out.size())) == static_cast<int>(n);
+  }
+
+  /// Called when a read failed or ended early (`rc`, av_read_frame's): over the network, a
+  /// read error or a connection lost before the body's end (a tar member cut mid-read) throws
+  /// `source_unavailable` naming it; a timeout throws. A local file's read error ends it.
+  void check_read_failure(int rc) const {
+    const bool timeout = timed_out();
+    const std::string cut = io_.cut_text();
+    if (!cut.empty() && !io_.network()) fail(name_, cut);
+    if (io_.network()) {
+      if (timeout) fail_unavailable(name_, "timed out while reading");
+      if (!cut.empty()) fail_unavailable(name_, cut);
+      const AVIOContext* pb = format() != nullptr ? format()->pb : nullptr;
+      const int err = rc != AVERROR_EOF ? rc : (pb != nullptr ? pb->error : 0);
+      if (err < 0 && err != AVERROR_EOF && retryable(err))
+        fail_unavailable(name_, "read failed: " + av_error_text(err));
+    }
+    if (timeout) fail(name_, "timed out while reading");
   }
 
   [[nodiscard]] AVFormatContext* format() const noexcept { return format_.get(); }
@@ -327,6 +358,12 @@ class input {
     if (rc < 0) return rc;  // FFmpeg freed `raw`
     format_.reset(raw);
     return 0;
+  }
+
+  /// The open's error text; a tar member's reader may say more (its shard cut short).
+  [[nodiscard]] std::string io_failure_text(int rc) const {
+    if (const std::string cut = io_.cut_text(); !cut.empty()) return cut;
+    return av_error_text(rc);
   }
 
   static int interrupted(void* opaque) noexcept {

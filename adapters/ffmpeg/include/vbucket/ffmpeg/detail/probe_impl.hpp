@@ -22,10 +22,14 @@ namespace detail {
 /// Runs `body` (returning T), turning every exception into an error value.
 template <class T, class Body>
 result<T> guarded(const std::string& name, Body&& body) noexcept {
+  network_read_failed = false;
   try {
     return body();
+  } catch (const vbucket::source_unavailable& e) {
+    return result<T>::failure(e.what(), true);
   } catch (const vbucket::error& e) {
-    return result<T>::failure(e.what());
+    // After a shard's connection failed, whatever broke next is the network's doing.
+    return result<T>::failure(e.what(), network_read_failed);
   } catch (const std::bad_alloc&) {
     return result<T>::failure(vbucket::error(name + ": out of memory").what());
   } catch (const std::exception& e) {
