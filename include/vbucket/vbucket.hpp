@@ -23,6 +23,7 @@
 #include "vbucket/meta.hpp"                // video_meta, meta_table
 #include "vbucket/normalize.hpp"           // THWC uint8 -> CTHW float/bf16 (CPU reference)
 #include "vbucket/numpy_random.hpp"        // numpy_rng, big_seed
+#include "vbucket/opensora_held.hpp"       // every epoch held to the first reported length
 #include "vbucket/opensora_lifecycle.hpp"  // Open-Sora's set_step / state_dict(n) over a position
 #include "vbucket/opensora_sampler.hpp"    // any_sampler + Open-Sora's lifecycle sequencing
 #include "vbucket/packed_plan.hpp"         // packed planner (token budget)

@@ -145,6 +145,7 @@ class VariableVideoBatchSampler:
         verbose: bool = ...,
         num_bucket_build_workers: int = ...,
         num_groups: int = ...,
+        hold_epochs: bool = ...,
         # BEGIN run fields: VariableVideoBatchSampler.__init__
         cache: Optional[str] = None,
         chunk_rows: int = 1048576,
@@ -173,6 +174,8 @@ class VariableVideoBatchSampler:
     def __iter__(self) -> Iterator[List[Union[str, int]]]: ...
     def __len__(self) -> int: ...
     def get_num_batch(self) -> int: ...
+    def steps_left(self) -> int: ...
+    def held_epoch(self, epoch: int) -> dict: ...
     def batches(self) -> List[Tuple[Any, Any, Any, Any, np.ndarray, bool]]: ...
     def stats(self) -> dict: ...
     def fingerprint(self) -> str: ...
@@ -207,6 +210,7 @@ def decode_clip(
     timeout: Optional[float] = ...,
     io_timeout: Optional[float] = ...,
     retries: Optional[int] = ...,
+    frame_choice: Literal["stride", "opensora"] = ...,
 ) -> np.ndarray: ...
 
 class Batch:
@@ -234,10 +238,14 @@ class Loader:
         std: Union[float, Sequence[float]] = ...,
         pin_memory: bool = ...,
         slots: Optional[int] = ...,
+        fields: Any = ...,
+        tensors: Any = ...,
+        filter: Literal["opensora", "bilinear", "bicubic", "area", "nearest"] = ...,
         timeout: Optional[float] = ...,
         io_timeout: Optional[float] = ...,
         retries: Optional[int] = ...,
         outage_deadline: Optional[float] = ...,
+        frame_choice: Literal["opensora", "stride"] = ...,
     ) -> None: ...
     def __iter__(self) -> Iterator[Batch]: ...
     def __next__(self) -> Batch: ...
