@@ -3,17 +3,60 @@
 /// given, from several threads at once (`clip_decoder`); optionally the file each sample names
 /// (`file_naming_decoder`), so that a failed file is not picked again as a replacement.
 
-#include <concepts>  // std::convertible_to
-#include <cstddef>   // std::size_t
-#include <cstdint>   // std::uint8_t, std::uint32_t, std::int64_t, std::uint64_t
-#include <optional>  // std::optional
-#include <span>      // std::span
-#include <string>    // std::string
+#include <concepts>     // std::convertible_to
+#include <cstddef>      // std::size_t
+#include <cstdint>      // std::uint8_t, std::uint32_t, std::int64_t, std::uint64_t
+#include <optional>     // std::optional
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
 
 #include "error.hpp"   // error
 #include "tensor.hpp"  // clip_layout
 
 namespace vbucket {
+
+/// Which frames a clip of `frames` frames at `interval` from frame `start` takes.
+/// `opensora`: Open-Sora's `temporal_random_crop`, `np.linspace(start, start + frames ·
+/// interval - 1, frames, dtype=int)` — the span of frames · interval source frames, its first
+/// and last frame included, spread evenly (computed as NumPy computes it, in double precision:
+/// the step (stop - start) / (frames - 1), each index j · step + start truncated, the last one
+/// `stop`); at interval 1 the same frames as `stride`. `stride`: every interval-th frame, start,
+/// start + interval, ..., start + (frames - 1) · interval.
+enum class frame_choice { opensora, stride };
+
+/// Frame j (0-based, j < frames) of a clip (see `frame_choice`); start ≥ 0, frames ≥ 1,
+/// interval ≥ 1, and the last frame below 2^53.
+[[nodiscard]] inline std::int64_t clip_frame_index(frame_choice choice, std::int64_t start,
+                                                   std::int64_t frames, std::int64_t interval,
+                                                   std::int64_t j) noexcept {
+  if (choice == frame_choice::stride) return start + j * interval;
+  if (frames <= 1) return start;
+  const std::int64_t stop = start + frames * interval - 1;
+  if (j == frames - 1) return stop;  // NumPy sets the endpoint exactly
+  const double step = static_cast<double>(stop - start) / static_cast<double>(frames - 1);
+  // NumPy rounds the product, then the sum: no fused multiply-add (volatile keeps them apart)
+  const volatile double scaled = static_cast<double>(j) * step;
+  return static_cast<std::int64_t>(scaled + static_cast<double>(start));
+}
+
+/// The name of a frame choice ("opensora", "stride"), and back (nullopt for another name):
+/// what the CLI's `--frame-choice` and Python's `frame_choice=` take.
+[[nodiscard]] inline const char* frame_choice_name(frame_choice c) noexcept {
+  return c == frame_choice::opensora ? "opensora" : "stride";
+}
+[[nodiscard]] inline std::optional<frame_choice> parse_frame_choice(std::string_view s) noexcept {
+  if (s == "opensora") return frame_choice::opensora;
+  if (s == "stride") return frame_choice::stride;
+  return std::nullopt;
+}
+
+/// The last frame a clip reads: `clip_frame_index(choice, start, frames, interval, frames - 1)`.
+[[nodiscard]] inline std::int64_t clip_last_frame(frame_choice choice, std::int64_t start,
+                                                  std::int64_t frames,
+                                                  std::int64_t interval) noexcept {
+  return clip_frame_index(choice, start, frames, interval, frames - 1);
+}
 
 /// One clip to decode: sample `sample` (a row of the metadata table) at the bucket's target
 /// shape, in `layout`, uint8 RGB; `seed` drives the temporal crop.

@@ -13,15 +13,26 @@
 ///     ...                     // os.sampler().advance(1) per batch; os.finish() at its end
 ///     os.state_after(num_steps);  // state_dict(num_steps)
 ///
+/// A fixed-batching sampler holds every epoch to the length it reported first
+/// (`opensora_held.hpp`): `epoch_steps()`, the iteration (`next_batch`), `set_step`,
+/// `state_after` and the loads count slots of the trainer's epoch, whose batches come from the
+/// stream of data epochs (carried tails, counted repeats); the wrapped sampler stays on data
+/// epoch e (its plan, fingerprint and statistics), and at the data position of the trainer's
+/// when that lies in data epoch e (`sync`, what a loader made over it starts from). A packing
+/// sampler runs each epoch's real length.
+///
 /// Not for use from several threads at once.
 
-#include <cstdint>   // std::uint64_t
-#include <memory>    // std::unique_ptr
-#include <optional>  // std::optional
-#include <utility>   // std::move
+#include <algorithm>  // std::min
+#include <cstdint>    // std::uint64_t
+#include <map>        // std::map
+#include <memory>     // std::unique_ptr
+#include <optional>   // std::optional
+#include <utility>    // std::move
 
 #include "any_sampler.hpp"
 #include "error.hpp"
+#include "opensora_held.hpp"
 #include "opensora_lifecycle.hpp"
 #include "plan_state.hpp"
 
@@ -44,6 +55,23 @@ class opensora_sampler {
   explicit opensora_sampler(std::unique_ptr<any_sampler> s)
       : s_(check(std::move(s))), lifecycle_(s_->world()) {}
 
+  /// Holds every epoch to data epoch 0's length from now on (`opensora_held.hpp`; the drop-in
+  /// Python sampler's default), from the start of the current epoch: call it before the first
+  /// batch. A packing sampler runs each epoch's real length: nothing changes.
+  void hold_epochs() {
+    if (held_ || s_->packed()) return;
+    pos_ = 0;  // nothing planned here: a streamed CSV is read when an epoch is first planned
+    held_.emplace([this](std::uint64_t i) { return batches_of(i); });  // plans when needed
+  }
+
+  /// Whether epochs are held to the first reported length.
+  [[nodiscard]] bool held() const noexcept { return held_.has_value(); }
+  /// Global slots of every trainer epoch (data epoch 0's global batches); 0 when not held.
+  [[nodiscard]] std::uint64_t quota() const noexcept { return held_ ? held_->quota() : 0; }
+
+  opensora_sampler(opensora_sampler&&) = delete;  // the held arithmetic refers to this object
+  opensora_sampler& operator=(opensora_sampler&&) = delete;
+
   [[nodiscard]] any_sampler& sampler() noexcept { return *s_; }
   [[nodiscard]] const any_sampler& sampler() const noexcept { return *s_; }
   [[nodiscard]] const opensora_lifecycle& lifecycle() const noexcept { return lifecycle_; }
@@ -60,12 +88,26 @@ class opensora_sampler {
   /// position. Every surface that starts handing out batches calls this first.
   void begin_iteration() {
     if (finished_) reset();
+    sync();
   }
 
   /// Open-Sora's set_epoch: sets the epoch only. The position carries over to the new epoch
   /// unless the current one is finished (iterated to its end, or its position at its end), as
   /// Open-Sora's index is reset when an epoch ends. The same epoch, not finished: nothing.
   void set_epoch(std::uint64_t e) {
+    if (held_) {
+      if (s_->epoch() != e || finished_) {
+        const bool done = finished_ || pos_ >= held_end(0);
+        s_->set_epoch(e);
+        if (done) {
+          pos_ = 0;
+          lifecycle_.reset();
+        }
+        sync();
+      }
+      finished_ = false;
+      return;
+    }
     any_sampler& b = *s_;
     if (b.epoch() != e || finished_) {
       const std::uint64_t p = b.state().consumed;
@@ -82,12 +124,18 @@ class opensora_sampler {
 
   /// Open-Sora's set_step(k) (see `opensora_lifecycle::set_step`).
   void set_step(std::uint64_t k) {
-    if (const auto p = lifecycle_.set_step(k, s_->dealt_end(0))) s_->move_to(*p);
+    if (held_) {
+      if (const auto p = lifecycle_.set_step(k, held_end(0))) pos_ = *p;
+      sync();
+    } else if (const auto p = lifecycle_.set_step(k, s_->dealt_end(0))) {
+      s_->move_to(*p);
+    }
     finished_ = false;
   }
 
   /// Open-Sora's reset(): the start of the current epoch.
   void reset() {
+    pos_ = 0;
     s_->set_epoch(s_->epoch());
     lifecycle_.reset();
     finished_ = false;
@@ -96,7 +144,25 @@ class opensora_sampler {
   /// Loads a state of any rank and world size (moving to its epoch), checked against the
   /// fingerprint it records or `fingerprint`; the step numbering is not touched.
   void load_state(const plan_state& s, std::optional<std::uint64_t> fingerprint = std::nullopt) {
-    s_->load_state_of_epoch(s, fingerprint);
+    if (held_) {
+      // The plan's fields are checked by the sampler at the epoch's start; the position is a
+      // slot of the held epoch, bounded by its end under the world it was saved under.
+      plan_state start = s;
+      start.consumed = 0;
+      start.world.reset();
+      s_->load_state_of_epoch(start, fingerprint);
+      // A position is at most the quota plus the alignment of a last step (any world's).
+      const std::uint64_t reach = held_->quota() + std::max(s.world.value_or(1), s_->world()) - 1;
+      if (s.consumed > reach)
+        throw error("sampler: state at global slot " + std::to_string(s.consumed) +
+                    " is past the end of epoch " + std::to_string(s.epoch) + " (held to " +
+                    std::to_string(held_->quota()) +
+                    " global batches, epoch 0's, plus the alignment of its last step)");
+      pos_ = s.consumed;
+      sync();
+    } else {
+      s_->load_state_of_epoch(s, fingerprint);
+    }
     finished_ = false;
   }
 
@@ -112,21 +178,118 @@ class opensora_sampler {
   [[nodiscard]] plan_state state_after(std::uint64_t num_steps) const {
     const std::uint64_t from = lifecycle_.anchor_position();
     plan_state st = s_->state();
-    st.consumed = lifecycle_.position_after(num_steps, s_->dealt_end(from));
+    st.consumed =
+        lifecycle_.position_after(num_steps, held_ ? held_end(from) : s_->dealt_end(from));
     st.world = s_->world();
     return st;
+  }
+
+  /// The state now (after the batches handed out), recording this world.
+  [[nodiscard]] plan_state state() const {
+    plan_state st = s_->state();
+    if (held_) {
+      st.consumed = pos_;
+      st.world = s_->world();
+    }
+    return st;
+  }
+
+  /// The global slot (held) or position the next batch is dealt from.
+  [[nodiscard]] std::uint64_t consumed() const { return held_ ? pos_ : s_->state().consumed; }
+
+  /// Steps this rank has left from the position (what the next iteration yields).
+  [[nodiscard]] std::uint64_t steps_left() const {
+    if (!held_) return finished_ ? s_->dealt_end(0) / s_->world() : s_->size();
+    return held_->steps_from(finished_ ? 0 : pos_, s_->world(), s_->options().drop_last);
+  }
+
+  /// Held epochs: this rank's next batch, advancing one step; nullopt at the epoch's end. The
+  /// batch's indices view a plan this sampler keeps until the next call.
+  [[nodiscard]] std::optional<batch> next_batch() {
+    if (held_->steps_from(pos_, s_->world(), s_->options().drop_last) == 0) return std::nullopt;
+    const std::uint64_t e = s_->epoch();
+    const held_cursor c = cursor(e);
+    if (c == held_cursor{e, 0} && batches_of(e) == held_->quota()) {
+      // The held epoch is data epoch e itself: its schedule's batches, alignment repeats
+      // included, as every other surface deals them.
+      const std::uint32_t w = s_->world();
+      if (!sched_ || sched_epoch_ != e || pos_ < sched_from_ || (pos_ - sched_from_) % w != 0) {
+        sched_ = s_->schedule_from(pos_);
+        sched_from_ = pos_;
+        sched_epoch_ = e;
+      }
+      const std::uint64_t k = (pos_ - sched_from_) / w;
+      if (k >= sched_->steps()) return std::nullopt;
+      batch b = sched_->at(k, s_->rank());
+      b.step = lifecycle_.step_of(pos_);
+      pos_ += w;
+      return b;
+    }
+    const held_slot at = held_->slot(e, c, pos_ + s_->rank());
+    if (at.epoch != e) {
+      if (!other_ || other_epoch_ != at.epoch) {
+        other_.reset();
+        s_->set_epoch(at.epoch);
+        other_ = s_->plan();
+        other_epoch_ = at.epoch;
+        s_->set_epoch(e);
+      }
+    }
+    batch b = (at.epoch == e ? s_->plan() : *other_).global_batch(at.position);
+    b.step = lifecycle_.step_of(pos_);
+    b.position = pos_ + s_->rank();
+    b.repeat = at.repeat;
+    pos_ += s_->world();
+    return b;
+  }
+
+  /// Held epochs: what trainer epoch e is made of (its cursor, the next one's, its repeats).
+  struct held_epoch_report {
+    held_cursor from;
+    held_cursor to;
+    std::uint64_t repeats = 0;  ///< slots of the quota that repeat data epoch e's batches
+  };
+  [[nodiscard]] held_epoch_report held_report(std::uint64_t e) const {
+    const held_cursor c = cursor(e);
+    held_epoch_report r{c, held_->next(e, c), 0};
+    std::uint64_t left = held_->quota();
+    for (std::uint64_t i = c.epoch, g = c.position; i <= e; ++i, g = 0) {
+      const std::uint64_t here = batches_of(i) - std::min(g, batches_of(i));
+      left -= std::min(left, here);
+    }
+    r.repeats = left;
+    return r;
+  }
+
+  /// Moves the wrapped sampler to the trainer's position when it lies in data epoch e with no
+  /// carry before it (a loader made over this sampler starts there); else leaves it.
+  void sync() {
+    if (!held_) return;
+    const std::uint64_t e = s_->epoch();
+    const held_cursor c = cursor(e);
+    if (c.epoch == e && c.position == 0) {
+      const std::uint64_t p = std::min(pos_, s_->dealt_end(0));
+      if (s_->state().consumed != p) {
+        plan_state st = s_->state();
+        st.consumed = p;
+        st.world.reset();
+        s_->load_state(st);
+      }
+    }
   }
 
   /// Open-Sora's __len__: the steps of the epoch in its step numbering — the whole epoch after
   /// an iteration ended, else the anchor step + the steps dealt from the anchor.
   [[nodiscard]] std::uint64_t epoch_steps() const {
-    if (finished_) return s_->dealt_end(0) / s_->world();
+    const std::uint64_t w = s_->world();
+    if (held_) (void)s_->num_global_batches();  // plans (and checks) the current epoch
+    if (finished_) return (held_ ? held_end(0) : s_->dealt_end(0)) / w;
     const std::uint64_t from = lifecycle_.anchor_position();
-    return lifecycle_.epoch_steps((s_->dealt_end(from) - from) / s_->world());
+    return lifecycle_.epoch_steps(((held_ ? held_end(from) : s_->dealt_end(from)) - from) / w);
   }
 
   [[nodiscard]] opensora_snapshot snapshot() const {
-    return {s_->state(), finished_, lifecycle_.anchor_step(), lifecycle_.anchor_position()};
+    return {state(), finished_, lifecycle_.anchor_step(), lifecycle_.anchor_position()};
   }
   /// Restores `snapshot()` in a sampler made with the same arguments.
   void restore(const opensora_snapshot& snap) {
@@ -141,9 +304,50 @@ class opensora_sampler {
     return s;
   }
 
+  /// The end of the held epoch under this world as dealt from slot `from`.
+  [[nodiscard]] std::uint64_t held_end(std::uint64_t from) const {
+    return from + held_->steps_from(from, s_->world(), s_->options().drop_last) * s_->world();
+  }
+
+  /// Data epoch i's global batch count (planned once; the wrapped sampler is left at its epoch).
+  [[nodiscard]] std::uint64_t batches_of(std::uint64_t i) const {
+    if (const auto it = batches_.find(i); it != batches_.end()) return it->second;
+    std::uint64_t n = 0;
+    if (s_->epoch() == i) {
+      n = s_->num_global_batches();
+    } else {
+      const std::uint64_t e = s_->epoch();
+      s_->set_epoch(i);
+      n = s_->num_global_batches();
+      s_->set_epoch(e);
+    }
+    batches_.emplace(i, n);
+    return n;
+  }
+
+  /// The cursor of trainer epoch e (walked from the nearest known one before it).
+  [[nodiscard]] held_cursor cursor(std::uint64_t e) const {
+    auto it = cursors_.upper_bound(e);
+    --it;  // cursors_ holds epoch 0
+    if (it->first == e) return it->second;
+    const held_cursor c = held_->cursor(e, it->first, it->second);
+    cursors_.emplace(e, c);
+    return c;
+  }
+
   std::unique_ptr<any_sampler> s_;
   opensora_lifecycle lifecycle_;
   bool finished_ = false;
+  std::optional<opensora_held> held_;
+  std::uint64_t pos_ = 0;  // held: the global slot of the trainer epoch dealt next
+  // Caches of planning results (pure functions of the plan): filled in const members.
+  mutable std::map<std::uint64_t, std::uint64_t> batches_;
+  mutable std::map<std::uint64_t, held_cursor> cursors_{{0, held_cursor{}}};
+  std::optional<epoch_plan> other_;      // the data epoch before e whose carried tail is dealt
+  std::optional<epoch_schedule> sched_;  // a held epoch that is its data epoch: dealt once
+  std::uint64_t sched_from_ = 0;
+  std::uint64_t sched_epoch_ = 0;
+  std::uint64_t other_epoch_ = 0;
 };
 
 }  // namespace vbucket

@@ -18,13 +18,16 @@
 #include "vbucket/error.hpp"               // vbucket::error
 #include "vbucket/explain.hpp"             // explain_sample: the rule's decisions for one sample
 #include "vbucket/group.hpp"               // group_by_bucket
+#include "vbucket/group_plan.hpp"          // group_plan: steps over groups of ranks of each sp
 #include "vbucket/loader.hpp"              // loader, tensor_traits, clip_decoder
 #include "vbucket/meta.hpp"                // video_meta, meta_table
 #include "vbucket/normalize.hpp"           // THWC uint8 -> CTHW float/bf16 (CPU reference)
 #include "vbucket/numpy_random.hpp"        // numpy_rng, big_seed
+#include "vbucket/opensora_held.hpp"       // every epoch held to the first reported length
 #include "vbucket/opensora_lifecycle.hpp"  // Open-Sora's set_step / state_dict(n) over a position
 #include "vbucket/opensora_sampler.hpp"    // any_sampler + Open-Sora's lifecycle sequencing
 #include "vbucket/packed_plan.hpp"         // packed planner (token budget)
+#include "vbucket/parallel_layout.hpp"     // per-bucket sp, micro-batch, accumulation
 #include "vbucket/plan_stats.hpp"          // plan statistics
 #include "vbucket/random.hpp"              // fast_source, numpy_source
 #include "vbucket/rules.hpp"               // opensora_v2_rule, opensora_v12_rule

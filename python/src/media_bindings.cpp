@@ -251,6 +251,11 @@ ff::resize_filter parse_filter(const std::string& s) {
                        "\"");
 }
 
+vbucket::frame_choice parse_choice(const std::string& s) {
+  if (const auto c = vbucket::parse_frame_choice(s)) return *c;
+  throw vbucket::error("frame_choice: expected opensora or stride, got \"" + s + "\"");
+}
+
 /// Frames start, start + interval, ... of `path` at height x width as a uint8 numpy array
 /// (T, H, W, 3) or (3, T, H, W) that owns the buffer the decoder wrote.
 nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, std::int64_t start,
@@ -258,12 +263,14 @@ nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, 
                                                        std::int64_t height, std::int64_t width,
                                                        const std::string& layout, bool pad,
                                                        const std::string& filter, int threads,
-                                                       const nb::dict& network) {
+                                                       const nb::dict& network,
+                                                       const std::string& frame_choice) {
   ff::clip_request req;
   req.limits = network_limits(network);
   req.start = start;
   req.frames = frames;
   req.interval = interval;
+  req.choice = parse_choice(frame_choice);
   req.height = height;
   req.width = width;
   req.layout = parse_clip_layout(layout);
@@ -586,7 +593,7 @@ class py_loader {
             std::size_t prefetch, std::size_t slots, const std::string& dtype,
             const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev,
             int pin_device, nb::list fields, bool pixels, const std::string& filter,
-            const nb::dict& network) {
+            const nb::dict& network, const std::string& frame_choice) {
     vbucket::loader_options o;
     if (network.contains("outage_deadline") && !network["outage_deadline"].is_none())
       o.outage_deadline_seconds = nb::cast<double>(network["outage_deadline"]);
@@ -606,6 +613,7 @@ class py_loader {
     ff::file_decoder::options d;
     d.filter = parse_filter(filter);
     d.limits = network_limits(network);
+    d.choice = parse_choice(frame_choice);
     const run_spec& a = sampler.spec();
     if (a.rule == rule_kind::opensora_v2) {
       d.fps_max = a.v2_rule().fps_max;
@@ -626,6 +634,12 @@ class py_loader {
         return sampler_position{std::nullopt, b.rank(), b.state(), b.packing_schedule()};
       return sampler_position{b.schedule(), b.rank(), b.state(), std::nullopt};
     });
+    // The steps of the batches in the sampler's numbering (Open-Sora's: after a resume, the
+    // resumed step on), not the schedule's (which starts where the sampler was loaded).
+    const std::uint64_t from =
+        pos.packed() ? pos.packing_schedule().consumed() : pos.schedule().consumed();
+    step_offset_ = sampler.locked_os(
+        [from](vbucket::opensora_sampler& os) { return os.lifecycle().step_of(from); });
     if (slots < prefetch + 1)
       throw vbucket::error("Loader: slots (" + std::to_string(slots) + ") must be at least " +
                            "prefetch + 1 (" + std::to_string(prefetch + 1) + ")");
@@ -753,7 +767,8 @@ class py_loader {
                                                     : torch_tensor(std::move(holder), packed);
     return nb::make_tuple(tensor, to_numpy(std::move(samples)), to_numpy(std::move(planned)),
                           info.bucket, nb::make_tuple(info.frames, info.height, info.width),
-                          info.step, info.position, info.repeat, subs, packed, fields);
+                          step_offset_ + info.step, info.position, info.repeat, subs, packed,
+                          fields);
   }
 
   /// The resume state after the batches handed out so far (also after `close()`).
@@ -829,6 +844,7 @@ class py_loader {
   /// Set by an interrupted `next()`: the state before it (the loader is stopped).
   std::optional<std::string> interrupted_state_;
   std::uint64_t fingerprint_ = 0;
+  std::uint64_t step_offset_ = 0;  // the sampler's step number of the schedule's step 0
   bool closed_ = false;
 
   std::shared_ptr<loader_core> core_;
@@ -854,7 +870,8 @@ void vbucket_bind_media(nb::module_& m) {
       .def("columns", &py_scan::columns);
 
   m.def("decode_clip", &decode_clip_array, "path"_a, "start"_a, "frames"_a, "interval"_a,
-        "height"_a, "width"_a, "layout"_a, "pad"_a, "filter"_a, "threads"_a, "network"_a);
+        "height"_a, "width"_a, "layout"_a, "pad"_a, "filter"_a, "threads"_a, "network"_a,
+        "frame_choice"_a = "stride");
   m.def("decode_clip_info", &decode_clip_info, "path"_a, "start"_a, "frames"_a, "interval"_a,
         "height"_a, "width"_a, "threads"_a, "skip_unwanted"_a);
 
@@ -872,10 +889,11 @@ void vbucket_bind_media(nb::module_& m) {
   nb::class_<py_loader>(m, "Loader")
       .def(nb::init<const py_sampler&, std::vector<std::string>, unsigned, std::size_t, std::size_t,
                     const std::string&, const std::string&, std::array<double, 3>,
-                    std::array<double, 3>, int, nb::list, bool, const std::string&,
-                    const nb::dict&>(),
+                    std::array<double, 3>, int, nb::list, bool, const std::string&, const nb::dict&,
+                    const std::string&>(),
            "sampler"_a, "paths"_a, "workers"_a, "prefetch"_a, "slots"_a, "dtype"_a, "layout"_a,
-           "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a, "filter"_a, "network"_a)
+           "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a, "filter"_a, "network"_a,
+           "frame_choice"_a = "opensora")
       .def("next", &py_loader::next)
       .def("state", &py_loader::state)
       .def("fingerprint", &py_loader::fingerprint)

@@ -522,10 +522,11 @@ nb::object packed_list(const vbucket::packed_batch& b, bool strings) {
 class py_batches {
  public:
   py_batches(py_sampler& s, bool strings) : s_(&s), strings_(strings) {
-    s.locked_os([](os_ref o) {
+    held_ = s.locked_os([](os_ref o) {
       o.begin_iteration();  // Open-Sora's reset() after an iteration that ran to its end
-      return 0;
+      return o.held();
     });
+    if (held_) return;  // held epochs: batch by batch (`opensora_sampler::next_batch`)
     if (s.locked([](sampler_ref b) { return b.packed(); })) {
       packed_ = s.locked([](sampler_ref b) { return b.packed_batches(); });
     } else {
@@ -534,6 +535,24 @@ class py_batches {
   }
 
   nb::object next() {
+    if (held_) {
+      if (!done_) {
+        // The list is built under the lock: the batch views a plan the sampler keeps until
+        // its next call.
+        nb::object list;
+        const bool got = s_->locked_os([&](os_ref o) {
+          const std::optional<vbucket::batch> b = o.next_batch();
+          if (!b) return false;
+          nb::gil_scoped_acquire gil;
+          list = batch_list(*b, strings_);
+          return true;
+        });
+        if (got) return list;
+        s_->finish();
+      }
+      done_ = true;
+      throw nb::stop_iteration();
+    }
     if (next_ >= size()) {
       if (!done_) s_->finish();
       done_ = true;
@@ -546,7 +565,10 @@ class py_batches {
     return list;
   }
   std::size_t size() const noexcept { return packed_ ? packed_->size() : steps_.size(); }
-  std::size_t remaining() const noexcept { return size() - next_; }
+  std::size_t remaining() const {
+    if (held_) return done_ ? 0 : s_->locked_os([](os_ref o) { return o.steps_left(); });
+    return size() - next_;
+  }
 
  private:
   py_sampler* s_;  // kept alive by the Python iterator (keep_alive)
@@ -555,6 +577,7 @@ class py_batches {
   std::size_t next_ = 0;
   bool strings_ = false;
   bool done_ = false;
+  bool held_ = false;
 };
 
 /// This rank's batches from the state when it was made, by position (without advancing).
@@ -782,6 +805,7 @@ void vbucket_bind_cache(nb::module_& m);   // cache_bindings.cpp (issue 32)
 void vbucket_bind_run(nb::module_& m);     // run_bindings.cpp (issue 31)
 void vbucket_bind_media(nb::module_& m);   // media_bindings.cpp (with the FFmpeg adapter)
 void vbucket_bind_memory(nb::module_& m);  // memory_bindings.cpp (with the Eigen adapter)
+void vbucket_bind_layout(nb::module_& m);  // layout_bindings.cpp (issue 45)
 
 NB_MODULE(_vbucket, m) {
   m.doc() = "vbucket's C++ core (glue only; see the vbucket package)";
@@ -812,6 +836,7 @@ NB_MODULE(_vbucket, m) {
 #endif
   vbucket_bind_cache(m);
   vbucket_bind_run(m);
+  vbucket_bind_layout(m);
 
   nb::class_<py_config>(m, "Config")
       .def_static("from_text", &config_from_text, "text"_a, "where"_a, "rule"_a)
@@ -936,6 +961,34 @@ NB_MODULE(_vbucket, m) {
       .def("os_load", &os_load, "state"_a, "fingerprint"_a.none())
       .def("os_state", &os_state, "num_steps"_a)
       .def("os_epoch_steps", &os_epoch_steps)
+      .def("os_state_now",
+           [](const py_sampler& s) {
+             return s.locked_os([](os_ref o) { return o.state().to_string(); });
+           })
+      .def("os_consumed",
+           [](const py_sampler& s) { return s.locked_os([](os_ref o) { return o.consumed(); }); })
+      .def("os_steps_left",
+           [](const py_sampler& s) { return s.locked_os([](os_ref o) { return o.steps_left(); }); })
+      .def("os_hold_epochs",
+           [](py_sampler& s) {
+             s.locked_os([](os_ref o) {
+               o.hold_epochs();
+               return 0;
+             });
+           })
+      .def("os_quota",
+           [](const py_sampler& s) { return s.locked_os([](os_ref o) { return o.quota(); }); })
+      .def(
+          "os_held_report",
+          [](const py_sampler& s, std::uint64_t e) {
+            const auto r = s.locked_os([e](os_ref o) {
+              if (!o.held()) throw vbucket::error("sampler: a packing sampler holds no epochs");
+              return o.held_report(e);
+            });
+            return nb::make_tuple(nb::make_tuple(r.from.epoch, r.from.position),
+                                  nb::make_tuple(r.to.epoch, r.to.position), r.repeats);
+          },
+          "epoch"_a)
       .def("os_started",
            [](py_sampler& s) {
              s.locked_os([](os_ref o) {

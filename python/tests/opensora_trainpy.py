@@ -11,10 +11,12 @@ num_steps_per_epoch)``, a checkpoint (``sampler.state_dict(step + 1)`` and the s
 The ranks of a data-parallel world run one after another in this process (each with its own
 sampler and DataLoader, as each GPU's process would); ``--stop-after E,S`` ends the run after
 step S of epoch E (a crash after that checkpoint). ``--len-per-epoch`` reads ``len(dataloader)``
-after each ``set_epoch`` (the README's one-line change for a resume under another world size);
-without it the loop is train.py's, unchanged.
+after each ``set_epoch`` (docs/opensora.md's one-line change for a resume under another world
+size); without it the loop is train.py's, unchanged: ``len(dataloader)`` taken once, before the
+epoch loop, sizes every epoch (the sampler holds every epoch to it).
 
-Writes JSON: the batches every rank trained on, as [epoch, step, rank, [sample indices]].
+Writes JSON: {"trained": the batches every rank trained on, as [epoch, step, rank, [sample
+indices]], "held": per epoch this run entered, rank 0's ``held_epoch(epoch)``}.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ def run_rank(args, rank, meta, config):
     sampler = VariableVideoBatchSampler(
         dataset, config, num_replicas=args.world, rank=rank, shuffle=True, seed=args.seed,
         drop_last=args.drop_last, num_groups=args.world)
+    extra = {"prefetch_factor": 2} if args.workers else {}  # torch 1.x refuses None
     dataloader = DataLoader(dataset, batch_sampler=sampler, num_workers=args.workers,
-                            prefetch_factor=2 if args.workers else None, collate_fn=collate)
+                            collate_fn=collate, **extra)
     num_steps_per_epoch = len(dataloader)
 
     start_epoch = start_step = None
@@ -74,9 +77,11 @@ def run_rank(args, rank, meta, config):
     start_epoch = start_epoch if start_epoch is not None else 0
 
     trained = []
+    held = {}
     stop_epoch, stop_step = args.stop_after if args.stop_after else (None, None)
     for epoch in range(start_epoch, args.epochs):
         sampler.set_epoch(epoch)
+        held[epoch] = sampler.held_epoch(epoch)
         if args.len_per_epoch:
             num_steps_per_epoch = len(dataloader)
         dataloader_iter = iter(dataloader)
@@ -99,10 +104,10 @@ def run_rank(args, rank, meta, config):
                 with open(os.path.join(args.save, "running_states.json"), "w") as f:
                     json.dump({"epoch": epoch, "step": step + 1}, f)
             if epoch == stop_epoch and step == stop_step:
-                return trained
+                return trained, held
         sampler.reset()
         start_step = 0
-    return trained
+    return trained, held
 
 
 def main(argv=None):
@@ -127,11 +132,14 @@ def main(argv=None):
     meta = pd.read_csv(args.meta)
     with open(args.config) as f:
         config = json.load(f)
-    trained = []
+    trained, held = [], {}
     for rank in range(args.world):
-        trained += run_rank(args, rank, meta, config)
+        got, held_of_rank = run_rank(args, rank, meta, config)
+        trained += got
+        if rank == 0:
+            held = held_of_rank
     with open(args.out, "w") as f:
-        json.dump(trained, f)
+        json.dump({"trained": trained, "held": held}, f)
 
 
 if __name__ == "__main__":

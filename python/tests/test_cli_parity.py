@@ -35,7 +35,8 @@ def test_sampler_equals_vbucket_plan(case, cli, tmp_path, sample_df):
         expected = read_jsonl(out)
         s = vbucket.VariableVideoBatchSampler(
             sample_df, config, num_replicas=world, rank=rank, seed=seed, drop_last=drop_last,
-            rule=rule, rng=rng, policy=policy, balance=balance, output="indices")
+            rule=rule, rng=rng, policy=policy, balance=balance, output="indices",
+            hold_epochs=False)  # each epoch's own length: the plan (held epochs differ from 1 on)
         s.set_epoch(epoch)
         # len() is Open-Sora's (the epoch's global micro-batches); this rank's steps:
         assert s.steps_left() == len(expected) > 0 and len(s) == world * len(expected)
@@ -120,13 +121,16 @@ def test_a_run_file_gives_the_same_batches_to_the_cli_and_python(cli, tmp_path, 
                 "--out", by_flags, "--quiet")
         expected = [e["indices"] for e in read_jsonl(by_file)]
         assert expected and expected == [e["indices"] for e in read_jsonl(by_flags)]
-        s = vbucket.VariableVideoBatchSampler.from_run(path, rank=rank, output="indices")
+        # epoch 2 as planned (held epochs differ from epoch 1 on)
+        s = vbucket.VariableVideoBatchSampler.from_run(path, rank=rank, output="indices",
+                                                       hold_epochs=False)
         assert s.epoch == 2 and s.num_replicas == 3 and s.rank == rank
         assert list(s) == expected
         kw = vbucket.VariableVideoBatchSampler(SAMPLE_META, CONFIG_V2, num_replicas=3, rank=rank,
                                                seed=seed, rng=rng, epoch=2, output="indices",
-                                               **extra)
+                                               hold_epochs=False, **extra)
         assert list(kw) == expected
     # the file's own rank (1) when none is given
-    assert list(vbucket.VariableVideoBatchSampler.from_run(path, output="indices")) == [
+    assert list(vbucket.VariableVideoBatchSampler.from_run(path, output="indices",
+                                                           hold_epochs=False)) == [
         e["indices"] for e in read_jsonl(tmp_path / "file1.jsonl")]

@@ -456,12 +456,18 @@ class OpenSoraLikeDataset(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.data)
     def __getitem__(self, item):
-        index = int(str(item).split("-")[0])
-        return {"x": torch.tensor([float(index)])}
+        index, t, h, w = (int(x) for x in str(item).split("-"))
+        # Open-Sora's items: a video tensor, its caption (default_collate makes a list of str)
+        return {"video": torch.full((1, t, 2, 2), float(index)), "text": f"caption {index}",
+                "index": index}
 
 dataset = OpenSoraLikeDataset("examples/data/sample_meta.csv")
 epochs = 2
 ckpt = {}
+trained = []
+def train_step(batch):
+    assert isinstance(batch["text"], list) and isinstance(batch["text"][0], str)
+    trained.append((sampler.epoch, tuple(batch["index"].tolist())))
 '''
 
 PRELUDES: dict[str, dict] = {
@@ -477,7 +483,16 @@ def train_step(tensor, thw):
 assert len(seen) > 10 and sum(seen) > 40, seen
 '''),
         "opensora-dataset": (PY_SAMPLER_DATASET, '''
-assert ckpt["sampler"]["epoch"] == epochs - 1
+# the checkpoint resumes exactly: a new sampler (a new process would make one) loaded from it
+# yields the batches trained after it, with workers prefetching ahead of training
+assert ckpt["sampler"]["epoch"] == 1 and saved_after == 4
+resumed = vbucket.VariableVideoBatchSampler(dataset, cfg, seed=42, output="indices")
+resumed.load_state_dict(ckpt["sampler"])
+resumed.set_step(saved_after)
+resumed.set_epoch(1)
+rest = [tuple(b) for b in resumed]
+after = [b for e, b in trained if e == 1][saved_after:]
+assert rest == after, (len(rest), len(after))
 '''),
         "accelerate": (PY_SAMPLER_DATASET + '''
 import vbucket
@@ -487,7 +502,8 @@ model = torch.nn.Linear(1, 1)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 cfg = "tests/data/config_360p_example.json"
 ''', '''
-assert batch["x"].device == accelerator.device
+assert batch["video"].device == accelerator.device and isinstance(batch["text"], list)
+assert steps == steps_per_epoch == len(list(sampler)) > 0
 '''),
     },
     "cpp": {

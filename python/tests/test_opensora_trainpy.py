@@ -39,7 +39,9 @@ def run_driver(tmp_path, name, *args):
                         "--out", str(out)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, f"{name}: {r.stderr[-3000:]}"
     with open(out) as f:
-        return [(e, s, r, tuple(b)) for e, s, r, b in json.load(f)]
+        got = json.load(f)
+    run_driver.held = {int(e): h for e, h in got["held"].items()}
+    return [(e, s, r, tuple(b)) for e, s, r, b in got["trained"]]
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +169,73 @@ def test_set_epoch_keeps_the_position_and_reset_rewinds(sample_df):
     n = len(list(iter(s)))
     s.set_epoch(1)
     assert s.last_micro_batch_access_index == 0 and len(list(iter(s))) > 0 and n > 0
+
+
+def data_epochs(config, seed, epochs, drop_last):
+    """Each data epoch's global batch sequence (world 1, epochs not held): the plan itself."""
+    out = []
+    for epoch in range(epochs):
+        s = vbucket.VariableVideoBatchSampler(
+            str(SAMPLE_META), str(config), num_replicas=1, rank=0, seed=seed,
+            drop_last=drop_last, output="indices", hold_epochs=False)
+        s.set_epoch(epoch)
+        out.append([tuple(b) for b in s])
+    return out
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("world", [1, 3, 4])
+def test_stock_trainpy_with_epochs_of_other_lengths(tmp_path, world, drop_last):
+    """The done-when of issue 43: train.py unchanged (len(dataloader) taken once) over 4 epochs
+    whose real lengths differ, stopped in epochs 0 and 2 and resumed in new processes: no
+    exception, the batches trained are the uninterrupted run's, and against the plan every
+    drawn batch is trained once (a long epoch's tail carried into the next), apart from the
+    counted repeats (a short epoch filled up, alignment) and the untrained tail at the end."""
+    seed, epochs = 0, 4
+    data = data_epochs(CONFIG_360P, seed, epochs + 1, drop_last)
+    lengths = [len(d) for d in data[:epochs]]
+    assert len(set(lengths)) > 1, lengths  # the epochs' real lengths differ
+    assert any(n > lengths[0] for n in lengths) and any(n < lengths[0] for n in lengths), lengths
+    common = ["--config", CONFIG_360P, "--world", world, "--seed", seed, "--epochs", epochs,
+              "--workers", 0]
+    if drop_last:
+        common.append("--drop-last")
+    whole = run_driver(tmp_path, "whole", *common)
+    held = run_driver.held
+    steps = lengths[0] // world if drop_last else -(-lengths[0] // world)
+    parts = []
+    for k, (name, stop) in enumerate((("first", "0,5"), ("second", f"2,{steps - 3}"),
+                                      ("third", None))):
+        # each process its own checkpoint directory (its ranks run one after the other here, and
+        # rank 0 writes as it goes, before rank 1 reads the one it resumes from)
+        args = list(common) + ["--save", tmp_path / f"ckpt{k}"]
+        if parts:
+            args += ["--load", tmp_path / f"ckpt{k - 1}"]
+        if stop:
+            args += ["--stop-after", stop]
+        parts += run_driver(tmp_path, name, *args)
+    # the resumed run trains exactly the uninterrupted run's batches (repeats included)
+    assert Counter(parts) == Counter(whole)
+    per_epoch = Counter(e for e, _, _, _ in whole)
+    assert all(per_epoch[e] == steps * world for e in range(epochs)), per_epoch
+    # against the plan: the data batches from the start to where epoch 4 would start, each once
+    end_epoch, end_pos = held[epochs - 1]["end"]
+    drawn = [b for e in range(end_epoch) for b in data[e]] + data[end_epoch][:end_pos]
+    trained = Counter(b for _, _, _, b in whole)
+    repeats = sum(h["repeats"] for h in held.values())
+    quota = held[0]["quota"]
+    assert quota == lengths[0]
+    align = epochs * (steps * world - quota)  # < 0: the incomplete last step, dropped
+    missing = Counter(drawn) - trained
+    extra = trained - Counter(drawn)
+    if drop_last:
+        # the incomplete last step of each epoch is dropped (counted), as Open-Sora drops it
+        assert sum(missing.values()) == -align
+        assert sum(extra.values()) == repeats
+    else:
+        assert not missing, f"{sum(missing.values())} drawn batches never trained"
+        assert sum(extra.values()) == repeats + align
+    print(f"world {world} drop_last {drop_last}: epochs of {lengths} global batches held to "
+          f"{quota} ({steps} steps); {len(whole)} batches trained, {repeats} counted repeats "
+          f"filling short epochs, {max(align, 0)} alignment repeats, {max(-align, 0)} dropped "
+          f"with drop_last; carried tails {[held[e]['start'] for e in range(epochs)]}")

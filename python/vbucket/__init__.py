@@ -18,6 +18,7 @@ from ._core import (
     stream_csv,
 )
 from ._vbucket import decode_opensora_index, encode_opensora_index
+from .layout import GroupPlan, GroupSchedule
 from .media import Batch, Loader, decode_clip, scan
 from .plots import plot_stats
 from .precompute import cache_plan, precompute
@@ -43,6 +44,8 @@ __all__ = [
     "DEFAULTS",
     "FIELDS",
     "DecodeError",
+    "GroupPlan",
+    "GroupSchedule",
     "Loader",
     "Run",
     "VariableVideoBatchSampler",

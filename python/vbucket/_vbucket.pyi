@@ -43,7 +43,7 @@ class Scan:
 
     def columns(self) -> dict: ...
 
-def decode_clip(path: str, start: int, frames: int, interval: int, height: int, width: int, layout: str, pad: bool, filter: str, threads: int, network: dict) -> NDArray[numpy.uint8]: ...
+def decode_clip(path: str, start: int, frames: int, interval: int, height: int, width: int, layout: str, pad: bool, filter: str, threads: int, network: dict, frame_choice: str = ...) -> NDArray[numpy.uint8]: ...
 
 def decode_clip_info(path: str, start: int, frames: int, interval: int, height: int, width: int, threads: int, skip_unwanted: bool) -> dict: ...
 
@@ -62,7 +62,7 @@ class StagedBatch:
     def submit(self, dst: int, nbytes: int) -> None: ...
 
 class Loader:
-    def __init__(self, sampler: Sampler, paths: Sequence[str], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], pin_device: int, fields: list, pixels: bool, filter: str, network: dict) -> None: ...
+    def __init__(self, sampler: Sampler, paths: Sequence[str], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], pin_device: int, fields: list, pixels: bool, filter: str, network: dict, frame_choice: str = ...) -> None: ...
 
     def next(self) -> tuple: ...
 
@@ -200,6 +200,46 @@ class RunLoop:
     def rank(self) -> int:
         """This loop's rank."""
 
+class GroupPlan:
+    def __init__(self, config: Config, ids: Annotated[NDArray[numpy.int32], dict(shape=(None,), order='C', device='cpu', writable=False)], seed: str, epoch: int, options: dict, layouts: Mapping[str, tuple[int, int, int]]) -> None:
+        """
+        An epoch over groups of ranks, one sequence-parallel size per bucket (vbucket::group_plan).
+        """
+
+    @property
+    def sp_sizes(self) -> list[int]: ...
+
+    @property
+    def num_batches(self) -> int: ...
+
+    @property
+    def target_seconds(self) -> float: ...
+
+    def layouts(self) -> list:
+        """Every (resolution, frames) pair's layout, as dicts."""
+
+    def deal(self, world: int, state: str) -> GroupSchedule:
+        """The plan dealt to `world` ranks from `state` ("": the start)."""
+
+class GroupSchedule:
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def world(self) -> int: ...
+
+    @property
+    def repeat_groups(self) -> int: ...
+
+    def work(self, step: int, rank: int) -> dict:
+        """What `rank` does at `step`, as a dict."""
+
+    def step_seconds(self, step: int) -> float:
+        """Step `step`'s predicted time (its slowest group's)."""
+
+    def state_after(self, steps_done: int) -> str:
+        """The resume state (text) after `steps_done` steps."""
+
 class Config:
     @staticmethod
     def from_text(text: str, where: str, rule: str) -> Config: ...
@@ -328,6 +368,18 @@ class Sampler:
     def os_state(self, num_steps: int) -> str: ...
 
     def os_epoch_steps(self) -> int: ...
+
+    def os_state_now(self) -> str: ...
+
+    def os_consumed(self) -> int: ...
+
+    def os_steps_left(self) -> int: ...
+
+    def os_hold_epochs(self) -> None: ...
+
+    def os_quota(self) -> int: ...
+
+    def os_held_report(self, epoch: int) -> tuple: ...
 
     def os_started(self) -> None: ...
 

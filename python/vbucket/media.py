@@ -205,16 +205,19 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True, *,
 def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
                 size: Tuple[int, int] = (256, 256), layout: str = "thwc", pad: bool = False, *,
                 filter: str = "bilinear", threads: int = 1, timeout: Optional[float] = None,
-                io_timeout: Optional[float] = None, retries: Optional[int] = None) -> np.ndarray:
+                io_timeout: Optional[float] = None, retries: Optional[int] = None,
+                frame_choice: str = "stride") -> np.ndarray:
     """Frames ``start, start + interval, ...`` (``frames`` of them, 0-based, presentation
-    order) of ``path``, each resized to cover ``size = (H, W)`` keeping the display aspect
+    order) of ``path`` — with ``frame_choice="opensora"`` the ``frames`` frames Open-Sora's
+    ``temporal_random_crop`` takes, ``np.linspace(start, start + frames * interval - 1, frames,
+    dtype=int)`` (the same frames at interval 1) — each resized to cover ``size = (H, W)`` keeping the display aspect
     ratio and center-cropped (Open-Sora's resize-crop), as RGB uint8: shape (T, H, W, 3) for
     ``layout="thwc"``, (3, T, H, W) for ``"cthw"``. The array owns the buffer the decoder
     wrote (no copy). ``pad=True`` repeats the last frame of a video that ends early.
 
     Raises ``vbucket.DecodeError`` (a ValueError) with the adapter's one-line message naming
     the file when it cannot be decoded, ValueError on a bad argument. The same bytes as
-    ``vbucket decode FILE --start S --frames N --interval I --size HxW``. ``timeout``,
+    ``vbucket decode FILE --start S --frames N --interval I --size HxW [--frame-choice C]``. ``timeout``,
     ``io_timeout``, ``retries``: as ``scan``'s (the deadline of the whole clip, a stalled
     connect or read, further attempts at a URL; None: the library's defaults).
     """
@@ -230,7 +233,8 @@ def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
             raise TypeError(f"decode_clip: {name} must be an int, got {type(v).__name__}")
     return _vbucket.decode_clip(os.fspath(path), int(start), int(frames), int(interval), int(h),
                                 int(w), layout, bool(pad), filter, int(threads),
-                                _network(timeout, io_timeout, retries))
+                                _network(timeout, io_timeout, retries),
+                                frame_choice)
 
 
 class Batch:
@@ -412,6 +416,8 @@ def _columns(kind: str, spec, sampler, rows: int) -> list:
             if not isinstance(name, str):
                 raise TypeError(f"Loader: {kind}: a column name must be a str, got {name!r}")
             values = _dataset_column(sampler.dataset, name)
+        elif isinstance(values, str):  # {name: "column"}: the metadata's column of that name
+            values = _dataset_column(sampler.dataset, values)
         out.append(_field_spec(kind, name, values, rows))
     return out
 
@@ -459,6 +465,9 @@ class Loader:
     antialiasing) and center-cropped with the offset floored, as Open-Sora's video transform; an
     image resized bicubic with the offset rounded, as its image transform. "bilinear",
     "bicubic", "area", "nearest": libswscale's filter (faster; the same offsets).
+    ``frame_choice``: the frames of a clip's crop. "opensora" (the default) takes Open-Sora's
+    ``np.linspace(start, start + T * interval - 1, T, dtype=int)``; "stride" every interval-th
+    frame from the start (the same frames at interval 1, i.e. below ``fps_max``).
 
     Per-sample fields: ``fields`` names metadata columns to return with each batch
     (``batch.fields[name]``: a list of str, or a numpy array for numbers), gathered on the C++
@@ -502,7 +511,8 @@ class Loader:
                  slots: Optional[int] = None, fields=None, tensors=None,
                  filter: str = "opensora", timeout: Optional[float] = None,
                  io_timeout: Optional[float] = None, retries: Optional[int] = None,
-                 outage_deadline: Optional[float] = None):
+                 outage_deadline: Optional[float] = None,
+                 frame_choice: str = "opensora"):
         _need_ffmpeg("Loader")
         torch = need("torch", "vbucket.Loader")
 
@@ -530,6 +540,7 @@ class Loader:
         for name, v, allowed in (("dtype", dtype, ("uint8", "float32", "bfloat16")),
                                  ("filter", filter, ("opensora", "bilinear", "bicubic", "area",
                                                      "nearest")),
+                                 ("frame_choice", frame_choice, ("opensora", "stride")),
                                  ("layout", layout, ("thwc", "cthw"))):
             if v not in allowed:
                 raise ValueError(f"Loader: {name} must be one of {', '.join(allowed)}; "
@@ -561,7 +572,8 @@ class Loader:
                                      _triple("mean", mean), _triple("std", std), pin_device,
                                      spec, pixels, filter,
                                      _network(timeout, io_timeout, retries,
-                                              outage_deadline=outage_deadline))
+                                              outage_deadline=outage_deadline),
+                                     frame_choice)
         # Where the sampler is once the loader started (an iteration that had run to its end
         # begins again at the epoch's start, as the sampler's own next iteration would).
         self._start = (core.state(), core.fingerprint())

@@ -97,7 +97,15 @@ class VariableVideoBatchSampler(_SamplerBase):
     only; the position moves through iteration, ``set_step``, ``reset`` and
     ``load_state_dict``, and returns to 0 when an iteration ends. ``len()`` is the epoch's
     global micro-batch count // ``num_groups`` (``train.py`` passes the data-parallel size, so
-    it is the steps per epoch). ``drop_last=True`` drops each bucket's remainder (policy
+    it is the steps per epoch).
+
+    ``hold_epochs=True`` (the default; fixed batching): every epoch is held to the length
+    ``len()`` reported first — epoch 0's global batch count, whatever the world size — as
+    ``train.py``, which takes ``len(dataloader)`` once, expects (`vbucket::opensora_held`). The
+    epochs' batches are one stream taken in order: a longer epoch's untrained tail opens the
+    next epoch, a shorter one is filled with counted repeats of its own batches; every drawn
+    batch is trained once. ``held_epoch(e)`` tells what epoch e is made of. ``False``: each
+    epoch's real length (``vbucket plan``'s batches). ``drop_last=True`` drops each bucket's remainder (policy
     "drop", counted in ``stats()``) and the incomplete last step, as Open-Sora; ``False`` pads.
 
     Every batch is full (a bucket's last batch is padded with its own samples under policy
@@ -132,6 +140,7 @@ class VariableVideoBatchSampler(_SamplerBase):
         verbose: bool = False,
         num_bucket_build_workers: int = 1,
         num_groups: int = 1,
+        hold_epochs: bool = True,
         **spec: Any,
     ) -> None:
         # torch's Sampler.__init__ is not called: it does nothing, and no one call fits every
@@ -171,11 +180,14 @@ class VariableVideoBatchSampler(_SamplerBase):
         run = _core._spec(spec_now, "VariableVideoBatchSampler",
                           _SAMPLER_FIELDS + ("world", "rank"))
         self._cache_manifest = spec_now.get("cache")
+        if not isinstance(hold_epochs, bool):
+            raise TypeError(f"hold_epochs must be True or False, got {hold_epochs!r}")
         self._construct(dataset, bucket_config, spec, run, world, r, seed, drop_last, output,
-                        verbose, num_bucket_build_workers, num_groups, shuffle)
+                        verbose, num_bucket_build_workers, num_groups, shuffle, hold_epochs)
 
     def _construct(self, dataset, bucket_config, spec, run, world, r, seed, drop_last, output,
-                   verbose, num_bucket_build_workers, num_groups, shuffle) -> None:
+                   verbose, num_bucket_build_workers, num_groups, shuffle,
+                   hold_epochs) -> None:
         fields = run.to_dict()
         self.dataset = dataset
         self.num_replicas = world
@@ -202,6 +214,7 @@ class VariableVideoBatchSampler(_SamplerBase):
             spec, bucket_config=bucket_config, num_replicas=world, rank=r, shuffle=shuffle,
             seed=seed, drop_last=drop_last, output=output, verbose=verbose,
             num_bucket_build_workers=num_bucket_build_workers, num_groups=num_groups,
+            hold_epochs=hold_epochs,
         )
         self.bucket_config = (
             bucket_config
@@ -213,6 +226,9 @@ class VariableVideoBatchSampler(_SamplerBase):
         self._s = _vbucket.Sampler(samples, _core._config(self.bucket_config, self.rule), run)
         if run.epoch != 0:
             self._s.os_set_epoch(run.epoch)
+        self.hold_epochs = hold_epochs and self.batching == "fixed"
+        if self.hold_epochs:
+            self._s.os_hold_epochs()
         self._run = run
 
     @classmethod
@@ -257,7 +273,7 @@ class VariableVideoBatchSampler(_SamplerBase):
     @property
     def last_micro_batch_access_index(self) -> int:
         """Open-Sora's name for the global batches of the epoch consumed so far."""
-        return self._s.consumed()
+        return self._s.os_consumed()
 
     @last_micro_batch_access_index.setter
     def last_micro_batch_access_index(self, consumed: int) -> None:
@@ -276,7 +292,8 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     def __len__(self) -> int:
         """Open-Sora's ``len()``: the epoch's global micro-batches as dealt to this world
-        (steps x world, alignment repeats included) // ``num_groups``. With ``num_groups`` =
+        (steps x world, alignment repeats included; held epochs: epoch 0's at every epoch)
+        // ``num_groups``. With ``num_groups`` =
         the data-parallel size (what ``train.py`` passes) it is the steps of the epoch, in its
         step numbering (after a resume under another world size: the resumed step + the steps
         left). Open-Sora counts only whole batches before padding (fewer with
@@ -289,9 +306,18 @@ class VariableVideoBatchSampler(_SamplerBase):
 
     def steps_left(self) -> int:
         """This rank's steps from the current position (what the next iteration yields)."""
-        if self._s.finished:  # the next iteration replays the epoch
-            return self._s.epoch_steps()
-        return self._s.size()
+        return self._s.os_steps_left()
+
+    def held_epoch(self, epoch: int) -> dict:
+        """What epoch ``epoch`` of this sampler's iteration is made of (fixed batching: every
+        epoch is held to the global batch count of epoch 0, ``quota``): ``start`` and ``end``,
+        (data epoch, global position) where it starts and where the next one starts (a long
+        epoch's untrained tail is carried: the next epoch starts inside it), and ``repeats``, the
+        slots of the quota filled with counted repeats of the epoch's own batches (a short
+        epoch). Alignment repeats of a world the quota does not divide come on top."""
+        start, end, repeats = self._s.os_held_report(_check_int("epoch", epoch))
+        return {"quota": self._s.os_quota(), "start": tuple(start), "end": tuple(end),
+                "repeats": repeats}
 
     def batches(self):
         """This rank's batches from the current state without advancing it: a sequence of
@@ -350,7 +376,7 @@ class VariableVideoBatchSampler(_SamplerBase):
         from the start of the epoch; otherwise the state now (advanced as batches were yielded).
         Any rank's state restores every rank, under any world size."""
         if num_steps is None:
-            state = self._s.state()
+            state = self._s.os_state_now()
         else:
             state = self._s.os_state(_check_int("num_steps", num_steps))
         return self._state_dict_of(state)
@@ -422,7 +448,7 @@ class VariableVideoBatchSampler(_SamplerBase):
             return mine
         world = dist.get_world_size(group)
         gathered: List[Any] = [None] * world
-        dist.all_gather_object(gathered, (dist.get_rank(), mine, self._s.consumed()),
+        dist.all_gather_object(gathered, (dist.get_rank(), mine, self._s.os_consumed()),
                                group=group)
         _check_same_plan(self.epoch, gathered)
         return mine

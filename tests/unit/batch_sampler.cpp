@@ -8,7 +8,7 @@
 #include <algorithm>   // std::ranges::equal, std::ranges::count
 #include <concepts>    // std::same_as
 #include <cstdint>     // std::uint32_t, std::uint64_t
-#include <filesystem>  // std::filesystem::temp_directory_path
+#include <filesystem>  // std::filesystem::remove
 #include <fstream>     // std::ofstream
 #include <iterator>    // std::size
 #include <limits>      // quiet_NaN
@@ -23,6 +23,7 @@
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/vbucket.hpp"
 #include "vbucket_test/configs.hpp"
+#include "vbucket_test/temp_files.hpp"  // unique_temp_path
 
 #if !defined(VBUCKET_TEST_HAS_JSON) || VBUCKET_TEST_HAS_JSON
 #include "vbucket/json/bucket_config.hpp"
@@ -749,8 +750,7 @@ TEST_CASE("batch_sampler: a metadata CSV (as the CLI reads it) gives the records
   std::vector<clip_record> records = make_records(2500, 17);
   for (clip_record& r : records)
     if (r.length == 0) r.length = 5;  // the reader refuses 0 frames (scan marks such rows)
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "vbucket_batch_sampler_meta.csv").string();
+  const std::string path = vbucket_test::unique_temp_path("vbucket_batch_sampler_meta.csv");
   {
     std::ofstream out(path);
     out << "path,num_frames,height,width,fps\n";
@@ -783,8 +783,7 @@ TEST_CASE("batch_sampler: a streamed metadata CSV gives the table's batches, wha
   // path with a shifted source, small ones the per-sample path.
   std::vector<clip_record> records = make_records(9000, 23);
   const double rates[] = {23.976023976023978, 29.97002997002997, 25.0, 59.94, 7.5, 1e-3};
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "vbucket_batch_sampler_streamed.csv").string();
+  const std::string path = vbucket_test::unique_temp_path("vbucket_batch_sampler_streamed.csv");
   {
     std::ofstream out(path);
     out.precision(17);
@@ -844,8 +843,7 @@ TEST_CASE("batch_sampler: a streamed metadata CSV gives the table's batches, wha
   std::filesystem::remove(path);
 
   // A bad row after whole chunks: the error names the file and row when the epoch is planned.
-  const std::string bad =
-      (std::filesystem::temp_directory_path() / "vbucket_batch_sampler_bad.csv").string();
+  const std::string bad = vbucket_test::unique_temp_path("vbucket_batch_sampler_bad.csv");
   {
     std::ofstream out(bad);
     out << "num_frames,height,width,fps\n";

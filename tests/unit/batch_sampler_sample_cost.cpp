@@ -7,7 +7,7 @@
 #include <algorithm>   // std::ranges::equal
 #include <cmath>       // std::signbit
 #include <cstdint>     // std::uint32_t, std::uint64_t
-#include <filesystem>  // std::filesystem::temp_directory_path
+#include <filesystem>  // std::filesystem::remove
 #include <fstream>     // std::ofstream
 #include <limits>      // quiet_NaN
 #include <memory>      // std::make_shared, std::shared_ptr, std::make_unique
@@ -21,6 +21,7 @@
 #include "vbucket/run_spec.hpp"
 #include "vbucket/sample_costs.hpp"
 #include "vbucket_test/configs.hpp"
+#include "vbucket_test/temp_files.hpp"  // unique_temp_path
 
 namespace {
 
@@ -71,7 +72,7 @@ std::vector<std::vector<std::uint32_t>> batches_of(const auto& sampler) {
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  const std::string path = vbucket_test::unique_temp_path(name);
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }

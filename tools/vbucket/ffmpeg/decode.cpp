@@ -19,7 +19,10 @@ namespace {
 constexpr flag decode_flags[] = {
     {"start", "S", true, "first frame (0-based, presentation order)"},
     {"frames", "N", true, "number of frames"},
-    {"interval", "I", true, "take every I-th frame from S"},
+    {"interval", "I", true, "frame interval: N frames out of the N*I from S (--frame-choice)"},
+    {"frame-choice", "C", false,
+     "stride: frames S, S+I, ..., S+(N-1)*I; opensora: Open-Sora's np.linspace(S, S+N*I-1, N, "
+     "dtype=int) (stride)"},
     {"size", "HxW", true, "output height x width, e.g. 192x336"},
     {"out", "OUT.rgb", true, "raw RGB24 output, N*H*W*3 bytes"},
     {"threads", "T", false, "decoder threads; 0 = FFmpeg's choice (1)"},
@@ -34,7 +37,8 @@ constexpr flag decode_flags[] = {
 };
 
 constexpr std::string_view decode_description =
-    "Decodes frames S, S+I, ..., S+(N-1)*I of FILE (presentation order), scales each so that\n"
+    "Decodes frames S, S+I, ..., S+(N-1)*I of FILE (presentation order; with --frame-choice\n"
+    "opensora the N frames Open-Sora's linspace takes from S to S+N*I-1), scales each so that\n"
     "HxW is covered keeping the display aspect ratio (anamorphic video stretched by its sample\n"
     "aspect ratio in the same pass), crops the middle (Open-Sora's resize-crop), honouring the\n"
     "display rotation, and writes raw RGB24 to OUT.rgb. Seeks to the keyframe\n"
@@ -78,6 +82,13 @@ int cmd_decode(int argc, char** argv) {
         static_cast<std::int64_t>(parse_uint_flag("frames", a.value("frames"), 1, 1u << 16));
     req.interval = static_cast<std::int64_t>(
         parse_uint_flag("interval", a.value("interval"), 1, std::uint64_t{1} << 20));
+    if (a.has("frame-choice")) {
+      const auto choice = parse_frame_choice(a.value("frame-choice"));
+      if (!choice)
+        throw usage_error("--frame-choice: expected stride or opensora, got \"" +
+                          std::string(a.value("frame-choice")) + "\"");
+      req.choice = *choice;
+    }
     parse_size(a.value("size"), req.height, req.width);
     if (a.has("threads"))
       req.threads = static_cast<int>(parse_uint_flag("threads", a.value("threads"), 0, 256));

@@ -37,6 +37,7 @@
 #include <type_traits>  // std::is_enum_v
 #include <vector>       // std::vector
 
+#include "vbucket/clip_decoder.hpp"  // vbucket::frame_choice, vbucket::clip_frame_index
 #include "vbucket/ffmpeg/frame_index.hpp"
 #include "vbucket/ffmpeg/limits.hpp"
 #include "vbucket/ffmpeg/result.hpp"
@@ -102,12 +103,15 @@ inline resize_crop resize_crop_geometry(std::int64_t height, std::int64_t width,
   return g;
 }
 
-/// What to decode. Frames start, start + interval, ..., start + (frames - 1) · interval
-/// (0-based, presentation order), each resized and cropped to height x width.
+/// What to decode. `frames` frames from `start` at `interval` as `choice` picks them
+/// (`vbucket::frame_choice`: `stride` = start, start + interval, ..., start + (frames - 1) ·
+/// interval; `opensora` = Open-Sora's linspace over frames · interval frames), 0-based,
+/// presentation order, each resized and cropped to height x width.
 struct clip_request {
   std::int64_t start = 0;
   std::int64_t frames = 1;
   std::int64_t interval = 1;
+  frame_choice choice = frame_choice::stride;
   std::int64_t height = 0;
   std::int64_t width = 0;
   ffmpeg::layout layout = layout::thwc;
@@ -173,16 +177,15 @@ struct clip_info {
 
 /// Open-Sora's `temporal_random_crop` start: uniform in [0, max(0, total - frames · interval -
 /// 1)], from a counter-based generator keyed by `seed` (the same on every platform). Empty when
-/// the video is too short for frames start, start + interval, ... Note: Open-Sora then takes
-/// `linspace(start, start + frames · interval - 1, frames)`; vbucket takes exactly every
-/// `interval`-th frame.
-inline std::optional<std::int64_t> temporal_random_crop(std::int64_t total_frames,
-                                                        std::int64_t frames, std::int64_t interval,
-                                                        std::uint64_t seed) noexcept {
+/// the video is too short for the frames `choice` takes from there (`frame_choice`: Open-Sora's
+/// linspace reads frames · interval frames, the stride (frames - 1) · interval + 1).
+inline std::optional<std::int64_t> temporal_random_crop(
+    std::int64_t total_frames, std::int64_t frames, std::int64_t interval, std::uint64_t seed,
+    frame_choice choice = frame_choice::stride) noexcept {
   if (frames < 1 || interval < 1 || total_frames < 1 || frames > max_clip_frames ||
       interval > max_clip_index)
     return std::nullopt;
-  const std::int64_t span = (frames - 1) * interval + 1;
+  const std::int64_t span = clip_last_frame(choice, 0, frames, interval) + 1;
   if (total_frames < span) return std::nullopt;
   const std::int64_t last_start = std::max<std::int64_t>(0, total_frames - frames * interval - 1);
   const auto range = static_cast<std::uint64_t>(last_start) + 1;

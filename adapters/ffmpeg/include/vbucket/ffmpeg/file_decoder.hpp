@@ -2,7 +2,8 @@
 /// `file_decoder`: a `vbucket::clip_decoder` over media files, for `vbucket::loader`. Sample i
 /// is a file with its probed frame count and fps; a task decodes the bucket's T frames with
 /// the sample's frame interval, from a start drawn by `temporal_random_crop` with the task's
-/// seed, resized and center-cropped to the bucket's H × W.
+/// seed (the frames Open-Sora's linspace picks, or every interval-th: `options::choice`),
+/// resized and center-cropped to the bucket's H × W.
 ///
 /// The samples are the trainer's own records (any random-access range of a `media_record`:
 /// `video_meta` with a path, read as `meta_traits<T>::path(r)` where the trainer's traits
@@ -72,6 +73,9 @@ struct file_decoder_options {
   double fps_max = 16.0;
   /// A fixed interval (Open-Sora v1.2's `frame_interval`); 0 = from fps and `fps_max`.
   std::int64_t frame_interval = 0;
+  /// Which frames of the crop a clip takes (`vbucket::frame_choice`): Open-Sora's linspace by
+  /// default, as Open-Sora's dataset reads them.
+  frame_choice choice = frame_choice::opensora;
   int threads = 1;  ///< decoder threads per clip
   resize_filter filter = resize_filter::bilinear;
   ffmpeg::limits limits{};
@@ -154,7 +158,8 @@ class file_decoder {
         return "file_decoder: sample " + std::to_string(t.sample) + " has no path";
       const std::string file = path_of_(t.sample);
       const std::int64_t step = t.frames == 1 ? 1 : interval(t.sample);
-      const auto start = temporal_random_crop(frames_[t.sample], t.frames, step, t.seed);
+      const auto start =
+          temporal_random_crop(frames_[t.sample], t.frames, step, t.seed, options_.choice);
       if (!start)
         return file + ": " + std::to_string(frames_[t.sample]) + " frames are too few for " +
                std::to_string(t.frames) + " frames at interval " + std::to_string(step);
@@ -162,6 +167,7 @@ class file_decoder {
       req.start = *start;
       req.frames = t.frames;
       req.interval = step;
+      req.choice = options_.choice;
       req.height = t.height;
       req.width = t.width;
       req.layout = t.layout;

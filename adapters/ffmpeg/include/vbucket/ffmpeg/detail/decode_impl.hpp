@@ -490,6 +490,11 @@ inline bool next_packet(decode_session& s, AVPacket* pkt) {
   }
 }
 
+/// Frame j of the clip `req` asks for (`vbucket::clip_frame_index`).
+inline std::int64_t frame_at(const clip_request& req, std::int64_t j) noexcept {
+  return clip_frame_index(req.choice, req.start, req.frames, req.interval, j);
+}
+
 inline void check_request(const std::string& name, const clip_request& req, std::size_t bytes) {
   if (req.frames < 1 || req.frames > max_clip_frames)
     fail(name, "frames must be from 1 to " + std::to_string(max_clip_frames) + ", got " +
@@ -497,6 +502,9 @@ inline void check_request(const std::string& name, const clip_request& req, std:
   if (req.interval < 1 || req.interval > max_clip_index)
     fail(name, "interval must be from 1 to " + std::to_string(max_clip_index) + ", got " +
                    std::to_string(req.interval));
+  if (req.frames * req.interval > max_clip_index)
+    fail(name, "frames x interval must be at most " + std::to_string(max_clip_index) + ", got " +
+                   std::to_string(req.frames) + " x " + std::to_string(req.interval));
   if (req.start < 0 || req.start > max_clip_index)
     fail(name, "start must be from 0 to " + std::to_string(max_clip_index) + ", got " +
                    std::to_string(req.start));
@@ -894,7 +902,7 @@ bool decode_output_order_from_keyframe(decode_session& s, const clip_request& re
       } else {
         if (from_k == 0 && checked_seen != k - checked_from) return bad = true;
         const std::int64_t index = k + from_k++;
-        if (index >= req.start && (index - req.start) % req.interval == 0) {
+        if (filled < n && index == frame_at(req, filled)) {
           writer.write(s.in->name(), frame.get(), filled, info);
           ++filled;
         }
@@ -935,7 +943,7 @@ template <class MakeWriter>
 clip_info decode_planned(const source& src, const clip_request& req, const decoder_setup* setup,
                          MakeWriter&& make_writer) {
   const std::int64_t n = req.frames;
-  const std::int64_t last = req.start + (n - 1) * req.interval;
+  const std::int64_t last = frame_at(req, n - 1);
   clip_info info;
   auto s = std::make_unique<decode_session>(src, req, setup);
   info.rotation = display_rotation(s->stream);
@@ -1054,7 +1062,7 @@ clip_info decode_planned(const source& src, const clip_request& req, const decod
       const std::int64_t held_back = decode_frames(*s, req, nullptr, [&](const AVFrame* f) {
         ++info.frames_decoded;
         const std::int64_t index = k++;
-        if (index >= req.start && (index - req.start) % req.interval == 0) {
+        if (filled < n && index == frame_at(req, filled)) {
           writer.write(name, f, filled, info);
           ++filled;
         }
@@ -1067,7 +1075,7 @@ clip_info decode_planned(const source& src, const clip_request& req, const decod
     std::sort(pts.begin(), pts.end());
     std::vector<std::int64_t> wanted;
     for (std::int64_t j = 0; j < n; ++j) {
-      const std::int64_t i = req.start + j * req.interval - base;
+      const std::int64_t i = frame_at(req, j) - base;
       if (i >= static_cast<std::int64_t>(pts.size())) break;
       wanted.push_back(pts[static_cast<std::size_t>(i)]);
     }
@@ -1156,7 +1164,7 @@ clip_info decode_planned(const source& src, const clip_request& req, const decod
         continue;
       }
       if (missing)
-        fail(name, "frame " + std::to_string(req.start + filled * req.interval) +
+        fail(name, "frame " + std::to_string(frame_at(req, filled)) +
                        " is missing from the decoded stream (corrupt data?)");
       if (!overshot && (filled > 0 || !seek)) break;
       // Landed after the first wanted frame, or nothing at all came out (some demuxers seek
