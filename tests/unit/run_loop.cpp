@@ -21,6 +21,7 @@
 #include "vbucket/run_loop.hpp"
 #include "vbucket/run_plan.hpp"
 #include "vbucket_test/configs.hpp"
+#include "vbucket_test/run_tables.hpp"  // lcg, run_table
 #include "vbucket_test/temp_files.hpp"
 
 namespace {
@@ -30,29 +31,10 @@ using vbucket::run_loop;
 using vbucket::run_plan;
 using vbucket_test::spec;
 
-struct lcg {
-  std::uint64_t s;
-  std::uint64_t next() {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return s >> 33;
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
+using vbucket_test::lcg;
 
 std::shared_ptr<const vbucket::meta_table> table(std::size_t n, std::uint64_t seed) {
-  auto t = std::make_shared<vbucket::meta_table>();
-  lcg g{seed};
-  const std::int64_t frames[] = {1, 40, 70, 140};
-  for (std::size_t i = 0; i < n; ++i) {
-    vbucket::sample_meta m;
-    const std::uint64_t k = g.below(20);
-    m.num_frames = frames[k < 3 ? 0 : 1 + k % 3];
-    const bool large = g.below(3) == 0;
-    m.height = large ? 768 : 256;
-    m.width = large ? 1024 : 320;
-    t->push_back(m);
-  }
-  return t;
+  return vbucket_test::run_table(n, seed, {});
 }
 
 vbucket::bucket_config config(std::int64_t scale, bool with_768) {

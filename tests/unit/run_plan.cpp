@@ -20,6 +20,7 @@
 #include "vbucket/run_sources.hpp"
 #include "vbucket_test/configs.hpp"
 #include "vbucket_test/errors.hpp"
+#include "vbucket_test/run_tables.hpp"  // lcg, run_table
 
 namespace {
 
@@ -27,32 +28,10 @@ using vbucket::run_batch;
 using vbucket::run_plan;
 using vbucket_test::spec;
 
-/// A small deterministic generator for the scenarios (independent of the library's hashing).
-struct lcg {
-  std::uint64_t s;
-  std::uint64_t next() {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return s >> 33;
-  }
-  std::uint64_t below(std::uint64_t n) { return next() % n; }
-};
+using vbucket_test::lcg;
 
-/// n rows every one of which the configs below can bucket: 15 % images, videos of 40, 70 or
-/// 140 frames, 256px- or 768px-sized.
 std::shared_ptr<const vbucket::meta_table> table(std::size_t n, std::uint64_t seed) {
-  auto t = std::make_shared<vbucket::meta_table>();
-  lcg g{seed};
-  const std::int64_t frames[] = {1, 40, 70, 140};
-  for (std::size_t i = 0; i < n; ++i) {
-    vbucket::sample_meta m;
-    const std::uint64_t k = g.below(20);
-    m.num_frames = frames[k < 3 ? 0 : 1 + k % 3];
-    const bool large = g.below(3) == 0;
-    m.height = large ? 768 : 256 + static_cast<std::int64_t>(g.below(3)) * 16;
-    m.width = large ? 1024 : 256 + static_cast<std::int64_t>(g.below(4)) * 32;
-    t->push_back(m);
-  }
-  return t;
+  return vbucket_test::run_table(n, seed, {.varied_sizes = true});
 }
 
 /// Stage configs: every probability 1, so every row is assigned.
