@@ -78,11 +78,11 @@ const audit_log& the_log() {
       const bool listed = kind % 2 == 1, binary = kind >= 2;
       std::vector<std::string> text(
           world, std::string(binary ? vbucket::ledger_magic_v2 : vbucket::ledger_magic) + "\n");
-      const auto append = [&](std::string& out, const auto& record) {
+      const auto append = [&](std::string& into, const auto& record) {
         if (binary) {
-          vbucket::append_ledger_record(out, record);
+          vbucket::append_ledger_record(into, record);
         } else {
-          vbucket::append_ledger_line(out, record);
+          vbucket::append_ledger_line(into, record);
         }
       };
       vbucket::ledger_epoch e{.epoch = 0, .stage = 0, .samples = n, .sources = 1};
