@@ -234,7 +234,7 @@ class run_plan {
     if (sources_.empty()) throw error("run: no sources");
     if (stages_.empty()) throw error("run: no stages");
     if (opts_.world == 0) throw error("run: world size must be at least 1");
-    world_ = opts_.world;
+    pos_.world = opts_.world;
     for (std::size_t s = 0; s < sources_.size(); ++s) {
       const run_source& src = sources_[s];
       check_name("source", src.name);
@@ -262,45 +262,47 @@ class run_plan {
   }
 
   // --- position ---------------------------------------------------------------------------
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return pos_.epoch; }
   /// The run's step: steps delivered since the run began (all epochs).
-  [[nodiscard]] std::uint64_t step() const noexcept { return step_; }
+  [[nodiscard]] std::uint64_t step() const noexcept { return pos_.step; }
   /// The stage of the current segment.
-  [[nodiscard]] std::uint32_t stage() const noexcept { return cur_.stage; }
-  [[nodiscard]] std::uint32_t world() const noexcept { return world_; }
+  [[nodiscard]] std::uint32_t stage() const noexcept { return pos_.cur.stage; }
+  [[nodiscard]] std::uint32_t world() const noexcept { return pos_.world; }
   [[nodiscard]] std::uint64_t seed() const noexcept { return opts_.seed; }
   /// Segments of the current epoch before the current one.
-  [[nodiscard]] std::size_t closed_segments() const noexcept { return closed_.size(); }
-  [[nodiscard]] const segment_settings& settings() const noexcept { return cur_; }
-  [[nodiscard]] const drawn_epoch& drawn() const noexcept { return drawn_; }
+  [[nodiscard]] std::size_t closed_segments() const noexcept { return pos_.closed.size(); }
+  [[nodiscard]] const segment_settings& settings() const noexcept { return pos_.cur; }
+  [[nodiscard]] const drawn_epoch& drawn() const noexcept { return pos_.drawn; }
   [[nodiscard]] std::span<const run_source> sources() const noexcept { return sources_; }
   [[nodiscard]] std::span<const std::uint64_t> fingerprints() const noexcept {
     return fingerprints_;
   }
-  [[nodiscard]] std::span<const batch_size_cap> caps() const noexcept { return caps_; }
+  [[nodiscard]] std::span<const batch_size_cap> caps() const noexcept { return pos_.caps; }
   /// Steps left in the current epoch under the current world and settings (the current one
   /// included).
   [[nodiscard]] std::uint64_t steps_left() const noexcept { return steps_total() - step_in_deal(); }
   /// Samples the current epoch drew from source s.
-  [[nodiscard]] std::uint64_t drawn_from(std::size_t s) const noexcept { return drawn_.count(s); }
+  [[nodiscard]] std::uint64_t drawn_from(std::size_t s) const noexcept {
+    return pos_.drawn.count(s);
+  }
   /// The current segment's plan (fixed batching).
   [[nodiscard]] const epoch_plan* fixed_plan() const noexcept {
-    return std::get_if<epoch_plan>(&plan_);
+    return std::get_if<epoch_plan>(&pos_.plan);
   }
   [[nodiscard]] const packed_plan* packed() const noexcept {
-    return std::get_if<packed_plan>(&plan_);
+    return std::get_if<packed_plan>(&pos_.plan);
   }
 
   /// The stage in force at the current epoch's first step (whose draws the epoch drew).
   [[nodiscard]] std::uint32_t epoch_stage() const noexcept {
-    return closed_.empty() ? cur_.stage : closed_.front().settings.stage;
+    return pos_.closed.empty() ? pos_.cur.stage : pos_.closed.front().settings.stage;
   }
   /// The current epoch's draw spec.
-  [[nodiscard]] const draw_spec& epoch_draws() const noexcept { return draw_; }
+  [[nodiscard]] const draw_spec& epoch_draws() const noexcept { return pos_.draw; }
   /// The bucket of draw p under the current segment's assignment (no_bucket: unassigned,
   /// invalid_sample: unusable metadata).
   [[nodiscard]] bucket_id drawn_bucket(std::uint64_t p) const noexcept {
-    return ids_[static_cast<std::size_t>(p)];
+    return pos_.ids[static_cast<std::size_t>(p)];
   }
   /// The draws of the current epoch not delivered once the current step is, as far as the
   /// current segment goes: unassigned or invalid samples, samples dropped by the policy, a
@@ -308,22 +310,22 @@ class run_plan {
   /// the current step. Final at the epoch's last step (`ends_epoch()`).
   [[nodiscard]] std::vector<std::uint32_t> undelivered() const {
     const std::uint64_t dropped =
-        std::visit([](const auto& s) { return s.dropped_batches(); }, sched_);
+        std::visit([](const auto& s) { return s.dropped_batches(); }, pos_.sched);
     const std::uint64_t planned =
-        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, plan_);
-    return not_in(delivered_in_plan(std::min(planned, consumed_ + world_)));
+        std::visit([&](const auto& p) { return p.num_batches() - dropped; }, pos_.plan);
+    return not_in(delivered_in_plan(std::min(planned, pos_.consumed + pos_.world)));
   }
   /// Whether `advance()` from the current step begins the next epoch: the current step is the
   /// last of the epoch's plan, or the next step starts a stage that leaves the epoch's remaining
   /// samples no batch. (At a stage change the next segment is planned on a copy to know.)
   [[nodiscard]] bool ends_epoch() const {
     if (steps_left() <= 1) return true;
-    if (stage_at(step_ + 1) == cur_.stage) return false;  // the same settings go on
+    if (stage_at(pos_.step + 1) == pos_.cur.stage) return false;  // the same settings go on
     run_plan next(*this);
-    next.consumed_ += next.world_;
-    ++next.step_;
+    next.pos_.consumed += next.pos_.world;
+    ++next.pos_.step;
     next.close_segment();
-    next.cur_ = next.settings_at();
+    next.pos_.cur = next.settings_at();
     next.make_plan();
     next.deal();
     return next.steps_total() == 0;
@@ -332,21 +334,21 @@ class run_plan {
   // --- batches ----------------------------------------------------------------------------
   /// The current step's batch of `rank` (< world()).
   [[nodiscard]] run_batch batch(std::uint32_t rank) const {
-    if (rank >= world_)
+    if (rank >= pos_.world)
       throw error("run: rank " + std::to_string(rank) + " is outside world " +
-                  std::to_string(world_));
+                  std::to_string(pos_.world));
     run_batch out;
-    out.step = step_;
-    out.epoch = epoch_;
-    out.stage = cur_.stage;
-    out.segment = static_cast<std::uint32_t>(closed_.size());
+    out.step = pos_.step;
+    out.epoch = pos_.epoch;
+    out.stage = pos_.cur.stage;
+    out.segment = static_cast<std::uint32_t>(pos_.closed.size());
     out.rank = rank;
-    out.world = world_;
+    out.world = pos_.world;
     const std::uint64_t k = step_in_deal();
     std::span<const std::uint32_t> idx;
-    if (const auto* s = std::get_if<epoch_schedule>(&sched_)) {
+    if (const auto* s = std::get_if<epoch_schedule>(&pos_.sched)) {
       const vbucket::batch b = s->at(k, rank);
-      const plan_bucket& pb = std::get<epoch_plan>(plan_).bucket(b.bucket);
+      const plan_bucket& pb = std::get<epoch_plan>(pos_.plan).bucket(b.bucket);
       out.position = b.position;
       out.bucket = b.bucket;
       out.frames = b.frames;
@@ -354,14 +356,15 @@ class run_plan {
       out.width = b.width;
       out.repeat = b.repeat;
       idx = b.indices;
-      const std::uint64_t off = static_cast<std::uint64_t>(
-                                    b.indices.data() - std::get<epoch_plan>(plan_).slots().data()) -
-                                pb.slot_begin;
+      const std::uint64_t off =
+          static_cast<std::uint64_t>(b.indices.data() -
+                                     std::get<epoch_plan>(pos_.plan).slots().data()) -
+          pb.slot_begin;
       const std::uint64_t end = off + b.indices.size();
       if (end > pb.samples) out.pads = static_cast<std::uint32_t>(end - std::max(off, pb.samples));
       out.buckets.assign(idx.size(), b.bucket);
     } else {
-      const packed_batch b = std::get<packed_schedule>(sched_).at(k, rank);
+      const packed_batch b = std::get<packed_schedule>(pos_.sched).at(k, rank);
       out.position = b.position;
       out.repeat = b.repeat;
       idx = b.indices;
@@ -378,28 +381,28 @@ class run_plan {
     out.rows.reserve(idx.size());
     out.drawn.reserve(idx.size());
     for (const std::uint32_t i : idx) {
-      const std::uint32_t p = all_ ? i : remaining_[i];
-      const std::uint32_t s = drawn_.source_of(p);
+      const std::uint32_t p = pos_.all ? i : pos_.remaining[i];
+      const std::uint32_t s = pos_.drawn.source_of(p);
       out.drawn.push_back(p);
       out.sources.push_back(s);
-      out.rows.push_back(drawn_.row(p));
+      out.rows.push_back(pos_.drawn.row(p));
     }
     return out;
   }
   /// The current step's batches of every rank.
   [[nodiscard]] std::vector<run_batch> step_batches() const {
     std::vector<run_batch> out;
-    for (std::uint32_t r = 0; r < world_; ++r) out.push_back(batch(r));
+    for (std::uint32_t r = 0; r < pos_.world; ++r) out.push_back(batch(r));
     return out;
   }
 
   // --- changes ----------------------------------------------------------------------------
   /// The current step was trained on: move to the next (and the next epoch after the last).
   void advance() {
-    consumed_ += world_;
-    ++step_;
+    pos_.consumed += pos_.world;
+    ++pos_.step;
     if (step_in_deal() >= steps_total()) {
-      begin_epoch(epoch_ + 1);
+      begin_epoch(pos_.epoch + 1);
     } else {
       follow_settings();
     }
@@ -410,7 +413,7 @@ class run_plan {
   /// From the current step on, `world` ranks (every rank calls it at the same step).
   void set_world(std::uint32_t world) {
     if (world == 0) throw error("run: world size must be at least 1");
-    world_ = world;
+    pos_.world = world;
     deal();
   }
   /// Every rank calls it, at the same step, after the trainer agreed that the current step ran
@@ -424,21 +427,21 @@ class run_plan {
       throw error("run: out-of-memory factor must be in (0, 1), got " + detail::exact_text(factor));
     std::vector<std::uint32_t> all;
     if (ranks.empty()) {
-      for (std::uint32_t r = 0; r < world_; ++r) all.push_back(r);
+      for (std::uint32_t r = 0; r < pos_.world; ++r) all.push_back(r);
       ranks = all;
     }
-    if (cur_.batching == batching_mode::packed) {
-      budget_cap_ = cur_.token_budget * factor;
+    if (pos_.cur.batching == batching_mode::packed) {
+      pos_.budget_cap = pos_.cur.token_budget * factor;
     } else {
-      const bucket_config& cfg = stages_[cur_.stage].config;
+      const bucket_config& cfg = stages_[pos_.cur.stage].config;
       for (const std::uint32_t r : ranks) {
         const run_batch b = batch(r);
         const auto key = cfg.key(b.bucket);
         const resolution_entry& res = cfg.resolutions()[static_cast<std::size_t>(key.resolution)];
         const std::int64_t frames = res.frames[static_cast<std::size_t>(key.frames_index)].frames;
-        const std::int64_t now = cur_.batch_sizes[pair_index(cfg, key)];
+        const std::int64_t now = pos_.cur.batch_sizes[pair_index(cfg, key)];
         if (now <= 1)
-          throw error("run: out of memory at step " + std::to_string(step_) + " in bucket " +
+          throw error("run: out of memory at step " + std::to_string(pos_.step) + " in bucket " +
                       res.info.name + " -> " + std::to_string(frames) +
                       " whose batch size is already 1");
         const auto lower =
@@ -460,27 +463,30 @@ class run_plan {
   ///  sources=NAME:ROWS:FP,... draw=SPEC drawn=C0,C1 caps=RES/FRAMES=BS,...|- budget_cap=B|-
   ///  segs=SETTINGS@END|...|- cur=SETTINGS check=HASH" (check: a hash of the line before it).
   [[nodiscard]] std::string state() const {
-    std::string s =
-        "vbucket-run v=1 seed=" + std::to_string(opts_.seed) + " epoch=" + std::to_string(epoch_) +
-        " step=" + std::to_string(step_) + " epoch_step=" + std::to_string(epoch_step_) +
-        " world=" + std::to_string(world_) + " consumed=" + std::to_string(consumed_) + " sources=";
+    std::string s = "vbucket-run v=1 seed=" + std::to_string(opts_.seed) +
+                    " epoch=" + std::to_string(pos_.epoch) + " step=" + std::to_string(pos_.step) +
+                    " epoch_step=" + std::to_string(pos_.epoch_step) +
+                    " world=" + std::to_string(pos_.world) +
+                    " consumed=" + std::to_string(pos_.consumed) + " sources=";
     for (std::size_t i = 0; i < sources_.size(); ++i)
       s += (i ? "," : "") + sources_[i].name + ':' + std::to_string(sources_[i].table->size()) +
            ':' + plan_state::hex(fingerprints_[i]);
-    s += " draw=" + draw_.to_string() + " drawn=";
+    s += " draw=" + pos_.draw.to_string() + " drawn=";
     for (std::size_t i = 0; i < sources_.size(); ++i)
-      s += (i ? "," : "") + std::to_string(drawn_.count(i));
+      s += (i ? "," : "") + std::to_string(pos_.drawn.count(i));
     s += " caps=";
-    for (std::size_t i = 0; i < caps_.size(); ++i)
-      s += (i ? "," : "") + caps_[i].resolution + '/' + std::to_string(caps_[i].frames) + '=' +
-           std::to_string(caps_[i].batch_size);
-    if (caps_.empty()) s += '-';
-    s += " budget_cap=" + (budget_cap_ ? plan_state::budget_text(*budget_cap_) : std::string("-"));
+    for (std::size_t i = 0; i < pos_.caps.size(); ++i)
+      s += (i ? "," : "") + pos_.caps[i].resolution + '/' + std::to_string(pos_.caps[i].frames) +
+           '=' + std::to_string(pos_.caps[i].batch_size);
+    if (pos_.caps.empty()) s += '-';
+    s += " budget_cap=" +
+         (pos_.budget_cap ? plan_state::budget_text(*pos_.budget_cap) : std::string("-"));
     s += " segs=";
-    for (std::size_t i = 0; i < closed_.size(); ++i)
-      s += (i ? "|" : "") + closed_[i].settings.to_string() + '@' + std::to_string(closed_[i].end);
-    if (closed_.empty()) s += '-';
-    s += " cur=" + cur_.to_string();
+    for (std::size_t i = 0; i < pos_.closed.size(); ++i)
+      s += (i ? "|" : "") + pos_.closed[i].settings.to_string() + '@' +
+           std::to_string(pos_.closed[i].end);
+    if (pos_.closed.empty()) s += '-';
+    s += " cur=" + pos_.cur.to_string();
     return s + " check=" + plan_state::hex(detail::hash_bytes(s));
   }
 
@@ -496,11 +502,11 @@ class run_plan {
   /// gives is computed in place of the run's own, which is put back when that fails.
   void load(std::string_view text) {
     loaded_state st = parse_state(text);
-    position saved = take_position();
+    position saved = std::move(pos_);
     try {
       apply_state(std::move(st));
     } catch (...) {
-      put_position(std::move(saved));
+      pos_ = std::move(saved);
       throw;
     }
   }
@@ -521,10 +527,10 @@ class run_plan {
     std::vector<closed_segment> segs;
     segment_settings cur;
   };
-  /// What `load` changes: the position in the run.
+  /// The position in the run: all that `load` changes (and puts back when it fails).
   struct position {
-    std::uint32_t world;
-    std::uint64_t epoch, step, epoch_step;
+    std::uint32_t world = 1;
+    std::uint64_t epoch = 0, step = 0, epoch_step = 0;
     std::vector<batch_size_cap> caps;
     std::optional<double> budget_cap;
     draw_spec draw;
@@ -533,53 +539,13 @@ class run_plan {
     std::optional<std::uint64_t> ids_hash;
     std::vector<closed_segment> closed;
     segment_settings cur;
-    std::vector<std::uint32_t> remaining;
-    bool all;
+    std::vector<std::uint32_t> remaining;  // drawn positions left, when !all
+    bool all = true;
     std::variant<epoch_plan, packed_plan> plan;
-    std::variant<epoch_schedule, packed_schedule> sched;
-    std::uint64_t consumed, dealt_at;
+    std::variant<epoch_schedule, packed_schedule> sched = epoch_schedule(epoch_plan(), 1, 0, false);
+    std::uint64_t consumed = 0;
+    std::uint64_t dealt_at = 0;
   };
-  position take_position() noexcept {
-    return {world_,
-            epoch_,
-            step_,
-            epoch_step_,
-            std::move(caps_),
-            budget_cap_,
-            std::move(draw_),
-            std::move(drawn_),
-            std::move(ids_),
-            ids_hash_,
-            std::move(closed_),
-            std::move(cur_),
-            std::move(remaining_),
-            all_,
-            std::move(plan_),
-            std::move(sched_),
-            consumed_,
-            dealt_at_};
-  }
-  void put_position(position&& p) noexcept {
-    world_ = p.world;
-    epoch_ = p.epoch;
-    step_ = p.step;
-    epoch_step_ = p.epoch_step;
-    caps_ = std::move(p.caps);
-    budget_cap_ = p.budget_cap;
-    draw_ = std::move(p.draw);
-    drawn_ = std::move(p.drawn);
-    ids_ = std::move(p.ids);
-    ids_hash_ = p.ids_hash;
-    closed_ = std::move(p.closed);
-    cur_ = std::move(p.cur);
-    remaining_ = std::move(p.remaining);
-    all_ = p.all;
-    plan_ = std::move(p.plan);
-    sched_ = std::move(p.sched);
-    consumed_ = p.consumed;
-    dealt_at_ = p.dealt_at;
-  }
-
   /// Reads and checks a state line against this run (see `load`); changes nothing.
   [[nodiscard]] loaded_state parse_state(std::string_view text) const {
     const auto fail = [](const std::string& why) { throw error("run state: " + why); };
@@ -755,32 +721,32 @@ class run_plan {
   /// Moves the run to a state `parse_state` read: the epoch's draws, each closed segment's
   /// delivered samples, the current plan.
   void apply_state(loaded_state&& st) {
-    epoch_ = st.epoch;
-    step_ = st.step;
-    epoch_step_ = st.epoch_step;
-    world_ = st.world;
-    caps_ = std::move(st.caps);
-    budget_cap_ = st.budget_cap;
-    draw_ = std::move(st.draw);
-    drawn_ = draw_epoch(sources_, draw_, opts_.seed, epoch_);
+    pos_.epoch = st.epoch;
+    pos_.step = st.step;
+    pos_.epoch_step = st.epoch_step;
+    pos_.world = st.world;
+    pos_.caps = std::move(st.caps);
+    pos_.budget_cap = st.budget_cap;
+    pos_.draw = std::move(st.draw);
+    pos_.drawn = draw_epoch(sources_, pos_.draw, opts_.seed, pos_.epoch);
     for (std::size_t i = 0; i < sources_.size(); ++i)
-      if (st.drawn[i] != drawn_.count(i))
+      if (st.drawn[i] != pos_.drawn.count(i))
         throw error("run state: the draw spec gives source \"" + sources_[i].name + "\" " +
-                    std::to_string(drawn_.count(i)) + " samples, the state recorded " +
+                    std::to_string(pos_.drawn.count(i)) + " samples, the state recorded " +
                     std::to_string(st.drawn[i]));
-    ids_hash_.reset();
-    closed_.clear();
-    remaining_.clear();
-    all_ = true;
+    pos_.ids_hash.reset();
+    pos_.closed.clear();
+    pos_.remaining.clear();
+    pos_.all = true;
     for (const closed_segment& c : st.segs) {
-      cur_ = c.settings;
+      pos_.cur = c.settings;
       make_plan();
-      consumed_ = c.end;
+      pos_.consumed = c.end;
       close_segment();
     }
-    cur_ = std::move(st.cur);
+    pos_.cur = std::move(st.cur);
     make_plan();
-    consumed_ = st.consumed;
+    pos_.consumed = st.consumed;
     deal();
     if (step_in_deal() >= steps_total())
       throw error("run state: consumed=" + std::to_string(st.consumed) +
@@ -849,12 +815,12 @@ class run_plan {
   }
 
   /// The stage in force at the current epoch and step.
-  [[nodiscard]] std::uint32_t stage_at() const noexcept { return stage_at(step_); }
+  [[nodiscard]] std::uint32_t stage_at() const noexcept { return stage_at(pos_.step); }
   [[nodiscard]] std::uint32_t stage_at(std::uint64_t step) const noexcept {
     std::uint32_t best = 0;
     for (std::uint32_t i = 0; i < stages_.size(); ++i) {
       const run_stage& s = stages_[i];
-      if (s.from_epoch ? epoch_ >= *s.from_epoch : step >= s.from_step) best = i;
+      if (s.from_epoch ? pos_.epoch >= *s.from_epoch : step >= s.from_step) best = i;
     }
     return best;
   }
@@ -867,13 +833,13 @@ class run_plan {
     s.balance_group = st.balance_group;
     s.batching = st.batching;
     s.token_budget = st.token_budget;
-    if (st.batching == batching_mode::packed && budget_cap_)
-      s.token_budget = std::min(s.token_budget, *budget_cap_);
+    if (st.batching == batching_mode::packed && pos_.budget_cap)
+      s.token_budget = std::min(s.token_budget, *pos_.budget_cap);
     s.batch_sizes = pair_batch_sizes(st.config);
     std::size_t i = 0;
     for (const resolution_entry& r : st.config.resolutions())
       for (const frames_entry& f : r.frames) {
-        for (const batch_size_cap& c : caps_)
+        for (const batch_size_cap& c : pos_.caps)
           if (c.resolution == r.info.name && c.frames == f.frames && s.batch_sizes[i] > 0)
             s.batch_sizes[i] = std::min(s.batch_sizes[i], c.batch_size);
         ++i;
@@ -921,152 +887,154 @@ class run_plan {
     check_name("resolution", resolution);
     if (bs < 1) throw error("run: a batch size cap must be ≥ 1, got " + std::to_string(bs));
     bool found = false;
-    for (batch_size_cap& c : caps_)
+    for (batch_size_cap& c : pos_.caps)
       if (c.resolution == resolution && c.frames == frames) {
         c.batch_size = bs;
         found = true;
       }
-    if (!found) caps_.push_back({std::string(resolution), frames, bs});
+    if (!found) pos_.caps.push_back({std::string(resolution), frames, bs});
     if (follow) follow_settings();
   }
 
   // --- the epoch and its segments ----------------------------------------------------------
   void begin_epoch(std::uint64_t e) {
-    epoch_ = e;
-    epoch_step_ = step_;
-    closed_.clear();
-    remaining_.clear();
-    all_ = true;
-    consumed_ = 0;
-    cur_ = settings_at();
-    draw_ = stages_[cur_.stage].draws;
-    drawn_ = draw_epoch(sources_, draw_, opts_.seed, epoch_);
-    ids_hash_.reset();
+    pos_.epoch = e;
+    pos_.epoch_step = pos_.step;
+    pos_.closed.clear();
+    pos_.remaining.clear();
+    pos_.all = true;
+    pos_.consumed = 0;
+    pos_.cur = settings_at();
+    pos_.draw = stages_[pos_.cur.stage].draws;
+    pos_.drawn = draw_epoch(sources_, pos_.draw, opts_.seed, pos_.epoch);
+    pos_.ids_hash.reset();
     make_plan();
     deal();
     if (steps_total() == 0)
       throw error("run: epoch " + std::to_string(e) + " has no batches (stage \"" +
-                  stages_[cur_.stage].name + "\")");
+                  stages_[pos_.cur.stage].name + "\")");
   }
   /// Starts a new segment when the settings in force differ from the current segment's.
   void follow_settings() {
     segment_settings want = settings_at();
-    if (want == cur_) return;
+    if (want == pos_.cur) return;
     close_segment();
-    cur_ = std::move(want);
+    pos_.cur = std::move(want);
     make_plan();
     deal();
-    if (steps_total() == 0) begin_epoch(epoch_ + 1);  // nothing left to plan
+    if (steps_total() == 0) begin_epoch(pos_.epoch + 1);  // nothing left to plan
   }
   /// Every drawn sample's bucket under the current segment's assignment (cached).
   void ensure_ids() {
-    if (ids_hash_ && *ids_hash_ == cur_.assign_hash) return;
-    const bucket_config& stage_cfg = stages_[cur_.stage].config;
-    ids_.resize(drawn_.size());
+    if (pos_.ids_hash && *pos_.ids_hash == pos_.cur.assign_hash) return;
+    const bucket_config& stage_cfg = stages_[pos_.cur.stage].config;
+    pos_.ids.resize(pos_.drawn.size());
     std::vector<bucket_id> tmp;
     for (std::size_t s = 0; s < sources_.size(); ++s) {
       const run_source& src = sources_[s];
-      if (drawn_.count(s) == 0) continue;
+      if (pos_.drawn.count(s) == 0) continue;
       const bucket_config& cfg = src.config ? *src.config : stage_cfg;
       const std::uint64_t key =
           detail::stream_key(opts_.seed, detail::run_domain_assign, detail::hash_bytes(src.name));
-      const auto first = static_cast<std::size_t>(drawn_.offsets[s]);
+      const auto first = static_cast<std::size_t>(pos_.drawn.offsets[s]);
       const std::size_t n = src.table->size();
       const std::span<const bucket_id> by_row = [&]() -> std::span<const bucket_id> {
-        if (drawn_.passes[s] > 0) {  // the first pass is the rows in order: assigned in place
-          const std::span<bucket_id> at = std::span<bucket_id>(ids_).subspan(first, n);
-          src.assign(at, cfg, *src.table, key, epoch_, opts_.threads);
+        if (pos_.drawn.passes[s] > 0) {  // the first pass is the rows in order: assigned in place
+          const std::span<bucket_id> at = std::span<bucket_id>(pos_.ids).subspan(first, n);
+          src.assign(at, cfg, *src.table, key, pos_.epoch, opts_.threads);
           return at;
         }
         tmp.resize(n);
-        src.assign(std::span<bucket_id>(tmp), cfg, *src.table, key, epoch_, opts_.threads);
+        src.assign(std::span<bucket_id>(tmp), cfg, *src.table, key, pos_.epoch, opts_.threads);
         return tmp;
       }();
-      for (std::uint64_t c = 1; c < drawn_.passes[s]; ++c)
+      for (std::uint64_t c = 1; c < pos_.drawn.passes[s]; ++c)
         std::copy(by_row.begin(), by_row.end(),
-                  ids_.begin() + static_cast<std::ptrdiff_t>(first + c * n));
-      const std::vector<std::uint32_t>& listed = drawn_.listed[s];
-      bucket_id* rest = ids_.data() + first + drawn_.passes[s] * n;
+                  pos_.ids.begin() + static_cast<std::ptrdiff_t>(first + c * n));
+      const std::vector<std::uint32_t>& listed = pos_.drawn.listed[s];
+      bucket_id* rest = pos_.ids.data() + first + pos_.drawn.passes[s] * n;
       for (std::size_t i = 0; i < listed.size(); ++i) rest[i] = by_row[listed[i]];
     }
-    ids_hash_ = cur_.assign_hash;
+    pos_.ids_hash = pos_.cur.assign_hash;
   }
   void make_plan() {
     ensure_ids();
-    const run_stage& st = stages_[cur_.stage];
-    const bool same_sizes = cur_.batch_sizes == pair_batch_sizes(st.config);
+    const run_stage& st = stages_[pos_.cur.stage];
+    const bool same_sizes = pos_.cur.batch_sizes == pair_batch_sizes(st.config);
     const std::optional<bucket_config> resized =
-        same_sizes ? std::nullopt
-                   : std::optional<bucket_config>(with_batch_sizes(st.config, cur_.batch_sizes));
+        same_sizes
+            ? std::nullopt
+            : std::optional<bucket_config>(with_batch_sizes(st.config, pos_.cur.batch_sizes));
     const bucket_config& cfg = resized ? *resized : st.config;
     // The first segment plans as a plain epoch plan of (seed, epoch) would; later ones get
     // their own shuffles.
     const std::uint64_t seed =
-        closed_.empty()
+        pos_.closed.empty()
             ? opts_.seed
-            : detail::stream_key(opts_.seed, detail::run_domain_segment, closed_.size());
+            : detail::stream_key(opts_.seed, detail::run_domain_segment, pos_.closed.size());
     const auto plan_over = [&](auto ids) {
-      if (cur_.batching == batching_mode::fixed) {
+      if (pos_.cur.batching == batching_mode::fixed) {
         plan_options o;
         o.seed = seed;
-        o.epoch = epoch_;
-        o.policy = cur_.policy;
-        o.balance_group = cur_.balance_group;
+        o.epoch = pos_.epoch;
+        o.policy = pos_.cur.policy;
+        o.balance_group = pos_.cur.balance_group;
         o.threads = opts_.threads;
-        plan_ = make_epoch_plan(ids, cfg, o);
+        pos_.plan = make_epoch_plan(ids, cfg, o);
       } else {
         packed_options o;
         o.seed = seed;
-        o.epoch = epoch_;
-        o.token_budget = cur_.token_budget;
-        o.balance_group = cur_.balance_group;
+        o.epoch = pos_.epoch;
+        o.token_budget = pos_.cur.token_budget;
+        o.balance_group = pos_.cur.balance_group;
         o.threads = opts_.threads;
         o.drop_oversized = true;
-        plan_ = make_packed_plan(ids, cfg, o);
+        pos_.plan = make_packed_plan(ids, cfg, o);
       }
     };
-    if (all_) {
-      plan_over(std::span<const bucket_id>(ids_));
+    if (pos_.all) {
+      plan_over(std::span<const bucket_id>(pos_.ids));
     } else if (cfg.num_buckets() <= max_compact_buckets) {
       // The remaining samples' buckets in 16 bits (the planners give the same plan).
-      const std::size_t m = remaining_.size();
+      const std::size_t m = pos_.remaining.size();
       const auto sub = std::make_unique_for_overwrite<compact_bucket_id[]>(m);
       for (std::size_t i = 0; i < m; ++i)
-        sub[i] = static_cast<compact_bucket_id>(ids_[remaining_[i]]);
+        sub[i] = static_cast<compact_bucket_id>(pos_.ids[pos_.remaining[i]]);
       plan_over(std::span<const compact_bucket_id>(sub.get(), m));
     } else {
-      std::vector<bucket_id> sub(remaining_.size());
-      for (std::size_t i = 0; i < sub.size(); ++i) sub[i] = ids_[remaining_[i]];
+      std::vector<bucket_id> sub(pos_.remaining.size());
+      for (std::size_t i = 0; i < sub.size(); ++i) sub[i] = pos_.ids[pos_.remaining[i]];
       plan_over(std::span<const bucket_id>(sub));
     }
-    consumed_ = 0;
+    pos_.consumed = 0;
   }
   void deal() {
-    if (const auto* p = std::get_if<epoch_plan>(&plan_))
-      sched_ = p->deal(world_, consumed_, opts_.drop_last);
+    if (const auto* p = std::get_if<epoch_plan>(&pos_.plan))
+      pos_.sched = p->deal(pos_.world, pos_.consumed, opts_.drop_last);
     else
-      sched_ = std::get<packed_plan>(plan_).deal(world_, consumed_, opts_.drop_last);
-    dealt_at_ = consumed_;
+      pos_.sched =
+          std::get<packed_plan>(pos_.plan).deal(pos_.world, pos_.consumed, opts_.drop_last);
+    pos_.dealt_at = pos_.consumed;
   }
   [[nodiscard]] std::uint64_t step_in_deal() const noexcept {
-    return (consumed_ - dealt_at_) / world_;
+    return (pos_.consumed - pos_.dealt_at) / pos_.world;
   }
   [[nodiscard]] std::uint64_t steps_total() const noexcept {
-    return std::visit([](const auto& s) { return s.steps(); }, sched_);
+    return std::visit([](const auto& s) { return s.steps(); }, pos_.sched);
   }
-  /// Ends the current segment at `consumed_`: the samples not in the real slots of its first
-  /// `consumed_` global batches remain for the next.
+  /// Ends the current segment at `pos_.consumed`: the samples not in the real slots of its first
+  /// `pos_.consumed` global batches remain for the next.
   void close_segment() {
-    if (consumed_ == 0) return;  // nothing delivered: the next segment replaces it
-    const std::vector<std::uint64_t> done = delivered_in_plan(consumed_);
-    remaining_ = not_in(done);
-    all_ = false;
-    closed_.push_back({cur_, consumed_});
-    consumed_ = 0;
+    if (pos_.consumed == 0) return;  // nothing delivered: the next segment replaces it
+    const std::vector<std::uint64_t> done = delivered_in_plan(pos_.consumed);
+    pos_.remaining = not_in(done);
+    pos_.all = false;
+    pos_.closed.push_back({pos_.cur, pos_.consumed});
+    pos_.consumed = 0;
   }
   /// The samples of the current plan (as drawn positions, ascending) whose bit is clear.
   [[nodiscard]] std::vector<std::uint32_t> not_in(const std::vector<std::uint64_t>& done) const {
-    const std::size_t n = all_ ? drawn_.size() : remaining_.size();
+    const std::size_t n = pos_.all ? pos_.drawn.size() : pos_.remaining.size();
     std::size_t left = n;
     for (const std::uint64_t w : done) left -= static_cast<std::size_t>(std::popcount(w));
     std::vector<std::uint32_t> out;
@@ -1076,7 +1044,7 @@ class run_plan {
       if (w + 1 == done.size() && n % 64 != 0) clear &= (std::uint64_t{1} << (n % 64)) - 1;
       while (clear != 0) {
         const std::size_t i = w * 64 + static_cast<std::size_t>(std::countr_zero(clear));
-        out.push_back(all_ ? static_cast<std::uint32_t>(i) : remaining_[i]);
+        out.push_back(pos_.all ? static_cast<std::uint32_t>(i) : pos_.remaining[i]);
         clear &= clear - 1;
       }
     }
@@ -1088,10 +1056,10 @@ class run_plan {
   /// every bucket's region in order, marking the real slots of its delivered batches. (The
   /// marks, 1/8 byte a sample, are the one random access.)
   [[nodiscard]] std::vector<std::uint64_t> delivered_in_plan(std::uint64_t end) const {
-    const std::size_t n = all_ ? drawn_.size() : remaining_.size();
+    const std::size_t n = pos_.all ? pos_.drawn.size() : pos_.remaining.size();
     std::vector<std::uint64_t> done((n + 63) / 64, 0);
     const auto mark = [&](std::uint32_t i) { done[i >> 6] |= std::uint64_t{1} << (i & 63); };
-    if (const auto* p = std::get_if<epoch_plan>(&plan_)) {
+    if (const auto* p = std::get_if<epoch_plan>(&pos_.plan)) {
       end = std::min(end, p->num_batches());
       const std::span<const plan_bucket> buckets = p->buckets();
       std::vector<std::uint64_t> first(buckets.size() + 1, 0);  // batch bits per bucket
@@ -1133,7 +1101,7 @@ class run_plan {
         }
       }
     } else {
-      const packed_plan& pp = std::get<packed_plan>(plan_);
+      const packed_plan& pp = std::get<packed_plan>(pos_.plan);
       end = std::min(end, pp.num_batches());
       for (std::uint64_t g = 0; g < end; ++g)
         for (const std::uint32_t i : pp.global_batch(g).indices) mark(i);
@@ -1145,22 +1113,7 @@ class run_plan {
   std::vector<run_stage> stages_;
   run_options opts_;
   std::vector<std::uint64_t> fingerprints_;
-  std::uint32_t world_ = 1;
-  std::uint64_t epoch_ = 0, step_ = 0, epoch_step_ = 0;
-  std::vector<batch_size_cap> caps_;
-  std::optional<double> budget_cap_;
-  draw_spec draw_;
-  drawn_epoch drawn_;
-  std::vector<bucket_id> ids_;
-  std::optional<std::uint64_t> ids_hash_;
-  std::vector<closed_segment> closed_;
-  segment_settings cur_;
-  std::vector<std::uint32_t> remaining_;  // drawn positions left, when !all_
-  bool all_ = true;
-  std::variant<epoch_plan, packed_plan> plan_;
-  std::variant<epoch_schedule, packed_schedule> sched_ = epoch_schedule(epoch_plan(), 1, 0, false);
-  std::uint64_t consumed_ = 0;
-  std::uint64_t dealt_at_ = 0;
+  position pos_;  // what `load` changes
 };
 
 }  // namespace vbucket

@@ -32,7 +32,7 @@ fi
 # -O1 with asserts on: fast enough to fuzz, and the library's precondition checks stay armed.
 # Warnings are not errors (instrumentation causes false positives; the dev build gates them).
 cmake -S . -B build-fuzz "${generator[@]}" -DCMAKE_CXX_COMPILER="${cxx}" \
-  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" \
   -DVBUCKET_BUILD_FUZZ=ON -DVBUCKET_BUILD_TESTS=OFF -DVBUCKET_BUILD_TOOLS=OFF \
   -DVBUCKET_BUILD_EXAMPLES=OFF -DVBUCKET_BUILD_BENCH=OFF -DVBUCKET_INSTALL=OFF \
   -DVBUCKET_WERROR=OFF >/dev/null
@@ -52,7 +52,7 @@ if ((${#skipped[@]} > 0)); then
     generator=(-G Ninja)
   fi
   cmake -S . -B build-fuzz-gcc "${generator[@]}" -DCMAKE_CXX_COMPILER="${FUZZ_FALLBACK_CXX:-g++}" \
-    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" \
     -DVBUCKET_SANITIZE=address,undefined,float-cast-overflow -DVBUCKET_FUZZ_REPLAY=ON \
     -DVBUCKET_BUILD_TESTS=ON -DVBUCKET_BUILD_TOOLS=OFF -DVBUCKET_BUILD_EXAMPLES=OFF \
     -DVBUCKET_BUILD_BENCH=OFF -DVBUCKET_INSTALL=OFF -DVBUCKET_WERROR=OFF >/dev/null

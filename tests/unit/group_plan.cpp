@@ -16,6 +16,7 @@
 #include "vbucket/parallel_layout.hpp"
 
 #include "vbucket_test/errors.hpp"
+#include "vbucket_test/layouts.hpp"
 #include "vbucket_test/random_plans.hpp"
 
 using namespace vbucket_test;
@@ -25,18 +26,6 @@ using vbucket::group_state;
 using vbucket::layout_options;
 
 namespace {
-
-layout_options test_options() {
-  layout_options o;
-  o.memory = {20.0, 1e-3, 1e-8};
-  o.memory_limit = 80.0;
-  o.time.compute = {0.5, 1e-4, 2e-9};
-  o.time.comm_per_token = 5e-6;
-  o.time.comm_per_micro_step = 0.01;
-  o.max_accumulation = 8;
-  o.remainder = vbucket::sequence_remainder::pad;
-  return o;
-}
 
 /// A world every degree in use divides: a multiple of the largest.
 std::uint32_t world_for(test_rng& g, const group_plan& p) {
@@ -98,7 +87,7 @@ TEST_CASE("group_plan: groups tile the world, fit memory, and deal every sample 
   for (int iteration = 0; iteration < 40; ++iteration) {
     const bucket_config c = random_config(g, 64);
     const std::vector<bucket_id> ids = random_ids(g, c, random_size(g) / 4);
-    const layout_options o = test_options();
+    const layout_options o = test_layout_options();
     const vbucket::layout_table layouts = vbucket::choose_layouts(c, o);
     const plan_options po{.seed = g.next(), .epoch = g.below(5)};
     const group_plan p(
@@ -135,7 +124,7 @@ TEST_CASE("group_plan: every rank computes the same schedule") {
   for (int iteration = 0; iteration < 10; ++iteration) {
     const bucket_config c = random_config(g, 32);
     const std::vector<bucket_id> ids = random_ids(g, c, 3000);
-    const vbucket::layout_table layouts = vbucket::choose_layouts(c, test_options());
+    const vbucket::layout_table layouts = vbucket::choose_layouts(c, test_layout_options());
     const auto make = [&](unsigned threads) {
       return group_plan(vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(),
                                                  {.seed = 7, .epoch = 1, .threads = threads}),
@@ -164,7 +153,7 @@ TEST_CASE("group_plan: resume under another world size continues exactly") {
   for (int iteration = 0; iteration < 40; ++iteration) {
     const bucket_config c = random_config(g, 64);
     const std::vector<bucket_id> ids = random_ids(g, c, 200 + random_size(g) / 8);
-    const vbucket::layout_table layouts = vbucket::choose_layouts(c, test_options());
+    const vbucket::layout_table layouts = vbucket::choose_layouts(c, test_layout_options());
     const group_plan p(vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(),
                                                 {.seed = 3, .epoch = 2}),
                        layouts);
@@ -179,7 +168,7 @@ TEST_CASE("group_plan: resume under another world size continues exactly") {
       for (const auto& grp : first.groups(s))
         if (!grp.repeat) positions.insert(grp.position);
     for (std::uint64_t s = 0; s < rest.steps(); ++s) {
-      check_step(rest, s, test_options(), p);
+      check_step(rest, s, test_layout_options(), p);
       for (const auto& grp : rest.groups(s))
         if (!grp.repeat) positions.insert(grp.position);
     }
@@ -199,7 +188,7 @@ TEST_CASE("group_plan: resume under another world size continues exactly") {
 
 TEST_CASE("group_plan: worlds and states that do not fit are refused") {
   const bucket_config c = small_config(8, 4, 2);
-  layout_options o = test_options();
+  layout_options o = test_layout_options();
   // Frames 65, 33, 1; the config's batch sizes are 2, 4, 8: 65 frames runs 3 here.
   std::vector<vbucket::bucket_layout> pairs{
       {4, 3, 3, 0, 0.0}, {2, 4, 4, 0, 0.0}, {1, 8, 8, 0, 0.0}};
@@ -239,7 +228,7 @@ TEST_CASE("group_plan: balanced steps under a chosen layout") {
   test_rng g{7};
   const bucket_config c = random_config(g, 16);
   const std::vector<bucket_id> ids = random_ids(g, c, 20000);
-  const layout_options o = test_options();
+  const layout_options o = test_layout_options();
   const vbucket::layout_table layouts = vbucket::choose_layouts(c, o);
   const group_plan p(
       vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(), {.seed = 5}),

@@ -15,6 +15,7 @@
 #include "vbucket/parallel_layout.hpp"
 
 #include "vbucket_test/errors.hpp"
+#include "vbucket_test/layouts.hpp"
 #include "vbucket_test/random_plans.hpp"
 
 using namespace vbucket_test;
@@ -23,20 +24,6 @@ using vbucket::layout_options;
 using vbucket::layout_table;
 
 namespace {
-
-/// Models of the size of Open-Sora 2.0 on an 80 GiB device (GiB and seconds per rank).
-layout_options test_options() {
-  layout_options o;
-  o.memory = {20.0, 1e-3, 1e-8};
-  o.memory_limit = 80.0;
-  o.time.compute = {0.5, 1e-4, 2e-9};
-  o.time.comm_per_token = 5e-6;
-  o.time.comm_per_micro_step = 0.01;
-  o.sp_sizes = {1, 2, 4, 8};
-  o.max_accumulation = 8;
-  o.remainder = vbucket::sequence_remainder::pad;
-  return o;
-}
 
 /// Memory of a micro-batch at sp, written out from the model's definition.
 double memory_at(const layout_options& o, std::int64_t tokens, std::int64_t micro,
@@ -88,7 +75,7 @@ TEST_CASE("parallel_layout: chosen layouts fit memory, divide, and are the cheap
   test_rng g{45};
   for (int iteration = 0; iteration < 60; ++iteration) {
     const bucket_config c = random_config(g);
-    layout_options o = test_options();
+    layout_options o = test_layout_options();
     if (g.chance(0.5)) o.remainder = vbucket::sequence_remainder::refuse;
     if (g.chance(0.3)) o.target_seconds = 2.0 + static_cast<double>(g.below(20));
     layout_table t;
@@ -174,7 +161,7 @@ TEST_CASE("parallel_layout: micro-steps cover the batch evenly") {
 
 TEST_CASE("parallel_layout: hand layouts are checked, naming the pair") {
   const bucket_config c = small_config(8, 4, 2);  // 256px: 1, 33, 65 frames
-  layout_options o = test_options();
+  layout_options o = test_layout_options();
   // Pairs in the config's order: frames 65, 33, 1.
   const auto pairs = [](std::int64_t sp, std::int64_t batch, std::int64_t micro) {
     return std::vector<bucket_layout>{
@@ -215,7 +202,7 @@ TEST_CASE("parallel_layout: hand layouts are checked, naming the pair") {
 
 TEST_CASE("parallel_layout: a sequence that does not divide by sp is refused or padded") {
   const bucket_config c = small_config(8, 4, 2);
-  layout_options o = test_options();
+  layout_options o = test_layout_options();
   // The image pair (frames 1, the config's third pair): find an sp that some aspect entry's
   // token count does not divide.
   const auto& table = c.resolutions()[0].info.table;
@@ -245,18 +232,18 @@ TEST_CASE("parallel_layout: a sequence that does not divide by sp is refused or 
 
 TEST_CASE("parallel_layout: bad options and sp sizes are refused") {
   const bucket_config c = small_config(8, 4, 2);
-  layout_options o = test_options();
+  layout_options o = test_layout_options();
   o.sp_sizes = {2, 3};
   CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
                  "sizes 2 and 3 do not divide one another"));
   o.sp_sizes = {0, 1};
   CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
                  "size 0 is not a positive integer"));
-  o = test_options();
+  o = test_layout_options();
   o.memory_limit = 10.0;  // below the fixed part: nothing fits
   CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
                  "256px -> 65: no allowed sequence-parallel size fits one sample in memory"));
-  o = test_options();
+  o = test_layout_options();
   o.time.compute.quadratic = -1e-6;  // negative per-sample time at long sequences
   CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
                  "256px -> 65: the time model predicts"));
@@ -265,7 +252,7 @@ TEST_CASE("parallel_layout: bad options and sp sizes are refused") {
                        c, {{1, 2, 2, 0, 0.0}, {1, 4, 4, 0, 0.0}, {1, 8, 8, 0, 0.0}}, o);
                  }),
                  "it must not fall as the batch grows"));
-  o = test_options();
+  o = test_layout_options();
   o.max_accumulation = 0;
   CHECK(contains(error_message([&] { (void)vbucket::choose_layouts(c, o); }),
                  "max_accumulation must be at least 1"));
@@ -273,7 +260,7 @@ TEST_CASE("parallel_layout: bad options and sp sizes are refused") {
 
 TEST_CASE("parallel_layout: uniform layouts keep the config's batches at one sp") {
   const bucket_config c = small_config(8, 4, 2);
-  const layout_table t = vbucket::uniform_layouts(c, 4, test_options());
+  const layout_table t = vbucket::uniform_layouts(c, 4, test_layout_options());
   std::size_t p = 0;
   for (const auto& f : c.resolutions()[0].frames) {
     CHECK(t.pairs()[p].sp == 4);
@@ -287,7 +274,7 @@ TEST_CASE("parallel_layout: the config's batch sizes as the memory bound") {
   test_rng g{4646};
   for (int iteration = 0; iteration < 20; ++iteration) {
     const bucket_config c = random_config(g, 64);
-    layout_options o = test_options();
+    layout_options o = test_layout_options();
     o.memory = {};
     o.memory_limit = std::numeric_limits<double>::infinity();
     o.config_fills_memory_at_sp = 4;
@@ -309,7 +296,7 @@ TEST_CASE("parallel_layout: the config's batch sizes as the memory bound") {
       }
   }
   const bucket_config c = small_config(8, 4, 2);
-  layout_options o = test_options();
+  layout_options o = test_layout_options();
   o.config_fills_memory_at_sp = 4;
   // 65 frames: batch size 2 at sp 4, so at sp 2 a micro-batch of 1 at most.
   const std::vector<bucket_layout> pairs{{2, 4, 2, 0, 0.0}, {1, 4, 1, 0, 0.0}, {1, 8, 2, 0, 0.0}};
