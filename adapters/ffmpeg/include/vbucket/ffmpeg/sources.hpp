@@ -16,7 +16,6 @@
 /// by their extension (the text without one final newline), and the top-level fields of its
 /// `json` member are columns named by the field (strings unquoted, other values as JSON text).
 
-#include <algorithm>    // std::sort, std::min
 #include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t
 #include <string>       // std::string
@@ -44,9 +43,13 @@ struct media_listing {
   std::vector<std::vector<std::string>> fields;
 };
 
-/// Whether `path` names a tar shard: a local `.tar` file or a URL whose path ends in `.tar`.
+/// Whether `path` names a tar shard: a local `.tar` file or a URL whose path ends in `.tar`
+/// (a URL with a fragment names a member of the shard, `SHARD#MEMBER`: a clip, not a shard).
 inline bool is_shard_path(std::string_view path) {
-  if (is_url(path)) path = path.substr(0, std::min(path.find('?'), path.find('#')));
+  if (is_url(path)) {
+    if (path.find('#') != std::string_view::npos) return false;
+    path = path.substr(0, path.find('?'));
+  }
   return path.size() > 4 && path.substr(path.size() - 4) == ".tar";
 }
 
