@@ -382,8 +382,8 @@ def test_pin_memory_without_gpu(scanned):
     with pytest.raises(RuntimeError, match="pin_memory=True needs a CUDA-enabled torch"):
         vbucket.Loader(s, scanned["path"], pin_memory=True)
     core = s._s
-    args = (core, list(scanned["path"]), False, 1, 1, 3, "uint8", "thwc", (0.5,) * 3, (0.5,) * 3, 0, [],
-            True, "opensora", {})
+    args = (core, list(scanned["path"]), False, 1, 1, 3, "uint8", "thwc", (0.5,) * 3,
+            (0.5,) * 3, 0, [], True, "opensora", {})
     if vbucket.HAS_CUDA:
         with pytest.raises(ValueError, match="pin_memory=True: no CUDA device can be used"):
             _vbucket.Loader(*args)
