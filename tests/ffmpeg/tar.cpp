@@ -321,6 +321,8 @@ TEST_CASE("tar: clip_paths gives a loader the clip of each row from any source f
                                          "/no/such.tar#k0.mp4@512+10",
                                          "http://127.0.0.1:9/s.tar#k0.mp4@512+10"};
   CHECK(ff::clip_paths(rows, rows.size(), 1) == rows);
+  // ... and so does one member's path given alone (not read as a list)
+  CHECK(ff::clip_paths(listed.paths[1], 1, 1) == std::vector<std::string>{listed.paths[1]});
   // Another count than the metadata's rows names both.
   CHECK_THROWS_WITH_AS(
       ff::clip_paths((dir / "list.txt").string(), 4, 1),

@@ -416,13 +416,13 @@ inline bool has_media_extension(std::string_view path) {
 /// Appends the sources `where` names: a URL or a shard as it is; a directory's media files and
 /// shards (recursive, in path order); a list's lines, each resolved the same way (`top`: the
 /// input itself, read as a list whatever its name unless it is a media file); else a clip's
-/// path as it is. Below the top, a tar member's path or a media file's name is a clip without a
-/// look at the file system (a loader's one path per row stays cheap).
+/// path as it is. A tar member's path, and below the top a media file's name, is a clip without
+/// a look at the file system (a loader's one path per row stays cheap).
 inline void resolve_source(const std::string& where, int depth, bool top,
                            std::vector<std::string>& entries) {
   namespace fs = std::filesystem;
-  if (is_url(where) || is_shard_path(where) ||
-      (!top && (has_media_extension(where) || parse_media_path(where).in_tar()))) {
+  if (is_url(where) || is_shard_path(where) || parse_media_path(where).in_tar() ||
+      (!top && has_media_extension(where))) {
     entries.push_back(where);
     return;
   }
