@@ -83,6 +83,19 @@ class source_unavailable : public error {
   using error::error;
 };
 
+/// How long reading sources may take, written once: `ffmpeg::limits` (a clip's deadline, the
+/// network's io timeout and retries), `loader_options::outage_deadline_seconds` and the run
+/// spec's fields `timeout`, `io_timeout`, `retries` and `outage_deadline` start from these.
+namespace defaults {
+inline constexpr double timeout_seconds = 120.0;    ///< one clip's probe or decode, or listing
+inline constexpr double io_timeout_seconds = 10.0;  ///< a stalled connect or read
+inline constexpr int retries = 2;                   ///< further attempts at a URL
+inline constexpr double outage_deadline_seconds = 600.0;  ///< the longest stall of a loader
+/// The most seconds any of these bounds accepts (11.6 days: more is a mistake, not a bound).
+inline constexpr double max_seconds = 1e6;
+inline constexpr int max_retries = 100;  ///< the most retries accepted
+}  // namespace defaults
+
 /// `decode(task, out)` writes exactly `task.bytes()` bytes into `out` and returns nullopt, or
 /// returns an error message (or throws; the loader treats both alike). Called concurrently.
 template <class D>

@@ -8,7 +8,7 @@
 #include <memory>      // std::shared_ptr
 #include <span>        // std::span
 
-#include "clip_decoder.hpp"  // clip_task
+#include "clip_decoder.hpp"  // clip_task, defaults::outage_deadline_seconds
 #include "fields.hpp"        // field_table
 #include "normalize.hpp"     // normalization
 #include "tensor.hpp"        // tensor_view, element_type, clip_layout
@@ -32,7 +32,7 @@ struct loader_options {
   /// (doubling from 0.25 s up to `outage_retry_seconds`), and the same sample is decoded once
   /// the source answers (counted in `loader_stats::stalls`). An outage longer than this fails
   /// the loader (`next()` throws, naming the source's last error).
-  double outage_deadline_seconds = 600.0;
+  double outage_deadline_seconds = defaults::outage_deadline_seconds;
   double outage_retry_seconds = 2.0;  ///< the longest wait between tries during an outage
   /// The batch's element type. f32 and bf16 are normalised with `normalize` on the workers;
   /// the staging slot is sized for it (`ring.reserve_for(config, 3 * element_size(element))`).

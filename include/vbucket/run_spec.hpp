@@ -1,6 +1,7 @@
 #pragma once
 /// `run_spec`: one description of a run — what is planned (metadata, config), with which rule,
-/// draws, seed and epoch, for which ranks, and how batches are formed — with its defaults and
+/// draws, seed and epoch, for which ranks, how batches are formed, and how long reading its
+/// media may take (deadlines, retries, a loader's outage deadline) — with its defaults and
 /// its validation in one place. Every front end translates names onto it and holds no default
 /// or rule of its own: the CLI's flags (`--fps-max` is field `fps_max`), a run file in JSON
 /// (`vbucket::json::load_run_spec`), Python's keyword arguments (through the binding).
@@ -36,6 +37,7 @@
 #include "aspect.hpp"         // opensora_v2_tables, opensora_v12_tables
 #include "batch_sampler.hpp"  // sampler_options, builtin_sources
 #include "cache_plan.hpp"     // cached_rule, load_cache_manifest
+#include "clip_decoder.hpp"   // defaults::timeout_seconds, io_timeout_seconds, retries, ...
 #include "csv.hpp"            // streamed_meta_csv (chunk_rows)
 #include "detail/parse_number.hpp"
 #include "error.hpp"
@@ -62,7 +64,7 @@ enum class field_kind : std::uint8_t {
   path,    ///< a file name, any non-empty text
   choice,  ///< one of `run_field::choices`
   count,   ///< a decimal integer in [min, max]
-  number,  ///< a finite number > 0
+  number,  ///< a finite number > 0 (at most `run_field::max` when that is not 0)
   seed,    ///< a non-negative decimal integer of any size (NumPy seeds are unbounded)
   flag,    ///< true or false (a CLI switch)
   triple,  ///< three integers from 1 to 65536 as "T,H,W"
@@ -74,6 +76,13 @@ enum class field_kind : std::uint8_t {
                                         "seed", "flag",   "triple"};
   return names[static_cast<std::size_t>(k)];
 }
+
+/// What a field describes: the plan (what is drawn, planned and batched: `vbucket plan`'s
+/// flags, the sampler's keywords), or how media are read (the deadlines and retries of
+/// probes, decodes and shard listings, the loader's outage deadline: `vbucket scan` and
+/// `decode`'s flags, the keywords of `scan`, `decode_clip` and `Loader`). A run file and the
+/// sampler take both; a plan never depends on a media field.
+enum class field_use : std::uint8_t { plan, media };
 
 /// How messages name a field: as a key (`fps_max`), or as a CLI flag (`--fps-max`), after a
 /// prefix (a run file's name: `run.json: key "fps_max"`).
@@ -107,12 +116,13 @@ struct run_field {
   std::string_view value_name;  ///< what a usage line calls its value (empty for a flag)
   std::string_view choices;     ///< choice: the names, separated by '|'
   std::uint64_t min = 0;        ///< count: the least value
-  std::uint64_t max = 0;        ///< count: the greatest value
+  std::uint64_t max = 0;        ///< count: the greatest value; number: the greatest (0: none)
   std::string_view help;        ///< one line (the default is added by `field_help`)
   /// Stores a value read from text (already checked against kind, choices and range).
   void (*store)(run_spec&, std::string_view text);
   /// The field's value as text; empty when it is unset (no value, no default).
   std::string (*text)(const run_spec&);
+  field_use use;  ///< what the field describes
 };
 
 /// The largest world size (and balance group) a run accepts.
@@ -151,6 +161,11 @@ struct run_spec {
   std::optional<double> token_budget;  ///< packed: required
   bool drop_oversized = false;         ///< packed only
   token_formula tokens{};              ///< fields compression and patch
+  // --- reading media (field_use::media; `ffmpeg::limits_of`, `loader_options`) ---
+  double timeout = defaults::timeout_seconds;        ///< one probe, decode or shard listing
+  double io_timeout = defaults::io_timeout_seconds;  ///< a stalled connect or read
+  std::uint32_t retries = defaults::retries;         ///< further attempts at a URL
+  double outage_deadline = defaults::outage_deadline_seconds;  ///< a loader's longest stall
 
   /// The field table (see the file's comment).
   [[nodiscard]] static std::span<const run_field> fields() noexcept;
@@ -295,10 +310,16 @@ namespace detail {
   return out;
 }
 
-// The field table's readers and writers, one pair per field.
+// The field table's readers and writers, one pair per field, and what the field describes.
 #define VBUCKET_SPEC_RW(member, from_text, to_text)              \
   [](run_spec& s, std::string_view t) { s.member = from_text; }, \
-      [](const run_spec& s) -> std::string { return to_text; }
+      [](const run_spec& s) -> std::string { return to_text; }, field_use::plan
+#define VBUCKET_SPEC_MEDIA_SECONDS(member)                                \
+  [](run_spec& s, std::string_view t) { s.member = *parse_positive(t); }, \
+      [](const run_spec& s) -> std::string { return shortest_text(s.member); }, field_use::media
+
+/// The most seconds a media field accepts, as the table's bound.
+inline constexpr std::uint64_t max_spec_seconds = static_cast<std::uint64_t>(defaults::max_seconds);
 
 inline constexpr run_field run_field_table[] = {
     {"config", field_kind::path, "CFG.json", "", 0, 0,
@@ -395,7 +416,8 @@ inline constexpr run_field run_field_table[] = {
      [](const run_spec& s) {
        return spec_triple_text(s.tokens.compression_t, s.tokens.compression_h,
                                s.tokens.compression_w);
-     }},
+     },
+     field_use::plan},
     {"patch", field_kind::triple, "T,H,W", "", 0, 0, "the latent token formula's patch",
      [](run_spec& s, std::string_view t) {
        const auto v = *spec_triple(t);
@@ -405,9 +427,29 @@ inline constexpr run_field run_field_table[] = {
      },
      [](const run_spec& s) {
        return spec_triple_text(s.tokens.patch_t, s.tokens.patch_h, s.tokens.patch_w);
-     }},
+     },
+     field_use::plan},
+    {"timeout", field_kind::number, "SECONDS", "", 0, max_spec_seconds,
+     "the deadline of one clip's probe or decode and of listing one shard, network included "
+     "(connect, reads, retries): past it the clip fails",
+     VBUCKET_SPEC_MEDIA_SECONDS(timeout)},
+    {"io_timeout", field_kind::number, "SECONDS", "", 0, max_spec_seconds,
+     "over the network, a connect or a read that stalls this long fails (and may be retried)",
+     VBUCKET_SPEC_MEDIA_SECONDS(io_timeout)},
+    {"retries", field_kind::count, "N", "", 0, static_cast<std::uint64_t>(defaults::max_retries),
+     "further attempts at a URL after a failure that may pass (refused, reset, 5xx, timeout)",
+     [](run_spec& s, std::string_view t) {
+       s.retries = static_cast<std::uint32_t>(
+           *parse_uint_in(t, 0, static_cast<std::uint64_t>(defaults::max_retries)));
+     },
+     [](const run_spec& s) { return std::to_string(s.retries); }, field_use::media},
+    {"outage_deadline", field_kind::number, "SECONDS", "", 0, max_spec_seconds,
+     "a loader whose sources cannot be reached (refused, 5xx, timeouts) stalls and tries the "
+     "same samples again; an outage longer than this fails it",
+     VBUCKET_SPEC_MEDIA_SECONDS(outage_deadline)},
 };
 #undef VBUCKET_SPEC_RW
+#undef VBUCKET_SPEC_MEDIA_SECONDS
 
 /// Why `text` is not a value of `f`, or empty when it is one.
 [[nodiscard]] inline std::string spec_check(const run_field& f, std::string_view text) {
@@ -423,8 +465,12 @@ inline constexpr run_field run_field_table[] = {
       if (parse_uint_in(text, f.min, f.max)) return "";
       return "expected an integer from " + std::to_string(f.min) + " to " + std::to_string(f.max) +
              ", " + got;
-    case field_kind::number:
-      return parse_positive(text) ? "" : "expected a positive number, " + got;
+    case field_kind::number: {
+      const std::optional<double> v = parse_positive(text);
+      if (f.max == 0) return v ? "" : "expected a positive number, " + got;
+      if (v && *v <= static_cast<double>(f.max)) return "";
+      return "expected a positive number up to " + std::to_string(f.max) + ", " + got;
+    }
     case field_kind::seed:
       try {
         (void)big_seed::parse(text);

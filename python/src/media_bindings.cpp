@@ -11,6 +11,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -24,6 +25,7 @@
 #include <cstring>             // std::memcpy
 #include <exception>           // std::exception_ptr
 #include <future>              // std::async (waiting for a batch while polling for Ctrl-C)
+#include <map>                 // std::map (media fields from Python)
 #include <memory>              // std::shared_ptr, std::unique_ptr
 #include <mutex>               // std::mutex
 #include <optional>            // std::optional
@@ -64,19 +66,23 @@ struct decode_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// The time bounds from Python's keywords (`network`: timeout, io_timeout, retries; None or
-/// absent: the library's default), checked by the library (`ff::check_limits`).
-ff::limits network_limits(const nb::dict& network) {
-  ff::limits lim;
-  auto get = [&](const char* key, auto& out) {
-    if (!network.contains(key) || network[key].is_none()) return;
-    out = nb::cast<std::remove_reference_t<decltype(out)>>(network[key]);
-  };
-  get("timeout", lim.timeout_seconds);
-  get("io_timeout", lim.network.io_timeout_seconds);
-  get("retries", lim.network.retries);
-  ff::check_limits(lim);
-  return lim;
+/// The run spec `base` with the media fields Python's keywords gave (`media`: field name -> the
+/// text of its kind, from the package's `_core._field_text`; a keyword left None is absent):
+/// the library checks each value, and an error names the key.
+run_spec media_spec(run_spec base, const std::map<std::string, std::string>& media) {
+  for (const auto& [name, text] : media) {
+    const vbucket::run_field* f = run_spec::find(name);
+    if (f == nullptr || f->use != vbucket::field_use::media)
+      throw vbucket::error("\"" + name + "\" is not a media field of the run spec");
+    base.set(name, text);
+  }
+  return base;
+}
+
+/// The time bounds of one probe, decode or listing from Python's keywords (timeout,
+/// io_timeout, retries; absent: the library's default).
+ff::limits network_limits(const std::map<std::string, std::string>& media) {
+  return ff::limits_of(media_spec(run_spec{}, media));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -88,7 +94,8 @@ ff::limits network_limits(const nb::dict& network) {
 /// finish, starts no other and joins every thread.
 class py_scan {
  public:
-  py_scan(std::vector<std::string> paths, unsigned threads, const nb::dict& network)
+  py_scan(std::vector<std::string> paths, unsigned threads,
+          const std::map<std::string, std::string>& network)
       : paths_(std::move(paths)) {
     ff::quiet_logs();
     ff::probe_options opt;
@@ -208,7 +215,7 @@ std::vector<std::string> list_media(const std::string& where) {
 /// fields (sidecar column name -> values), as `vbucket scan` writes them.
 /// `sources`: one (a str) or several (a list: each a file, URL, shard, directory or list).
 nb::dict list_sources(const std::vector<std::string>& sources, bool one, unsigned threads,
-                      const nb::dict& network) {
+                      const std::map<std::string, std::string>& network) {
   const ff::limits lim = network_limits(network);
   ff::media_listing l;
   {
@@ -258,13 +265,11 @@ vbucket::frame_choice parse_choice(const std::string& s) {
 
 /// Frames start, start + interval, ... of `path` at height x width as a uint8 numpy array
 /// (T, H, W, 3) or (3, T, H, W) that owns the buffer the decoder wrote.
-nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(const std::string& path, std::int64_t start,
-                                                       std::int64_t frames, std::int64_t interval,
-                                                       std::int64_t height, std::int64_t width,
-                                                       const std::string& layout, bool pad,
-                                                       const std::string& filter, int threads,
-                                                       const nb::dict& network,
-                                                       const std::string& frame_choice) {
+nb::ndarray<nb::numpy, std::uint8_t> decode_clip_array(
+    const std::string& path, std::int64_t start, std::int64_t frames, std::int64_t interval,
+    std::int64_t height, std::int64_t width, const std::string& layout, bool pad,
+    const std::string& filter, int threads, const std::map<std::string, std::string>& network,
+    const std::string& frame_choice) {
   ff::clip_request req;
   req.limits = network_limits(network);
   req.start = start;
@@ -589,17 +594,15 @@ nb::dict fields_dict(vbucket::batch_fields&& f) {
 
 class py_loader {
  public:
-  py_loader(const py_sampler& sampler, std::vector<std::string> paths, unsigned workers,
-            std::size_t prefetch, std::size_t slots, const std::string& dtype,
+  py_loader(const py_sampler& sampler, const std::vector<std::string>& sources, bool one,
+            unsigned workers, std::size_t prefetch, std::size_t slots, const std::string& dtype,
             const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev,
             int pin_device, nb::list fields, bool pixels, const std::string& filter,
-            const nb::dict& network, const std::string& frame_choice) {
+            const std::map<std::string, std::string>& network, const std::string& frame_choice) {
+    // The sampler's run (a run file's media fields too), the Loader's keywords over it.
+    const run_spec media = media_spec(sampler.spec(), network);
     vbucket::loader_options o;
-    if (network.contains("outage_deadline") && !network["outage_deadline"].is_none())
-      o.outage_deadline_seconds = nb::cast<double>(network["outage_deadline"]);
-    if (!(o.outage_deadline_seconds >= 0.0 && o.outage_deadline_seconds <= 1e9))
-      throw vbucket::error("Loader: outage_deadline must be seconds ≥ 0, got " +
-                           std::to_string(o.outage_deadline_seconds));
+    o.outage_deadline_seconds = media.outage_deadline;
     o.pixels = pixels;
     o.workers = workers;
     o.prefetch = prefetch;
@@ -612,7 +615,7 @@ class py_loader {
     }
     ff::file_decoder::options d;
     d.filter = parse_filter(filter);
-    d.limits = network_limits(network);
+    d.limits = ff::limits_of(media);
     d.choice = parse_choice(frame_choice);
     const run_spec& a = sampler.spec();
     if (a.rule == rule_kind::opensora_v2) {
@@ -656,7 +659,18 @@ class py_loader {
           "Loader: the sampler streams its metadata CSV (StreamedCsv), and the loader checks "
           "every decoded clip against the metadata table: give the sampler the table "
           "(a path, DataFrame or Meta) instead");
-    if (!pixels) paths.assign(sampler.meta()->size(), std::string());  // never opened
+    const std::size_t rows = sampler.meta()->size();
+    std::vector<std::string> paths(pixels ? 0 : rows);  // without pixels: never opened
+    if (pixels) {
+      // The clip of each row, from any source form (the library's one resolver)
+      nb::gil_scoped_release release;
+      try {
+        paths = one && sources.size() == 1 ? ff::clip_paths(sources[0], rows, 0, d.limits)
+                                           : ff::clip_paths(sources, rows, 0, d.limits);
+      } catch (const vbucket::error& e) {
+        throw vbucket::error(std::string("Loader: paths: ") + e.what());
+      }
+    }
     o.fields = make_fields(fields, sampler.meta()->size());
     core_->decoder =
         std::make_unique<ff::file_decoder>(std::move(paths), *sampler.meta(), d);  // checks sizes
@@ -861,8 +875,9 @@ void vbucket_bind_media(nb::module_& m) {
   m.def("list_media", &list_media, "where"_a);
   m.def("list_sources", &list_sources, "sources"_a, "one"_a, "threads"_a, "network"_a);
   nb::class_<py_scan>(m, "Scan")
-      .def(nb::init<std::vector<std::string>, unsigned, const nb::dict&>(), "paths"_a, "threads"_a,
-           "network"_a)
+      .def(
+          nb::init<std::vector<std::string>, unsigned, const std::map<std::string, std::string>&>(),
+          "paths"_a, "threads"_a, "network"_a)
       .def("wait", &py_scan::wait, "seconds"_a)
       .def_prop_ro("done", &py_scan::done)
       .def_prop_ro("total", &py_scan::total)
@@ -887,13 +902,13 @@ void vbucket_bind_media(nb::module_& m) {
       .def("submit", &staged_batch::submit, "dst"_a, "nbytes"_a);
 
   nb::class_<py_loader>(m, "Loader")
-      .def(nb::init<const py_sampler&, std::vector<std::string>, unsigned, std::size_t, std::size_t,
-                    const std::string&, const std::string&, std::array<double, 3>,
-                    std::array<double, 3>, int, nb::list, bool, const std::string&, const nb::dict&,
-                    const std::string&>(),
-           "sampler"_a, "paths"_a, "workers"_a, "prefetch"_a, "slots"_a, "dtype"_a, "layout"_a,
-           "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a, "filter"_a, "network"_a,
-           "frame_choice"_a = "opensora")
+      .def(nb::init<const py_sampler&, const std::vector<std::string>&, bool, unsigned, std::size_t,
+                    std::size_t, const std::string&, const std::string&, std::array<double, 3>,
+                    std::array<double, 3>, int, nb::list, bool, const std::string&,
+                    const std::map<std::string, std::string>&, const std::string&>(),
+           "sampler"_a, "sources"_a, "one"_a, "workers"_a, "prefetch"_a, "slots"_a, "dtype"_a,
+           "layout"_a, "mean"_a, "std"_a, "pin_device"_a, "fields"_a, "pixels"_a, "filter"_a,
+           "network"_a, "frame_choice"_a = "opensora")
       .def("next", &py_loader::next)
       .def("state", &py_loader::state)
       .def("fingerprint", &py_loader::fingerprint)

@@ -118,7 +118,7 @@ nb::dict field_values(const run_spec& spec, bool only_set) {
 }
 
 /// The field table as Python data: one dict per field (name, kind, value_name, choices,
-/// default: the text of a default spec, "" when none, help).
+/// default: the text of a default spec, "" when none, help, use: "plan" or "media").
 nb::list run_fields() {
   nb::list out;
   const run_spec defaults;
@@ -138,6 +138,7 @@ nb::list run_fields() {
     d["max"] = f.max;
     d["default"] = vbucket::field_text(defaults, f);
     d["help"] = std::string(f.help);
+    d["use"] = f.use == vbucket::field_use::plan ? "plan" : "media";
     out.append(d);
   }
   return out;

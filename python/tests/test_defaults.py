@@ -22,7 +22,9 @@ def test_the_defaults_are_the_decided_ones():
                "rank": 0, "rule": "opensora-v2", "fps_max": 16.0, "frame_interval": 1,
                "drop_last": False, "balance": False, "balance_group": 0, "threads": 0,
                "batching": "fixed", "drop_oversized": False, "compression": (4, 8, 8),
-               "patch": (1, 2, 2), "chunk_rows": 1 << 20}
+               "patch": (1, 2, 2), "chunk_rows": 1 << 20,
+               # reading media (vbucket::defaults, also ffmpeg::limits' and the loader's)
+               "timeout": 120.0, "io_timeout": 10.0, "retries": 2, "outage_deadline": 600.0}
     assert _vbucket.DEFAULTS == decided
     assert vbucket.DEFAULTS == _vbucket.DEFAULTS
     # every field has a default but the paths (the cache manifest and the per-sample costs are

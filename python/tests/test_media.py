@@ -73,7 +73,7 @@ def test_scan_inputs(media, scanned, tmp_path):
         vbucket.scan(str(tmp_path / "nowhere"), progress=False)
     with pytest.raises(ValueError, match="threads"):
         vbucket.scan(paths, threads=-1, progress=False)
-    with pytest.raises(TypeError, match="path 1"):
+    with pytest.raises(TypeError, match="source 1"):
         vbucket.scan([paths[0], 3], progress=False)
 
 
@@ -358,9 +358,9 @@ def test_held_batches_raise_instead_of_hanging(scanned):
 
 def test_loader_errors(scanned):
     s = _sampler(scanned, 1, 0)
-    with pytest.raises(ValueError, match="63 paths for 64 metadata rows"):
+    with pytest.raises(ValueError, match="the sources give 63 clips but the metadata has 64 rows"):
         vbucket.Loader(s, scanned["path"][:-1])
-    with pytest.raises(TypeError, match="path 2 .metadata row 2. must be a str"):
+    with pytest.raises(TypeError, match="source 2 must be a str or os.PathLike"):
         vbucket.Loader(s, list(scanned["path"][:2]) + [float("nan")] + list(scanned["path"][3:]))
     with pytest.raises(TypeError, match="VariableVideoBatchSampler"):
         vbucket.Loader(object(), scanned["path"])
@@ -382,8 +382,8 @@ def test_pin_memory_without_gpu(scanned):
     with pytest.raises(RuntimeError, match="pin_memory=True needs a CUDA-enabled torch"):
         vbucket.Loader(s, scanned["path"], pin_memory=True)
     core = s._s
-    args = (core, list(scanned["path"]), 1, 1, 3, "uint8", "thwc", (0.5,) * 3, (0.5,) * 3, 0, [],
-            True, "opensora", {})
+    args = (core, list(scanned["path"]), False, 1, 1, 3, "uint8", "thwc", (0.5,) * 3,
+            (0.5,) * 3, 0, [], True, "opensora", {})
     if vbucket.HAS_CUDA:
         with pytest.raises(ValueError, match="pin_memory=True: no CUDA device can be used"):
             _vbucket.Loader(*args)

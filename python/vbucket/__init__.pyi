@@ -164,6 +164,10 @@ class VariableVideoBatchSampler:
         drop_oversized: bool = False,
         compression: Tuple[int, int, int] = (4, 8, 8),
         patch: Tuple[int, int, int] = (1, 2, 2),
+        timeout: float = 120.0,
+        io_timeout: float = 10.0,
+        retries: int = 2,
+        outage_deadline: float = 600.0,
         # END run fields
     ) -> None: ...
     @classmethod
@@ -192,9 +196,9 @@ def scan(
     threads: Optional[int] = ...,
     progress: bool = ...,
     *,
-    timeout: Optional[float] = ...,
-    io_timeout: Optional[float] = ...,
-    retries: Optional[int] = ...,
+    timeout: float = 120.0,
+    io_timeout: float = 10.0,
+    retries: int = 2,
 ) -> pd.DataFrame: ...
 def decode_clip(
     path: PathLike,
@@ -207,9 +211,9 @@ def decode_clip(
     *,
     filter: Literal["bilinear", "bicubic", "area", "nearest"] = ...,
     threads: int = ...,
-    timeout: Optional[float] = ...,
-    io_timeout: Optional[float] = ...,
-    retries: Optional[int] = ...,
+    timeout: float = 120.0,
+    io_timeout: float = 10.0,
+    retries: int = 2,
     frame_choice: Literal["stride", "opensora"] = ...,
 ) -> np.ndarray: ...
 
@@ -228,7 +232,7 @@ class Loader:
     def __init__(
         self,
         sampler: VariableVideoBatchSampler,
-        paths: Sequence[PathLike],
+        paths: Union[PathLike, Sequence[PathLike], None],
         *,
         workers: int = ...,
         prefetch: int = ...,

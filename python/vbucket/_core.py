@@ -429,7 +429,21 @@ def takes_run_fields(*names: str, doc: str = "Run spec keywords"):
 
 #: The fields of one assignment (assign, explain) and of one plan (stats, stats_table).
 ASSIGN_FIELDS = ("rule", "fps_max", "frame_interval", "rng", "seed", "epoch", "threads")
-PLAN_FIELDS = tuple(n for n in FIELDS if n not in ("meta", "config", "rank"))
+PLAN_FIELDS = tuple(n for n in FIELDS
+                    if n not in ("meta", "config", "rank") and FIELDS[n]["use"] == "plan")
+#: The fields of reading media (timeouts, retries, the loader's outage deadline): keywords of
+#: ``scan``, ``decode_clip`` and ``Loader``, and of the sampler (a run file's, for its Loader).
+MEDIA_FIELDS = tuple(n for n in FIELDS if FIELDS[n]["use"] == "media")
+
+
+def media_texts(where: str, **given: Any) -> dict:
+    """The media fields given (None: not given) as the text of their field's kind, for the
+    binding, which sets them on the run spec (the library checks each value: ValueError naming
+    the key)."""
+    for name in given:
+        if name not in MEDIA_FIELDS:
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+    return {n: _field_text(n, v) for n, v in given.items() if v is not None}
 
 
 # ------------------------------------------------------------------------------------------

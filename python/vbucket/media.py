@@ -12,11 +12,12 @@ import collections
 import os
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _vbucket
+from . import _core, _vbucket
 from ._optional import need
 
 PathLike = Union[str, os.PathLike]
@@ -32,16 +33,6 @@ def _need_ffmpeg(what: str) -> None:
             "install FFmpeg's development files (Debian: libavformat-dev libavcodec-dev "
             "libswscale-dev libavutil-dev) and reinstall the package"
         )
-
-
-def _scan_paths(dir_or_list) -> List[str]:
-    """The sources of a sequence, as str."""
-    paths = []
-    for i, p in enumerate(dir_or_list):
-        if not isinstance(p, (str, os.PathLike)):
-            raise TypeError(f"scan: path {i} must be a str or os.PathLike, got {type(p).__name__}")
-        paths.append(os.fspath(p))
-    return paths
 
 
 def _rate_text(history, now: float, start: float) -> str:
@@ -113,14 +104,31 @@ class _Progress:
             print(file=sys.stderr, flush=True)
 
 
-def _network(timeout, io_timeout, retries, **more) -> dict:
-    """The time bounds for C++ (None: the library's default; the library checks the values)."""
-    return dict(timeout=timeout, io_timeout=io_timeout, retries=retries, **more)
+_D = _core.DEFAULTS
 
 
+def _sources(where: str, sources) -> Tuple[List[str], bool]:
+    """Sources as the library's resolver takes them: one (a str or os.PathLike: a directory, a
+    list file, a shard, a URL or a clip) or a sequence of them (each expanded the same way; a
+    clip's path as it is), and whether it is one."""
+    if isinstance(sources, (str, os.PathLike)):
+        return [os.fspath(sources)], True
+    if isinstance(sources, (bytes, Mapping)):
+        raise TypeError(f"{where}: expected a path or a sequence of paths, got "
+                        f"{type(sources).__name__}")
+    out = []
+    for i, p in enumerate(sources):
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError(f"{where}: source {i} must be a str or os.PathLike, got "
+                            f"{type(p).__name__} {p!r}")
+        out.append(os.fspath(p))
+    return out, False
+
+
+@_core.takes_run_fields("timeout", "io_timeout", "retries", doc="Time bounds")
 def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True, *,
-         timeout: Optional[float] = None, io_timeout: Optional[float] = None,
-         retries: Optional[int] = None):
+         timeout: float = _D["timeout"], io_timeout: float = _D["io_timeout"],
+         retries: int = _D["retries"]):
     """Probes media files into a pandas DataFrame with `vbucket scan`'s columns: path,
     num_frames, height, width, fps, duration, codec, error, warning, stored_height,
     stored_width, sar ("num:den"), rotation (one row per file, in path order for a
@@ -142,11 +150,9 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True, *,
     Ctrl-C stops it (the files being probed finish, no thread is left) and raises
     KeyboardInterrupt.
 
-    ``timeout``: the deadline of one file's probe and of listing one shard, network included
-    (seconds; None: 120); ``io_timeout``: a connect or read over the network that stalls this
-    long fails (None: 10); ``retries``: further attempts at a URL after a failure that may pass
-    (refused, reset, 5xx, a timeout; None: 2). As ``vbucket scan --timeout --io-timeout
-    --retries``.
+    ``timeout``, ``io_timeout``, ``retries``: the run spec's media fields (below), as
+    ``vbucket scan --timeout --io-timeout --retries`` (or a run file's, ``--run``); the library
+    checks them (ValueError naming the key).
     """
     _need_ffmpeg("scan")
     import pandas as pd
@@ -155,10 +161,10 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True, *,
         threads = 0
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ValueError(f"scan: threads must be a non-negative int or None, got {threads!r}")
-    network = _network(timeout, io_timeout, retries)
+    network = _core.media_texts("scan", timeout=timeout, io_timeout=io_timeout,
+                                retries=retries)
     # Directories, lists, tar shards (WebDataset) and URLs, as `vbucket scan` lists them.
-    one = isinstance(dir_or_list, (str, os.PathLike))
-    sources = [os.fspath(dir_or_list)] if one else _scan_paths(dir_or_list)
+    sources, one = _sources("scan", dir_or_list)
     listing = _vbucket.list_sources(sources, one, threads, network)
     paths = list(listing["paths"])
     listed_error = list(listing["errors"])
@@ -202,10 +208,11 @@ def scan(dir_or_list, threads: Optional[int] = None, progress: bool = True, *,
     return df
 
 
+@_core.takes_run_fields("timeout", "io_timeout", "retries", doc="Time bounds")
 def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
                 size: Tuple[int, int] = (256, 256), layout: str = "thwc", pad: bool = False, *,
-                filter: str = "bilinear", threads: int = 1, timeout: Optional[float] = None,
-                io_timeout: Optional[float] = None, retries: Optional[int] = None,
+                filter: str = "bilinear", threads: int = 1, timeout: float = _D["timeout"],
+                io_timeout: float = _D["io_timeout"], retries: int = _D["retries"],
                 frame_choice: str = "stride") -> np.ndarray:
     """Frames ``start, start + interval, ...`` (``frames`` of them, 0-based, presentation
     order) of ``path`` — with ``frame_choice="opensora"`` the ``frames`` frames Open-Sora's
@@ -219,7 +226,7 @@ def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
     the file when it cannot be decoded, ValueError on a bad argument. The same bytes as
     ``vbucket decode FILE --start S --frames N --interval I --size HxW [--frame-choice C]``. ``timeout``,
     ``io_timeout``, ``retries``: as ``scan``'s (the deadline of the whole clip, a stalled
-    connect or read, further attempts at a URL; None: the library's defaults).
+    connect or read, further attempts at a URL), as ``vbucket decode``'s flags.
     """
     _need_ffmpeg("decode_clip")
     try:
@@ -233,7 +240,8 @@ def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
             raise TypeError(f"decode_clip: {name} must be an int, got {type(v).__name__}")
     return _vbucket.decode_clip(os.fspath(path), int(start), int(frames), int(interval), int(h),
                                 int(w), layout, bool(pad), filter, int(threads),
-                                _network(timeout, io_timeout, retries),
+                                _core.media_texts("decode_clip", timeout=timeout,
+                                                  io_timeout=io_timeout, retries=retries),
                                 frame_choice)
 
 
@@ -432,7 +440,12 @@ class Loader:
     """The batches of a ``VariableVideoBatchSampler`` (from its current state, this rank's) as
     torch tensors, decoded by ``workers`` C++ threads straight into staging memory.
 
-    ``paths``: the file of each metadata row, in metadata order (``scan(...)["path"]``).
+    ``paths``: the clip of each metadata row, in metadata order: the sources the sampler's
+    metadata was scanned from, as ``scan`` takes them — a directory, a list file, a tar shard, a
+    URL, or a sequence of these (nested lists of directories and shards too), resolved by the
+    library's one resolver (``vbucket scan``'s) — or one path per row (``scan(...)["path"]``,
+    taken as it is). They must give exactly one clip per metadata row (else ValueError naming
+    both counts).
     ``dtype``: "uint8" (RGB as decoded), "float32" or "bfloat16", normalised on the workers as
     ``(x / 255 - mean) / std`` per channel. ``layout``: "thwc" or "cthw". ``prefetch``:
     batches decoded ahead. A clip that fails to decode is replaced by another sample of its
@@ -485,13 +498,16 @@ class Loader:
     With ``paths=None`` nothing is decoded (``batch.tensor`` is None): Open-Sora's cached path
     (``CachedVideoTextDataset``) on the sampler's batches, with the same resume.
 
-    Sources that go away: ``timeout``, ``io_timeout``, ``retries`` bound each clip as in
-    ``decode_clip``. A clip whose source cannot be reached (a connection refused or lost, a 5xx
-    reply, a timeout) is not replaced: the workers wait on one shared health state, one tries
-    again after a backoff, and the same sample is decoded once the source answers (the pipeline
-    stalls; ``stats()["stalls"]`` counts the outages, ``stall_seconds`` their length). An outage
-    longer than ``outage_deadline`` seconds (None: 600) makes ``next()`` raise. A 404, a
-    malformed file or a decode error is permanent: the clip is replaced as above.
+    Sources that go away: ``timeout``, ``io_timeout``, ``retries`` bound each clip (and the
+    listing of shards in ``paths``) as in ``decode_clip``. A clip whose source cannot be
+    reached (a connection refused or lost, a 5xx reply, a timeout) is not replaced: the workers
+    wait on one shared health state, one tries again after a backoff, and the same sample is
+    decoded once the source answers (the pipeline stalls; ``stats()["stalls"]`` counts the
+    outages, ``stall_seconds`` their length). An outage longer than ``outage_deadline``
+    seconds makes ``next()`` raise. A 404, a malformed file or a decode error is permanent: the
+    clip is replaced as above. These four are the run spec's media fields: None takes the
+    sampler's (its keywords, or its run file's: ``VariableVideoBatchSampler.from_run``), whose
+    defaults are the library's (below).
 
     ``state_dict()`` is a position in the plan the loader runs (its fingerprint is that plan's,
     also after ``sampler.set_epoch``). ``close()`` (and the end of a ``with`` block) keeps the
@@ -505,7 +521,9 @@ class Loader:
     MAX_WORKERS = 1024
     MAX_PREFETCH = 1 << 16
 
-    def __init__(self, sampler, paths: Optional[Sequence[PathLike]], *, workers: int = 4,
+    @_core.takes_run_fields(*_core.MEDIA_FIELDS, doc="Media fields (None: the sampler's)")
+    def __init__(self, sampler, paths: Union[PathLike, Sequence[PathLike], None], *,
+                 workers: int = 4,
                  prefetch: int = 2, dtype: str = "uint8", layout: str = "thwc",
                  mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), pin_memory: bool = False,
                  slots: Optional[int] = None, fields=None, tensors=None,
@@ -522,15 +540,10 @@ class Loader:
                 f"Loader: sampler must be a vbucket.VariableVideoBatchSampler, got "
                 f"{type(sampler).__name__}"
             )
-        if isinstance(paths, (str, os.PathLike)):
-            raise TypeError("Loader: paths must be a sequence of paths (one per metadata row)")
         pixels = paths is not None
-        paths = [] if paths is None else list(paths)
-        for i, p in enumerate(paths):
-            if not isinstance(p, (str, os.PathLike)):
-                raise TypeError(f"Loader: path {i} (metadata row {i}) must be a str or "
-                                f"os.PathLike, got {type(p).__name__} {p!r}")
-            paths[i] = os.fspath(p)
+        sources, one = _sources("Loader", paths) if pixels else ([], False)
+        media = _core.media_texts("Loader", timeout=timeout, io_timeout=io_timeout,
+                                  retries=retries, outage_deadline=outage_deadline)
         _check_int("workers", workers, 1, self.MAX_WORKERS)
         _check_int("prefetch", prefetch, 1, self.MAX_PREFETCH)
         if slots is None:
@@ -568,12 +581,9 @@ class Loader:
         self._sampler = sampler
         self._pixels = pixels
         self._tensor_names = [name for kind, name, _ in spec if kind == "tensors"]
-        self._core = _vbucket.Loader(core, paths, workers, prefetch, slots, dtype, layout,
-                                     _triple("mean", mean), _triple("std", std), pin_device,
-                                     spec, pixels, filter,
-                                     _network(timeout, io_timeout, retries,
-                                              outage_deadline=outage_deadline),
-                                     frame_choice)
+        self._core = _vbucket.Loader(core, sources, one, workers, prefetch, slots, dtype,
+                                     layout, _triple("mean", mean), _triple("std", std),
+                                     pin_device, spec, pixels, filter, media, frame_choice)
         # Where the sampler is once the loader started (an iteration that had run to its end
         # begins again at the epoch's start, as the sampler's own next iteration would).
         self._start = (core.state(), core.fingerprint())

@@ -165,6 +165,29 @@ expect_ok "decode: FILE after flags" decode --timeout 30 --io-timeout 5 --retrie
 check "decode: FILE after flags, same bytes" cmp -s "$tmp/o.rgb" "$tmp/o2.rgb"
 expect_error "decode: bad --io-timeout" 2 "--io-timeout" decode "$clip" --io-timeout 0 \
   --start 2 --frames 4 --interval 3 --size 32x40 --out "$tmp/o3.rgb"
+# The bounds are run spec fields: a run file gives them (--run), flags override, every bad
+# value (NaN, negative, absurd) is refused by the field table naming the flag or the file's key.
+for bad in nan -1 1e7 inf; do
+  expect_error "decode: --timeout $bad" 2 "--timeout: expected a positive number up to 1000000, got \"$bad\"" \
+    decode "$clip" --timeout "$bad" --start 2 --frames 4 --interval 3 --size 32x40 --out "$tmp/o3.rgb"
+done
+expect_error "scan: --retries 101" 2 "--retries: expected an integer from 0 to 100" \
+  scan "$tmp/media" --retries 101 --out "$tmp/m.csv"
+printf '{"seed": 3, "timeout": 30, "io_timeout": 5, "retries": 1, "outage_deadline": 900}\n' \
+  >"$tmp/run.json"
+expect_ok "decode --run (media fields of a run file)" decode "$clip" --run "$tmp/run.json" \
+  --start 2 --frames 4 --interval 3 --size 32x40 --out "$tmp/o4.rgb"
+check "decode --run: same bytes" cmp -s "$tmp/o.rgb" "$tmp/o4.rgb"
+expect_error "decode --run: the required flags still required" 2 "missing required flag --out" \
+  decode "$clip" --run "$tmp/run.json" --start 2 --frames 4 --interval 3 --size 32x40
+printf '{"io_timeout": -2}\n' >"$tmp/bad_run.json"
+expect_error "scan --run: a bad key named with its file" 1 \
+  "$tmp/bad_run.json: key \"io_timeout\": expected a positive number up to 1000000, got \"-2\"" \
+  scan "$tmp/media" --run "$tmp/bad_run.json" --out "$tmp/m.csv"
+expect_error "scan --run: a directory, not a file" 1 "$tmp: is a directory, not a file" \
+  scan "$tmp/media" --run "$tmp" --out "$tmp/m.csv"
+run plan --help
+check "plan --help: no media flag" bash -c "! grep -q -- '--timeout\|--outage-deadline' '$tmp/stdout'"
 
 expect_error "decode: past the end" 1 "too short" decode "$clip" --start 20 --frames 8 \
   --interval 2 --size 16x16 --out "$tmp/short.rgb"

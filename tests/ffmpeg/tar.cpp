@@ -1,6 +1,7 @@
 /// Tests of vbucket/ffmpeg/tar.hpp and sources.hpp: the tar reader (ustar, GNU long names, pax),
 /// clip paths of members, members decoded in place with the same bytes as the plain file, and
-/// bad shards and paths that fail with messages naming the shard, member and what is wrong.
+/// bad shards and paths that fail with messages naming the shard, member and what is wrong; a
+/// loader's clip per row from any source form (clip_paths) and limits from a run spec.
 #include "vbucket/ffmpeg/tar.hpp"
 
 #include <doctest/doctest.h>
@@ -15,6 +16,7 @@
 #include "vbucket/ffmpeg/decode.hpp"
 #include "vbucket/ffmpeg/probe.hpp"
 #include "vbucket/ffmpeg/sources.hpp"
+#include "vbucket/run_spec.hpp"  // limits_of
 
 #include "vbucket_test/ffmpeg_media.hpp"
 #include "vbucket_test/tar_writer.hpp"
@@ -123,6 +125,10 @@ TEST_CASE("tar: clip paths of members and URLs taken apart") {
   CHECK(ff::member_path("s.tar", {"k.mp4", 0, 512, 9}) == "s.tar#k.mp4@512+9");
   CHECK(ff::is_shard_path("https://h/s.tar?sig=1"));
   CHECK(!ff::is_shard_path("a.mp4"));
+  // A member's URL (the shard's with a fragment) is a clip, not a shard to list (a loader's
+  // per-row paths were listed as whole shards).
+  CHECK(!ff::is_shard_path("https://h/s.tar#k.mp4@512+9"));
+  CHECK(!ff::is_shard_path("https://h/s.tar?sig=1#k.mp4"));
 }
 
 TEST_CASE("tar: a member decodes and probes in place with the plain file's bytes") {
@@ -287,4 +293,62 @@ TEST_CASE("tar: list_sources resolves nested lists of directories, shards and li
   CHECK_THROWS_WITH_AS(ff::list_sources((dir / "loop.txt").string(), 1),
                        doctest::Contains("lists nested more than 16 deep"), vbucket::error);
   fs::remove_all(dir);
+}
+
+TEST_CASE("tar: clip_paths gives a loader the clip of each row from any source form") {
+  const fs::path dir = scratch("clip_paths");
+  fs::create_directories(dir / "videos");
+  fs::copy_file(media(mp4), dir / "videos" / "a.mp4");
+  tar_writer w;
+  w.add("k0.mp4", slurp(media(mp4)));
+  w.add("k1.mkv", slurp(media(mkv)));
+  w.end();
+  w.save((dir / "s.tar").string());
+  std::ofstream((dir / "list.txt").string()) << (dir / "videos").string() << "\n"
+                                             << (dir / "s.tar").string() << "\n";
+  // The listing a scan of the same source gives, row for row.
+  const auto listed = ff::list_sources((dir / "list.txt").string(), 1);
+  REQUIRE(listed.paths.size() == 3);
+  CHECK(ff::clip_paths((dir / "list.txt").string(), 3, 1) == listed.paths);
+  CHECK(ff::clip_paths(dir.string(), 3, 1) ==
+        std::vector<std::string>{listed.paths[1], listed.paths[2], listed.paths[0]});
+  // Nested: a sequence naming a directory and a shard.
+  CHECK(ff::clip_paths(
+            std::vector<std::string>{(dir / "videos").string(), (dir / "s.tar").string()}, 3, 1) ==
+        listed.paths);
+  // One path per row stays as it is, also paths that do not exist (yet): no file system look.
+  const std::vector<std::string> rows = {listed.paths[2], "/no/such/dir/x.MP4", listed.paths[0],
+                                         "/no/such.tar#k0.mp4@512+10",
+                                         "http://127.0.0.1:9/s.tar#k0.mp4@512+10"};
+  CHECK(ff::clip_paths(rows, rows.size(), 1) == rows);
+  // ... and so does one member's path given alone (not read as a list)
+  CHECK(ff::clip_paths(listed.paths[1], 1, 1) == std::vector<std::string>{listed.paths[1]});
+  // Another count than the metadata's rows names both.
+  CHECK_THROWS_WITH_AS(
+      ff::clip_paths((dir / "list.txt").string(), 4, 1),
+      "the sources give 3 clips but the metadata has 4 rows: give the sources the metadata was "
+      "scanned from (in the same order), or one path per row",
+      vbucket::error);
+  // A shard that cannot be listed is named too.
+  std::ofstream((dir / "bad.tar").string()) << std::string(700, 'x');
+  CHECK_THROWS_WITH_AS((void)ff::clip_paths((dir / "bad.tar").string(), 2, 1),
+                       doctest::Contains("bad.tar"), vbucket::error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("limits: limits_of takes the run spec's media fields") {
+  const auto spec =
+      vbucket::run_spec::from_map({{"timeout", "7.5"}, {"io_timeout", "0.5"}, {"retries", "0"}});
+  ff::limits base;
+  base.max_side = 640;
+  const ff::limits lim = ff::limits_of(spec, base);
+  CHECK(lim.timeout_seconds == 7.5);
+  CHECK(lim.network.io_timeout_seconds == 0.5);
+  CHECK(lim.network.retries == 0);
+  CHECK(lim.max_side == 640);  // the rest as in base
+  // A default spec gives the adapter's defaults.
+  const ff::limits d = ff::limits_of(vbucket::run_spec{});
+  CHECK(d.timeout_seconds == ff::limits{}.timeout_seconds);
+  CHECK(d.network.io_timeout_seconds == ff::network_options{}.io_timeout_seconds);
+  CHECK(d.network.retries == ff::network_options{}.retries);
 }

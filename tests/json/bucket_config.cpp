@@ -312,4 +312,12 @@ TEST_CASE("bucket_config json: unreadable file") {
                                             vbucket::opensora_v2_tables{});
   });
   CHECK(contains(msg2, VBUCKET_TEST_DATA_DIR));
+  // ... and says so, not libstdc++'s "basic_filebuf::underflow" (regression)
+  CHECK(contains(msg2, "is a directory"));
+  CHECK_FALSE(contains(msg2, "basic_filebuf"));
+  const auto msg3 =
+      error_message([&] { (void)vbucket::json::read_file(std::string(VBUCKET_TEST_DATA_DIR)); });
+  CHECK(msg3 == std::string(VBUCKET_TEST_DATA_DIR) +
+                    ": is a directory, not a file (give the "
+                    "file's path)");
 }

@@ -18,6 +18,7 @@
 #include "vbucket/batch_sampler.hpp"
 #include "vbucket/csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
+#include "vbucket/loader_options.hpp"  // the outage deadline's default
 #include "vbucket/run_spec.hpp"
 
 #include "vbucket_test/errors.hpp"
@@ -217,6 +218,76 @@ TEST_CASE("json run file: the same spec as its map; errors name the file and the
   CHECK(msg("h.json", R"({"rank": 4, "world": 4})") ==
         dir + "h.json: rank 4 is not below world 4 (ranks are 0 to 3)");
   CHECK(contains(msg("i.json", R"({"seed": 1, "seed": 2})"), "duplicate key \"seed\""));
+}
+
+TEST_CASE("run_spec: media fields (timeouts, retries, outage deadline) read, checked, defaulted") {
+  // The defaults are the ones the loader and the adapters start from (vbucket::defaults).
+  const vbucket::run_spec d;
+  CHECK(d.timeout == vbucket::defaults::timeout_seconds);
+  CHECK(d.io_timeout == vbucket::defaults::io_timeout_seconds);
+  CHECK(d.retries == static_cast<std::uint32_t>(vbucket::defaults::retries));
+  CHECK(d.outage_deadline == vbucket::loader_options{}.outage_deadline_seconds);
+  for (const char* name : {"timeout", "io_timeout", "retries", "outage_deadline"}) {
+    CAPTURE(name);
+    const vbucket::run_field* f = vbucket::run_spec::find(name);
+    REQUIRE(f != nullptr);
+    CHECK(f->use == vbucket::field_use::media);
+    CHECK(contains(vbucket::field_help(*f), "(default: "));
+  }
+  CHECK(vbucket::run_spec::find("seed")->use == vbucket::field_use::plan);
+  CHECK(vbucket::field_help(*vbucket::run_spec::find("timeout")).ends_with("(default: 120)"));
+
+  const auto s = vbucket::run_spec::from_map(
+      {{"timeout", "3.5"}, {"io_timeout", "0.25"}, {"retries", "0"}, {"outage_deadline", "60"}});
+  CHECK(s.timeout == 3.5);
+  CHECK(s.io_timeout == 0.25);
+  CHECK(s.retries == 0);
+  CHECK(s.outage_deadline == 60.0);
+  CHECK(vbucket::run_spec::from_map(s.to_map()).to_map() == s.to_map());
+
+  auto msg = [](const std::string& key, const std::string& value) {
+    return error_message([&] { (void)vbucket::run_spec::from_map({{key, value}}); });
+  };
+  for (const std::string key : {"timeout", "io_timeout", "outage_deadline"})
+    for (const std::string bad : {"nan", "inf", "-1", "0", "1000001", "1e300", "", "ten"}) {
+      CAPTURE(key);
+      CAPTURE(bad);
+      CHECK(msg(key, bad) ==
+            key + ": expected a positive number up to 1000000, got \"" + bad + "\"");
+    }
+  CHECK(vbucket::run_spec::from_map({{"timeout", "1000000"}}).timeout == 1e6);  // the bound
+  CHECK(msg("retries", "101") == "retries: expected an integer from 0 to 100, got \"101\"");
+  CHECK(msg("retries", "-1") == "retries: expected an integer from 0 to 100, got \"-1\"");
+  CHECK(msg("retries", "1.5") == "retries: expected an integer from 0 to 100, got \"1.5\"");
+  const vbucket::field_naming flags{vbucket::field_naming::style::flag, {}};
+  CHECK(error_message([&] {
+          (void)vbucket::run_spec::from_map({{"io_timeout", "-2"}}, flags);
+        }) == "--io-timeout: expected a positive number up to 1000000, got \"-2\"");
+
+  // A run file: the same values, errors naming the file and the key.
+  const std::string path = write_temp(
+      "media.json",
+      R"({"timeout": 3.5, "io_timeout": 0.25, "retries": 0, "outage_deadline": 60, "seed": 1})");
+  const vbucket::run_spec f = vbucket::json::load_run_spec(path);
+  CHECK(f.timeout == s.timeout);
+  CHECK(f.io_timeout == s.io_timeout);
+  CHECK(f.retries == s.retries);
+  CHECK(f.outage_deadline == s.outage_deadline);
+  auto file_msg = [](const std::string& name, const std::string& text) {
+    const std::string p = write_temp(name, text);
+    return error_message([&] { (void)vbucket::json::load_run_spec(p); });
+  };
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/vbucket_run_spec_";
+  CHECK(file_msg("m1.json", R"({"timeout": -1})") ==
+        dir + "m1.json: key \"timeout\": expected a positive number up to 1000000, got \"-1\"");
+  CHECK(file_msg("m2.json", R"({"io_timeout": 1e7})") ==
+        dir +
+            "m2.json: key \"io_timeout\": expected a positive number up to 1000000, got "
+            "\"1e+07\"");
+  CHECK(file_msg("m3.json", R"({"outage_deadline": "10"})") ==
+        dir + "m3.json: key \"outage_deadline\": expected a number, got \"10\"");
+  CHECK(file_msg("m4.json", R"({"retries": 2.5})") ==
+        dir + "m4.json: key \"retries\": expected an integer, got 2.5");
 }
 
 TEST_CASE("run_spec: a sampler made from a run file gives the batches of one made by hand") {

@@ -67,11 +67,12 @@ class flag_table {
         .field("compression")
         .field("patch");
   }
-  /// The flags of every run spec field not added yet, but those in `skip`, in table order: a
-  /// field added to the table becomes a flag of the commands that end with this.
+  /// The flags of every plan field of the run spec not added yet, but those in `skip`, in
+  /// table order: a field added to the table becomes a flag of the commands that end with this.
+  /// Media fields (timeouts, retries) are `scan`'s and `decode`'s; a run file may give them.
   flag_table& other_fields(std::initializer_list<std::string_view> skip = {}) {
     for (const run_field& f : run_spec::fields()) {
-      bool present = false;
+      bool present = f.use != field_use::plan;
       for (const std::string_view have : field_) present = present || have == f.name;
       for (const std::string_view s : skip) present = present || s == f.name;
       if (!present) field(f.name);

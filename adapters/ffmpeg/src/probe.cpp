@@ -8,12 +8,21 @@
 #include "vbucket/ffmpeg/detail/libav.hpp"
 #include "vbucket/ffmpeg/detail/probe_impl.hpp"
 #include "vbucket/ffmpeg/limits.hpp"
+#include "vbucket/run_spec.hpp"  // limits_of
 
 namespace vbucket::ffmpeg {
 
 void quiet_logs() noexcept { av_log_set_level(AV_LOG_QUIET); }
 
 void cap_allocations(std::size_t bytes) noexcept { av_max_alloc(bytes); }
+
+limits limits_of(const run_spec& spec, limits base) {
+  base.timeout_seconds = spec.timeout;
+  base.network.io_timeout_seconds = spec.io_timeout;
+  base.network.retries = static_cast<int>(spec.retries);
+  return base;
+}
+
 /// Probes the file at `path`. Errors (missing, unreadable, not a video, corrupt, absurd sizes)
 /// come back as an error value whose message names the file.
 result<video_info> probe(const std::string& path, const probe_options& opt) noexcept {

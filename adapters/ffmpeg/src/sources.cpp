@@ -3,6 +3,7 @@
 #include "vbucket/ffmpeg/sources.hpp"
 
 #include <algorithm>      // std::sort, std::min
+#include <cctype>         // std::tolower
 #include <chrono>         // std::chrono::duration (waits between retries)
 #include <cstddef>        // std::size_t
 #include <cstdint>        // std::int64_t
@@ -400,14 +401,28 @@ inline bool is_list_name(std::string_view path) {
   return false;
 }
 
+/// Whether `path` ends in a media file extension (`is_media_name`, without a `path` object).
+inline bool has_media_extension(std::string_view path) {
+  const std::size_t dot = path.find_last_of("./");
+  if (dot == std::string_view::npos || path[dot] != '.') return false;
+  std::string ext(path.substr(dot));
+  if (ext.size() > 6) return false;
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string_view e : media_extensions)
+    if (ext == e) return true;
+  return false;
+}
+
 /// Appends the sources `where` names: a URL or a shard as it is; a directory's media files and
 /// shards (recursive, in path order); a list's lines, each resolved the same way (`top`: the
 /// input itself, read as a list whatever its name unless it is a media file); else a clip's
-/// path as it is.
+/// path as it is. A tar member's path, and below the top a media file's name, is a clip without
+/// a look at the file system (a loader's one path per row stays cheap).
 inline void resolve_source(const std::string& where, int depth, bool top,
                            std::vector<std::string>& entries) {
   namespace fs = std::filesystem;
-  if (is_url(where) || is_shard_path(where)) {
+  if (is_url(where) || is_shard_path(where) || parse_media_path(where).in_tar() ||
+      (!top && has_media_extension(where))) {
     entries.push_back(where);
     return;
   }
@@ -451,6 +466,36 @@ media_listing list_sources(const std::vector<std::string>& sources, unsigned thr
   std::vector<std::string> entries;
   for (const std::string& where : sources) detail::resolve_source(where, 0, false, entries);
   return detail::list_entries(std::move(entries), threads, lim);
+}
+
+namespace {
+
+/// The clips of a listing, when there are `rows` of them (else the error naming both counts).
+std::vector<std::string> clips_of_rows(media_listing&& l, std::size_t rows) {
+  if (l.paths.size() == rows) return std::move(l.paths);
+  std::string why = "the sources give " + std::to_string(l.paths.size()) + " clip" +
+                    (l.paths.size() == 1 ? "" : "s") + " but the metadata has " +
+                    std::to_string(rows) + " row" + (rows == 1 ? "" : "s") +
+                    ": give the sources the metadata was scanned from (in the same order), or "
+                    "one path per row";
+  for (const std::string& e : l.errors)
+    if (!e.empty()) {
+      why += " (" + e + ")";
+      break;
+    }
+  throw vbucket::error(why);
+}
+
+}  // namespace
+
+std::vector<std::string> clip_paths(const std::string& where, std::size_t rows, unsigned threads,
+                                    const limits& lim) {
+  return clips_of_rows(list_sources(where, threads, lim), rows);
+}
+
+std::vector<std::string> clip_paths(const std::vector<std::string>& sources, std::size_t rows,
+                                    unsigned threads, const limits& lim) {
+  return clips_of_rows(list_sources(sources, threads, lim), rows);
 }
 
 namespace detail {

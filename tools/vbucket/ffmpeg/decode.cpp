@@ -16,7 +16,8 @@
 namespace vbucket::cli {
 namespace {
 
-constexpr flag decode_flags[] = {
+/// Not constexpr: the media fields' flags take their help from the run spec's table.
+const flag decode_flags[] = {
     {"start", "S", true, "first frame (0-based, presentation order)"},
     {"frames", "N", true, "number of frames"},
     {"interval", "I", true, "frame interval: N frames out of the N*I from S (--frame-choice)"},
@@ -34,6 +35,7 @@ constexpr flag decode_flags[] = {
     timeout_flag,
     io_timeout_flag,
     retries_flag,
+    media_run_flag,
 };
 
 constexpr std::string_view decode_description =
@@ -71,6 +73,7 @@ int cmd_decode(int argc, char** argv) {
                  stdout);
       return exit_ok;
     }
+    a.check_required(decode_flags, [](std::string_view) { return false; });  // also with --run
     if (p.positional.empty())
       throw usage_error(
           "missing the input: vbucket decode FILE --start S --frames N --interval I --size HxW "
@@ -114,7 +117,7 @@ int cmd_decode(int argc, char** argv) {
                         "\"");
     }
     req.pad = a.has("pad");
-    read_network_flags(a, req.limits);
+    req.limits = read_network_flags(a, req.limits);
     const std::size_t bytes = ffmpeg::clip_bytes(req);
     if (bytes > (std::size_t{1} << 34))
       throw usage_error("--frames x --size: the clip would take " + std::to_string(bytes) +

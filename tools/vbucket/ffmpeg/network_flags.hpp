@@ -1,44 +1,57 @@
 #pragma once
-/// The flags that bound a file's time, network included, shared by `scan` and `decode`:
-/// --timeout (the deadline of one file), --io-timeout (a stalled connect or read), --retries
-/// (further attempts after a failure that may pass). They fill `ffmpeg::limits`; the library
-/// holds the defaults and checks the values (`ffmpeg::check_limits`).
+/// The flags that bound a file's time, network included, shared by `scan` and `decode`: the run
+/// spec's media fields `timeout` (the deadline of one file), `io_timeout` (a stalled connect or
+/// read) and `retries` (further attempts after a failure that may pass) as --timeout,
+/// --io-timeout and --retries, and --run RUN.json (a run file, whose media fields apply; the
+/// flags override them). Their help, defaults and checks are the field table's; they fill
+/// `ffmpeg::limits` (`ffmpeg::limits_of`).
 
-#include <cstdlib>  // std::strtod
-#include <string>   // std::string
+#include <deque>        // std::deque (stable text for the flags)
+#include <string>       // std::string
+#include <string_view>  // std::string_view
 
 #include "../cli.hpp"
 #include "vbucket/ffmpeg/limits.hpp"
+#include "vbucket/json/run_spec.hpp"  // apply_run_spec
+#include "vbucket/run_spec.hpp"
 
 namespace vbucket::cli {
 
-inline constexpr flag timeout_flag{
-    "timeout", "SECONDS", false,
-    "deadline of one file, network included (connect, reads, retries): past it the file fails"};
-inline constexpr flag io_timeout_flag{
-    "io-timeout", "SECONDS", false,
-    "over the network, a connect or a read that stalls this long fails (and may be retried)"};
-inline constexpr flag retries_flag{
-    "retries", "N", false,
-    "further attempts at a URL after a failure that may pass (refused, reset, 5xx, timeout)"};
+/// The flag of run spec field `name`, with the table's value name and help (and default).
+inline flag media_field_flag(std::string_view name) {
+  static std::deque<std::string> text;  // the flags view it; built once, at start-up
+  const run_field& f = *run_spec::find(name);
+  const std::string& dashed =
+      text.emplace_back(field_naming{field_naming::style::flag, {}}(name).substr(2));
+  const std::string& help = text.emplace_back(field_help(f));
+  return {dashed, f.value_name, false, help};
+}
 
-/// Reads --timeout, --io-timeout and --retries into `lim`; a bad value is a usage error naming
-/// the flag.
-inline void read_network_flags(const args& a, ffmpeg::limits& lim) {
-  auto seconds = [&](const char* name, double& out) {
-    if (!a.has(name)) return;
-    const std::string& t = a.value(name);
-    char* end = nullptr;
-    const double v = std::strtod(t.c_str(), &end);
-    if (end == t.c_str() || *end != '\0' || !(v > 0.0) || !(v <= 1e6))
-      throw usage_error("--" + std::string(name) + ": expected seconds (a number > 0), got '" + t +
-                        "'");
-    out = v;
-  };
-  seconds("timeout", lim.timeout_seconds);
-  seconds("io-timeout", lim.network.io_timeout_seconds);
-  if (a.has("retries"))
-    lim.network.retries = static_cast<int>(parse_uint_flag("retries", a.value("retries"), 0, 100));
+inline const flag timeout_flag = media_field_flag("timeout");
+inline const flag io_timeout_flag = media_field_flag("io_timeout");
+inline const flag retries_flag = media_field_flag("retries");
+inline constexpr flag media_run_flag{
+    "run", "RUN.json", false,
+    "a run file (as plan --run reads): its timeout, io_timeout and retries apply (the flags "
+    "given here override them); its other fields are the plan's"};
+
+/// The limits of --run's media fields, then --timeout, --io-timeout and --retries over them,
+/// on `base`; a bad flag value is a usage error naming the flag, a bad run file bad data naming
+/// the file and the key.
+inline ffmpeg::limits read_network_flags(const args& a, ffmpeg::limits base = {}) {
+  run_spec spec;
+  if (a.has("run")) json::apply_run_spec(spec, a.value("run"));
+  const field_naming as_flag{field_naming::style::flag, {}};
+  for (const std::string_view name : {"timeout", "io_timeout", "retries"}) {
+    const std::string dashed = as_flag(name).substr(2);
+    if (!a.has(dashed)) continue;
+    try {
+      spec.set(name, a.value(dashed), as_flag);
+    } catch (const vbucket::error& e) {
+      throw usage_error(e.what());
+    }
+  }
+  return ffmpeg::limits_of(spec, base);
 }
 
 }  // namespace vbucket::cli

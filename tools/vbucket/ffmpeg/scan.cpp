@@ -33,7 +33,8 @@
 namespace vbucket::cli {
 namespace {
 
-constexpr flag scan_flags[] = {
+/// Not constexpr: the media fields' flags take their help from the run spec's table.
+const flag scan_flags[] = {
     {"out", "META.csv", true,
      "output CSV: path,num_frames,height,width,fps,duration,codec,error,warning,stored_height,"
      "stored_width,sar,rotation per file"},
@@ -45,6 +46,7 @@ constexpr flag scan_flags[] = {
     timeout_flag,
     io_timeout_flag,
     retries_flag,
+    media_run_flag,
     {"quiet", "", false, "no progress and no summary"},
 };
 
@@ -110,6 +112,7 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
     job.help = true;
     return job;
   }
+  a.check_required(scan_flags, [](std::string_view) { return false; });  // also with --run
   if (p.positional.empty())
     throw usage_error("missing the input: vbucket scan DIR|LIST.txt --out META.csv");
   const std::string where(p.positional);
@@ -119,7 +122,7 @@ scan_job prepare_scan(int argc, char** argv, bool writer) {
   job.skip_failed = a.has("skip-failed");
   job.index = a.has("index");
   job.opt.always_decode_count = a.has("decode-count");
-  read_network_flags(a, job.opt.limits);
+  job.opt.limits = read_network_flags(a, job.opt.limits);
   job.out_path = a.value("out");
   if (job.index && job.out_path == "-")
     throw usage_error(

@@ -7,17 +7,22 @@
 #include <cstdint>  // std::int64_t
 #include <string>   // std::string
 
+#include "vbucket/clip_decoder.hpp"  // defaults::timeout_seconds, io_timeout_seconds, retries
 #include "vbucket/error.hpp"
+
+namespace vbucket {
+struct run_spec;  // run_spec.hpp
+}  // namespace vbucket
 
 namespace vbucket::ffmpeg {
 
 /// How URLs (and shards behind URLs) are read.
 struct network_options {
   /// A connect, or a read that stalls, fails after this long (FFmpeg's `rw_timeout`).
-  double io_timeout_seconds = 10.0;
+  double io_timeout_seconds = vbucket::defaults::io_timeout_seconds;
   /// Further attempts to open a URL after a failure that may pass (connection refused or
   /// reset, a timeout, a 5xx reply); a 4xx reply or bad data is not retried.
-  int retries = 2;
+  int retries = vbucket::defaults::retries;
   /// The wait before retry k (0-based) is this · 2^k, cut short by the clip's deadline.
   double retry_backoff_seconds = 0.2;
   /// A connection lost in the middle of a response is reopened at the byte reached, with
@@ -30,29 +35,36 @@ struct limits {
   std::int64_t max_side = 16384;                    ///< largest frame height or width
   std::int64_t max_pixels = std::int64_t{1} << 26;  ///< largest height · width (64 Mpixel)
   std::int64_t max_packets_without_frame = 1024;    ///< packets sent with no frame coming out
-  double timeout_seconds = 120.0;  ///< wall-clock bound on one probe or decode (interrupts I/O)
+  /// wall-clock bound on one probe or decode (interrupts I/O)
+  double timeout_seconds = vbucket::defaults::timeout_seconds;
   network_options network{};
   ///< timeouts and retries of URLs (media_source.hpp)
 };
 
-/// Checks the time bounds a front-end set (the CLI's --timeout, --io-timeout, --retries;
-/// Python's timeout, io_timeout, retries): seconds finite and > 0 (up to 10^6), retries from 0
-/// to 100. Throws `vbucket::error` naming the field and the value.
+/// Checks bounds set in C++ (front ends read them through the run spec's fields `timeout`,
+/// `io_timeout` and `retries`, which check the same ranges): seconds finite and > 0 (up to
+/// `defaults::max_seconds`), retries from 0 to `defaults::max_retries`. Throws `vbucket::error`
+/// naming the field and the value.
 inline void check_limits(const limits& lim) {
   auto seconds = [](const char* name, double v) {
-    if (!(v > 0.0 && v <= 1e6))
+    if (!(v > 0.0 && v <= vbucket::defaults::max_seconds))
       throw vbucket::error(std::string(name) + " must be seconds in (0, 1e6], got " +
                            std::to_string(v));
   };
   seconds("timeout", lim.timeout_seconds);
   seconds("io_timeout", lim.network.io_timeout_seconds);
-  if (lim.network.retries < 0 || lim.network.retries > 100)
+  if (lim.network.retries < 0 || lim.network.retries > vbucket::defaults::max_retries)
     throw vbucket::error("retries must be from 0 to 100, got " +
                          std::to_string(lim.network.retries));
-  if (!(lim.network.retry_backoff_seconds >= 0.0 && lim.network.retry_backoff_seconds <= 1e6))
+  if (!(lim.network.retry_backoff_seconds >= 0.0 &&
+        lim.network.retry_backoff_seconds <= vbucket::defaults::max_seconds))
     throw vbucket::error("retry_backoff must be seconds in [0, 1e6], got " +
                          std::to_string(lim.network.retry_backoff_seconds));
 }
+
+/// The limits of a run spec's media fields (`timeout`, `io_timeout`, `retries`: checked when
+/// the spec read them), the other bounds as in `base`.
+[[nodiscard]] limits limits_of(const run_spec& spec, limits base = {});
 
 /// Silences FFmpeg's own log output (it writes to stderr); a process-wide setting, which the
 /// `vbucket` CLI and the tests use. Errors are reported by vbucket's return values anyway.

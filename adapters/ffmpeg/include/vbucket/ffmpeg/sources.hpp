@@ -16,7 +16,7 @@
 /// by their extension (the text without one final newline), and the top-level fields of its
 /// `json` member are columns named by the field (strings unquoted, other values as JSON text).
 
-#include <algorithm>    // std::sort, std::min
+#include <cstddef>      // std::size_t
 #include <cstdint>      // std::int64_t
 #include <string>       // std::string
 #include <string_view>  // std::string_view
@@ -43,9 +43,13 @@ struct media_listing {
   std::vector<std::vector<std::string>> fields;
 };
 
-/// Whether `path` names a tar shard: a local `.tar` file or a URL whose path ends in `.tar`.
+/// Whether `path` names a tar shard: a local `.tar` file or a URL whose path ends in `.tar`
+/// (a URL with a fragment names a member of the shard, `SHARD#MEMBER`: a clip, not a shard).
 inline bool is_shard_path(std::string_view path) {
-  if (is_url(path)) path = path.substr(0, std::min(path.find('?'), path.find('#')));
+  if (is_url(path)) {
+    if (path.find('#') != std::string_view::npos) return false;
+    path = path.substr(0, path.find('?'));
+  }
   return path.size() > 4 && path.substr(path.size() - 4) == ".tar";
 }
 
@@ -61,8 +65,25 @@ inline bool is_shard_path(std::string_view path) {
 [[nodiscard]] media_listing list_sources(const std::string& where, unsigned threads = 0,
                                          const limits& lim = {});
 /// The same for several sources, each a clip, a URL, a shard, a directory or a list (a local
-/// `.txt`, `.list` or `.lst` file), in order.
+/// `.txt`, `.list` or `.lst` file), in order. A clip's path (a media file name, a URL, a tar
+/// member `SHARD#MEMBER...`) is taken as it is, without looking at the file system, so one
+/// path per metadata row resolves to itself at the cost of a string check each.
 [[nodiscard]] media_listing list_sources(const std::vector<std::string>& sources,
                                          unsigned threads = 0, const limits& lim = {});
+
+/// What a loader decodes: the clip of each of `rows` metadata rows (a decoder's paths,
+/// `file_decoder`), from sources as `list_sources` resolves them — the directory, list, shard
+/// or URL the metadata was scanned from (`vbucket scan`, Python's `scan`), several of them
+/// nested, or one path per row as it is. Throws `vbucket::error` when they give another number
+/// of clips than `rows` (naming both counts and the first source that could not be listed).
+///
+///     auto paths = vbucket::ffmpeg::clip_paths("shards/", meta.size());
+///     const vbucket::ffmpeg::file_decoder decoder(std::move(paths), meta);
+[[nodiscard]] std::vector<std::string> clip_paths(const std::string& where, std::size_t rows,
+                                                  unsigned threads = 0, const limits& lim = {});
+/// The same for several sources (or one path per row), in order.
+[[nodiscard]] std::vector<std::string> clip_paths(const std::vector<std::string>& sources,
+                                                  std::size_t rows, unsigned threads = 0,
+                                                  const limits& lim = {});
 
 }  // namespace vbucket::ffmpeg

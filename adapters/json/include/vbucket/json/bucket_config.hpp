@@ -3,15 +3,17 @@
 /// `{"360p": {"1": [0.2, 141], "102": [[0.15, 0.33], 4], "408": [0.0, null]}}`.
 /// Every error names the file and the key and says what is wrong, in one line.
 
-#include <cstdint>      // std::int64_t
-#include <exception>    // std::exception (read failures)
-#include <fstream>      // std::ifstream
-#include <iterator>     // std::istreambuf_iterator
-#include <optional>     // std::optional
-#include <set>          // std::set (duplicate keys)
-#include <string>       // std::string
-#include <string_view>  // std::string_view
-#include <vector>       // std::vector
+#include <cstdint>       // std::int64_t
+#include <exception>     // std::exception (read failures)
+#include <filesystem>    // std::filesystem::is_directory (read_file)
+#include <fstream>       // std::ifstream
+#include <iterator>      // std::istreambuf_iterator
+#include <optional>      // std::optional
+#include <set>           // std::set (duplicate keys)
+#include <string>        // std::string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::error_code (read_file)
+#include <vector>        // std::vector
 
 #include "vbucket/bucket_config.hpp"
 #include "vbucket/detail/compiled.hpp"
@@ -88,6 +90,11 @@ VBUCKET_JSON_FUNCTION nlohmann::ordered_json parse_json(std::string_view text,
 
 /// Reads a whole file; throws naming it when it cannot be read.
 VBUCKET_JSON_FUNCTION std::string read_file(const std::string& path) {
+  // An ifstream opens a directory, and its first read fails with libstdc++'s own words
+  // ("basic_filebuf::underflow error reading the file: Is a directory"): say it plainly.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw error(path + ": is a directory, not a file (give the file's path)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error(path + ": cannot open file for reading");
   std::string text;
