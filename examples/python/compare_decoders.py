@@ -37,7 +37,15 @@ combination of them (defaults 720, all four codecs, 60), e.g. the 1080p files at
         --kinds random --clips 8 --threads 1,2
 
 ``--threads 1,2`` runs each workload at each thread count; ``--kinds random`` leaves out the
-first-frames workloads. Not part of CI.
+first-frames workloads. ``--export`` adds a realistic export to the set: 20 s of 1080p in five
+scenes of other content (testsrc2, mandelbrot, life, smptehdbars panning, cellauto, each with
+film-grain noise), encoded the way an editor's H.264 export is (libx264 defaults: CRF 23,
+preset medium, keyframes at most every 250 frames and at every scene cut), not a fixed GOP:
+
+    ... compare_decoders.py --make /tmp/compare-media --export --codecs h264 --gops 250 \
+        --resolutions 1080 --kinds random --clips 8
+
+Not part of CI.
 """
 
 from __future__ import annotations
@@ -115,6 +123,37 @@ def make_media(folder: str, seconds: float = 10, media=None) -> list[str]:
             os.replace(part, path)
         paths.append(path)
     return paths
+
+
+# Five 4 s scenes of unlike content: the encoder puts a keyframe at each cut.
+EXPORT_SCENES = ("testsrc2=size={size}:rate=30", "mandelbrot=size={size}:rate=30",
+                 "life=size={size}:rate=30:mold=10:ratio=0.1:death_color=#C83232",
+                 "smptehdbars=size={size}:rate=30,scroll=h=0.002",
+                 "cellauto=size={size}:rate=30:rule=110")
+
+
+def make_export(folder: str, height: int = 1080, scene_seconds: float = 4) -> str:
+    """A realistic H.264 export (made once): EXPORT_SCENES cut together, light film grain,
+    libx264 with its defaults (CRF 23, preset medium, keyint 250, scene-cut keyframes)."""
+    size = HEIGHTS[height]
+    name = f"h264_{height}p_export.mp4"
+    path = os.path.join(folder, name)
+    if os.path.exists(path):
+        return path
+    os.makedirs(folder, exist_ok=True)
+    print(f"making {path}", file=sys.stderr)
+    inputs, labels = [], []
+    for i, scene in enumerate(EXPORT_SCENES):
+        inputs += ["-f", "lavfi", "-t", f"{scene_seconds:g}", "-i", scene.format(size=size)]
+        labels.append(f"[{i}:v]format=yuv420p,noise=alls=4:allf=t,setsar=1[v{i}]")
+    graph = ";".join(labels) + ";" + "".join(f"[v{i}]" for i in range(len(EXPORT_SCENES))) + \
+        f"concat=n={len(EXPORT_SCENES)}:v=1:a=0[out]"
+    part = path + ".part.mp4"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", *inputs, "-filter_complex", graph,
+                    "-map", "[out]", "-c:v", "libx264", "-crf", "23", "-pix_fmt", "yuv420p",
+                    part], check=True)
+    os.replace(part, path)
+    return path
 
 
 def stream_layout(path: str) -> tuple[int, list[int]]:
@@ -300,6 +339,8 @@ def main() -> None:
     ap.add_argument("--resolutions", help="with --make: heights to make, of 720,1080")
     ap.add_argument("--codecs", help=f"with --make: codecs to make, of {','.join(CODECS)}")
     ap.add_argument("--gops", help="with --make: GOP lengths to make (e.g. 30,250)")
+    ap.add_argument("--export", action="store_true",
+                    help="with --make: also a realistic H.264 export (scene cuts, x264 defaults)")
     ap.add_argument("--kinds", default="random,first",
                     help="workloads per file: random (random clips at each interval), first "
                          "(the first frames)")
@@ -328,6 +369,9 @@ def main() -> None:
                     ap.error(f"--codecs: {c!r} is not one of {', '.join(CODECS)}")
             media = [(x, c, g) for x in heights for c in codecs for g in gops]
         videos += make_media(a.make, media=media)
+        if a.export:
+            heights = [int(x.rstrip("p")) for x in (a.resolutions or "1080").split(",")]
+            videos += [make_export(a.make, x) for x in heights if x in HEIGHTS]
     videos = sorted(set(v for p in videos for v in glob.glob(p)))
     if not videos:
         ap.error("no videos: --make DIR or --videos FILE...")

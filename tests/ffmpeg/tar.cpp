@@ -48,6 +48,19 @@ std::vector<std::uint8_t> decode_bytes(const std::string& path, const ff::clip_r
 
 const std::string mp4 = "h264_160x120_25fps.mp4";
 const std::string mkv = "h264_176x144_60fps.mkv";
+
+/// A scratch directory holding videos/a.mp4 and the shard s.tar of k0.mp4 and k1.mkv.
+fs::path sources_dir(const std::string& name) {
+  const fs::path dir = scratch(name);
+  fs::create_directories(dir / "videos");
+  fs::copy_file(media(mp4), dir / "videos" / "a.mp4");
+  tar_writer w;
+  w.add("k0.mp4", slurp(media(mp4)));
+  w.add("k1.mkv", slurp(media(mkv)));
+  w.end();
+  w.save((dir / "s.tar").string());
+  return dir;
+}
 }  // namespace
 
 TEST_CASE("tar: members with short, GNU long and pax names, their offsets and sizes") {
@@ -262,14 +275,7 @@ TEST_CASE("tar: members named by pax records and GNU long names decode at @OFFSE
 }
 
 TEST_CASE("tar: list_sources resolves nested lists of directories, shards and lists") {
-  const fs::path dir = scratch("nested");
-  fs::create_directories(dir / "videos");
-  fs::copy_file(media(mp4), dir / "videos" / "a.mp4");
-  tar_writer w;
-  w.add("k0.mp4", slurp(media(mp4)));
-  w.add("k1.mkv", slurp(media(mkv)));
-  w.end();
-  w.save((dir / "s.tar").string());
+  const fs::path dir = sources_dir("nested");
   fs::copy_file(media(mkv), dir / "b.mkv");
   std::ofstream((dir / "inner.txt").string()) << (dir / "s.tar").string() << "\n";
   std::ofstream((dir / "list.txt").string()) << "# a directory, a nested list and a file\n"
@@ -296,14 +302,7 @@ TEST_CASE("tar: list_sources resolves nested lists of directories, shards and li
 }
 
 TEST_CASE("tar: clip_paths gives a loader the clip of each row from any source form") {
-  const fs::path dir = scratch("clip_paths");
-  fs::create_directories(dir / "videos");
-  fs::copy_file(media(mp4), dir / "videos" / "a.mp4");
-  tar_writer w;
-  w.add("k0.mp4", slurp(media(mp4)));
-  w.add("k1.mkv", slurp(media(mkv)));
-  w.end();
-  w.save((dir / "s.tar").string());
+  const fs::path dir = sources_dir("clip_paths");
   std::ofstream((dir / "list.txt").string()) << (dir / "videos").string() << "\n"
                                              << (dir / "s.tar").string() << "\n";
   // The listing a scan of the same source gives, row for row.
