@@ -131,10 +131,10 @@ def test_loader_over_held_epochs_resumes_in_new_processes(tmp_path, world, drop_
     for r in range(world):
         s = _sampler(df, world, r, drop_last)
         if steps is None:
-            steps = len(s)
+            steps = len(s) // world  # global micro-batches (num_groups=1): steps · world
         for e in range(EPOCHS):
             s.set_epoch(e)
-            assert len(s) == steps
+            assert len(s) == steps * world
             got = list(s)
             assert len(got) == steps
             for k, b in enumerate(got):
