@@ -834,7 +834,7 @@ TEST_CASE("loader: over held epochs, the held length and batches; its state resu
     while (const auto b = reference->next_batch()) {
       want.emplace_back(b->position,
                         std::vector<std::uint32_t>(b->indices.begin(), b->indices.end()));
-      repeats += b->repeat ? 1 : 0;
+      repeats += b->repeat ? 1u : 0u;
     }
     reference->finish();
     data_lengths.push_back(reference->sampler().num_global_batches());
