@@ -34,6 +34,12 @@
 /// given. `any_loader<Decoder, Backend, Tensor>` is the interface of both (the batch type is
 /// the same); `make_any_loader` makes the one a source's run-time batching needs.
 ///
+/// Held epochs (`held_schedule.hpp`): a loader of `held_batching` follows a held trainer
+/// epoch of the drop-in sampler (`opensora_sampler::held_epoch_schedule()`) — the held length,
+/// its carried tails and counted repeats, states in its slots — and decodes each batch as a
+/// loader over the data epoch it comes from would (that epoch's crop seed, replacements from
+/// that epoch's bucket). `make_any_loader` makes it for a source whose epochs are held.
+///
 /// Back-pressure: at most `prefetch` batches are decoded ahead of the trainer, and the ring's
 /// slots bound the memory. `stop()` (and the destructor) cancels mid-epoch: workers finish the
 /// clip they are decoding, nothing else starts. `state()` is the planner's resume state after
@@ -74,6 +80,7 @@
 #include "epoch_plan.hpp"    // fixed_batching
 #include "error.hpp"
 #include "fields.hpp"
+#include "held_schedule.hpp"   // held_schedule, held_batching, held_schedule_source
 #include "loader_options.hpp"  // loader_options, clip_converter
 #include "loader_source.hpp"   // schedule_source, packed_schedule_source, loader_source
 #include "loader_stats.hpp"    // substitution, loader_stats, format_loader_stats
@@ -85,6 +92,20 @@
 #include "tensor.hpp"  // tensor_view, tensor_traits, plain_tensor
 
 namespace vbucket {
+
+namespace detail {
+/// The schedule a loader of `Batching` follows: the batching's own (`held_batching`), else its
+/// plan dealt (`plan_schedule`).
+template <class Batching>
+struct loader_schedule {
+  using type = plan_schedule<typename Batching::plan_type>;
+};
+template <class Batching>
+  requires requires { typename Batching::schedule_type; }
+struct loader_schedule<Batching> {
+  using type = typename Batching::schedule_type;
+};
+}  // namespace detail
 
 /// What a loader of either batching offers (`loader` is its model): the batches, the resume
 /// state, statistics and cancelling. A `loaded_batch` is the same type for both batchings.
@@ -212,8 +233,8 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   using typename loader_interface::slot_type;
   using batching_type = Batching;
   using plan_type = typename Batching::plan_type;
-  /// What it follows: `epoch_schedule` or `packed_schedule`.
-  using schedule_type = plan_schedule<plan_type>;
+  /// What it follows: `epoch_schedule`, `packed_schedule` or `held_schedule`.
+  using schedule_type = typename detail::loader_schedule<Batching>::type;
 
   /// Starts the workers on steps [first_step, schedule.steps()) of `rank` (a packed
   /// schedule's step is one packed batch). The decoder and the ring must outlive the loader.
@@ -259,13 +280,13 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
 
   /// Follows `source` (a `batch_sampler`, say) from its current state: its schedule, its rank,
   /// and the step its state points at. Throws `vbucket::error` when the source's batching (a
-  /// run-time `packed()`) is not the loader's, when the state is not of the schedule's plan or
-  /// not at a step boundary of it, and as the other constructor.
+  /// run-time `packed()`, or held epochs: `held()`) is not the loader's, when the state is not
+  /// of the schedule's plan or not at a step boundary of it, and as the other constructor.
   template <loader_source Source>
   loader(const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
          loader_options options = {})
-      : loader(schedule_of(source), static_cast<std::uint32_t>(source.rank()), decoder, ring,
-               std::move(options), first_step_of(schedule_of(source), source.state())) {
+      : loader(schedule_of(source), source.state(), static_cast<std::uint32_t>(source.rank()),
+               decoder, ring, std::move(options)) {
     // The source's state names the plan (its fingerprint) and the world it was saved under:
     // the loader's states are positions in that same plan, whatever the source does next.
     const plan_state st = source.state();
@@ -278,6 +299,13 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   loader& operator=(const loader&) = delete;
   ~loader() override { stop(); }
 
+ private:
+  /// The source constructor's: `schedule` from the step `from` points at.
+  loader(const schedule_type& schedule, const plan_state& from, std::uint32_t rank,
+         Decoder& decoder, staging_ring<Backend>& ring, loader_options options)
+      : loader(schedule, rank, decoder, ring, std::move(options), first_step_of(schedule, from)) {}
+
+ public:
   /// Batches this loader hands out in all, from its first step to the end of the schedule.
   [[nodiscard]] std::uint64_t steps() const noexcept override {
     return total_steps() - first_step_;
@@ -352,8 +380,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
     // wherever a resume under another world size put the step boundaries): the sampler accepts
     // up to N + world - 1 (the kill test found a refused end at world 3 after world 2).
     if (recorded_world_)
-      s.world = plan_state::position_world(s.consumed, schedule_.plan().num_batches(), world_size(),
-                                           start_world_);
+      s.world = plan_state::position_world(s.consumed, epoch_batches(), world_size(), start_world_);
     s.fingerprint = fingerprint_;
     return s;
   }
@@ -420,6 +447,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
 
   struct job {
     batch info;
+    const plan_type* plan = nullptr;  // the plan its batch comes from (`plan_of`)
     slot_type slot;
     std::vector<std::uint32_t> samples;
     std::vector<substitution> substitutions;
@@ -456,6 +484,22 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   /// The schedule `source` deals from, which is this loader's batching.
   template <class Source>
   static schedule_type schedule_of(const Source& source) {
+    if constexpr (requires { Batching::schedule_of(source); }) {
+      return Batching::schedule_of(source);  // held_batching
+    } else {
+      return dealt_schedule_of(source);
+    }
+  }
+  template <class Source>
+  static schedule_type dealt_schedule_of(const Source& source) {
+    if constexpr (held_schedule_source<Source>) {
+      // Its wrapped plan is one data epoch, not the held epoch a trainer runs: refused.
+      if (source.held())
+        throw error(
+            "loader: the source holds its epochs (the drop-in sampler's held epochs): a loader of "
+            "its plan would run the data epoch's length, not the held one; make it with "
+            "make_any_loader, or as loader<..., held_batching>");
+    }
     if constexpr (requires { static_cast<bool>(source.packed()); }) {
       if (static_cast<bool>(source.packed()) != packs)
         throw error(std::string("loader: the source's batches are ") +
@@ -479,7 +523,21 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   [[nodiscard]] std::uint64_t total_steps() const noexcept { return schedule_.steps(); }
   [[nodiscard]] std::uint32_t world_size() const noexcept { return schedule_.world_size(); }
   [[nodiscard]] std::uint64_t seed() const noexcept { return schedule_.plan().seed(); }
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return schedule_.plan().epoch(); }
+  /// The global batches of the epoch the states' positions count (a held epoch: its quota).
+  [[nodiscard]] std::uint64_t epoch_batches() const noexcept {
+    if constexpr (requires { schedule_.quota(); })
+      return schedule_.quota();
+    else
+      return schedule_.plan().num_batches();
+  }
+  /// The plan the batch of `step` comes from (a held epoch's carried batches: an earlier
+  /// data epoch's): its epoch seeds the crops and replacements, its buckets the replacements.
+  [[nodiscard]] const plan_type& plan_of(std::uint64_t step) const {
+    if constexpr (requires { schedule_.plan_at(step, rank_); })
+      return schedule_.plan_at(step, rank_);
+    else
+      return schedule_.plan();
+  }
   [[nodiscard]] std::array<std::int64_t, 5> clip_shape(std::int64_t n, std::int64_t t,
                                                        std::int64_t h,
                                                        std::int64_t w) const noexcept {
@@ -490,6 +548,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   /// The job of `step`: its batch, and every clip's shape, bucket and place in the slot.
   std::unique_ptr<job> make_job(std::uint64_t step) const {
     auto j = std::make_unique<job>();
+    j->plan = &plan_of(step);
     if constexpr (packs) {
       const packed_batch pb = schedule_.at(step, rank_);
       j->info.indices = pb.indices;
@@ -521,16 +580,15 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
     return j;
   }
 
-  /// The samples a failed clip of bucket `b` may be replaced by: the bucket's planned slots
-  /// (fixed), or its samples in the packed plan's packing order (packed).
-  std::span<const std::uint32_t> candidates(bucket_id b) {
+  /// The samples a failed clip of bucket `b` of `plan` (its batch's) may be replaced by: the
+  /// bucket's planned slots (fixed), or its samples in the packed plan's packing order (packed).
+  std::span<const std::uint32_t> candidates(const plan_type& plan, bucket_id b) {
     if constexpr (!packs) {
-      const plan_bucket& pb = schedule_.plan().bucket(b);
-      return schedule_.plan().slots().subspan(static_cast<std::size_t>(pb.slot_begin),
-                                              static_cast<std::size_t>(pb.batches * pb.batch_size));
+      const plan_bucket& pb = plan.bucket(b);
+      return plan.slots().subspan(static_cast<std::size_t>(pb.slot_begin),
+                                  static_cast<std::size_t>(pb.batches * pb.batch_size));
     } else {
       std::call_once(bucket_samples_once_, [&] {
-        const packed_plan& plan = schedule_.plan();
         bucket_samples_.resize(plan.num_buckets());
         for (std::uint64_t id = 0; id < plan.num_batches(); ++id) {
           const packed_batch pb = plan.make_batch(id);
@@ -645,7 +703,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   std::optional<std::string> attempt_once(job& j, std::size_t clip, const sample_shape& shape,
                                           std::uint32_t sample, std::span<std::uint8_t> out) {
     std::optional<std::string> err;
-    if (options_.pixels) err = try_decode(task_of(shape, sample), out);
+    if (options_.pixels) err = try_decode(task_of(j, shape, sample), out);
     if (!err && !j.tensors.empty()) {
       try {
         err = fields()->read_tensors(sample, j.tensors[clip]);
@@ -710,14 +768,14 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
     }
   }
 
-  clip_task task_of(const sample_shape& s, std::uint32_t sample) const {
+  clip_task task_of(const job& j, const sample_shape& s, std::uint32_t sample) const {
     clip_task t;
     t.sample = sample;
     t.frames = s.frames;
     t.height = s.height;
     t.width = s.width;
     t.layout = converts() ? clip_layout::thwc : options_.layout;
-    t.seed = crop_seed(seed(), epoch(), sample);
+    t.seed = crop_seed(seed(), j.plan->epoch(), sample);
     return t;
   }
 
@@ -798,8 +856,8 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
           // one whose file failed elsewhere this epoch counts as a failed attempt without being
           // tried, so the choice does not depend on which worker saw that failure first (a
           // file that fails, fails every time).
-          const std::span<const std::uint32_t> slots = candidates(bucket);
-          auto draws = substitution_stream(seed(), epoch(), j.info.position, tk.clip);
+          const std::span<const std::uint32_t> slots = candidates(*j.plan, bucket);
+          auto draws = substitution_stream(seed(), j.plan->epoch(), j.info.position, tk.clip);
           const std::uint64_t max_draws = 16ULL * options_.max_attempts;
           std::uint64_t drawn = 0;
           unsigned tried = 0, failed_earlier = 0;  // attempts decoded; files known to fail
@@ -837,7 +895,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
           }
           sub->replacement = sample;
         }
-        if (converts()) convert(task_of(shape, sample), out, clip_out);
+        if (converts()) convert(task_of(j, shape, sample), out, clip_out);
         bool gather = false;
         {
           std::lock_guard lock(mutex_);
@@ -927,13 +985,17 @@ loader(epoch_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_o
 template <class Decoder, class Backend>
 loader(packed_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_options = {},
        std::uint64_t = 0) -> loader<Decoder, Backend, plain_tensor, packed_batching>;
+template <class Decoder, class Backend>
+loader(held_schedule, std::uint32_t, Decoder&, staging_ring<Backend>&, loader_options = {},
+       std::uint64_t = 0) -> loader<Decoder, Backend, plain_tensor, held_batching>;
 template <loader_source Source, class Decoder, class Backend>
 loader(const Source&, Decoder&, staging_ring<Backend>&, loader_options = {})
     -> loader<Decoder, Backend, plain_tensor, typename detail::source_batching<Source>::type>;
 
 /// The loader a source's batching needs, as its interface: a source that chooses at run time
-/// (`packed()`, as `any_sampler`) gets a packed or a fixed `loader`. Throws as `loader`'s
-/// constructor.
+/// (`packed()`, as `any_sampler`) gets a packed or a fixed `loader`, one whose epochs are held
+/// (`held()`, as `opensora_sampler` by default in Python) a `held_batching` one. Throws as
+/// `loader`'s constructor.
 ///
 ///     std::unique_ptr<vbucket::any_loader<my_decoder, vbucket::host_backend>> l =
 ///         vbucket::make_any_loader(*sampler, decoder, ring, {.workers = 8});
@@ -943,6 +1005,11 @@ template <tensor_adapter Tensor = plain_tensor, loader_source Source, class Deco
   requires clip_decoder<Decoder> std::unique_ptr<any_loader<Decoder, Backend, Tensor>>
   make_any_loader(const Source& source, Decoder& decoder, staging_ring<Backend>& ring,
                   loader_options options = {}) {
+    if constexpr (held_schedule_source<Source>) {
+      if (source.held())
+        return std::make_unique<loader<Decoder, Backend, Tensor, held_batching>>(
+            source, decoder, ring, std::move(options));
+    }
     if constexpr (packed_schedule_source<Source>) {
       if (source.packed())
         return std::make_unique<loader<Decoder, Backend, Tensor, packed_batching>>(

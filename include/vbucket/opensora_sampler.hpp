@@ -18,8 +18,10 @@
 /// `state_after` and the loads count slots of the trainer's epoch, whose batches come from the
 /// stream of data epochs (carried tails, counted repeats); the wrapped sampler stays on data
 /// epoch e (its plan, fingerprint and statistics), and at the data position of the trainer's
-/// when that lies in data epoch e (`sync`, what a loader made over it starts from). A packing
-/// sampler runs each epoch's real length.
+/// when that lies in data epoch e (`sync`). A loader follows the held epoch, not the wrapped
+/// sampler: `held_epoch_schedule()` (`held_schedule.hpp`), which `next_batch` deals from too,
+/// so the loader's batches, steps and states are the iteration's; `make_any_loader(os, ...)`
+/// after `begin_iteration()` makes it. A packing sampler runs each epoch's real length.
 ///
 /// Not for use from several threads at once.
 
@@ -29,9 +31,11 @@
 #include <memory>     // std::unique_ptr
 #include <optional>   // std::optional
 #include <utility>    // std::move
+#include <vector>     // std::vector
 
 #include "any_sampler.hpp"
 #include "error.hpp"
+#include "held_schedule.hpp"
 #include "opensora_held.hpp"
 #include "opensora_lifecycle.hpp"
 #include "plan_state.hpp"
@@ -72,6 +76,12 @@ class opensora_sampler {
   opensora_sampler(opensora_sampler&&) = delete;  // the held arithmetic refers to this object
   opensora_sampler& operator=(opensora_sampler&&) = delete;
 
+  // A loader's source (`loader_source`, `held_schedule_source`): `make_any_loader(os, ...)`
+  // after `begin_iteration()` follows the held epoch when `held()`, else the wrapped sampler.
+  [[nodiscard]] std::uint32_t rank() const noexcept { return s_->rank(); }
+  [[nodiscard]] bool packed() const noexcept { return s_->packed(); }
+  [[nodiscard]] const epoch_schedule& schedule() const { return s_->schedule(); }
+  [[nodiscard]] const packed_schedule& packing_schedule() const { return s_->packing_schedule(); }
   [[nodiscard]] any_sampler& sampler() noexcept { return *s_; }
   [[nodiscard]] const any_sampler& sampler() const noexcept { return *s_; }
   [[nodiscard]] const opensora_lifecycle& lifecycle() const noexcept { return lifecycle_; }
@@ -101,6 +111,7 @@ class opensora_sampler {
         s_->set_epoch(e);
         if (done) {
           pos_ = 0;
+          pos_world_.reset();
           lifecycle_.reset();
         }
         sync();
@@ -125,7 +136,10 @@ class opensora_sampler {
   /// Open-Sora's set_step(k) (see `opensora_lifecycle::set_step`).
   void set_step(std::uint64_t k) {
     if (held_) {
-      if (const auto p = lifecycle_.set_step(k, held_end(0))) pos_ = *p;
+      if (const auto p = lifecycle_.set_step(k, held_end(0))) {
+        pos_ = *p;
+        pos_world_.reset();
+      }
       sync();
     } else if (const auto p = lifecycle_.set_step(k, s_->dealt_end(0))) {
       s_->move_to(*p);
@@ -136,6 +150,7 @@ class opensora_sampler {
   /// Open-Sora's reset(): the start of the current epoch.
   void reset() {
     pos_ = 0;
+    pos_world_.reset();
     s_->set_epoch(s_->epoch());
     lifecycle_.reset();
     finished_ = false;
@@ -159,6 +174,7 @@ class opensora_sampler {
                     std::to_string(held_->quota()) +
                     " global batches, epoch 0's, plus the alignment of its last step)");
       pos_ = s.consumed;
+      pos_world_ = s.world;
       sync();
     } else {
       s_->load_state_of_epoch(s, fingerprint);
@@ -184,12 +200,15 @@ class opensora_sampler {
     return st;
   }
 
-  /// The state now (after the batches handed out), recording this world.
+  /// The state now (after the batches handed out), recording this world — or, held, the
+  /// world a loaded position was reached under when it lies past this world's end of the epoch
+  /// (an alignment slot of a larger world), so that the state loads again.
   [[nodiscard]] plan_state state() const {
     plan_state st = s_->state();
     if (held_) {
       st.consumed = pos_;
-      st.world = s_->world();
+      st.world = plan_state::position_world(pos_, held_->quota(), s_->world(),
+                                            pos_world_.value_or(s_->world()));
     }
     return st;
   }
@@ -206,41 +225,28 @@ class opensora_sampler {
   /// Held epochs: this rank's next batch, advancing one step; nullopt at the epoch's end. The
   /// batch's indices view a plan this sampler keeps until the next call.
   [[nodiscard]] std::optional<batch> next_batch() {
-    if (held_->steps_from(pos_, s_->world(), s_->options().drop_last) == 0) return std::nullopt;
+    const std::uint32_t w = s_->world();
+    if (!sched_ || sched_->plan().epoch() != s_->epoch() || pos_ < sched_->consumed() ||
+        (pos_ - sched_->consumed()) % w != 0)
+      sched_ = held_epoch_schedule();
+    const std::uint64_t k = (pos_ - sched_->consumed()) / w;
+    if (k >= sched_->steps()) return std::nullopt;
+    batch b = sched_->at(k, s_->rank());
+    b.step = lifecycle_.step_of(pos_);
+    pos_ += w;
+    pos_world_.reset();
+    return b;
+  }
+
+  /// Held epochs: the steps of the trainer epoch from the current slot, as `next_batch` deals
+  /// them; a loader made over this sampler follows it (`held_batching`). Plans the data epochs
+  /// the epoch draws from (the wrapped sampler is left where it was).
+  [[nodiscard]] held_schedule held_epoch_schedule() const {
     const std::uint64_t e = s_->epoch();
     const held_cursor c = cursor(e);
-    if (c == held_cursor{e, 0} && batches_of(e) == held_->quota()) {
-      // The held epoch is data epoch e itself: its schedule's batches, alignment repeats
-      // included, as every other surface deals them.
-      const std::uint32_t w = s_->world();
-      if (!sched_ || sched_epoch_ != e || pos_ < sched_from_ || (pos_ - sched_from_) % w != 0) {
-        sched_ = s_->schedule_from(pos_);
-        sched_from_ = pos_;
-        sched_epoch_ = e;
-      }
-      const std::uint64_t k = (pos_ - sched_from_) / w;
-      if (k >= sched_->steps()) return std::nullopt;
-      batch b = sched_->at(k, s_->rank());
-      b.step = lifecycle_.step_of(pos_);
-      pos_ += w;
-      return b;
-    }
-    const held_slot at = held_->slot(e, c, pos_ + s_->rank());
-    if (at.epoch != e) {
-      if (!other_ || other_epoch_ != at.epoch) {
-        other_.reset();
-        s_->set_epoch(at.epoch);
-        other_ = s_->plan();
-        other_epoch_ = at.epoch;
-        s_->set_epoch(e);
-      }
-    }
-    batch b = (at.epoch == e ? s_->plan() : *other_).global_batch(at.position);
-    b.step = lifecycle_.step_of(pos_);
-    b.position = pos_ + s_->rank();
-    b.repeat = at.repeat;
-    pos_ += s_->world();
-    return b;
+    std::vector<epoch_plan> plans;
+    for (std::uint64_t i = c.epoch; i <= e; ++i) plans.push_back(plan_of(i));
+    return {held_->quota(), c, std::move(plans), s_->world(), pos_, s_->options().drop_last};
   }
 
   /// Held epochs: what trainer epoch e is made of (its cursor, the next one's, its repeats).
@@ -309,6 +315,17 @@ class opensora_sampler {
     return from + held_->steps_from(from, s_->world(), s_->options().drop_last) * s_->world();
   }
 
+  /// Data epoch i's plan; the wrapped sampler is left at its epoch and position.
+  [[nodiscard]] epoch_plan plan_of(std::uint64_t i) const {
+    if (s_->epoch() == i) return s_->plan();
+    const plan_state at = s_->state();
+    s_->set_epoch(i);
+    epoch_plan p = s_->plan();
+    s_->set_epoch(at.epoch);
+    if (s_->state().consumed != at.consumed) s_->load_state(at);
+    return p;
+  }
+
   /// Data epoch i's global batch count (planned once; the wrapped sampler is left at its epoch).
   [[nodiscard]] std::uint64_t batches_of(std::uint64_t i) const {
     if (const auto it = batches_.find(i); it != batches_.end()) return it->second;
@@ -343,11 +360,9 @@ class opensora_sampler {
   // Caches of planning results (pure functions of the plan): filled in const members.
   mutable std::map<std::uint64_t, std::uint64_t> batches_;
   mutable std::map<std::uint64_t, held_cursor> cursors_{{0, held_cursor{}}};
-  std::optional<epoch_plan> other_;      // the data epoch before e whose carried tail is dealt
-  std::optional<epoch_schedule> sched_;  // a held epoch that is its data epoch: dealt once
-  std::uint64_t sched_from_ = 0;
-  std::uint64_t sched_epoch_ = 0;
-  std::uint64_t other_epoch_ = 0;
+  // held: the world a loaded position was reached under (until the position moves)
+  std::optional<std::uint32_t> pos_world_;
+  std::optional<held_schedule> sched_;  // held: what next_batch deals from
 };
 
 }  // namespace vbucket

@@ -19,6 +19,7 @@
 #include "vbucket/explain.hpp"             // explain_sample: the rule's decisions for one sample
 #include "vbucket/group.hpp"               // group_by_bucket
 #include "vbucket/group_plan.hpp"          // group_plan: steps over groups of ranks of each sp
+#include "vbucket/held_schedule.hpp"       // a held epoch's steps (sampler and loader)
 #include "vbucket/loader.hpp"              // loader, tensor_traits, clip_decoder
 #include "vbucket/meta.hpp"                // video_meta, meta_table
 #include "vbucket/normalize.hpp"           // THWC uint8 -> CTHW float/bf16 (CPU reference)

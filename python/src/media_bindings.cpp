@@ -346,17 +346,27 @@ using py_ring = vbucket::staging_ring<py_backend>;
 using file_loader = vbucket::any_loader<ff::file_decoder, py_backend>;
 
 /// A sampler's position as the loader's `schedule_source` (or `packed_schedule_source` when
-/// the sampler packs: then `packed_sched` is set and `sched` is not).
+/// the sampler packs: then `packed_sched` is set and `sched` is not; `held_schedule_source`
+/// when its epochs are held: then `held_sched` is set and `sched` is not), taken under its
+/// lock so that the loader is made without it.
 struct sampler_position {
   std::optional<vbucket::epoch_schedule> sched;
   std::uint32_t r = 0;
   plan_state st;
   std::optional<vbucket::packed_schedule> packed_sched;
+  std::optional<vbucket::held_schedule> held_sched;
   [[nodiscard]] const vbucket::epoch_schedule& schedule() const { return *sched; }
   [[nodiscard]] std::uint32_t rank() const noexcept { return r; }
   [[nodiscard]] plan_state state() const { return st; }
   [[nodiscard]] bool packed() const noexcept { return packed_sched.has_value(); }
   [[nodiscard]] const vbucket::packed_schedule& packing_schedule() const { return *packed_sched; }
+  [[nodiscard]] bool held() const noexcept { return held_sched.has_value(); }
+  [[nodiscard]] const vbucket::held_schedule& held_epoch_schedule() const { return *held_sched; }
+  /// The global position (held: slot) of the first batch the loader hands out.
+  [[nodiscard]] std::uint64_t first() const {
+    if (held_sched) return held_sched->consumed();
+    return packed_sched ? packed_sched->consumed() : sched->consumed();
+  }
 };
 
 /// What a loader's batches need alive: the ring their slots come from (and its backend). The
@@ -626,21 +636,26 @@ class py_loader {
     // The plan's fingerprint with its schedule: the sampler may move on (set_epoch) while
     // the loader runs, and the loader's states are positions in its own plan.
     // The loader starts where an iteration of the sampler would (after one that ran to its
-    // end: the epoch's start).
-    sampler.locked_os([](vbucket::opensora_sampler& os) {
+    // end: the epoch's start). Held epochs (the drop-in's default): the held epoch's schedule
+    // from the held slot, the batches and the length the sampler's own iteration has.
+    const sampler_position pos = sampler.locked_os([this](vbucket::opensora_sampler& os) {
       os.begin_iteration();
-      return 0;
-    });
-    const sampler_position pos = sampler.locked([this](sampler_ref b) {
+      sampler_position p;
+      if (os.held()) p.held_sched = os.held_epoch_schedule();  // first: it may plan epochs
+      const vbucket::any_sampler& b = os.sampler();
       fingerprint_ = b.fingerprint();
+      p.r = b.rank();
+      p.st = os.state();
+      if (os.held()) return p;
       if (b.packed())
-        return sampler_position{std::nullopt, b.rank(), b.state(), b.packing_schedule()};
-      return sampler_position{b.schedule(), b.rank(), b.state(), std::nullopt};
+        p.packed_sched = b.packing_schedule();
+      else
+        p.sched = b.schedule();
+      return p;
     });
     // The steps of the batches in the sampler's numbering (Open-Sora's: after a resume, the
     // resumed step on), not the schedule's (which starts where the sampler was loaded).
-    const std::uint64_t from =
-        pos.packed() ? pos.packing_schedule().consumed() : pos.schedule().consumed();
+    const std::uint64_t from = pos.first();
     step_offset_ = sampler.locked_os(
         [from](vbucket::opensora_sampler& os) { return os.lifecycle().step_of(from); });
     if (slots < prefetch + 1)

@@ -2,7 +2,7 @@
 files, its state saved atomically after every step) killed with SIGKILL at random points and
 restarted 30 times, also under other world sizes (2, 3, 1, 2, 4, 1, 3, ...; ranks simulated in
 one process, one Loader each): the union of the batches it delivered equals the uninterrupted
-run's, alignment repeats aside."""
+run's, alignment and counted repeats aside (held epochs, the default)."""
 
 from __future__ import annotations
 
@@ -46,10 +46,9 @@ TRAINER = textwrap.dedent("""
     for epoch in range(state["epoch"], epochs):
         loaders = []
         for r in range(world):
-            # Each epoch's own length (hold_epochs=False): this tests the Loader's kill and
-            # resume; a held epoch's end under a changed world is an open defect (issue 43).
+            # held epochs (the default): every epoch runs epoch 0's length, under every world
             s = vbucket.VariableVideoBatchSampler(df, CONFIG, num_replicas=world, rank=r, seed=3,
-                                                  rng="fast", hold_epochs=False)
+                                                  rng="fast")
             if state.get("sampler") is not None and state["epoch"] == epoch:
                 s.load_state_dict(state["sampler"])
             else:
@@ -144,12 +143,14 @@ def test_sigkill_and_restart_under_other_worlds_delivers_the_same_batches(tmp_pa
     assert _delivered(log) == expected
 
 
-def test_an_epoch_ended_under_a_larger_world_closes_under_a_smaller_one(tmp_path):
+@pytest.mark.parametrize("hold_epochs", [True, False])
+def test_an_epoch_ended_under_a_larger_world_closes_under_a_smaller_one(tmp_path, hold_epochs):
     """The deterministic case the SIGKILL test hit: an epoch run to its end under world 2 or 4
     (its last step holds an alignment repeat: the position is one past the epoch's batches),
     killed before the next epoch was saved, restarted under world 1: the Loader delivers
     nothing and ``close()`` gives the sampler back a state it accepts (it recorded world 1 and
-    was refused as "past the end of epoch")."""
+    was refused as "past the end of epoch"). Held epochs (the default) and each epoch's own
+    length alike."""
     import vbucket
 
     df = _tensor_meta(tmp_path)
@@ -159,7 +160,7 @@ def test_an_epoch_ended_under_a_larger_world_closes_under_a_smaller_one(tmp_path
         out = []
         for r in range(world):
             s = vbucket.VariableVideoBatchSampler(df, config, num_replicas=world, rank=r, seed=3,
-                                                  rng="fast", hold_epochs=False)
+                                                  rng="fast", hold_epochs=hold_epochs)
             if state is None:
                 s.set_epoch(1)
                 s.reset()

@@ -509,6 +509,14 @@ class Loader:
     sampler's (its keywords, or its run file's: ``VariableVideoBatchSampler.from_run``), whose
     defaults are the library's (below).
 
+    Held epochs (the sampler's default, ``hold_epochs=True``): the loader runs the held epoch,
+    as the sampler's own iteration does — ``len(loader)`` is the length ``len(sampler)``
+    reported first (from the sampler's position), its batches are the sampler's (a longer
+    epoch's carried tail first, a shorter one's counted repeats last, ``batch.repeat``), and
+    ``state_dict()`` is a slot of the held epoch that the sampler loads. A carried batch is
+    decoded as in the epoch it was drawn in (that epoch's crop; a failed clip is replaced from
+    that epoch's bucket).
+
     ``state_dict()`` is a position in the plan the loader runs (its fingerprint is that plan's,
     also after ``sampler.set_epoch``). ``close()`` (and the end of a ``with`` block) keeps the
     position: ``state_dict()`` still answers, and the sampler is left at the loader's position
@@ -586,7 +594,7 @@ class Loader:
                                      pin_device, spec, pixels, filter, media, frame_choice)
         # Where the sampler is once the loader started (an iteration that had run to its end
         # begins again at the epoch's start, as the sampler's own next iteration would).
-        self._start = (core.state(), core.fingerprint())
+        self._start = (core.os_state_now(), core.fingerprint())
         if pin_device >= 0:
             self._stream = torch.cuda.ExternalStream(self._core.cuda_stream, device=self._device)
 
@@ -647,7 +655,8 @@ class Loader:
         return out
 
     def __len__(self) -> int:
-        """Batches this loader hands out in all (from the sampler's state to the epoch's end)."""
+        """Batches this loader hands out in all (from the sampler's state to the epoch's end;
+        held epochs: to the held epoch's end, as the sampler's ``steps_left()``)."""
         return self._core.steps()
 
     def state_dict(self) -> dict:
@@ -676,7 +685,7 @@ class Loader:
             return
         self._core.close()
         core = self._sampler._s
-        if (core.state(), core.fingerprint()) == self._start:
+        if (core.os_state_now(), core.fingerprint()) == self._start:
             core.load_state(self._core.state(), self._core.fingerprint())
 
     def __enter__(self) -> "Loader":

@@ -8,6 +8,8 @@
 #include "vbucket_test/loader_data.hpp"
 
 #include "vbucket/batch_sampler.hpp"
+#include "vbucket/opensora_sampler.hpp"
+#include "vbucket_test/configs.hpp"
 
 #include <doctest/doctest.h>
 
@@ -18,11 +20,13 @@
 #include <cstdio>     // std::sscanf
 #include <cstring>    // std::memcmp
 #include <map>        // std::map
+#include <memory>     // std::make_shared, std::unique_ptr
 #include <mutex>      // std::mutex
 #include <optional>   // std::optional
 #include <set>        // std::set
 #include <string>     // std::string
 #include <thread>     // std::this_thread::sleep_for
+#include <utility>    // std::pair
 #include <vector>     // std::vector
 
 namespace {
@@ -794,4 +798,89 @@ TEST_CASE("loader: clip_normalizer matches the CPU reference for any pixel count
     }
     CHECK(same);
   }
+}
+
+namespace {
+/// A held drop-in sampler (rank `rank` of `world`) over 900 clips whose data epochs' lengths
+/// differ: its epochs are held to epoch 0's length (carried tails, counted repeats).
+std::unique_ptr<vbucket::opensora_sampler> held_sampler(std::uint32_t world, std::uint32_t rank) {
+  auto clips = std::make_shared<std::vector<vbucket::sample_meta>>();
+  for (int i = 0; i < 900; ++i)
+    clips->push_back({1 + (i * 37) % 200, 240 + (i % 5) * 120, 320 + (i % 7) * 160, 24.0});
+  auto os = std::make_unique<vbucket::opensora_sampler>(vbucket::make_any_sampler(
+      std::shared_ptr<const std::vector<vbucket::sample_meta>>(clips),
+      std::make_shared<const vbucket::bucket_config>(vbucket_test::draw_v2_config()),
+      vbucket::opensora_v2_rule{}, {.world = world, .rank = rank}, 7));
+  os->hold_epochs();
+  return os;
+}
+
+using batch_key = std::pair<std::uint64_t, std::vector<std::uint32_t>>;  // position, indices
+}  // namespace
+
+TEST_CASE("loader: over held epochs, the held length and batches; its state resumes (threads)") {
+  fake_decoder decoder;
+  vbucket::host_backend backend;
+  const std::uint32_t world = 2, rank = 1;
+  auto reference = held_sampler(world, rank);
+  auto os = held_sampler(world, rank);
+  const std::uint64_t len = os->epoch_steps();  // train.py's len(dataloader), taken once
+  std::vector<std::uint64_t> data_lengths;
+  for (std::uint64_t e = 0; e < 4; ++e) {
+    reference->set_epoch(e);
+    reference->started();
+    std::vector<batch_key> want;
+    std::uint64_t repeats = 0;
+    while (const auto b = reference->next_batch()) {
+      want.emplace_back(b->position,
+                        std::vector<std::uint32_t>(b->indices.begin(), b->indices.end()));
+      repeats += b->repeat ? 1u : 0u;
+    }
+    reference->finish();
+    data_lengths.push_back(reference->sampler().num_global_batches());
+
+    os->set_epoch(e);
+    os->begin_iteration();
+    host_ring ring(backend, {.slots = 3});
+    auto l = vbucket::make_any_loader(*os, decoder, ring, {.workers = 2, .pixels = false});
+    CHECK(l->steps() == len);
+    std::vector<batch_key> got;
+    for (auto& b : *l) {
+      CHECK(b.info.step == got.size());
+      got.emplace_back(b.info.position, b.samples);
+      if (e == 2 && got.size() == 3) break;  // stopped: resumed below from its state
+    }
+    if (e == 2) {
+      const vbucket::plan_state saved = l->state();
+      CHECK(saved.consumed == 3 * world);
+      l.reset();
+      auto again = held_sampler(world, rank);  // a new process: the state alone
+      again->load(saved);
+      again->set_step(3);
+      again->set_epoch(e);
+      again->begin_iteration();
+      host_ring ring2(backend, {.slots = 3});
+      auto resumed = vbucket::make_any_loader(*again, decoder, ring2, {.pixels = false});
+      CHECK(resumed->steps() == len - 3);
+      for (auto& b : *resumed) got.emplace_back(b.info.position, b.samples);
+      // the end of the held epoch is a state the held sampler loads
+      CHECK_NOTHROW(again->load_state(resumed->state()));
+    } else {
+      CHECK(l->stats().repeat_batches == repeats);
+      CHECK_NOTHROW(os->load_state(l->state()));
+      CHECK(os->consumed() == len * world);
+    }
+    CHECK(got == want);
+  }
+  MESSAGE("data epochs' global batches: " << data_lengths[0] << ", " << data_lengths[1] << ", "
+                                          << data_lengths[2] << ", " << data_lengths[3]);
+  CHECK((data_lengths[1] != data_lengths[0] || data_lengths[2] != data_lengths[0] ||
+         data_lengths[3] != data_lengths[0]));
+
+  // A loader of the wrapped plan would run the data epoch's length: refused.
+  os->set_epoch(1);
+  os->begin_iteration();
+  host_ring ring(backend, {.slots = 3});
+  CHECK_THROWS_WITH_AS(host_loader(*os, decoder, ring), doctest::Contains("holds its epochs"),
+                       vbucket::error);
 }
