@@ -12,10 +12,11 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from vbucket import _vbucket
+
+from tensor_rows import tensor_meta
 
 pytestmark = pytest.mark.skipif(not getattr(_vbucket, "HAS_FFMPEG", False),
                                 reason="vbucket built without the FFmpeg adapter (the Loader)")
@@ -84,22 +85,6 @@ TRAINER = textwrap.dedent("""
 """)
 
 
-def _tensor_meta(folder):
-    """900 rows whose sample i is a tensor file holding [i, i] (column ``tensor``)."""
-    import pandas as pd
-
-    rng = np.random.default_rng(7)
-    n = 900
-    paths = []
-    for i in range(n):
-        p = folder / f"t{i}.npy"
-        np.save(p, np.array([i, i], dtype=np.int32))
-        paths.append(str(p))
-    return pd.DataFrame({"num_frames": rng.integers(1, 30, n),
-                         "height": rng.choice([256, 360, 480], n),
-                         "width": rng.choice([256, 480, 640], n), "fps": 24.0, "tensor": paths})
-
-
 def _sampler(df, world, rank, drop_last, **kw):
     import vbucket
 
@@ -110,7 +95,7 @@ def _sampler(df, world, rank, drop_last, **kw):
 
 @pytest.mark.parametrize("world,drop_last", [(1, False), (3, False), (3, True)])
 def test_loader_over_held_epochs_resumes_in_new_processes(tmp_path, world, drop_last):
-    df = _tensor_meta(tmp_path)
+    df = tensor_meta(tmp_path)
     df.to_csv(tmp_path / "meta.csv", index=False)
 
     # The data epochs' real lengths (each epoch's own plan, world 1: every global batch in

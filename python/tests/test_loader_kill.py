@@ -15,10 +15,11 @@ import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
 
 from vbucket import _vbucket
+
+from tensor_rows import tensor_meta
 
 pytestmark = pytest.mark.skipif(not getattr(_vbucket, "HAS_FFMPEG", False),
                                 reason="vbucket built without the FFmpeg adapter (the Loader)")
@@ -84,25 +85,8 @@ def _delivered(log_path):
     return out
 
 
-def _tensor_meta(folder):
-    """900 rows of metadata whose sample i is a tensor file holding [i, i] (column ``tensor``),
-    as a DataFrame; the files are written into ``folder``."""
-    import pandas as pd
-
-    rng = np.random.default_rng(7)
-    n = 900
-    paths = []
-    for i in range(n):
-        p = folder / f"t{i}.npy"
-        np.save(p, np.array([i, i], dtype=np.int32))
-        paths.append(str(p))
-    return pd.DataFrame({"num_frames": rng.integers(1, 30, n),
-                         "height": rng.choice([256, 360, 480], n),
-                         "width": rng.choice([256, 480, 640], n), "fps": 24.0, "tensor": paths})
-
-
 def test_sigkill_and_restart_under_other_worlds_delivers_the_same_batches(tmp_path):
-    _tensor_meta(tmp_path).to_csv(tmp_path / "meta.csv", index=False)
+    tensor_meta(tmp_path).to_csv(tmp_path / "meta.csv", index=False)
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
@@ -153,7 +137,7 @@ def test_an_epoch_ended_under_a_larger_world_closes_under_a_smaller_one(tmp_path
     length alike."""
     import vbucket
 
-    df = _tensor_meta(tmp_path)
+    df = tensor_meta(tmp_path)
     config = {"256px": {"1": (1.0, 3), "5": (1.0, 2), "9": (0.5, 2)}}
 
     def loaders(world, state=None):
