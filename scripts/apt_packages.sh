@@ -18,6 +18,10 @@ vbucket_build_packages=(
 )
 # shellcheck disable=SC2034
 vbucket_test_packages=(doctest-dev libbenchmark-dev ffmpeg nginx)
+# vbucket_wheel_packages: what scripts/build_wheel.sh needs beyond the build packages, to build
+#   the decoders-only FFmpeg the wheel carries (scripts/build_wheel_ffmpeg.sh; it installs them).
+# shellcheck disable=SC2034
+vbucket_wheel_packages=(curl xz-utils make nasm libdav1d-dev libgnutls28-dev)
 # shellcheck disable=SC2034
 vbucket_ci_packages=(clang clang-format libclang-rt-14-dev libfuzzer-14-dev libtorch-dev chromium)
 #
