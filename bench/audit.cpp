@@ -33,8 +33,8 @@
 
 #include <sys/resource.h>  // getrusage (peak resident memory)
 
-#include "vbucket/audit.hpp"
-#include "vbucket/ledger.hpp"
+#include "vbucket/run/audit.hpp"
+#include "vbucket/run/ledger.hpp"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <span>        // std::span
 #include <string>      // std::string
 
-#include "vbucket/meta.hpp"  // meta_table
+#include "vbucket/bucket/meta.hpp"  // meta_table
 
 namespace vbucket::bench {
 

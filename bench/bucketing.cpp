@@ -30,12 +30,12 @@
 
 #include "bench_support.hpp"
 #include "synthetic.hpp"
-#include "vbucket/assign.hpp"              // assign_into, assign_all
-#include "vbucket/compiled_rule.hpp"       // compiled_v2_rule
-#include "vbucket/group.hpp"               // group_by_bucket
-#include "vbucket/json/bucket_config.hpp"  // load_bucket_config
-#include "vbucket/random.hpp"              // fast_source, numpy_source
-#include "vbucket/rules.hpp"               // opensora_v2_rule, opensora_v12_rule
+#include "vbucket/base/random.hpp"           // fast_source, numpy_source
+#include "vbucket/bucket/assign.hpp"         // assign_into, assign_all
+#include "vbucket/bucket/compiled_rule.hpp"  // compiled_v2_rule
+#include "vbucket/bucket/rules.hpp"          // opensora_v2_rule, opensora_v12_rule
+#include "vbucket/json/bucket_config.hpp"    // load_bucket_config
+#include "vbucket/plan/group.hpp"            // group_by_bucket
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include "bench_support.hpp"
 #include "synthetic.hpp"
-#include "vbucket/cache_plan.hpp"
+#include "vbucket/cache/cache_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
 
 namespace {

@@ -21,7 +21,7 @@
 #include <string>      // std::string
 
 #include "bench_support.hpp"
-#include "vbucket/csv.hpp"
+#include "vbucket/bucket/csv.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>  // getpid (a file name no concurrent run shares)

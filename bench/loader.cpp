@@ -31,14 +31,14 @@
 #include <string>     // std::string
 #include <vector>     // std::vector
 
-#include "vbucket/aspect.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/loader.hpp"
-#include "vbucket/normalize.hpp"
-#include "vbucket/packed_layout.hpp"
-#include "vbucket/packed_plan.hpp"
-#include "vbucket/staging.hpp"
+#include "vbucket/bucket/aspect.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/load/loader.hpp"
+#include "vbucket/load/normalize.hpp"
+#include "vbucket/load/staging.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/packed_layout.hpp"
+#include "vbucket/plan/packed_plan.hpp"
 
 namespace {
 

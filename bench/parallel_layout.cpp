@@ -56,10 +56,10 @@
 #include "bench_support.hpp"
 #include "synthetic.hpp"
 #include "vbucket/eigen/layout_fit.hpp"  // detail::scaled_least_squares
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/group_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/parallel_layout.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/group_plan.hpp"
+#include "vbucket/plan/parallel_layout.hpp"
 #include "vbucket/vbucket.hpp"
 
 namespace {

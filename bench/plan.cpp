@@ -65,10 +65,10 @@
 
 #include "bench_support.hpp"
 #include "synthetic.hpp"
-#include "vbucket/epoch_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/packed_plan.hpp"
-#include "vbucket/plan_stats.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/packed_plan.hpp"
+#include "vbucket/plan/plan_stats.hpp"
 #include "vbucket/vbucket.hpp"
 
 namespace {

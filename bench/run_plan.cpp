@@ -1,6 +1,6 @@
-/// Benchmarks of the training run as one plan (`vbucket::run_plan`, include/vbucket/run_plan.hpp)
-/// over synthetic web-video samples (bench/synthetic.hpp), Open-Sora 2.0's config
-/// (tests/data/config_opensora_v2.json) and rule, world size 64:
+/// Benchmarks of the training run as one plan (`vbucket::run_plan`,
+/// include/vbucket/run/run_plan.hpp) over synthetic web-video samples (bench/synthetic.hpp),
+/// Open-Sora 2.0's config (tests/data/config_opensora_v2.json) and rule, world size 64:
 ///  - `plan/run/<N>/<k>`: an epoch of N samples from k sources of N / k rows each, every row
 ///    once: `run_plan::start_epoch` (assignment of every source, the draws, the plan, the deal).
 ///    In the same iteration, the plan of one source of N (`plan/epoch`'s work: `assign_all` +
@@ -36,7 +36,7 @@
 #include "bench_support.hpp"
 #include "synthetic.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/run_plan.hpp"
+#include "vbucket/run/run_plan.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <cstring>  // std::memcpy, std::memset
 #include <vector>   // std::vector
 
-#include "vbucket/staging.hpp"
+#include "vbucket/load/staging.hpp"
 
 namespace {
 

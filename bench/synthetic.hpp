@@ -15,7 +15,7 @@
 #include <cstdint>  // std::int64_t, std::uint64_t, std::uint32_t
 #include <limits>   // quiet_NaN
 
-#include "vbucket/meta.hpp"
+#include "vbucket/bucket/meta.hpp"
 
 namespace vbucket::bench {
 

@@ -7,45 +7,48 @@ higher (more specific) layer, per LAYERS below. Prints each problem with the inc
     python3 scripts/check_includes.py --graph  # also print every edge
     VBUCKET_ROOT=/other/tree python3 scripts/check_includes.py  # another checkout
 """
-import fnmatch
 import os
 import re
 import sys
 
 ROOT = os.environ.get("VBUCKET_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Layers, generic first: a header may include headers of its own layer or of earlier ones.
-# Patterns are paths under an include root (vbucket/...); the first pattern that matches a
-# header names its layer. A header no pattern matches is in the "core" layer.
+# Layers, generic first: a header may include headers of its own layer or of earlier ones, so
+# every include between two folders is checked. The core's layers are its folders, in the order
+# the data flows (base -> bucket -> plan -> sample -> load -> cache -> run); inside a layer only
+# cycles are refused. Patterns are paths under an include root (vbucket/...), `*` never crosses
+# a `/`; the first layer with a matching pattern names a header's. A header no pattern matches is
+# a problem of its own (every header has a layer).
 LAYERS = [
-    ("base", [  # no vbucket include above these: errors, build switches, plain vocabulary
-        "vbucket/error.hpp", "vbucket/detail/compiled.hpp", "vbucket/detail/task_control.hpp",
-        "vbucket/tensor.hpp", "vbucket/clip_decoder.hpp", "vbucket/detail/simd.hpp"]),
-    ("generic", [  # concepts and primitives that specific models plug into
-        "vbucket/detail/parallel_tasks.hpp", "vbucket/random_source.hpp", "vbucket/normalize.hpp",
-        "vbucket/loader_stats.hpp"]),
-    ("models", [  # specific models of the generic concepts
-        "vbucket/numpy_random.hpp", "vbucket/random.hpp"]),
-    ("core", ["vbucket/*"]),  # the library's components
-    ("loader", [  # the loader and what only it uses
-        "vbucket/loader*.hpp"]),
+    ("base", ["vbucket/detail/*", "vbucket/base/*"]),  # errors, vocabulary, random sources
+    ("bucket", ["vbucket/bucket/*"]),  # aspect tables, configs, metadata, rules, assignment
+    ("plan", ["vbucket/plan/*"]),  # options, batch plan, epoch planners, layouts
+    ("sample", ["vbucket/sample/*"]),  # samplers, Open-Sora's lifecycle
+    ("load", ["vbucket/load/*"]),  # decoding, normalisation, staging, the loader
+    ("cache", ["vbucket/cache/*"]),  # latent caches
+    ("run", ["vbucket/run/*"]),  # run spec, run plan, ledger, audit, the trainer's loop
     ("adapters", [  # never included by the core
         "vbucket/json/*", "vbucket/fmt/*", "vbucket/eigen/*", "vbucket/ffmpeg/*",
-        "vbucket/cuda/*", "vbucket/mpi/*"]),
-    ("umbrella", ["vbucket/vbucket.hpp", "vbucket/run.hpp", "vbucket/ffmpeg/ffmpeg.hpp"]),
+        "vbucket/ffmpeg/detail/*", "vbucket/cuda/*", "vbucket/mpi/*"]),
+    ("umbrella", ["vbucket/*", "vbucket/ffmpeg/ffmpeg.hpp"]),  # one per folder, and the whole
 ]
 # The umbrella headers come before the adapters' patterns would claim them.
 _ORDERED = [LAYERS[-1]] + LAYERS[:-1]
 LAYER_INDEX = {name: i for i, (name, _) in enumerate(LAYERS)}
+
+
+def _matches(rel, pattern):
+    return re.fullmatch(re.escape(pattern).replace(r"\*", "[^/]*"), rel) is not None
+
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 
 
 def layer_of(rel):
     for name, patterns in _ORDERED:
-        if any(fnmatch.fnmatchcase(rel, p) for p in patterns):
+        if any(_matches(rel, p) for p in patterns):
             return name
-    return "core"
+    return None
 
 
 def roots():
@@ -131,8 +134,15 @@ def main(argv):
     problems = []
     for comp in cycles(all_headers, graph):
         problems.append("cycle: " + " <-> ".join(comp))
+    for rel in sorted(all_headers):
+        if layer_of(rel) is None:
+            problems.append(f"no layer: {rel} (add its folder to LAYERS)")
+    checked = 0
     for a, b, line in graph_edges:
         la, lb = layer_of(a), layer_of(b)
+        if la is None or lb is None:
+            continue
+        checked += 1
         if LAYER_INDEX[lb] > LAYER_INDEX[la]:
             problems.append(f"back-edge: {a}:{line} ({la}) includes {b} ({lb})")
     if "--graph" in argv:
@@ -140,8 +150,8 @@ def main(argv):
             print(f"{a}:{line} -> {b}  [{layer_of(a)} -> {layer_of(b)}]")
     for p in problems:
         print(p)
-    print(f"check_includes: {len(all_headers)} headers, {len(graph_edges)} includes, "
-          f"{len(problems)} problem(s)")
+    print(f"check_includes: {len(all_headers)} headers in {len(LAYERS)} layers, "
+          f"{len(graph_edges)} includes, {checked} checked, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -180,7 +180,14 @@ def python_reference() -> str:
 # ---- C++ ----------------------------------------------------------------------------------
 
 CPP_GROUPS = [
-    ("The core: `vbucket::vbucket`", "include/vbucket", "vbucket::vbucket"),
+    ("The core's umbrellas: `vbucket::vbucket`", "include/vbucket", "vbucket::vbucket"),
+    ("The core, base: `vbucket::vbucket`", "include/vbucket/base", "vbucket::vbucket"),
+    ("The core, buckets: `vbucket::vbucket`", "include/vbucket/bucket", "vbucket::vbucket"),
+    ("The core, planning: `vbucket::vbucket`", "include/vbucket/plan", "vbucket::vbucket"),
+    ("The core, samplers: `vbucket::vbucket`", "include/vbucket/sample", "vbucket::vbucket"),
+    ("The core, loading: `vbucket::vbucket`", "include/vbucket/load", "vbucket::vbucket"),
+    ("The core, latent caches: `vbucket::vbucket`", "include/vbucket/cache", "vbucket::vbucket"),
+    ("The run: `vbucket::vbucket`", "include/vbucket/run", "vbucket::vbucket"),
     ("JSON: `vbucket::json`", "adapters/json/include/vbucket/json", "vbucket::json"),
     ("Tables: `vbucket::fmt`", "adapters/fmt/include/vbucket/fmt", "vbucket::fmt"),
     ("Cost models and Eigen tensors: `vbucket::eigen`", "adapters/eigen/include/vbucket/eigen",
@@ -209,9 +216,11 @@ def cpp_reference() -> str:
     parts = [
         "# C++ headers\n\n", NOTICE, "\n",
         "Every public header of the library and its adapters, with the comment it opens with: "
-        "what it holds and how it is used. Link the target named in each section; the "
-        "umbrella header `<vbucket/vbucket.hpp>` includes the whole core. The guides are the "
-        "component pages ([the manual](../index.md)).\n",
+        "what it holds and how it is used. Link the target named in each section. The core "
+        "has one folder per stage of the data flow, each with an umbrella header "
+        "(`<vbucket/plan.hpp>` includes `vbucket/plan/`); `<vbucket/vbucket.hpp>` includes "
+        "every folder but the run's (`<vbucket/run.hpp>`). The guides are the component pages "
+        "([the manual](../index.md)).\n",
     ]
     for title, folder, target in CPP_GROUPS:
         headers = sorted(p for p in (ROOT / folder).glob("*") if p.suffix in (".hpp", ".cuh"))

@@ -12,7 +12,7 @@
 #include <vector>   // std::vector
 
 #include "vbucket/cuda/pinned_backend.hpp"
-#include "vbucket/staging.hpp"
+#include "vbucket/load/staging.hpp"
 
 namespace {
 

@@ -32,14 +32,14 @@
 #include <utility>     // std::move
 #include <vector>      // std::vector
 
-#include "vbucket/assign.hpp"
-#include "vbucket/epoch_plan.hpp"
+#include "vbucket/base/random.hpp"
+#include "vbucket/bucket/assign.hpp"
+#include "vbucket/bucket/rules.hpp"
 #include "vbucket/ffmpeg/decode.hpp"
 #include "vbucket/ffmpeg/decode_cost.hpp"
 #include "vbucket/ffmpeg/detail/libav.hpp"  // the libav wrappers the raw-decode baseline uses
 #include "vbucket/ffmpeg/probe.hpp"
-#include "vbucket/random.hpp"
-#include "vbucket/rules.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
 
 namespace {
 

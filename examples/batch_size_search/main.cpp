@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vbucket/batch_size.hpp"
+#include "vbucket/bucket/batch_size.hpp"
 #include "vbucket/eigen/cost_model.hpp"
 #include "vbucket/json/bucket_config.hpp"
 

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "vbucket/loader.hpp"
-#include "vbucket/packed_layout.hpp"
-#include "vbucket/packed_plan.hpp"
-#include "vbucket/rules.hpp"
-#include "vbucket/staging.hpp"
+#include "vbucket/bucket/rules.hpp"
+#include "vbucket/load/loader.hpp"
+#include "vbucket/load/staging.hpp"
+#include "vbucket/plan/packed_layout.hpp"
+#include "vbucket/plan/packed_plan.hpp"
 
 namespace {
 

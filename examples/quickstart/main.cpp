@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <vbucket/batch_sampler.hpp>  // the sampler and what it uses (vbucket.hpp: everything)
 #include <vbucket/json/bucket_config.hpp>
+#include <vbucket/sample/batch_sampler.hpp>  // the sampler and what it uses (vbucket.hpp: everything)
 
 #ifndef VBUCKET_EXAMPLE_CONFIG
 #define VBUCKET_EXAMPLE_CONFIG "tests/data/config_opensora_v2.json"

@@ -1,4 +1,4 @@
-/// The Python binding of vbucket/cache_plan.hpp (issue 32): `_vbucket.cache_plan`, the exact
+/// The Python binding of vbucket/cache/cache_plan.hpp (issue 32): `_vbucket.cache_plan`, the exact
 /// per-sample shape distributions and the cache selection, and `_vbucket.cache_assign`, an
 /// epoch's buckets through `cached_rule` (what a sampler over the cache delivers). Registered by
 /// `vbucket_bind_cache(m)` from vbucket_ext.cpp; the Python side is vbucket/precompute.py.
@@ -18,8 +18,8 @@
 #include <utility>   // std::pair
 #include <vector>    // std::vector
 
-#include "vbucket/cache_plan.hpp"
-#include "vbucket/csv.hpp"  // csv_reader (a text column of a metadata CSV)
+#include "vbucket/bucket/csv.hpp"  // csv_reader (a text column of a metadata CSV)
+#include "vbucket/cache/cache_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
 
 #include "glue.hpp"  // is_utf8

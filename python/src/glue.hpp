@@ -16,14 +16,14 @@
 #include <utility>      // std::move
 #include <vector>       // std::vector
 
-#include "vbucket/any_sampler.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/csv.hpp"
-#include "vbucket/error.hpp"
-#include "vbucket/opensora_sampler.hpp"
-#include "vbucket/plan_state.hpp"
-#include "vbucket/rule_kind.hpp"
-#include "vbucket/run_spec.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/base/rule_kind.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/bucket/csv.hpp"
+#include "vbucket/plan/plan_state.hpp"
+#include "vbucket/run/run_spec.hpp"
+#include "vbucket/sample/any_sampler.hpp"
+#include "vbucket/sample/opensora_sampler.hpp"
 
 namespace vbucket_py {
 

@@ -1,4 +1,5 @@
-/// The Python binding of vbucket/parallel_layout.hpp and vbucket/group_plan.hpp (issue 45):
+/// The Python binding of vbucket/plan/parallel_layout.hpp and vbucket/plan/group_plan.hpp (issue
+/// 45):
 /// `_vbucket.GroupPlan` (an epoch over groups of ranks of each bucket's sequence-parallel size,
 /// from the bucket ids `assign_epoch` gives) and `_vbucket.GroupSchedule` (it dealt to a world
 /// from a state). Layout options arrive as a dict of the names of `vbucket::layout_options`'
@@ -20,10 +21,10 @@
 #include <tuple>    // std::tuple
 #include <vector>   // std::vector
 
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/group_plan.hpp"
-#include "vbucket/parallel_layout.hpp"
-#include "vbucket/seeding.hpp"  // big_seed, plan_seed
+#include "vbucket/bucket/seeding.hpp"  // big_seed, plan_seed
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/group_plan.hpp"
+#include "vbucket/plan/parallel_layout.hpp"
 
 #include "glue.hpp"  // py_config
 

@@ -38,8 +38,8 @@
 #include "vbucket/ffmpeg/ffmpeg.hpp"
 #include "vbucket/ffmpeg/file_decoder.hpp"
 #include "vbucket/ffmpeg/sources.hpp"  // list_sources (tar shards, URLs)
-#include "vbucket/loader.hpp"
-#include "vbucket/staging.hpp"
+#include "vbucket/load/loader.hpp"
+#include "vbucket/load/staging.hpp"
 
 #include "staging_backend.hpp"  // py_backend
 

@@ -9,7 +9,7 @@
 #include <string>  // std::string
 #include <vector>  // std::vector
 
-#include "vbucket/batch_size.hpp"
+#include "vbucket/bucket/batch_size.hpp"
 #include "vbucket/eigen/cost_model.hpp"
 #include "vbucket/eigen/profile_csv.hpp"
 

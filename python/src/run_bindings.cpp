@@ -1,4 +1,4 @@
-/// The Python binding of vbucket/run_plan.hpp (issue 31): `_vbucket.RunPlan`, a training run of
+/// The Python binding of vbucket/run/run_plan.hpp (issue 31): `_vbucket.RunPlan`, a training run of
 /// several sources and stages read from a run file by the same reader as `vbucket plan --run`
 /// (json::load_run_plan_file), so the CLI and Python plan one file identically. A batch is a dict
 /// with the fields of the CLI's JSON lines. Registered by `vbucket_bind_run(m)` from
@@ -16,10 +16,10 @@
 #include <string>      // std::string
 #include <vector>      // std::vector
 
-#include "vbucket/json/run_plan.hpp"  // load_run_plan_file
-#include "vbucket/run_ledger.hpp"     // run_ledger
-#include "vbucket/run_loop.hpp"       // run_loop: the trainer's loop, its ledger
-#include "vbucket/run_plan.hpp"
+#include "vbucket/json/run_plan.hpp"   // load_run_plan_file
+#include "vbucket/run/run_ledger.hpp"  // run_ledger
+#include "vbucket/run/run_loop.hpp"    // run_loop: the trainer's loop, its ledger
+#include "vbucket/run/run_plan.hpp"
 
 namespace nb = nanobind;
 

@@ -12,8 +12,8 @@
 #include <memory>   // std::unique_ptr
 #include <string>   // std::string
 
-#include "vbucket/error.hpp"
-#include "vbucket/staging.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/load/staging.hpp"
 
 #if VBUCKET_PY_HAS_CUDA
 #include "vbucket/cuda/pinned_backend.hpp"

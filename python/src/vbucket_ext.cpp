@@ -28,18 +28,18 @@
 #include <utility>      // std::move, std::pair, std::declval
 #include <vector>       // std::vector
 
-#include "vbucket/any_sampler.hpp"
-#include "vbucket/batch_sampler.hpp"
-#include "vbucket/csv.hpp"
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/explain.hpp"
+#include "vbucket/bucket/csv.hpp"
+#include "vbucket/bucket/explain.hpp"
+#include "vbucket/bucket/seeding.hpp"
 #include "vbucket/json/bucket_config.hpp"
 #include "vbucket/json/run_spec.hpp"
-#include "vbucket/opensora_sampler.hpp"
-#include "vbucket/packed_plan.hpp"
-#include "vbucket/plan_stats.hpp"
-#include "vbucket/run_spec.hpp"
-#include "vbucket/seeding.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/packed_plan.hpp"
+#include "vbucket/plan/plan_stats.hpp"
+#include "vbucket/run/run_spec.hpp"
+#include "vbucket/sample/any_sampler.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
+#include "vbucket/sample/opensora_sampler.hpp"
 #include "vbucket/vbucket.hpp"
 #if VBUCKET_PY_HAS_FMT
 #include "vbucket/fmt/plan_table.hpp"

@@ -2,7 +2,7 @@
 (resolution, frames) bucket gets a sequence-parallel size ``sp``, a batch per group, a
 micro-batch and accumulation micro-steps; every step partitions the world into groups of those
 sizes, every sample once per epoch, resumable under another world size. The planning is the C++
-library's (``vbucket/parallel_layout.hpp``, ``vbucket/group_plan.hpp``); this module converts
+library's (``vbucket/plan/parallel_layout.hpp``, ``vbucket/plan/group_plan.hpp``); this module converts
 Python values and calls it.
 
     plan = vbucket.GroupPlan(meta, config, seed=1, layouts={"256px:1": (1, 8, 4), ...})

@@ -17,11 +17,11 @@
 #include <memory>     // std::make_shared
 #include <string>     // std::string, std::stoull, std::to_string
 
-#include "vbucket/batch_sampler.hpp"
-#include "vbucket/csv.hpp"
+#include "vbucket/base/numpy_random.hpp"
+#include "vbucket/bucket/csv.hpp"
+#include "vbucket/bucket/seeding.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/numpy_random.hpp"
-#include "vbucket/seeding.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <new>
 
-#include "vbucket/staging.hpp"
+#include "vbucket/load/staging.hpp"
 
 struct my_backend {
   struct event {};

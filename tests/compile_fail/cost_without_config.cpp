@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <span>
 
-#include "vbucket/epoch_plan.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
 
 void plan(std::span<const vbucket::bucket_id> ids, const vbucket::bucket_config& config) {
 #ifdef VBUCKET_COMPILE_FAIL

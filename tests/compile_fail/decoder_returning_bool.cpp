@@ -5,7 +5,7 @@
 #include <span>
 #include <string>
 
-#include "vbucket/loader.hpp"
+#include "vbucket/load/loader.hpp"
 
 struct my_decoder {
 #ifdef VBUCKET_COMPILE_FAIL

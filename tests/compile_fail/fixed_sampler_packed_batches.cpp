@@ -3,7 +3,7 @@
 /// does not compile (it used to throw at run time).
 #include <vector>
 
-#include "vbucket/batch_sampler.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 void make(const vbucket::bucket_config& config) {
   const std::vector<vbucket::sample_meta> clips(4, vbucket::sample_meta{33, 256, 256, 24.0});

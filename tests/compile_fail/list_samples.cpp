@@ -3,7 +3,7 @@
 #include <list>
 #include <vector>
 
-#include "vbucket/batch_sampler.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 void make(const vbucket::bucket_config& config) {
 #ifdef VBUCKET_COMPILE_FAIL

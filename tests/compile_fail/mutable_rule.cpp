@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "vbucket/batch_sampler.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 /// The rule as it should be: assign() is const.
 struct const_first_bucket {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "vbucket/batch_sampler.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 /// The family as it should be: the same draws from every copy, on every rank.
 struct const_halves {

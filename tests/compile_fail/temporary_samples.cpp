@@ -2,7 +2,7 @@
 /// which would dangle; it must not compile.
 #include <vector>
 
-#include "vbucket/batch_sampler.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 void make(const vbucket::bucket_config& config, const std::vector<vbucket::sample_meta>& clips) {
 #ifdef VBUCKET_COMPILE_FAIL

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "vbucket/batch_sampler.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 struct clip {
   std::string path;

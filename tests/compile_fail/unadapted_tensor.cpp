@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "vbucket/loader.hpp"
+#include "vbucket/load/loader.hpp"
 
 struct my_tensor {
   void* data = nullptr;

@@ -6,7 +6,7 @@
 #include <cstdint>  // std::uint8_t, std::uint16_t
 #include <vector>   // std::vector
 
-#include "vbucket/normalize.hpp"
+#include "vbucket/load/normalize.hpp"
 
 namespace vbucket_test {
 

@@ -1,4 +1,4 @@
-/// The normalisation kernel against the CPU reference (vbucket/normalize.hpp): identical
+/// The normalisation kernel against the CPU reference (vbucket/load/normalize.hpp): identical
 /// float32 and bfloat16 results over several shapes, batch sizes and statistics.
 #include <doctest/doctest.h>
 
@@ -8,7 +8,7 @@
 #include <vector>   // std::vector
 
 #include "kernels.hpp"
-#include "vbucket/normalize.hpp"
+#include "vbucket/load/normalize.hpp"
 
 TEST_CASE("cuda normalize: equals the CPU reference (float32 and bfloat16)") {
   const vbucket::batch_shape shapes[] = {

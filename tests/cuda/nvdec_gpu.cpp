@@ -14,7 +14,7 @@
 #include "vbucket/cuda/nvdec.hpp"
 #include "vbucket/cuda/pinned_backend.hpp"
 #include "vbucket/ffmpeg/decode.hpp"
-#include "vbucket/normalize.hpp"
+#include "vbucket/load/normalize.hpp"
 
 #include "vbucket_test/ffmpeg_media.hpp"
 

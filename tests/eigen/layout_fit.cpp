@@ -11,7 +11,7 @@
 #include <string>    // std::string, std::to_string
 #include <vector>    // std::vector
 
-#include "vbucket/aspect.hpp"  // opensora_v2_tables
+#include "vbucket/bucket/aspect.hpp"  // opensora_v2_tables
 
 #include "vbucket_test/errors.hpp"
 #include "vbucket_test/temp_files.hpp"

@@ -14,9 +14,9 @@
 #include <string>      // std::string
 #include <vector>      // std::vector
 
-#include "vbucket/epoch_plan.hpp"
+#include "vbucket/base/random.hpp"  // vbucket::detail::mix64
 #include "vbucket/ffmpeg/decode.hpp"
-#include "vbucket/random.hpp"  // vbucket::detail::mix64
+#include "vbucket/plan/epoch_plan.hpp"
 
 namespace ff = vbucket::ffmpeg;
 

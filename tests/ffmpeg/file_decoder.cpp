@@ -11,7 +11,7 @@
 #include <type_traits>  // std::is_constructible_v
 #include <vector>       // std::vector
 
-#include "vbucket/rules.hpp"  // frame_interval
+#include "vbucket/bucket/rules.hpp"  // frame_interval
 
 #include "vbucket_test/ffmpeg_media.hpp"
 

@@ -13,9 +13,9 @@
 #include <string>      // std::string
 #include <vector>      // std::vector
 
+#include "vbucket/bucket/meta.hpp"
 #include "vbucket/ffmpeg/ffmpeg.hpp"
 #include "vbucket/ffmpeg/file_decoder.hpp"
-#include "vbucket/meta.hpp"
 
 #include "vbucket_test/ffmpeg_media.hpp"
 #include "vbucket_test/temp_files.hpp"

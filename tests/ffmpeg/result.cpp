@@ -10,7 +10,7 @@
 #include <utility>      // std::move
 #include <vector>       // std::vector
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 
 namespace ff = vbucket::ffmpeg;
 

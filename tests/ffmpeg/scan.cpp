@@ -14,9 +14,9 @@
 #include <thread>      // std::thread
 #include <vector>      // std::vector
 
+#include "vbucket/bucket/meta.hpp"
 #include "vbucket/ffmpeg/ffmpeg.hpp"
 #include "vbucket/ffmpeg/file_decoder.hpp"
-#include "vbucket/meta.hpp"
 
 #include "vbucket_test/ffmpeg_media.hpp"
 

@@ -16,7 +16,7 @@
 #include "vbucket/ffmpeg/decode.hpp"
 #include "vbucket/ffmpeg/probe.hpp"
 #include "vbucket/ffmpeg/sources.hpp"
-#include "vbucket/run_spec.hpp"  // limits_of
+#include "vbucket/run/run_spec.hpp"  // limits_of
 
 #include "vbucket_test/ffmpeg_media.hpp"
 #include "vbucket_test/tar_writer.hpp"

@@ -10,9 +10,9 @@
 #include <string>    // std::string
 #include <vector>    // std::vector
 
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/plan_stats.hpp"
-#include "vbucket/rules.hpp"  // opensora_v2_tables
+#include "vbucket/bucket/rules.hpp"  // opensora_v2_tables
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/plan_stats.hpp"
 
 namespace {
 

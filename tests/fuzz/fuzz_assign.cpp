@@ -17,16 +17,16 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include "fuzz_common.hpp"
-#include "vbucket/aspect.hpp"
-#include "vbucket/assign.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/error.hpp"
-#include "vbucket/group.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/base/numpy_random.hpp"
+#include "vbucket/base/random.hpp"
+#include "vbucket/bucket/aspect.hpp"
+#include "vbucket/bucket/assign.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/bucket/meta.hpp"
+#include "vbucket/bucket/rules.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/meta.hpp"
-#include "vbucket/numpy_random.hpp"
-#include "vbucket/random.hpp"
-#include "vbucket/rules.hpp"
+#include "vbucket/plan/group.hpp"
 
 namespace {
 

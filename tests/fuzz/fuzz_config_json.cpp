@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_common.hpp"
-#include "vbucket/aspect.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/aspect.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
 #include "vbucket/json/bucket_config.hpp"
 
 namespace {

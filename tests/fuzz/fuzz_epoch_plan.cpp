@@ -15,11 +15,11 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include "fuzz_common.hpp"
-#include "vbucket/aspect.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/error.hpp"
-#include "vbucket/group.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/aspect.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/group.hpp"
 
 namespace {
 

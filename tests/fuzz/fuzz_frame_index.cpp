@@ -11,7 +11,7 @@
 #include <string_view>  // std::string_view
 
 #include "fuzz_common.hpp"
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 #include "vbucket/ffmpeg/frame_index.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -14,9 +14,9 @@
 #include <vector>       // std::vector
 
 #include "fuzz_common.hpp"
-#include "vbucket/audit.hpp"
-#include "vbucket/error.hpp"
-#include "vbucket/ledger.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/run/audit.hpp"
+#include "vbucket/run/ledger.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>  // getpid (a directory no concurrent run shares)

@@ -13,9 +13,9 @@
 #include <string_view>  // std::string_view
 
 #include "fuzz_common.hpp"
-#include "vbucket/csv.hpp"
-#include "vbucket/error.hpp"
-#include "vbucket/meta.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/csv.hpp"
+#include "vbucket/bucket/meta.hpp"
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>  // getpid (a file name no concurrent run shares)

@@ -14,9 +14,9 @@
 #include <vector>       // std::vector
 
 #include "fuzz_common.hpp"
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 #include "vbucket/json/run_plan.hpp"
-#include "vbucket/run_plan.hpp"
+#include "vbucket/run/run_plan.hpp"
 
 namespace {
 

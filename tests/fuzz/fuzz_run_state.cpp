@@ -15,10 +15,10 @@
 #include <vector>       // std::vector
 
 #include "fuzz_common.hpp"
-#include "vbucket/aspect.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/error.hpp"
-#include "vbucket/run_plan.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/aspect.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/run/run_plan.hpp"
 
 namespace {
 

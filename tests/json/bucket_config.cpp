@@ -11,7 +11,7 @@
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector
 
-#include "vbucket/aspect.hpp"  // opensora_v2_tables, opensora_v12_tables
+#include "vbucket/bucket/aspect.hpp"  // opensora_v2_tables, opensora_v12_tables
 
 #include "vbucket_test/errors.hpp"
 

@@ -12,9 +12,9 @@
 #include <utility>     // std::pair
 #include <vector>      // std::vector
 
-#include "vbucket/csv.hpp"
+#include "vbucket/bucket/csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/run_plan.hpp"
+#include "vbucket/run/run_plan.hpp"
 
 #include "vbucket_test/errors.hpp"
 

@@ -1,4 +1,4 @@
-/// Tests of vbucket/run_spec.hpp and the JSON adapter's run files (vbucket/json/run_spec.hpp):
+/// Tests of vbucket/run/run_spec.hpp and the JSON adapter's run files (vbucket/json/run_spec.hpp):
 /// the defaults are the library's, every value error names its key and value, the combinations
 /// that are not a run are refused, a run file reads as the same spec as its map, and a sampler
 /// made from a spec gives the batches of one made by hand with the same options.
@@ -14,12 +14,12 @@
 #include <string>      // std::string
 #include <vector>      // std::vector
 
-#include "vbucket/any_sampler.hpp"
-#include "vbucket/batch_sampler.hpp"
-#include "vbucket/csv.hpp"
+#include "vbucket/bucket/csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/loader_options.hpp"  // the outage deadline's default
-#include "vbucket/run_spec.hpp"
+#include "vbucket/load/loader_options.hpp"  // the outage deadline's default
+#include "vbucket/run/run_spec.hpp"
+#include "vbucket/sample/any_sampler.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 #include "vbucket_test/errors.hpp"
 

@@ -12,10 +12,10 @@
 #include <string>     // std::string
 #include <vector>     // std::vector
 
-#include "vbucket/batch_sampler.hpp"
-#include "vbucket/bucket_config.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/bucket/rules.hpp"
 #include "vbucket/mpi/mpi.hpp"
-#include "vbucket/rules.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <cstdint>  // std::uint32_t
 #include <string>   // std::string
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 
 namespace {
 using vbucket::mpi::communicator;

@@ -37,7 +37,7 @@ vbucket::bucket_config config_360p() {
 
 // fuzz_assign: `to_sample_meta` cast a NaN (or ±inf, or 1e300) size of a user type with
 // floating fields straight to int64, which is undefined behaviour (UBSan: "nan is outside the
-// range of representable values of type 'long'", include/vbucket/meta.hpp).
+// range of representable values of type 'long'", include/vbucket/bucket/meta.hpp).
 TEST_CASE("regression: to_sample_meta with NaN, infinite and huge floating-point sizes") {
   const auto nan_meta = vbucket::to_sample_meta(float_clip{nan_v, nan_v, nan_v, nan_v});
   CHECK(nan_meta.num_frames == 0);
@@ -77,7 +77,7 @@ TEST_CASE("regression: to_sample_meta with NaN, infinite and huge floating-point
 // fuzz_assign: `opensora_v2_rule::effective_frames` with a non-positive fps_max (which
 // validate() rejects, but assign() is noexcept and must still be safe) computed
 // ceil(fps / fps_max) = -0 or -inf and cast it to int64: a division by zero or UB
-// (UBSan: "-inf is outside the range of representable values", include/vbucket/rules.hpp).
+// (UBSan: "-inf is outside the range of representable values", include/vbucket/bucket/rules.hpp).
 TEST_CASE("regression: opensora_v2_rule with a non-positive fps_max is safe") {
   for (const double fps_max : {0.0, -0.0, -16.0, -1e-300, -inf_v, nan_v}) {
     const vbucket::opensora_v2_rule rule{.fps_max = fps_max};
@@ -154,7 +154,7 @@ TEST_CASE("regression: deeply nested JSON is rejected, not a stack overflow") {
 // fuzz_assign (its seed corpus, once closest() went branch-free): a sample whose ratio h/w is
 // below every entry of the table has split 0, and `s[split - 1]` formed the pointer s + SIZE_MAX
 // before reading the -inf sentinel (UBSan: "addition of unsigned offset ... overflowed",
-// include/vbucket/aspect.hpp, aspect_table::closest).
+// include/vbucket/bucket/aspect.hpp, aspect_table::closest).
 TEST_CASE("regression: closest() for a ratio below or above every entry") {
   const vbucket::aspect_table table(
       {{"a", 0.5, 100, 200}, {"b", 1.0, 100, 100}, {"c", 2.0, 200, 100}});

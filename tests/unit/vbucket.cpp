@@ -1,5 +1,6 @@
 /// Tests of the umbrella headers vbucket/vbucket.hpp and vbucket/run.hpp: together they reach
-/// every core header (directly or through another) and include no adapter.
+/// every core header of every folder (directly, through a folder's umbrella or through another
+/// header) and include no adapter.
 #include "vbucket/vbucket.hpp"
 #include "vbucket/run.hpp"
 
@@ -20,8 +21,9 @@ fs::path core_dir() {
   return fs::path(VBUCKET_TEST_DATA_DIR) / ".." / ".." / "include" / "vbucket";
 }
 
-/// The quoted includes of a header, as paths relative to include/vbucket/.
-std::vector<std::string> includes_of(const fs::path& header) {
+/// The quoted includes of a header, as paths relative to include/vbucket/ (a relative include
+/// names a file beside the header).
+std::vector<std::string> includes_of(const fs::path& dir, const fs::path& header) {
   std::ifstream in(header);
   REQUIRE_MESSAGE(in.good(), "cannot read " << header.string());
   std::vector<std::string> out;
@@ -29,11 +31,10 @@ std::vector<std::string> includes_of(const fs::path& header) {
   while (std::getline(in, line)) {
     if (line.rfind("#include \"", 0) != 0) continue;
     std::string name = line.substr(10, line.find('"', 10) - 10);
-    if (name.rfind("vbucket/", 0) == 0) name = name.substr(8);
-    // A relative include from detail/ names a sibling in detail/.
-    if (header.parent_path().filename() == "detail" && name.find('/') == std::string::npos &&
-        fs::exists(header.parent_path() / name))
-      name = "detail/" + name;
+    if (name.rfind("vbucket/", 0) == 0)
+      name = name.substr(8);
+    else
+      name = fs::relative(header.parent_path() / name, dir).lexically_normal().generic_string();
     out.push_back(name);
   }
   return out;
@@ -53,11 +54,13 @@ TEST_CASE("vbucket: the two umbrellas reach every core header and no adapter") {
     if (!reached.insert(h).second) continue;
     CAPTURE(h);
     REQUIRE_MESSAGE(fs::exists(dir / h), h << " is included but is not a core header");
-    for (const std::string& i : includes_of(dir / h)) todo.push_back(i);
+    for (const std::string& i : includes_of(dir, dir / h)) todo.push_back(i);
   }
-  for (const auto& entry : fs::directory_iterator(dir)) {
+  // Every header of every folder (detail/'s internals are reached where they are used).
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".hpp") continue;
-    const std::string name = entry.path().filename().string();
+    const std::string name = fs::relative(entry.path(), dir).generic_string();
+    if (name.rfind("detail/", 0) == 0) continue;
     CAPTURE(name);
     CHECK(reached.count(name) == 1);
   }

@@ -12,7 +12,7 @@
 
 #include "cli.hpp"
 #include "plan_common.hpp"
-#include "vbucket/bucket_config.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
 
 namespace vbucket::cli {
 namespace {

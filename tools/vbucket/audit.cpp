@@ -15,7 +15,7 @@
 #include <vector>        // std::vector
 
 #include "cli.hpp"
-#include "vbucket/audit.hpp"
+#include "vbucket/run/audit.hpp"
 
 namespace vbucket::cli {
 namespace {

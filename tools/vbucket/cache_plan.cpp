@@ -15,8 +15,8 @@
 #include <vector>        // std::vector
 
 #include "cli.hpp"
-#include "vbucket/cache_plan.hpp"
-#include "vbucket/csv.hpp"
+#include "vbucket/bucket/csv.hpp"
+#include "vbucket/cache/cache_plan.hpp"
 #include "vbucket/json/bucket_config.hpp"
 
 namespace vbucket::cli {

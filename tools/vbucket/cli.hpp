@@ -32,8 +32,8 @@
 #include <utility>       // std::move
 #include <vector>        // std::vector
 
+#include "vbucket/base/error.hpp"           // vbucket::error, escape_control
 #include "vbucket/detail/parse_number.hpp"  // parse_uint_in, parse_positive
-#include "vbucket/error.hpp"                // vbucket::error, escape_control
 
 namespace vbucket::cli {
 

@@ -19,14 +19,14 @@
 #include <nlohmann/json.hpp>  // nlohmann::ordered_json
 
 #include "cli.hpp"
-#include "vbucket/aspect.hpp"
-#include "vbucket/batch_size.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/csv.hpp"
+#include "vbucket/base/rule_kind.hpp"
+#include "vbucket/bucket/aspect.hpp"
+#include "vbucket/bucket/batch_size.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/bucket/csv.hpp"
 #include "vbucket/eigen/cost_model.hpp"
 #include "vbucket/eigen/profile_csv.hpp"
 #include "vbucket/json/bucket_config.hpp"
-#include "vbucket/rule_kind.hpp"
 
 namespace vbucket::cli {
 namespace {

@@ -18,8 +18,8 @@
 #include "cli.hpp"
 #include "mpi_job.hpp"
 #include "plan_common.hpp"
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/packed_plan.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/packed_plan.hpp"
 
 namespace vbucket::cli {
 namespace {

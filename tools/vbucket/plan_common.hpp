@@ -18,10 +18,10 @@
 #include <vector>            // std::vector
 
 #include "cli.hpp"
-#include "vbucket/any_sampler.hpp"
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/plan_stats.hpp"
-#include "vbucket/run_spec.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/plan_stats.hpp"
+#include "vbucket/run/run_spec.hpp"
+#include "vbucket/sample/any_sampler.hpp"
 
 namespace vbucket::cli {
 

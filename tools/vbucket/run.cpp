@@ -10,7 +10,7 @@
 #include <vector>        // std::vector
 
 #include "plan_common.hpp"
-#include "vbucket/csv.hpp"
+#include "vbucket/bucket/csv.hpp"
 #include "vbucket/json/run_spec.hpp"  // and nlohmann/json.hpp
 
 namespace vbucket::cli {

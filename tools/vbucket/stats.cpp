@@ -9,13 +9,13 @@
 
 #include "cli.hpp"
 #include "plan_common.hpp"
-#include "vbucket/cache_plan.hpp"
-#include "vbucket/csv.hpp"
-#include "vbucket/epoch_plan.hpp"
+#include "vbucket/bucket/csv.hpp"
+#include "vbucket/cache/cache_plan.hpp"
 #include "vbucket/fmt/plan_table.hpp"
 #include "vbucket/json/run_plan.hpp"  // load_run_plan_file (stats --run of a run plan)
-#include "vbucket/packed_plan.hpp"
-#include "vbucket/plan_stats.hpp"
+#include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/packed_plan.hpp"
+#include "vbucket/plan/plan_stats.hpp"
 
 namespace vbucket::cli {
 namespace {

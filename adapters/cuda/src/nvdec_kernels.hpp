@@ -8,7 +8,7 @@
 #include <cstdint>  // std::uint8_t
 
 #include "vbucket/cuda/yuv_resize.hpp"
-#include "vbucket/normalize.hpp"
+#include "vbucket/load/normalize.hpp"
 
 namespace vbucket::cuda::detail {
 

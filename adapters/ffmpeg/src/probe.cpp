@@ -8,7 +8,7 @@
 #include "vbucket/ffmpeg/detail/libav.hpp"
 #include "vbucket/ffmpeg/detail/probe_impl.hpp"
 #include "vbucket/ffmpeg/limits.hpp"
-#include "vbucket/run_spec.hpp"  // limits_of
+#include "vbucket/run/run_spec.hpp"  // limits_of
 
 namespace vbucket::ffmpeg {
 

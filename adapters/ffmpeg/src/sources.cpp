@@ -18,8 +18,8 @@
 #include <utility>        // std::move
 #include <vector>         // std::vector
 
+#include "vbucket/base/error.hpp"
 #include "vbucket/detail/parallel_tasks.hpp"
-#include "vbucket/error.hpp"
 #include "vbucket/ffmpeg/media_source.hpp"
 #include "vbucket/ffmpeg/scan.hpp"
 #include "vbucket/ffmpeg/tar.hpp"

@@ -9,8 +9,8 @@
 #include <span>       // std::span
 #include <utility>    // std::swap
 
-#include "vbucket/numpy_random.hpp"  // u128
-#include "vbucket/random.hpp"        // detail::mix64, detail::golden_gamma
+#include "vbucket/base/random.hpp"  // detail::mix64, detail::golden_gamma
+#include "vbucket/detail/u128.hpp"
 
 namespace vbucket::detail {
 

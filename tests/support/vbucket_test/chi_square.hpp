@@ -11,7 +11,7 @@
 #include <utility>    // std::pair
 #include <vector>     // std::vector
 
-#include "vbucket/bucket_config.hpp"  // bucket_id, invalid_sample
+#include "vbucket/bucket/bucket_config.hpp"  // bucket_id, invalid_sample
 
 namespace vbucket_test {
 

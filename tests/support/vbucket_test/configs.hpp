@@ -10,8 +10,8 @@
 #include <utility>   // std::move
 #include <vector>    // std::vector
 
-#include "vbucket/aspect.hpp"         // opensora_v2_tables, opensora_v12_tables
-#include "vbucket/bucket_config.hpp"  // bucket_config, bucket_spec
+#include "vbucket/bucket/aspect.hpp"         // opensora_v2_tables, opensora_v12_tables
+#include "vbucket/bucket/bucket_config.hpp"  // bucket_config, bucket_spec
 
 namespace vbucket_test {
 

@@ -6,7 +6,7 @@
 #include <string>       // std::string
 #include <string_view>  // std::string_view
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 
 namespace vbucket_test {
 

@@ -3,7 +3,7 @@
 /// seconds per rank): one memory model, time model and limits that the layout
 /// and group-plan suites both plan with (sp sizes 1, 2, 4 and 8: the default).
 
-#include "vbucket/parallel_layout.hpp"  // layout_options, sequence_remainder
+#include "vbucket/plan/parallel_layout.hpp"  // layout_options, sequence_remainder
 
 namespace vbucket_test {
 

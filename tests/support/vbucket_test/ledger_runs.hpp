@@ -15,8 +15,8 @@
 #include <utility>     // std::pair
 #include <vector>      // std::vector
 
-#include "vbucket/batch_sampler.hpp"
-#include "vbucket/ledger.hpp"
+#include "vbucket/run/ledger.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 #include "vbucket_test/random_plans.hpp"  // test_rng
 
 namespace vbucket_test {

@@ -7,9 +7,9 @@
 #include <cstdint>  // std::int64_t
 #include <vector>   // std::vector
 
-#include "vbucket/aspect.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/meta.hpp"  // sample_meta
+#include "vbucket/bucket/aspect.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/bucket/meta.hpp"  // sample_meta
 
 namespace vbucket_test {
 

@@ -13,8 +13,8 @@
 #include <set>        // std::set
 #include <vector>     // std::vector
 
-#include "vbucket/epoch_plan.hpp"
-#include "vbucket/random.hpp"  // detail::mix64
+#include "vbucket/base/random.hpp"  // detail::mix64
+#include "vbucket/plan/epoch_plan.hpp"
 
 namespace vbucket_test {
 

@@ -6,7 +6,7 @@
 #include <cstdint>  // std::uint64_t, std::int64_t
 #include <memory>   // std::shared_ptr, std::make_shared
 
-#include "vbucket/meta.hpp"  // meta_table, sample_meta
+#include "vbucket/bucket/meta.hpp"  // meta_table, sample_meta
 
 namespace vbucket_test {
 

@@ -13,7 +13,7 @@
 #include "../cli.hpp"
 #include "vbucket/ffmpeg/limits.hpp"
 #include "vbucket/json/run_spec.hpp"  // apply_run_spec
-#include "vbucket/run_spec.hpp"
+#include "vbucket/run/run_spec.hpp"
 
 namespace vbucket::cli {
 

@@ -13,7 +13,7 @@
 #include <type_traits>  // std::is_same_v
 
 #include "vbucket/cuda/pinned_backend.hpp"
-#include "vbucket/normalize.hpp"
+#include "vbucket/load/normalize.hpp"
 
 namespace vbucket::cuda {
 

@@ -35,7 +35,7 @@
 
 #include "vbucket/ffmpeg/decode.hpp"
 #include "vbucket/ffmpeg/result.hpp"
-#include "vbucket/normalize.hpp"
+#include "vbucket/load/normalize.hpp"
 
 namespace vbucket::cuda {
 

@@ -14,8 +14,8 @@
 #include <string>   // std::string
 #include <utility>  // std::exchange
 
-#include "vbucket/error.hpp"
-#include "vbucket/staging.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/load/staging.hpp"
 
 namespace vbucket::cuda {
 

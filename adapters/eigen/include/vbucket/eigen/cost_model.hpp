@@ -29,10 +29,10 @@
 #include <Eigen/Core>  // Eigen::MatrixXd, Eigen::VectorXd
 #include <Eigen/SVD>   // Eigen::JacobiSVD
 
-#include "vbucket/batch_size.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/error.hpp"
-#include "vbucket/run_memory.hpp"  // memory_model (cost_model)
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/batch_size.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/plan/run_memory.hpp"  // memory_model (cost_model)
 
 namespace vbucket::eigen {
 

@@ -1,6 +1,6 @@
 #pragma once
-/// Fitting the parallel layout's models (`vbucket/parallel_layout.hpp`) to a user's profile, as
-/// `fit-bs` fits its own: PROFILE.csv as `read_profile` reads it (resolution, frames,
+/// Fitting the parallel layout's models (`vbucket/plan/parallel_layout.hpp`) to a user's profile,
+/// as `fit-bs` fits its own: PROFILE.csv as `read_profile` reads it (resolution, frames,
 /// batch_size, peak_memory_gib or "oom", step_seconds), with two optional columns, `sp` (the
 /// sequence-parallel size the step ran at; 1 when absent) and `micro_batch` (the most samples of
 /// one micro-step; the whole batch when absent). Least squares, each column scaled to a largest
@@ -25,11 +25,11 @@
 #include <Eigen/Core>  // Eigen::MatrixXd, Eigen::VectorXd
 #include <Eigen/SVD>   // Eigen::JacobiSVD
 
-#include "vbucket/batch_size.hpp"
-#include "vbucket/csv.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/batch_size.hpp"
+#include "vbucket/bucket/csv.hpp"
 #include "vbucket/eigen/profile_csv.hpp"
-#include "vbucket/error.hpp"
-#include "vbucket/parallel_layout.hpp"
+#include "vbucket/plan/parallel_layout.hpp"
 
 namespace vbucket::eigen {
 

@@ -18,12 +18,12 @@
 #include <system_error>  // std::errc
 #include <vector>        // std::vector
 
-#include "vbucket/aspect.hpp"
-#include "vbucket/batch_size.hpp"
-#include "vbucket/bucket_config.hpp"
-#include "vbucket/csv.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/aspect.hpp"
+#include "vbucket/bucket/batch_size.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
+#include "vbucket/bucket/csv.hpp"
 #include "vbucket/eigen/cost_model.hpp"
-#include "vbucket/error.hpp"
 
 namespace vbucket::eigen {
 

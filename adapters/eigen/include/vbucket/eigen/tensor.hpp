@@ -11,8 +11,8 @@
 
 #include <cstdint>  // std::uint8_t
 
-#include "vbucket/error.hpp"
-#include "vbucket/loader.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/load/loader.hpp"
 
 namespace vbucket::eigen {
 

@@ -37,12 +37,12 @@
 #include <type_traits>  // std::is_enum_v
 #include <vector>       // std::vector
 
-#include "vbucket/clip_decoder.hpp"  // vbucket::frame_choice, vbucket::clip_frame_index
+#include "vbucket/base/random_source.hpp"  // vbucket::detail::mix64, vbucket::detail::golden_gamma
+#include "vbucket/base/tensor.hpp"         // vbucket::clip_layout
 #include "vbucket/ffmpeg/frame_index.hpp"
 #include "vbucket/ffmpeg/limits.hpp"
 #include "vbucket/ffmpeg/result.hpp"
-#include "vbucket/random_source.hpp"  // vbucket::detail::mix64, vbucket::detail::golden_gamma
-#include "vbucket/tensor.hpp"         // vbucket::clip_layout
+#include "vbucket/load/clip_decoder.hpp"  // vbucket::frame_choice, vbucket::clip_frame_index
 
 namespace vbucket::ffmpeg {
 

@@ -38,10 +38,10 @@
 #include <string_view>  // std::string_view
 #include <vector>       // std::vector
 
-#include "vbucket/bucket_config.hpp"  // bucket_config, bucket_id
-#include "vbucket/error.hpp"          // vbucket::error
+#include "vbucket/base/error.hpp"            // vbucket::error
+#include "vbucket/bucket/bucket_config.hpp"  // bucket_config, bucket_id
 #include "vbucket/ffmpeg/frame_index.hpp"
-#include "vbucket/plan_options.hpp"  // latent_tokens_cost, batch_cost
+#include "vbucket/plan/plan_options.hpp"  // latent_tokens_cost, batch_cost
 
 namespace vbucket::ffmpeg {
 

@@ -34,11 +34,11 @@
 #include <utility>      // std::move
 #include <vector>       // std::vector
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/meta.hpp"
+#include "vbucket/bucket/rules.hpp"  // frame_interval
 #include "vbucket/ffmpeg/decode.hpp"
-#include "vbucket/loader.hpp"
-#include "vbucket/meta.hpp"
-#include "vbucket/rules.hpp"  // frame_interval
+#include "vbucket/load/loader.hpp"
 
 namespace vbucket::ffmpeg {
 

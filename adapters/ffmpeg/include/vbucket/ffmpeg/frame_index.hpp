@@ -54,7 +54,7 @@
 #include <utility>        // std::move
 #include <vector>         // std::vector
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 #include "vbucket/ffmpeg/tar.hpp"  // parse_media_path (a member's stamp is its shard's)
 
 namespace vbucket::ffmpeg {

@@ -7,8 +7,8 @@
 #include <cstdint>  // std::int64_t
 #include <string>   // std::string
 
-#include "vbucket/clip_decoder.hpp"  // defaults::timeout_seconds, io_timeout_seconds, retries
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/load/clip_decoder.hpp"  // defaults::timeout_seconds, io_timeout_seconds, retries
 
 namespace vbucket {
 struct run_spec;  // run_spec.hpp

@@ -26,7 +26,7 @@ extern "C" {
 #include <libavutil/mem.h>
 }
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 #include "vbucket/ffmpeg/limits.hpp"  // network_options
 #include "vbucket/ffmpeg/tar.hpp"
 

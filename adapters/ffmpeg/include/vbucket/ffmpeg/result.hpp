@@ -9,7 +9,7 @@
 #include <string>    // std::string
 #include <utility>   // std::move
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 
 namespace vbucket::ffmpeg {
 

@@ -20,9 +20,9 @@
 #include <utility>       // std::move
 #include <vector>        // std::vector
 
+#include "vbucket/base/error.hpp"
 #include "vbucket/detail/parallel_tasks.hpp"  // parallel_tasks
 #include "vbucket/detail/task_control.hpp"    // task_control
-#include "vbucket/error.hpp"
 #include "vbucket/ffmpeg/probe.hpp"
 
 namespace vbucket::ffmpeg {

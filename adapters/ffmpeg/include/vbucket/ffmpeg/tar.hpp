@@ -29,7 +29,7 @@
 #define VBUCKET_FFMPEG_TAR_PREAD 1
 #endif
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 
 namespace vbucket::ffmpeg {
 

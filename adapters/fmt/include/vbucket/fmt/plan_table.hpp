@@ -18,7 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "vbucket/plan_stats.hpp"
+#include "vbucket/plan/plan_stats.hpp"
 
 namespace vbucket {
 

@@ -15,9 +15,9 @@
 #include <system_error>  // std::error_code (read_file)
 #include <vector>        // std::vector
 
-#include "vbucket/bucket_config.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/bucket_config.hpp"
 #include "vbucket/detail/compiled.hpp"
-#include "vbucket/error.hpp"
 
 // With vbucket::compiled (which then defines VBUCKET_COMPILED_JSON) the functions that parse
 // JSON are compiled in the library and declared here, so this header needs only nlohmann's

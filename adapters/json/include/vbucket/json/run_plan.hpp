@@ -30,12 +30,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vbucket/csv.hpp"  // load_meta_csv
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/bucket/csv.hpp"          // load_meta_csv
 #include "vbucket/json/bucket_config.hpp"  // parse_json, read_file, parse_bucket_config
 #include "vbucket/json/run_spec.hpp"       // run_spec_entries
-#include "vbucket/run_plan.hpp"
-#include "vbucket/run_spec.hpp"
+#include "vbucket/run/run_plan.hpp"
+#include "vbucket/run/run_spec.hpp"
 
 namespace vbucket::json {
 

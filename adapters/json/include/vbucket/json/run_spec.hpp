@@ -21,9 +21,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 #include "vbucket/json/bucket_config.hpp"  // parse_json, read_file
-#include "vbucket/run_spec.hpp"
+#include "vbucket/run/run_spec.hpp"
 
 namespace vbucket::json {
 

@@ -22,7 +22,7 @@
 
 #include <mpi.h>
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 #include "vbucket/mpi/communicator.hpp"
 
 namespace vbucket::mpi {

@@ -13,8 +13,8 @@
 
 #include <mpi.h>
 
-#include "vbucket/batch_sampler.hpp"
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
+#include "vbucket/sample/batch_sampler.hpp"
 
 namespace vbucket::mpi {
 

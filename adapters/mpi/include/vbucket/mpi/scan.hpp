@@ -23,7 +23,7 @@
 
 #include <mpi.h>
 
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 #include "vbucket/ffmpeg/scan.hpp"
 #include "vbucket/mpi/agree.hpp"
 #include "vbucket/mpi/communicator.hpp"

@@ -40,10 +40,10 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
-#include "vbucket/clip_decoder.hpp"  // source_unavailable
-#include "vbucket/error.hpp"
+#include "vbucket/base/error.hpp"
 #include "vbucket/ffmpeg/limits.hpp"
 #include "vbucket/ffmpeg/media_source.hpp"
+#include "vbucket/load/clip_decoder.hpp"  // source_unavailable
 
 namespace vbucket::ffmpeg {
 
