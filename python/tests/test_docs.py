@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -408,6 +409,28 @@ def cxx_flags(block: Block) -> list[str]:
     return flags
 
 
+RUN_LIBRARY_SOURCES = sorted((ROOT / "src" / "run").glob("*.cpp"))
+
+
+@functools.lru_cache(maxsize=None)
+def run_library(cxx: str) -> list[str]:
+    """vbucket::run's objects (src/run/*.cpp), compiled once per session for the blocks that
+    include a header of vbucket/run/ or the JSON adapter's run readers (as linking
+    vbucket::run does)."""
+    outdir = tempfile.mkdtemp(prefix="vbucket_run_objects_")
+    objects = []
+    for src in RUN_LIBRARY_SOURCES:
+        obj = pathlib.Path(outdir) / (src.stem + ".o")
+        subprocess.run([cxx, "-std=c++20", "-pthread", "-O1", *[f"-I{ROOT / d}" for d in INCLUDES],
+                        "-c", str(src), "-o", str(obj)], check=True)
+        objects.append(str(obj))
+    return objects
+
+
+def uses_run_library(code: str) -> bool:
+    return re.search(r'#include\s*[<"]vbucket/(run/|run\.hpp|json/run_)', code) is not None
+
+
 def hoist_includes(code: str) -> tuple[str, str]:
     head = [l for l in code.split("\n") if l.startswith("#include")]
     body = [l for l in code.split("\n") if not l.startswith("#include")]
@@ -424,7 +447,10 @@ def test_cpp_block_compiles(block, workdir):
     if frag is None:  # a whole program: build and run it
         src = tmp / "block.cpp"
         src.write_text(block.code)
-        run([cxx, *cxx_flags(block), "-O1", str(src), "-o", str(tmp / "block")], tmp, env,
+        libs = []
+        if uses_run_library(block.code):
+            libs = run_library(cxx)
+        run([cxx, *cxx_flags(block), "-O1", str(src), *libs, "-o", str(tmp / "block")], tmp, env,
             what=f"{block.name}: compile")
         run([str(tmp / "block")], tmp, env, what=f"{block.name}: run")
         return

@@ -8,6 +8,12 @@ function(vbucket_consumer name)
     target_link_libraries(${name} PRIVATE vbucket::json)
     target_compile_definitions(${name} PRIVATE VBUCKET_CONSUMER_JSON=1)
   endif()
+  # The run wing (vbucket/run/) needs its compiled library: where it exists, the program reads
+  # a run spec too.
+  if(TARGET vbucket::run)
+    target_link_libraries(${name} PRIVATE vbucket::run)
+    target_compile_definitions(${name} PRIVATE VBUCKET_CONSUMER_RUN=1)
+  endif()
 endfunction()
 vbucket_consumer(consumer)
 if(TARGET vbucket::compiled)

@@ -7,6 +7,9 @@
 #if VBUCKET_CONSUMER_JSON
 #include <vbucket/json/bucket_config.hpp>
 #endif
+#if VBUCKET_CONSUMER_RUN
+#include <vbucket/run.hpp>
+#endif
 
 #include <cstdint>  // std::int32_t
 #include <cstdio>   // std::printf, std::puts
@@ -14,6 +17,15 @@
 
 int main() {
   try {
+#if VBUCKET_CONSUMER_RUN
+    // vbucket::run: a run spec read and checked by the compiled field table.
+    const vbucket::run_spec spec = vbucket::run_spec::from_map({{"world", "8"}, {"rank", "3"}});
+    if (spec.world != 8 || spec.rank != 3 || spec.to_map().at("world") != "8") {
+      std::puts("consumer: the run spec did not read back");
+      return 1;
+    }
+    std::puts("consumer: vbucket::run linked (run spec read)");
+#endif
 #if VBUCKET_CONSUMER_JSON
     const auto config = vbucket::json::parse_bucket_config(
         R"({"360p": {"1": [1.0, 8], "51": [1.0, 2]}})", vbucket::opensora_v2_tables{}, "inline");

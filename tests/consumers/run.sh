@@ -68,9 +68,10 @@ run "find_package: configure (EXPECT_JSON=${expect_json})" cmake -S "${here}/fin
 run "find_package: build" cmake --build "${work}/find_package"
 run "find_package: run" "${work}/find_package/consumer"
 
-# 4. The same tree with vbucket::compiled built (only that target), installed again: found as
-# the component `compiled`, linked by consumer_compiled.
-run "install: build vbucket::compiled" cmake --build "${work}/vbucket" --target vbucket_compiled
+# 4. The same tree with vbucket::compiled and vbucket::run built (only those targets), installed
+# again: found as the components `compiled` and `run`, linked by consumer_compiled.
+run "install: build vbucket::compiled, vbucket::run" cmake --build "${work}/vbucket" \
+  --target vbucket_compiled --target vbucket_run
 run "install: cmake --install, vbucket::compiled built" cmake --install "${work}/vbucket"
 run "find_package compiled: configure" cmake -S "${here}/find_package" \
   -B "${work}/find_package_compiled" "${generator[@]}" -DCMAKE_PREFIX_PATH="${prefix}" \
@@ -79,4 +80,4 @@ run "find_package compiled: build" cmake --build "${work}/find_package_compiled"
 run "find_package compiled: run" "${work}/find_package_compiled/consumer_compiled"
 
 step="done"
-echo "=== vbucket consumer tests passed (add_subdirectory, fetchcontent, find_package, compiled) ==="
+echo "=== vbucket consumer tests passed (add_subdirectory, fetchcontent, find_package, compiled, run) ==="
