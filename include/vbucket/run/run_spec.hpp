@@ -18,18 +18,18 @@
 /// (plus its member and its use); the CLI's flags, `--help`, the JSON reader, Python's keyword
 /// arguments, docstrings and stubs follow from the table.
 
-#include <array>         // std::array
-#include <cstdint>       // std::uint64_t, std::uint32_t, std::int64_t
-#include <limits>        // std::numeric_limits
-#include <map>           // std::map
-#include <memory>        // std::shared_ptr, std::unique_ptr
-#include <optional>      // std::optional
-#include <ranges>        // std::ranges::sized_range (a table's rows, for a cache manifest)
-#include <span>          // std::span
-#include <string>        // std::string
-#include <string_view>   // std::string_view
-#include <utility>       // std::forward, std::move
-#include <vector>        // std::vector (per-sample costs)
+#include <array>        // std::array
+#include <cstdint>      // std::uint64_t, std::uint32_t, std::int64_t
+#include <limits>       // std::numeric_limits
+#include <map>          // std::map
+#include <memory>       // std::shared_ptr, std::unique_ptr
+#include <optional>     // std::optional
+#include <ranges>       // std::ranges::sized_range (a table's rows, for a cache manifest)
+#include <span>         // std::span
+#include <string>       // std::string
+#include <string_view>  // std::string_view
+#include <utility>      // std::forward, std::move
+#include <vector>       // std::vector (per-sample costs)
 
 #include "vbucket/base/error.hpp"
 #include "vbucket/base/numpy_random.hpp"  // big_seed
