@@ -9,9 +9,11 @@
 #include <system_error>  // std::errc
 #include <vector>        // std::vector
 
+#include <nlohmann/json.hpp>
+
 #include "plan_common.hpp"
 #include "vbucket/bucket/csv.hpp"
-#include "vbucket/json/run_spec.hpp"  // and nlohmann/json.hpp
+#include "vbucket/json/run_spec.hpp"
 
 namespace vbucket::cli {
 

@@ -18,10 +18,11 @@
 #include <vector>       // std::vector
 
 #include "cli.hpp"
-#include "plan_common.hpp"              // json_string
-#include "vbucket/json/run_plan.hpp"    // load_run_plan_file, is_run_plan_text
-#include "vbucket/plan/run_memory.hpp"  // fit_to_memory
-#include "vbucket/run/run_ledger.hpp"   // run_ledger
+#include "plan_common.hpp"                 // json_string
+#include "vbucket/json/bucket_config.hpp"  // read_file
+#include "vbucket/json/run_plan.hpp"       // load_run_plan_file, is_run_plan_text
+#include "vbucket/plan/run_memory.hpp"     // fit_to_memory
+#include "vbucket/run/run_ledger.hpp"      // run_ledger
 #include "vbucket/run/run_plan.hpp"
 
 namespace vbucket::cli {
