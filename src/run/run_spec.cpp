@@ -72,6 +72,8 @@ namespace detail {
 #define VBUCKET_SPEC_RW(member, from_text, to_text)              \
   [](run_spec& s, std::string_view t) { s.member = from_text; }, \
       [](const run_spec& s) -> std::string { return to_text; }, field_use::plan
+// An optional member: given or not (its text is the default in effect when it is not).
+#define VBUCKET_SPEC_GIVEN(member) [](const run_spec& s) { return s.member.has_value(); }
 #define VBUCKET_SPEC_MEDIA_SECONDS(member)                                \
   [](run_spec& s, std::string_view t) { s.member = *parse_positive(t); }, \
       [](const run_spec& s) -> std::string { return shortest_text(s.member); }, field_use::media
@@ -102,11 +104,13 @@ constexpr run_field run_field_table[] = {
      VBUCKET_SPEC_RW(rule, *parse_rule_name(t), std::string(rule_name(s.rule)))},
     {"fps_max", field_kind::number, "F", "", 0, 0,
      "opensora-v2: frames are thinned to at most F per second",
-     VBUCKET_SPEC_RW(fps_max, *parse_positive(t), shortest_text(s.v2_rule().fps_max))},
+     VBUCKET_SPEC_RW(fps_max, *parse_positive(t), shortest_text(s.v2_rule().fps_max)),
+     VBUCKET_SPEC_GIVEN(fps_max)},
     {"frame_interval", field_kind::count, "N", "", 1, std::uint64_t{1} << 31,
      "opensora-v1.2: the frame interval",
      VBUCKET_SPEC_RW(frame_interval, static_cast<std::int64_t>(*parse_uint_in(t, 1, 1ULL << 31)),
-                     std::to_string(s.v12_rule().frame_interval))},
+                     std::to_string(s.v12_rule().frame_interval)),
+     VBUCKET_SPEC_GIVEN(frame_interval)},
     {"rng", field_kind::choice, "RNG", "numpy|fast", 0, 0,
      "the draws: numpy (Open-Sora's, bit for bit, with seed + epoch) or fast (counter-based)",
      VBUCKET_SPEC_RW(rng, *parse_rng_mode(t), std::string(to_string(s.rng)))},
@@ -125,7 +129,8 @@ constexpr run_field run_field_table[] = {
     {"policy", field_kind::choice, "POLICY", "pad|drop|downgrade", 0, 0,
      "a bucket's incomplete last batch: pad (cycling its own samples), drop, or downgrade (to "
      "a smaller bucket, then pad); drop when drop_last is given without it",
-     VBUCKET_SPEC_RW(policy, *parse_policy(t), std::string(policy_name(s.effective_policy())))},
+     VBUCKET_SPEC_RW(policy, *parse_policy(t), std::string(policy_name(s.effective_policy()))),
+     VBUCKET_SPEC_GIVEN(policy)},
     {"drop_last", field_kind::flag, "", "", 0, 0,
      "drop incomplete steps instead of repeating batches (and policy drop unless given)",
      VBUCKET_SPEC_RW(drop_last, t == "true", s.drop_last ? "true" : "false")},
@@ -208,6 +213,7 @@ constexpr run_field run_field_table[] = {
 };
 #undef VBUCKET_SPEC_RW
 #undef VBUCKET_SPEC_MEDIA_SECONDS
+#undef VBUCKET_SPEC_GIVEN
 
 /// Why `text` is not a value of `f`, or empty when it is one.
 [[nodiscard]] std::string spec_check(const run_field& f, std::string_view text) {
@@ -307,13 +313,9 @@ void run_spec::set(std::string_view name, std::string_view text, const field_nam
 std::map<std::string, std::string> run_spec::to_map() const {
   std::map<std::string, std::string> out;
   for (const run_field& f : fields()) {
-    if ((f.name == "fps_max" && !fps_max) || (f.name == "frame_interval" && !frame_interval) ||
-        (f.name == "policy" && !policy) || (f.name == "config" && config.empty()) ||
-        (f.name == "cache" && cache.empty()) || (f.name == "meta" && meta.empty()) ||
-        (f.name == "sample_costs" && sample_costs.empty()))
-      continue;
+    if (f.given != nullptr && !f.given(*this)) continue;  // an optional left unset
     std::string t = f.text(*this);
-    if (!t.empty()) out.emplace(std::string(f.name), std::move(t));
+    if (!t.empty()) out.emplace(std::string(f.name), std::move(t));  // empty: unset, no default
   }
   return out;
 }

@@ -120,6 +120,11 @@ TEST_CASE("run_spec: from_map reads every field, to_map gives them back") {
   const auto back = s.to_map();
   for (const auto& [k, v] : m) CHECK(back.at(k) == v);
   CHECK(vbucket::run_spec::from_map(back).to_map() == back);
+  // An optional field left unset is not listed (its text would be the default in effect).
+  const auto defaults = vbucket::run_spec{}.to_map();
+  for (const char* unset : {"fps_max", "frame_interval", "policy", "config", "meta", "cache"})
+    CHECK_MESSAGE(defaults.count(unset) == 0, unset);
+  CHECK(defaults.at("world") == "1");
 }
 
 TEST_CASE("run_spec: drop_last alone means policy drop; balance means the default group") {

@@ -121,6 +121,9 @@ struct run_field {
   /// The field's value as text; empty when it is unset (no value, no default).
   std::string (*text)(const run_spec&);
   field_use use;  ///< what the field describes
+  /// An optional field (fps_max, frame_interval, policy): whether `s` gives it (its text, the
+  /// default in effect, is left out of `run_spec::to_map` when not); null: always given.
+  bool (*given)(const run_spec&) = nullptr;
 };
 
 /// The largest world size (and balance group) a run accepts.
