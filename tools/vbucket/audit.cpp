@@ -16,6 +16,7 @@
 
 #include "cli.hpp"
 #include "vbucket/run/audit.hpp"
+#include "vbucket/run/ledger.hpp"  // ledger_reader, ledger_text_of (--dump)
 
 namespace vbucket::cli {
 namespace {
