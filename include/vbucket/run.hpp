@@ -5,7 +5,8 @@
 /// CLI and Python), the run plan (weighted sources, stages, changes that keep every sample exactly
 /// once), the ledger of delivered batches and its audit. Like `vbucket.hpp`, it includes no adapter
 /// (the JSON readers of run files are `vbucket/json/run_spec.hpp` and `vbucket/json/run_plan.hpp`).
-#include "vbucket/run/audit.hpp"        // audit_ledgers: every drawn sample delivered exactly once
+#include "vbucket/run/audit.hpp"
+#include "vbucket/run/delivery_records.hpp"  // a plan's batches and draws as ledger records        // audit_ledgers: every drawn sample delivered exactly once
 #include "vbucket/run/ledger.hpp"       // ledger lines: one per delivered batch; writer and reader
 #include "vbucket/run/run_ledger.hpp"   // a run plan's batches as ledger lines
 #include "vbucket/run/run_loop.hpp"     // run_loop: one rank's trainer loop and its ledger

@@ -15,6 +15,7 @@
 #include <utility>     // std::pair
 #include <vector>      // std::vector
 
+#include "vbucket/run/delivery_records.hpp"  // record_of, epoch_block_of
 #include "vbucket/run/ledger.hpp"
 #include "vbucket/sample/batch_sampler.hpp"
 #include "vbucket_test/random_plans.hpp"  // test_rng
