@@ -25,12 +25,23 @@
 ///     vbucket::group_plan plan(vbucket::make_epoch_plan(ids, layouts.config(), opts), layouts);
 ///     auto schedule = plan.deal(world, state);  // state: {} at the epoch's start
 ///     for (std::uint64_t k = 0; k < schedule.steps(); ++k) train(schedule.work(k, rank));
+///
+/// The ledger (`ledger.hpp`, proved by `vbucket audit`): rank 0 writes the epoch's declaration
+/// (`epoch_block_of(plan.plan(), samples, ids)`) before its first step (again on a resume: the
+/// audit reads it once), and each step every group's first rank writes its group's batch
+/// (`group_record`): a group's batch is one delivery made by its sp ranks together, so it is
+/// recorded once, and the audit proves every sample of the epoch delivered exactly once across
+/// worlds and resumes.
+///
+///     if (auto r = vbucket::group_record(work, plan, {.step = run_step, .world = world}))
+///       ledger.write(*r);
 
 #include <algorithm>     // std::find, std::min, std::sort, std::upper_bound
 #include <charconv>      // std::from_chars
 #include <cstddef>       // std::size_t
 #include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
 #include <memory>        // std::shared_ptr, std::make_shared
+#include <optional>      // std::optional
 #include <span>          // std::span
 #include <string>        // std::string, std::to_string
 #include <string_view>   // std::string_view
@@ -41,6 +52,7 @@
 #include "batch.hpp"
 #include "epoch_plan.hpp"
 #include "error.hpp"
+#include "ledger.hpp"        // ledger_batch, ledger_context, record_of
 #include "numpy_random.hpp"  // u128
 #include "parallel_layout.hpp"
 
@@ -375,6 +387,22 @@ inline group_schedule group_plan::deal(std::uint32_t world, const group_state& f
     }
   }
   return s;
+}
+
+/// The ledger record (`ledger.hpp`'s `B`) of what `w` delivers, for `vbucket audit`. A group's
+/// batch is one delivery made by its sp ranks together (each holds every sample of it and a
+/// 1/sp share of the tokens), so only the group's first rank (sp_rank 0) records it; the other
+/// ranks get nullopt. The record: `r` the group's first rank (it writes the record into its own
+/// file), `w` = `c.world`, `s` = `c.step` (the trainer's global step), `p` the batch's position
+/// in the epoch plan, `b` its bucket, `pad` the tail of its bucket's last batch, `rep=1` a
+/// repeat filling the last step (counted, not delivered). A rank's group and shard follow from
+/// (plan, world, step): `work(k, rank)`. `c.rank` is not read.
+[[nodiscard]] inline std::optional<ledger_batch> group_record(const rank_work& w,
+                                                              const group_plan& p,
+                                                              ledger_context c) {
+  if (w.sp_rank != 0) return std::nullopt;
+  c.rank = w.first_rank;
+  return record_of(w.batch, p.plan(), c);
 }
 
 }  // namespace vbucket
