@@ -267,10 +267,16 @@ inline void check_options(const layout_options& o) {
 }  // namespace detail
 
 /// Chooses every enabled pair's layout (see the top of this header); disabled pairs stay
-/// disabled. Throws `vbucket::error` naming the pair when no allowed sp fits even one sample in
+/// disabled. Without a memory limit (and `config_fills_memory_at_sp`), the config's batch sizes
+/// are taken to fill memory at sp 1. Throws `vbucket::error` naming the pair when no allowed sp fits even one sample in
 /// memory (or divides its sequence, when the remainder is refused), and on bad options.
-inline layout_table choose_layouts(const bucket_config& config, const layout_options& o) {
-  detail::check_options(o);
+inline layout_table choose_layouts(const bucket_config& config, const layout_options& given) {
+  detail::check_options(given);
+  // Without a memory limit nothing bounds a micro-batch: the config's batch sizes are taken to
+  // fill memory at sp 1 (Open-Sora tunes them so).
+  layout_options o = given;
+  if (!std::isfinite(o.memory_limit) && o.config_fills_memory_at_sp <= 0)
+    o.config_fills_memory_at_sp = 1;
   const std::vector<std::int64_t> sps = detail::sorted_sp_sizes(o.sp_sizes);
   const auto& res = config.resolutions();
   const std::int64_t cap = bucket_config::max_batch;
@@ -318,16 +324,20 @@ inline layout_table choose_layouts(const bucket_config& config, const layout_opt
       };
       const bool within = time_of(1).seconds <= target;
       bucket_layout l = time_of(1);
-      if (within) {  // the largest batch within the target (time grows with the batch)
-        const double per = l.seconds - o.time.compute.fixed;
-        const double rough = per > 0.0 ? (target - o.time.compute.fixed) / per : 1.0;
-        const std::int64_t most = c.micro * o.max_accumulation;
-        std::int64_t b = rough <= 1.0                         ? 1
-                         : rough >= static_cast<double>(most) ? most
-                                                              : static_cast<std::int64_t>(rough);
-        while (b > 1 && time_of(b).seconds > target) --b;  // the predicate decides
-        while (b < most && time_of(b + 1).seconds <= target) ++b;
-        l = time_of(b);
+      if (within) {  // the largest batch within the target: time grows with the batch, so
+                     // a binary search (a time model flat in the batch gives the most)
+        const std::int64_t most =
+            c.micro > cap / o.max_accumulation ? cap : c.micro * o.max_accumulation;
+        std::int64_t lo = 1, hi = most;  // time_of(lo) is within; find the last within
+        while (lo < hi) {
+          const std::int64_t mid = lo + (hi - lo + 1) / 2;
+          if (time_of(mid).seconds <= target) {
+            lo = mid;
+          } else {
+            hi = mid - 1;
+          }
+        }
+        l = time_of(lo);
       }
       // A group holds its ranks for the whole step, so within the target the measure is samples
       // per rank per step, B / sp (the most); outside it, the step itself (the shortest).

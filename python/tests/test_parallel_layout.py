@@ -132,3 +132,31 @@ def test_trainer_runs_the_plan_on_gloo_and_resumes_at_another_world(tmp_path, cl
                                 else text)
     audit = subprocess.run([cli, "audit", str(broken)], capture_output=True, text=True)
     assert audit.returncode == 1 and "missing" in audit.stdout, audit.stdout + audit.stderr
+
+
+def test_cli_layout_gives_python_s_layouts_and_plan(cli):
+    """`vbucket layout` and vbucket.GroupPlan with the same options: the same table, steps."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cfg = os.path.join(root, "tests", "data", "config_opensora_v2_stage2.json")
+    meta = os.path.join(root, "examples", "data", "sample_meta.csv")
+    options = dict(memory=(20, 1e-3, 1e-8), memory_limit=80, time=(0.5, 1e-4, 2e-9),
+                   comm_per_token=5e-6, comm_per_micro_step=0.01, max_accumulation=8,
+                   remainder="pad")
+    assert set(options) <= set(vbucket.layout.LAYOUT_OPTIONS)
+    flags = []
+    for k, v in options.items():
+        flags += ["--" + k.replace("_", "-"),
+                  ",".join(map(str, v)) if isinstance(v, tuple) else str(v)]
+    out = subprocess.run([cli, "layout", "--config", cfg, "--meta", meta, "--world", "8",
+                          "--seed", "3", *flags], capture_output=True, text=True, check=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 7 and ":" in parts[0] and parts[3] != "disabled":
+            rows[parts[0]] = (int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]))
+    plan = vbucket.GroupPlan(meta, cfg, seed=3, **options)
+    mine = {l["name"]: (l["sp"], l["batch_size"], l["micro_batch"], l["accumulation"])
+            for l in plan.layouts() if l["batch_size"] > 0}
+    assert rows == mine and len(rows) > 10
+    steps = int(next(l for l in out.splitlines() if l.startswith("steps:")).split()[1])
+    assert steps == plan.deal(8).steps
