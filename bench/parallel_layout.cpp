@@ -49,13 +49,13 @@
 
 #if defined(VBUCKET_BENCH_HAS_EIGEN) && VBUCKET_BENCH_HAS_EIGEN
 
-#include <chrono>   // std::chrono::steady_clock
 #include <algorithm>  // std::min
-#include <cstdint>  // std::uint64_t, std::int64_t
-#include <limits>   // std::numeric_limits
-#include <span>     // std::span
-#include <string>   // std::string
-#include <vector>   // std::vector
+#include <chrono>     // std::chrono::steady_clock
+#include <cstdint>    // std::uint64_t, std::int64_t
+#include <limits>     // std::numeric_limits
+#include <span>       // std::span
+#include <string>     // std::string
+#include <vector>     // std::vector
 
 #include "bench_support.hpp"
 #include "synthetic.hpp"
@@ -169,9 +169,9 @@ void layout_sim(benchmark::State& state) {
         double best = std::numeric_limits<double>::infinity();
         for (const std::int64_t sp : o.sp_sizes) {
           const auto tokens = vbucket::detail::pair_tokens(config, r, k, sp, o, nullptr);
-          if (!tokens || vbucket::detail::largest_micro_batch(
-                             o, *tokens, sp, vbucket::detail::config_cap(config, r, k, sp, o,
-                                                                         1)) < 1)
+          if (!tokens ||
+              vbucket::detail::largest_micro_batch(
+                  o, *tokens, sp, vbucket::detail::config_cap(config, r, k, sp, o, 1)) < 1)
             continue;
           best = std::min(best, static_cast<double>(sp) *
                                     (o.time.predict(*tokens, 1, sp, 0) - o.time.compute.fixed));

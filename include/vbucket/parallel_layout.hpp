@@ -27,19 +27,19 @@
 ///     vbucket::layout_table layouts = vbucket::choose_layouts(config, o);
 ///     auto plan = vbucket::make_epoch_plan(ids, layouts.config(), {.seed = s, .epoch = e});
 
-#include <algorithm>    // std::max, std::min, std::find, std::sort, std::unique
-#include <charconv>     // std::from_chars (an option's text)
-#include <cmath>        // std::isfinite
-#include <cstddef>      // std::size_t
-#include <cstdint>      // std::int64_t
-#include <limits>       // std::numeric_limits
-#include <optional>     // std::optional
-#include <span>         // std::span
-#include <string>       // std::string, std::to_string
-#include <string_view>  // std::string_view
+#include <algorithm>     // std::max, std::min, std::find, std::sort, std::unique
+#include <charconv>      // std::from_chars (an option's text)
+#include <cmath>         // std::isfinite
+#include <cstddef>       // std::size_t
+#include <cstdint>       // std::int64_t
+#include <limits>        // std::numeric_limits
+#include <optional>      // std::optional
+#include <span>          // std::span
+#include <string>        // std::string, std::to_string
+#include <string_view>   // std::string_view
 #include <system_error>  // std::errc
-#include <utility>      // std::move
-#include <vector>       // std::vector
+#include <utility>       // std::move
+#include <vector>        // std::vector
 
 #include "batch_size.hpp"  // token_count, latent_compression, micro_batch_count
 #include "bucket_config.hpp"
@@ -268,8 +268,9 @@ inline void check_options(const layout_options& o) {
 
 /// Chooses every enabled pair's layout (see the top of this header); disabled pairs stay
 /// disabled. Without a memory limit (and `config_fills_memory_at_sp`), the config's batch sizes
-/// are taken to fill memory at sp 1. Throws `vbucket::error` naming the pair when no allowed sp fits even one sample in
-/// memory (or divides its sequence, when the remainder is refused), and on bad options.
+/// are taken to fill memory at sp 1. Throws `vbucket::error` naming the pair when no allowed sp
+/// fits even one sample in memory (or divides its sequence, when the remainder is refused), and on
+/// bad options.
 inline layout_table choose_layouts(const bucket_config& config, const layout_options& given) {
   detail::check_options(given);
   // Without a memory limit nothing bounds a micro-batch: the config's batch sizes are taken to

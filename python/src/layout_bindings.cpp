@@ -13,14 +13,14 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include <cstdint>     // std::int64_t, std::uint32_t, std::uint64_t
-#include <filesystem>  // std::filesystem::create_directories
-#include <map>         // std::map
-#include <span>        // std::span
-#include <string>      // std::string
+#include <cstdint>       // std::int64_t, std::uint32_t, std::uint64_t
+#include <filesystem>    // std::filesystem::create_directories
+#include <map>           // std::map
+#include <span>          // std::span
+#include <string>        // std::string
 #include <system_error>  // std::error_code
-#include <tuple>       // std::tuple
-#include <vector>      // std::vector
+#include <tuple>         // std::tuple
+#include <vector>        // std::vector
 
 #include "vbucket/epoch_plan.hpp"
 #include "vbucket/group_plan.hpp"
@@ -85,8 +85,10 @@ struct py_group_schedule {
 vbucket::ledger_writer ledger_file(const std::string& dir, std::uint32_t rank) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw vbucket::error("ledger: cannot make the directory \"" + dir + "\": " + ec.message());
-  return vbucket::ledger_writer((std::filesystem::path(dir) / vbucket::ledger_file_name(rank)).string());
+  if (ec)
+    throw vbucket::error("ledger: cannot make the directory \"" + dir + "\": " + ec.message());
+  return vbucket::ledger_writer(
+      (std::filesystem::path(dir) / vbucket::ledger_file_name(rank)).string());
 }
 
 py_group_plan make_group_plan(
@@ -164,8 +166,8 @@ nb::dict work_of(const py_group_schedule& s, std::uint64_t step, std::uint32_t r
 void vbucket_bind_layout(nb::module_& m) {
   nb::list fields;
   for (const vbucket::layout_field& f : vbucket::layout_fields)
-    fields.append(nb::make_tuple(std::string(f.name), std::string(f.value_name),
-                                 std::string(f.help)));
+    fields.append(
+        nb::make_tuple(std::string(f.name), std::string(f.value_name), std::string(f.help)));
   m.attr("LAYOUT_FIELDS") = fields;
   nb::class_<py_group_plan>(m, "GroupPlan")
       .def(nb::new_(&make_group_plan), "config"_a, "ids"_a, "seed"_a, "epoch"_a, "options"_a,
@@ -230,8 +232,9 @@ void vbucket_bind_layout(nb::module_& m) {
           [](const py_group_schedule& s, const std::string& dir, std::uint64_t step,
              std::uint32_t rank, std::uint64_t run_step) {
             check_step_rank(s, step, rank);
-            const auto r = vbucket::group_record(s.schedule->work(step, rank), *s.plan.plan,
-                                                 {.step = run_step, .world = s.schedule->world_size()});
+            const auto r =
+                vbucket::group_record(s.schedule->work(step, rank), *s.plan.plan,
+                                      {.step = run_step, .world = s.schedule->world_size()});
             if (!r) return false;
             ledger_file(dir, rank).write(*r);
             return true;

@@ -282,8 +282,8 @@ namespace {
 /// steps at its world and `rest` (a resume in a new "process", appending to the same files)
 /// runs to the end; each group's first rank records its group's batch (`group_record`). The
 /// record of every `skip`-th group is left out and of every `twice`-th written twice (0: none).
-std::vector<std::string> write_group_ledgers(const vbucket_test::temp_dir& dir,
-                                             const group_plan& p, std::span<const bucket_id> ids,
+std::vector<std::string> write_group_ledgers(const vbucket_test::temp_dir& dir, const group_plan& p,
+                                             std::span<const bucket_id> ids,
                                              const group_schedule& first, std::uint64_t k,
                                              const group_schedule& rest, std::uint64_t skip = 0,
                                              std::uint64_t twice = 0) {
@@ -339,7 +339,8 @@ TEST_CASE("group_plan: its ledger audits clean across a resume under another wor
     INFO(vbucket::format_audit_report(r));
     CHECK(r.clean());
     REQUIRE(r.epochs.size() == 1);
-    CHECK(r.epochs[0].repeat_batches == rest.repeat_groups() + (k == first.steps() ? first.repeat_groups() : 0));
+    CHECK(r.epochs[0].repeat_batches ==
+          rest.repeat_groups() + (k == first.steps() ? first.repeat_groups() : 0));
     CHECK(r.epochs[0].missing == 0);
     CHECK(r.epochs[0].duplicated == 0);
   }

@@ -305,7 +305,8 @@ TEST_CASE("parallel_layout: the config's batch sizes as the memory bound") {
                  "size 2 at sp 4 fills"));
 }
 
-TEST_CASE("parallel_layout: without a memory limit the config's batch sizes bound the micro-batch") {
+TEST_CASE(
+    "parallel_layout: without a memory limit the config's batch sizes bound the micro-batch") {
   // No models at all (what `vbucket layout --config C` gives): before, the micro-batch was
   // unbounded (2^31) and the batch search walked it one sample at a time.
   const bucket_config c = small_config(8, 4, 2);

@@ -81,7 +81,8 @@ int run_layout(const args& a) {
   if (a.has("profile")) {
     for (const char* given : {"memory", "time", "comm-per-token", "comm-per-micro-step"})
       if (a.has(given))
-        throw usage_error(std::string("--") + given + " and --profile: give the models or fit them");
+        throw usage_error(std::string("--") + given +
+                          " and --profile: give the models or fit them");
     const eigen::layout_fit fit = spec.visit_rule([&](const auto& tables, const auto&) {
       return eigen::read_layout_profile(a.value("profile"), *config, tables);
     });
@@ -137,7 +138,8 @@ int run_layout(const args& a) {
   }
   const double idle = total > 0.0 ? 1.0 - busy / (total * spec.world) : 0.0;
   std::string sps;
-  for (const std::int64_t sp : plan.sp_sizes()) sps += (sps.empty() ? "" : ",") + std::to_string(sp);
+  for (const std::int64_t sp : plan.sp_sizes())
+    sps += (sps.empty() ? "" : ",") + std::to_string(sp);
   fmt::print("\nplan:    {} batches, sp classes {}, world {}\n", plan.plan().num_batches(), sps,
              spec.world);
   fmt::print("steps:   {} ({} groups, {} repeat groups fill the last step)\n", s.steps(), groups,
