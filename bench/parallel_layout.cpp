@@ -35,7 +35,9 @@
 /// Counters of `layout/sim/<stage>/<world>`: `step_s_a`, `step_s_b` (mean predicted step time),
 /// `idle_a`, `idle_b` (1 − busy GPU-seconds / (world · wall)), `samples_s_a`, `samples_s_b`
 /// (distinct samples per second), `speedup` (b over a, samples per second), `target_s` (b's
-/// target step time), `sp1`, `sp2`, `sp4`, `sp8` (b's share of batches at each sp).
+/// target step time), `sp1`, `sp2`, `sp4`, `sp8` (b's share of batches at each sp),
+/// `bound_speedup` (the most any layout could give over a under this model: every GPU busy and
+/// every sample at its cheapest feasible sp, no fixed step time, no micro-step latency).
 /// `layout/plan_cost/<N>`: `epoch_ns` (per sample: assignment + make_epoch_plan + deal to 64,
 /// today's plan), `layout_ns` (assignment + choose_layouts + make_epoch_plan + group_plan +
 /// deal to 64) and `ratio` (layout / epoch), both timed in every iteration, each first every
@@ -47,11 +49,13 @@
 
 #if defined(VBUCKET_BENCH_HAS_EIGEN) && VBUCKET_BENCH_HAS_EIGEN
 
-#include <chrono>   // std::chrono::steady_clock
-#include <cstdint>  // std::uint64_t, std::int64_t
-#include <span>     // std::span
-#include <string>   // std::string
-#include <vector>   // std::vector
+#include <algorithm>  // std::min
+#include <chrono>     // std::chrono::steady_clock
+#include <cstdint>    // std::uint64_t, std::int64_t
+#include <limits>     // std::numeric_limits
+#include <span>       // std::span
+#include <string>     // std::string
+#include <vector>     // std::vector
 
 #include "bench_support.hpp"
 #include "synthetic.hpp"
@@ -150,6 +154,43 @@ void layout_sim(benchmark::State& state) {
     b = simulate(ids, chosen, world);
   }
   const double w = static_cast<double>(world);
+  // The bound no layout passes under this model: every GPU busy, every sample at the sp that
+  // costs it the fewest GPU-seconds among those whose micro-batch of one fits (compute plus
+  // its communication; no fixed step time, no micro-step latency, no pads).
+  double ideal_gpu_s = 0.0;
+  {
+    const vbucket::epoch_plan plan = vbucket::make_epoch_plan(
+        std::span<const vbucket::bucket_id>(ids), config, {.seed = 42, .epoch = 0});
+    const auto& res = config.resolutions();
+    std::size_t pair = 0;
+    std::vector<double> cheapest;
+    for (std::size_t r = 0; r < res.size(); ++r)
+      for (std::size_t k = 0; k < res[r].frames.size(); ++k, ++pair) {
+        double best = std::numeric_limits<double>::infinity();
+        for (const std::int64_t sp : o.sp_sizes) {
+          const auto tokens = vbucket::detail::pair_tokens(config, r, k, sp, o, nullptr);
+          if (!tokens ||
+              vbucket::detail::largest_micro_batch(
+                  o, *tokens, sp, vbucket::detail::config_cap(config, r, k, sp, o, 1)) < 1)
+            continue;
+          best = std::min(best, static_cast<double>(sp) *
+                                    (o.time.predict(*tokens, 1, sp, 0) - o.time.compute.fixed));
+        }
+        cheapest.push_back(best);
+      }
+    for (std::size_t bk = 0; bk < plan.num_buckets(); ++bk) {
+      const vbucket::plan_bucket& pb = plan.bucket(static_cast<vbucket::bucket_id>(bk));
+      if (pb.samples == 0) continue;
+      const vbucket::bucket_key key = config.key(static_cast<vbucket::bucket_id>(bk));
+      std::size_t first = 0;
+      for (std::size_t r = 0; r < static_cast<std::size_t>(key.resolution); ++r)
+        first += res[r].frames.size();
+      ideal_gpu_s += static_cast<double>(pb.samples) *
+                     cheapest[first + static_cast<std::size_t>(key.frames_index)];
+    }
+  }
+  state.counters["bound_speedup"] = (static_cast<double>(a.samples) * w / ideal_gpu_s) /
+                                    (static_cast<double>(a.samples) / a.wall);
   state.counters["step_s_a"] = a.wall / static_cast<double>(a.steps);
   state.counters["step_s_b"] = b.wall / static_cast<double>(b.steps);
   state.counters["idle_a"] = 1.0 - a.busy / (w * a.wall);

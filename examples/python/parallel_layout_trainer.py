@@ -9,7 +9,9 @@ Stop after some steps, and resume in a new process at another world size from th
     python examples/python/parallel_layout_trainer.py --world 2 --resume run/ --out run2/
 
 Each rank writes out/rank<R>.jsonl: one line per step (step, group, batch position, repeat,
-sample indices, the step's loss). gloo on CPU by default; --backend nccl with one GPU per rank.
+sample indices, the step's loss). With --ledger DIR the run's ledger goes to DIR (rank 0 declares
+the epoch; each group's first rank records its group's batch before the step), and
+``vbucket audit DIR`` proves every sample delivered once across the stop and the resume. gloo on CPU by default; --backend nccl with one GPU per rank.
 """
 
 from __future__ import annotations
@@ -119,13 +121,15 @@ def train(rank: int, world: int, args) -> None:
     for p in model.parameters():  # the same start on every rank
         torch.nn.init.normal_(p, std=0.2)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    state = ""
+    state, steps_before = "", 0
     if args.resume:
         saved = torch.load(os.path.join(args.resume, "checkpoint.pt"))
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
-        state = saved["state"]
+        state, steps_before = saved["state"], saved["steps"]
     schedule = plan.deal(world, state)
+    if args.ledger and rank == 0:
+        plan.write_ledger_epoch(args.ledger)
 
     # Every rank computes the plan alone: they must agree.
     digests = [None] * world
@@ -147,6 +151,8 @@ def train(rank: int, world: int, args) -> None:
         w = schedule.work(step, rank)
         sp, sp_rank = w["sp"], w["sp_rank"]
         group = groups.get((w["first_rank"], sp))
+        if args.ledger:  # recorded before it is trained on
+            schedule.write_ledger(args.ledger, step, rank, steps_before + step)
         opt.zero_grad()
         local = torch.zeros((), dtype=torch.float64)
         for micro in w["micro_steps"]:
@@ -171,7 +177,7 @@ def train(rank: int, world: int, args) -> None:
     log.close()
     if args.stop is not None and rank == 0:
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "state": schedule.state_after(stop)},
+                    "state": schedule.state_after(stop), "steps": steps_before + stop},
                    os.path.join(args.out, "checkpoint.pt"))
         with open(os.path.join(args.out, "checksum.json"), "w") as f:
             json.dump(sum(float(p.detach().double().sum()) for p in model.parameters()), f)
@@ -185,6 +191,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stop", type=int, default=None, help="save a checkpoint after N steps")
     ap.add_argument("--resume", default=None, help="a --stop run's --out folder")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--ledger", default=None, help="write the run's ledger into this folder")
     ap.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
     ap.add_argument("--port", type=int, default=29645)
     args = ap.parse_args(argv)

@@ -14,17 +14,21 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include <cstdint>  // std::int64_t, std::uint32_t, std::uint64_t
-#include <map>      // std::map
-#include <span>     // std::span
-#include <string>   // std::string
-#include <tuple>    // std::tuple
-#include <vector>   // std::vector
+#include <cstdint>       // std::int64_t, std::uint32_t, std::uint64_t
+#include <filesystem>    // std::filesystem::create_directories
+#include <map>           // std::map
+#include <span>          // std::span
+#include <string>        // std::string
+#include <system_error>  // std::error_code
+#include <tuple>         // std::tuple
+#include <vector>        // std::vector
 
 #include "vbucket/bucket/seeding.hpp"  // big_seed, plan_seed
 #include "vbucket/plan/epoch_plan.hpp"
 #include "vbucket/plan/group_plan.hpp"
 #include "vbucket/plan/parallel_layout.hpp"
+#include "vbucket/run/delivery_records.hpp"  // epoch_block_of, write_epoch_block, group_record
+#include "vbucket/run/ledger.hpp"            // ledger_writer
 
 #include "glue.hpp"  // py_config
 
@@ -35,46 +39,11 @@ namespace {
 
 using vbucket_py::py_config;
 
-/// `options` (names of layout_options' members) onto the library's defaults.
-vbucket::layout_options layout_options_from(const nb::dict& options) {
+/// `options` (names of layout_options' members, values as text) onto the library's defaults:
+/// every name and value is read by `vbucket::set_layout_option`, as `vbucket layout`'s flags.
+vbucket::layout_options layout_options_from(const std::map<std::string, std::string>& options) {
   vbucket::layout_options o;
-  const auto model = [](nb::handle v) {
-    const auto t = nb::cast<std::tuple<double, double, double>>(v);
-    return vbucket::memory_model{std::get<0>(t), std::get<1>(t), std::get<2>(t)};
-  };
-  for (const auto& [key, value] : options) {
-    const std::string k = nb::cast<std::string>(key);
-    if (k == "memory") {
-      o.memory = model(value);
-    } else if (k == "memory_limit") {
-      o.memory_limit = nb::cast<double>(value);
-    } else if (k == "config_fills_memory_at_sp") {
-      o.config_fills_memory_at_sp = nb::cast<std::int64_t>(value);
-    } else if (k == "time") {
-      o.time.compute = model(value);
-    } else if (k == "comm_per_token") {
-      o.time.comm_per_token = nb::cast<double>(value);
-    } else if (k == "comm_per_micro_step") {
-      o.time.comm_per_micro_step = nb::cast<double>(value);
-    } else if (k == "sp_sizes") {
-      o.sp_sizes = nb::cast<std::vector<std::int64_t>>(value);
-    } else if (k == "target_seconds") {
-      o.target_seconds = nb::cast<double>(value);
-    } else if (k == "max_accumulation") {
-      o.max_accumulation = nb::cast<std::int64_t>(value);
-    } else if (k == "remainder") {
-      const std::string r = nb::cast<std::string>(value);
-      if (r == "refuse") {
-        o.remainder = vbucket::sequence_remainder::refuse;
-      } else if (r == "pad") {
-        o.remainder = vbucket::sequence_remainder::pad;
-      } else {
-        throw vbucket::error("layout option remainder: \"" + r + "\" is not refuse or pad");
-      }
-    } else {
-      throw vbucket::error("layout option \"" + k + "\" is unknown");
-    }
-  }
+  for (const auto& [key, value] : options) vbucket::set_layout_option(o, key, value);
   return o;
 }
 
@@ -107,15 +76,27 @@ std::vector<vbucket::bucket_layout> hand_layouts(
 
 struct py_group_plan {
   std::shared_ptr<const vbucket::group_plan> plan;
+  std::shared_ptr<const std::vector<vbucket::bucket_id>> ids;  // the epoch's, for its ledger
 };
 struct py_group_schedule {
   std::shared_ptr<const vbucket::group_schedule> schedule;
+  py_group_plan plan;
 };
+
+/// The ledger file of `rank` in directory `dir` (made if need be).
+vbucket::ledger_writer ledger_file(const std::string& dir, std::uint32_t rank) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw vbucket::error("ledger: cannot make the directory \"" + dir + "\": " + ec.message());
+  return vbucket::ledger_writer(
+      (std::filesystem::path(dir) / vbucket::ledger_file_name(rank)).string());
+}
 
 py_group_plan make_group_plan(
     const py_config& cfg,
     nb::ndarray<const vbucket::bucket_id, nb::ndim<1>, nb::c_contig, nb::device::cpu> ids,
-    const std::string& seed, std::uint64_t epoch, const nb::dict& options,
+    const std::string& seed, std::uint64_t epoch, const std::map<std::string, std::string>& options,
     const std::map<std::string, std::tuple<std::int64_t, std::int64_t, std::int64_t>>& layouts) {
   const vbucket::layout_options o = layout_options_from(options);
   const std::span<const vbucket::bucket_id> id_span(ids.data(), ids.shape(0));
@@ -127,7 +108,8 @@ py_group_plan make_group_plan(
   po.seed = vbucket::plan_seed(vbucket::big_seed::parse(seed));
   po.epoch = epoch;
   return {std::make_shared<const vbucket::group_plan>(
-      vbucket::make_epoch_plan(id_span, table.config(), po), table)};
+              vbucket::make_epoch_plan(id_span, table.config(), po), table),
+          std::make_shared<const std::vector<vbucket::bucket_id>>(id_span.begin(), id_span.end())};
 }
 
 nb::list layouts_of(const py_group_plan& p) {
@@ -149,13 +131,17 @@ nb::list layouts_of(const py_group_plan& p) {
   return out;
 }
 
-nb::dict work_of(const py_group_schedule& s, std::uint64_t step, std::uint32_t rank) {
+void check_step_rank(const py_group_schedule& s, std::uint64_t step, std::uint32_t rank) {
   if (step >= s.schedule->steps())
     throw vbucket::error("group schedule: step " + std::to_string(step) + " is not below " +
                          std::to_string(s.schedule->steps()) + " steps");
   if (rank >= s.schedule->world_size())
     throw vbucket::error("group schedule: rank " + std::to_string(rank) + " is not below world " +
                          std::to_string(s.schedule->world_size()));
+}
+
+nb::dict work_of(const py_group_schedule& s, std::uint64_t step, std::uint32_t rank) {
+  check_step_rank(s, step, rank);
   const vbucket::rank_work w = s.schedule->work(step, rank);
   nb::dict d;
   d["step"] = w.step;
@@ -180,6 +166,11 @@ nb::dict work_of(const py_group_schedule& s, std::uint64_t step, std::uint32_t r
 }  // namespace
 
 void vbucket_bind_layout(nb::module_& m) {
+  nb::list fields;
+  for (const vbucket::layout_field& f : vbucket::layout_fields)
+    fields.append(
+        nb::make_tuple(std::string(f.name), std::string(f.value_name), std::string(f.help)));
+  m.attr("LAYOUT_FIELDS") = fields;
   nb::class_<py_group_plan>(m, "GroupPlan")
       .def(nb::new_(&make_group_plan), "config"_a, "ids"_a, "seed"_a, "epoch"_a, "options"_a,
            "layouts"_a,
@@ -201,9 +192,18 @@ void vbucket_bind_layout(nb::module_& m) {
             const vbucket::group_state from =
                 state.empty() ? vbucket::group_state{} : vbucket::parse_group_state(state);
             return py_group_schedule{
-                std::make_shared<const vbucket::group_schedule>(p.plan->deal(world, from))};
+                std::make_shared<const vbucket::group_schedule>(p.plan->deal(world, from)), p};
           },
-          "world"_a, "state"_a, "The plan dealt to `world` ranks from `state` (\"\": the start).");
+          "world"_a, "state"_a, "The plan dealt to `world` ranks from `state` (\"\": the start).")
+      .def(
+          "write_ledger_epoch",
+          [](const py_group_plan& p, const std::string& dir) {
+            vbucket::ledger_writer out = ledger_file(dir, 0);
+            vbucket::write_epoch_block(
+                out, vbucket::epoch_block_of(p.plan->plan(), p.ids->size(), *p.ids));
+          },
+          "dir"_a,
+          "Writes the epoch's declaration into dir/rank-00000.ledger (vbucket::epoch_block_of).");
 
   nb::class_<py_group_schedule>(m, "GroupSchedule")
       .def_prop_ro("steps", [](const py_group_schedule& s) { return s.schedule->steps(); })
@@ -228,5 +228,20 @@ void vbucket_bind_layout(nb::module_& m) {
                                    " steps done but it has " + std::to_string(s.schedule->steps()));
             return vbucket::to_string(s.schedule->state_after(k));
           },
-          "steps_done"_a, "The resume state (text) after `steps_done` steps.");
+          "steps_done"_a, "The resume state (text) after `steps_done` steps.")
+      .def(
+          "write_ledger",
+          [](const py_group_schedule& s, const std::string& dir, std::uint64_t step,
+             std::uint32_t rank, std::uint64_t run_step) {
+            check_step_rank(s, step, rank);
+            const auto r =
+                vbucket::group_record(s.schedule->work(step, rank), *s.plan.plan,
+                                      {.step = run_step, .world = s.schedule->world_size()});
+            if (!r) return false;
+            ledger_file(dir, rank).write(*r);
+            return true;
+          },
+          "dir"_a, "step"_a, "rank"_a, "run_step"_a,
+          "Writes the group's batch into dir/rank-R.ledger when `rank` leads its group "
+          "(vbucket::group_record); whether it wrote.");
 }

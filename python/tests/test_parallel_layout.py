@@ -3,7 +3,8 @@ examples/python/parallel_layout_trainer.py run with torch.distributed on gloo: w
 two steps, a new process resumes at world 2 and finishes the epoch. Checked from the ranks' logs:
 the ranks of a group ran the same batch, every rank logged the same (all-reduced) loss, losses are
 finite, every batch of the plan ran exactly once and every assigned sample was seen, and the
-resumed run started from the saved model and the saved position."""
+resumed run started from the saved model and the saved position; the run's ledger audits clean
+(``vbucket audit``), and with a group's delivery left out it does not."""
 
 import importlib.util
 import json
@@ -76,15 +77,15 @@ def test_group_plan_errors_name_what_is_wrong():
         ex.make_plan().deal(2, "vbucket-plan seed=3")
 
 
-def test_trainer_runs_the_plan_on_gloo_and_resumes_at_another_world(tmp_path):
+def test_trainer_runs_the_plan_on_gloo_and_resumes_at_another_world(tmp_path, cli):
     torch = pytest.importorskip("torch")
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
     ex = load_example()
-    a, b = tmp_path / "a", tmp_path / "b"
+    a, b, ledger = tmp_path / "a", tmp_path / "b", tmp_path / "ledger"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    for args in (["--world", "4", "--stop", "2", "--out", str(a)],
-                 ["--world", "2", "--resume", str(a), "--out", str(b)]):
+    for args in (["--world", "4", "--stop", "2", "--out", str(a), "--ledger", str(ledger)],
+                 ["--world", "2", "--resume", str(a), "--out", str(b), "--ledger", str(ledger)]):
         subprocess.run([sys.executable, EXAMPLE, *args, "--port", str(free_port())], check=True,
                        env=env, timeout=120)
 
@@ -115,3 +116,47 @@ def test_trainer_runs_the_plan_on_gloo_and_resumes_at_another_world(tmp_path):
     assert sorted(positions) == list(range(plan.num_batches))
     ids = vbucket.assign(ex.metadata(), ex.CONFIG, seed=3, rng="fast", as_arrays=True)
     assert seen == {i for i, b in enumerate(ids) if b >= 0}
+
+    # The ledger: clean, across world 4 and the resume at world 2 ...
+    audit = subprocess.run([cli, "audit", str(ledger)], capture_output=True, text=True)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "clean" in audit.stdout
+    # ... and a group's delivery left out is found, naming a sample as missing.
+    lines = open(ledger / "rank-00000.ledger").read().splitlines(keepends=True)
+    batch = next(i for i, line in enumerate(lines) if line.startswith("B ") and "rep=1" not in line)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in os.listdir(ledger):
+        text = open(ledger / f).read()
+        (broken / f).write_text("".join(lines[:batch] + lines[batch + 1:]) if f == "rank-00000.ledger"
+                                else text)
+    audit = subprocess.run([cli, "audit", str(broken)], capture_output=True, text=True)
+    assert audit.returncode == 1 and "missing" in audit.stdout, audit.stdout + audit.stderr
+
+
+def test_cli_layout_gives_python_s_layouts_and_plan(cli):
+    """`vbucket layout` and vbucket.GroupPlan with the same options: the same table, steps."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cfg = os.path.join(root, "tests", "data", "config_opensora_v2_stage2.json")
+    meta = os.path.join(root, "examples", "data", "sample_meta.csv")
+    options = dict(memory=(20, 1e-3, 1e-8), memory_limit=80, time=(0.5, 1e-4, 2e-9),
+                   comm_per_token=5e-6, comm_per_micro_step=0.01, max_accumulation=8,
+                   remainder="pad")
+    assert set(options) <= set(vbucket.layout.LAYOUT_OPTIONS)
+    flags = []
+    for k, v in options.items():
+        flags += ["--" + k.replace("_", "-"),
+                  ",".join(map(str, v)) if isinstance(v, tuple) else str(v)]
+    out = subprocess.run([cli, "layout", "--config", cfg, "--meta", meta, "--world", "8",
+                          "--seed", "3", *flags], capture_output=True, text=True, check=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 7 and ":" in parts[0] and parts[3] != "disabled":
+            rows[parts[0]] = (int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5]))
+    plan = vbucket.GroupPlan(meta, cfg, seed=3, **options)
+    mine = {l["name"]: (l["sp"], l["batch_size"], l["micro_batch"], l["accumulation"])
+            for l in plan.layouts() if l["batch_size"] > 0}
+    assert rows == mine and len(rows) > 10
+    steps = int(next(l for l in out.splitlines() if l.startswith("steps:")).split()[1])
+    assert steps == plan.deal(8).steps

@@ -200,8 +200,10 @@ class RunLoop:
     def rank(self) -> int:
         """This loop's rank."""
 
+LAYOUT_FIELDS: list = ...
+
 class GroupPlan:
-    def __init__(self, config: Config, ids: Annotated[NDArray[numpy.int32], dict(shape=(None,), order='C', device='cpu', writable=False)], seed: str, epoch: int, options: dict, layouts: Mapping[str, tuple[int, int, int]]) -> None:
+    def __init__(self, config: Config, ids: Annotated[NDArray[numpy.int32], dict(shape=(None,), order='C', device='cpu', writable=False)], seed: str, epoch: int, options: Mapping[str, str], layouts: Mapping[str, tuple[int, int, int]]) -> None:
         """
         An epoch over groups of ranks, one sequence-parallel size per bucket (vbucket::group_plan).
         """
@@ -221,6 +223,11 @@ class GroupPlan:
     def deal(self, world: int, state: str) -> GroupSchedule:
         """The plan dealt to `world` ranks from `state` ("": the start)."""
 
+    def write_ledger_epoch(self, dir: str) -> None:
+        """
+        Writes the epoch's declaration into dir/rank-00000.ledger (vbucket::epoch_block_of).
+        """
+
 class GroupSchedule:
     @property
     def steps(self) -> int: ...
@@ -239,6 +246,11 @@ class GroupSchedule:
 
     def state_after(self, steps_done: int) -> str:
         """The resume state (text) after `steps_done` steps."""
+
+    def write_ledger(self, dir: str, step: int, rank: int, run_step: int) -> bool:
+        """
+        Writes the group's batch into dir/rank-R.ledger when `rank` leads its group (vbucket::group_record); whether it wrote.
+        """
 
 class Config:
     @staticmethod

@@ -9,29 +9,39 @@ Python values and calls it.
     schedule = plan.deal(world=4)               # or plan.deal(world=2, state=saved)
     work = schedule.work(step, rank)            # my group, my batch, my micro-steps
     saved = schedule.state_after(steps_done)    # a string: any world size resumes from it
+
+The ledger (``vbucket audit DIR`` proves every sample of the epoch delivered once): rank 0
+calls ``plan.write_ledger_epoch(DIR)`` before its first step (again on a resume), and every
+rank ``schedule.write_ledger(DIR, step, rank, run_step)`` each step (a group's first rank
+records the group's batch, once).
 """
 
 from __future__ import annotations
+
+import os
 
 from typing import Mapping, Sequence
 
 from . import _vbucket
 from ._core import _config, _meta, _spec
 
-#: The layout options GroupPlan passes on (vbucket::layout_options' members); a name left out
-#: keeps the library's default.
-LAYOUT_OPTIONS = (
-    "memory",
-    "memory_limit",
-    "config_fills_memory_at_sp",
-    "time",
-    "comm_per_token",
-    "comm_per_micro_step",
-    "sp_sizes",
-    "target_seconds",
-    "max_accumulation",
-    "remainder",
-)
+#: The layout options GroupPlan passes on (vbucket::layout_fields: the names of
+#: vbucket::layout_options' members, as ``vbucket layout``'s flags); a name left out keeps the
+#: library's default.
+LAYOUT_OPTIONS = tuple(name for name, _, _ in _vbucket.LAYOUT_FIELDS)
+
+
+def _option_text(value) -> str:
+    """A layout option's value as the text vbucket::set_layout_option reads."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return ",".join(_option_text(v) for v in value)
+    if isinstance(value, bool):
+        raise ValueError(f"layout option value {value!r} is not a number")
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
 
 
 class GroupSchedule:
@@ -69,6 +79,13 @@ class GroupSchedule:
     def state_after(self, steps_done: int) -> str:
         """The resume state after ``steps_done`` steps: a string any world size resumes from."""
         return self._core.state_after(steps_done)
+
+    def write_ledger(self, path: str | os.PathLike[str], step: int, rank: int,
+                     run_step: int) -> bool:
+        """Appends ``step``'s delivery of ``rank``'s group to PATH/rank-R.ledger when ``rank``
+        is its group's first rank (the group's sp ranks deliver one batch together, so it is
+        recorded once; ``run_step``: the trainer's global step). Whether it wrote."""
+        return self._core.write_ledger(os.fspath(path), step, rank, run_step)
 
 
 class GroupPlan:
@@ -110,8 +127,7 @@ class GroupPlan:
                      comm_per_token=comm_per_token, comm_per_micro_step=comm_per_micro_step,
                      sp_sizes=sp_sizes, target_seconds=target_seconds,
                      max_accumulation=max_accumulation, remainder=remainder)
-        options = {k: (tuple(v) if k in ("memory", "time") else list(v) if k == "sp_sizes" else v)
-                   for k, v in given.items() if v is not None}
+        options = {k: _option_text(v) for k, v in given.items() if v is not None}
         hand = {str(k): tuple(int(x) for x in v) for k, v in (layouts or {}).items()}
         values = run.values()
         self._core = _vbucket.GroupPlan(cfg, ids, str(values["seed"]), int(values["epoch"]),
@@ -135,6 +151,11 @@ class GroupPlan:
         """Every (resolution, frames) pair's layout: name, sp, batch_size, micro_batch,
         accumulation, tokens, seconds."""
         return self._core.layouts()
+
+    def write_ledger_epoch(self, path: str | os.PathLike[str]) -> None:
+        """Appends the epoch's declaration (what it draws, what it drops) to
+        PATH/rank-00000.ledger: rank 0 calls it before its first step, and again on a resume."""
+        self._core.write_ledger_epoch(os.fspath(path))
 
     def deal(self, world: int, state: str | None = None) -> GroupSchedule:
         """The epoch dealt to ``world`` ranks from ``state`` (a ``state_after`` string of any

@@ -48,6 +48,7 @@ int cmd_scan(int argc, char** argv);    // tools/vbucket/ffmpeg/ (VBUCKET_CLI_HA
 int cmd_decode(int argc, char** argv);  // tools/vbucket/ffmpeg/ (VBUCKET_CLI_HAS_FFMPEG)
 int cmd_fit_bs(int argc, char** argv);
 int cmd_cache_plan(int argc, char** argv);
+int cmd_layout(int argc, char** argv);
 
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_data_error = 1;

@@ -30,6 +30,8 @@ constexpr command commands[] = {
     {"decode", vbucket::cli::cmd_decode, "decode a clip of a video, resized and cropped, as RGB24"},
 #endif
     {"fit-bs", vbucket::cli::cmd_fit_bs, "fit memory/time models, rescale a config's batch sizes"},
+    {"layout", vbucket::cli::cmd_layout,
+     "choose each bucket's sequence-parallel size and micro-batch; plan groups of ranks"},
     {"plan", vbucket::cli::cmd_plan, "plan an epoch: each rank's batches, as JSON lines"},
 #if VBUCKET_CLI_HAS_FFMPEG
     {"scan", vbucket::cli::cmd_scan, "probe the videos of a directory or list into a metadata CSV"},

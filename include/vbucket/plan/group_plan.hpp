@@ -25,12 +25,24 @@
 ///     vbucket::group_plan plan(vbucket::make_epoch_plan(ids, layouts.config(), opts), layouts);
 ///     auto schedule = plan.deal(world, state);  // state: {} at the epoch's start
 ///     for (std::uint64_t k = 0; k < schedule.steps(); ++k) train(schedule.work(k, rank));
+///
+/// The ledger (`run/ledger.hpp`, proved by `vbucket audit`; the records below are in
+/// `run/delivery_records.hpp`): rank 0 writes the epoch's declaration
+/// (`epoch_block_of(plan.plan(), samples, ids)`) before its first step (again on a resume: the
+/// audit reads it once), and each step every group's first rank writes its group's batch
+/// (`group_record`): a group's batch is one delivery made by its sp ranks together, so it is
+/// recorded once, and the audit proves every sample of the epoch delivered exactly once across
+/// worlds and resumes.
+///
+///     if (auto r = vbucket::group_record(work, plan, {.step = run_step, .world = world}))
+///       ledger.write(*r);
 
 #include <algorithm>     // std::find, std::min, std::sort, std::upper_bound
 #include <charconv>      // std::from_chars
 #include <cstddef>       // std::size_t
 #include <cstdint>       // std::uint32_t, std::uint64_t, std::int64_t
 #include <memory>        // std::shared_ptr, std::make_shared
+#include <optional>      // std::optional
 #include <span>          // std::span
 #include <string>        // std::string, std::to_string
 #include <string_view>   // std::string_view
@@ -41,8 +53,8 @@
 #include "epoch_plan.hpp"
 #include "parallel_layout.hpp"
 #include "vbucket/base/error.hpp"
-#include "vbucket/base/numpy_random.hpp"  // u128
 #include "vbucket/bucket/batch.hpp"
+#include "vbucket/detail/u128.hpp"
 
 namespace vbucket {
 

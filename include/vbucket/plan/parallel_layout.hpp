@@ -27,17 +27,19 @@
 ///     vbucket::layout_table layouts = vbucket::choose_layouts(config, o);
 ///     auto plan = vbucket::make_epoch_plan(ids, layouts.config(), {.seed = s, .epoch = e});
 
-#include <algorithm>    // std::max, std::min, std::find, std::sort, std::unique
-#include <cmath>        // std::isfinite
-#include <cstddef>      // std::size_t
-#include <cstdint>      // std::int64_t
-#include <limits>       // std::numeric_limits
-#include <optional>     // std::optional
-#include <span>         // std::span
-#include <string>       // std::string, std::to_string
-#include <string_view>  // std::string_view
-#include <utility>      // std::move
-#include <vector>       // std::vector
+#include <algorithm>     // std::max, std::min, std::find, std::sort, std::unique
+#include <charconv>      // std::from_chars (an option's text)
+#include <cmath>         // std::isfinite
+#include <cstddef>       // std::size_t
+#include <cstdint>       // std::int64_t
+#include <limits>        // std::numeric_limits
+#include <optional>      // std::optional
+#include <span>          // std::span
+#include <string>        // std::string, std::to_string
+#include <string_view>   // std::string_view
+#include <system_error>  // std::errc
+#include <utility>       // std::move
+#include <vector>        // std::vector
 
 #include "run_memory.hpp"  // memory_model, pair_batch_sizes, pair_name, with_batch_sizes
 #include "vbucket/base/error.hpp"
@@ -265,10 +267,17 @@ inline void check_options(const layout_options& o) {
 }  // namespace detail
 
 /// Chooses every enabled pair's layout (see the top of this header); disabled pairs stay
-/// disabled. Throws `vbucket::error` naming the pair when no allowed sp fits even one sample in
-/// memory (or divides its sequence, when the remainder is refused), and on bad options.
-inline layout_table choose_layouts(const bucket_config& config, const layout_options& o) {
-  detail::check_options(o);
+/// disabled. Without a memory limit (and `config_fills_memory_at_sp`), the config's batch sizes
+/// are taken to fill memory at sp 1. Throws `vbucket::error` naming the pair when no allowed sp
+/// fits even one sample in memory (or divides its sequence, when the remainder is refused), and on
+/// bad options.
+inline layout_table choose_layouts(const bucket_config& config, const layout_options& given) {
+  detail::check_options(given);
+  // Without a memory limit nothing bounds a micro-batch: the config's batch sizes are taken to
+  // fill memory at sp 1 (Open-Sora tunes them so).
+  layout_options o = given;
+  if (!std::isfinite(o.memory_limit) && o.config_fills_memory_at_sp <= 0)
+    o.config_fills_memory_at_sp = 1;
   const std::vector<std::int64_t> sps = detail::sorted_sp_sizes(o.sp_sizes);
   const auto& res = config.resolutions();
   const std::int64_t cap = bucket_config::max_batch;
@@ -316,16 +325,20 @@ inline layout_table choose_layouts(const bucket_config& config, const layout_opt
       };
       const bool within = time_of(1).seconds <= target;
       bucket_layout l = time_of(1);
-      if (within) {  // the largest batch within the target (time grows with the batch)
-        const double per = l.seconds - o.time.compute.fixed;
-        const double rough = per > 0.0 ? (target - o.time.compute.fixed) / per : 1.0;
-        const std::int64_t most = c.micro * o.max_accumulation;
-        std::int64_t b = rough <= 1.0                         ? 1
-                         : rough >= static_cast<double>(most) ? most
-                                                              : static_cast<std::int64_t>(rough);
-        while (b > 1 && time_of(b).seconds > target) --b;  // the predicate decides
-        while (b < most && time_of(b + 1).seconds <= target) ++b;
-        l = time_of(b);
+      if (within) {  // the largest batch within the target: time grows with the batch, so
+                     // a binary search (a time model flat in the batch gives the most)
+        const std::int64_t most =
+            c.micro > cap / o.max_accumulation ? cap : c.micro * o.max_accumulation;
+        std::int64_t lo = 1, hi = most;  // time_of(lo) is within; find the last within
+        while (lo < hi) {
+          const std::int64_t mid = lo + (hi - lo + 1) / 2;
+          if (time_of(mid).seconds <= target) {
+            lo = mid;
+          } else {
+            hi = mid - 1;
+          }
+        }
+        l = time_of(lo);
       }
       // A group holds its ranks for the whole step, so within the target the measure is samples
       // per rank per step, B / sp (the most); outside it, the step itself (the shortest).
@@ -415,6 +428,110 @@ inline layout_table uniform_layouts(const bucket_config& config, std::int64_t sp
   u.config_fills_memory_at_sp = 0;
   u.max_accumulation = std::numeric_limits<std::int64_t>::max();
   return check_layouts(config, std::move(pairs), u);
+}
+
+/// One option of `layout_options`, by name: the one table that `vbucket layout`'s flags (the
+/// name with '-' for '_'), its help, and Python's `GroupPlan` keywords are made from; every
+/// reader sets an option from text through `set_layout_option`.
+struct layout_field {
+  std::string_view name;
+  std::string_view value_name;
+  std::string_view help;
+};
+
+inline constexpr layout_field layout_fields[] = {
+    {"memory", "M0,M1,M2",
+     "per-rank peak memory at sp 1: M0 + micro·(M1·tokens + M2·tokens²) (fit-bs's model)"},
+    {"memory_limit", "GIB", "the memory a micro-batch must fit, per rank (default: none)"},
+    {"config_fills_memory_at_sp", "SP",
+     "the config's batch sizes fill memory at this sp (a micro-batch at sp holds at most "
+     "batch·sp/SP)"},
+    {"time", "T0,T1,T2", "step time of one rank at sp 1: T0 + bs·(T1·tokens + T2·tokens²)"},
+    {"comm_per_token", "S", "seconds per token of sequence-parallel traffic, × (sp−1)/sp"},
+    {"comm_per_micro_step", "S", "seconds per micro-step per extra rank of a group"},
+    {"sp_sizes", "1,2,4,8", "the allowed sequence-parallel sizes, each dividing the next"},
+    {"target_seconds", "S", "the step time every group aims at (default: chosen)"},
+    {"max_accumulation", "N", "the most micro-steps of a step (16)"},
+    {"remainder", "refuse|pad", "a sequence that does not divide by sp: refused or padded"},
+};
+
+namespace detail {
+/// `text` as a finite number, or an error naming option `name`.
+inline double layout_number(std::string_view name, std::string_view text) {
+  double v = 0.0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(v))
+    throw error("layout option " + std::string(name) + ": expected a number, got \"" +
+                std::string(text) + "\"");
+  return v;
+}
+/// `text` as comma-separated numbers.
+inline std::vector<double> layout_numbers(std::string_view name, std::string_view text) {
+  std::vector<double> out;
+  for (std::size_t i = 0; i <= text.size();) {
+    std::size_t comma = text.find(',', i);
+    if (comma == std::string_view::npos) comma = text.size();
+    out.push_back(layout_number(name, text.substr(i, comma - i)));
+    i = comma + 1;
+  }
+  return out;
+}
+/// `text` as an integer in [1, 2^31).
+inline std::int64_t layout_count(std::string_view name, std::string_view text) {
+  const double v = layout_number(name, text);
+  if (v < 1.0 || v >= 2147483648.0 || v != static_cast<double>(static_cast<std::int64_t>(v)))
+    throw error("layout option " + std::string(name) + ": expected a positive integer, got \"" +
+                std::string(text) + "\"");
+  return static_cast<std::int64_t>(v);
+}
+}  // namespace detail
+
+/// Sets option `name` of `o` from text (models as "A,B,C", sp_sizes as "1,2,4", remainder as
+/// refuse or pad). Throws `vbucket::error` naming the option for an unknown name or a bad
+/// value; `choose_layouts` checks the combination.
+inline void set_layout_option(layout_options& o, std::string_view name, std::string_view text) {
+  const auto model = [&] {
+    const std::vector<double> v = detail::layout_numbers(name, text);
+    if (v.size() != 3)
+      throw error("layout option " + std::string(name) + ": expected three numbers A,B,C, got \"" +
+                  std::string(text) + "\"");
+    return memory_model{v[0], v[1], v[2]};
+  };
+  if (name == "memory") {
+    o.memory = model();
+  } else if (name == "memory_limit") {
+    o.memory_limit = detail::layout_number(name, text);
+  } else if (name == "config_fills_memory_at_sp") {
+    o.config_fills_memory_at_sp = detail::layout_count(name, text);
+  } else if (name == "time") {
+    o.time.compute = model();
+  } else if (name == "comm_per_token") {
+    o.time.comm_per_token = detail::layout_number(name, text);
+  } else if (name == "comm_per_micro_step") {
+    o.time.comm_per_micro_step = detail::layout_number(name, text);
+  } else if (name == "sp_sizes") {
+    o.sp_sizes.clear();
+    std::size_t i = 0;
+    for (std::size_t comma = 0; i <= text.size(); i = comma + 1) {
+      comma = text.find(',', i);
+      if (comma == std::string_view::npos) comma = text.size();
+      o.sp_sizes.push_back(detail::layout_count(name, text.substr(i, comma - i)));
+    }
+  } else if (name == "target_seconds") {
+    o.target_seconds = detail::layout_number(name, text);
+  } else if (name == "max_accumulation") {
+    o.max_accumulation = detail::layout_count(name, text);
+  } else if (name == "remainder") {
+    if (text == "refuse") {
+      o.remainder = sequence_remainder::refuse;
+    } else if (text == "pad") {
+      o.remainder = sequence_remainder::pad;
+    } else {
+      throw error("layout option remainder: \"" + std::string(text) + "\" is not refuse or pad");
+    }
+  } else {
+    throw error("layout option \"" + std::string(name) + "\" is unknown");
+  }
 }
 
 }  // namespace vbucket

@@ -1,8 +1,9 @@
 #pragma once
 /// Records of what a sampler or a loader delivers, for the ledger (`ledger.hpp`): a fixed or
-/// packed batch of an epoch plan as a `B` record (`record_of`), a loader's substitutions on it,
-/// and what an epoch declares (`E`, `S`, `D` and `X` records: `epoch_block_of`,
-/// `write_epoch_block`). The ledger's format knows no planner; this header joins the two.
+/// packed batch of an epoch plan as a `B` record (`record_of`), a group plan's batch
+/// (`group_record`), a loader's substitutions on it, and what an epoch declares (`E`, `S`, `D`
+/// and `X` records: `epoch_block_of`, `write_epoch_block`). The ledger's format knows no
+/// planner; this header joins the two.
 ///
 ///     vbucket::ledger_writer w(vbucket::ledger_file_name(rank));
 ///     vbucket::write_epoch_block(w, vbucket::epoch_block_of(plan, table.size(),
@@ -21,6 +22,7 @@
 #include "ledger.hpp"
 #include "vbucket/bucket/batch.hpp"
 #include "vbucket/plan/epoch_plan.hpp"
+#include "vbucket/plan/group_plan.hpp"  // group_record
 #include "vbucket/plan/packed_plan.hpp"
 
 namespace vbucket {
@@ -250,6 +252,22 @@ inline void write_epoch_block(ledger_writer& w, const ledger_epoch_block& b) {
     for (std::size_t i = 0; i + r.pads < r.ids.size(); ++i) out.push_back(r.ids[i]);
   }
   return out;
+}
+
+/// The ledger record (`ledger.hpp`'s `B`) of what `w` delivers, for `vbucket audit`. A group's
+/// batch is one delivery made by its sp ranks together (each holds every sample of it and a
+/// 1/sp share of the tokens), so only the group's first rank (sp_rank 0) records it; the other
+/// ranks get nullopt. The record: `r` the group's first rank (it writes the record into its own
+/// file), `w` = `c.world`, `s` = `c.step` (the trainer's global step), `p` the batch's position
+/// in the epoch plan, `b` its bucket, `pad` the tail of its bucket's last batch, `rep=1` a
+/// repeat filling the last step (counted, not delivered). A rank's group and shard follow from
+/// (plan, world, step): `work(k, rank)`. `c.rank` is not read.
+[[nodiscard]] inline std::optional<ledger_batch> group_record(const rank_work& w,
+                                                              const group_plan& p,
+                                                              ledger_context c) {
+  if (w.sp_rank != 0) return std::nullopt;
+  c.rank = w.first_rank;
+  return record_of(w.batch, p.plan(), c);
 }
 
 }  // namespace vbucket

@@ -2,7 +2,8 @@
 /// every step's groups tile the world (aligned blocks of their bucket's sp), every group's batch
 /// fits the memory budget at its sp, every sample exactly once per epoch (counted here from the
 /// ids, independently of the plan's own counts), the same schedule on every rank, and exact
-/// resume under another world size; errors for worlds and states that do not fit.
+/// resume under another world size, the ledger's records audited clean (and a left-out or
+/// doubled group delivery found); errors for worlds and states that do not fit.
 
 #include <doctest/doctest.h>
 
@@ -14,10 +15,14 @@
 #include "vbucket/plan/epoch_plan.hpp"
 #include "vbucket/plan/group_plan.hpp"
 #include "vbucket/plan/parallel_layout.hpp"
+#include "vbucket/run/audit.hpp"
+#include "vbucket/run/delivery_records.hpp"  // group_record
+#include "vbucket/run/ledger.hpp"
 
 #include "vbucket_test/errors.hpp"
 #include "vbucket_test/layouts.hpp"
 #include "vbucket_test/random_plans.hpp"
+#include "vbucket_test/temp_files.hpp"
 
 using namespace vbucket_test;
 using vbucket::group_plan;
@@ -270,4 +275,109 @@ TEST_CASE("group_plan: a state's text reads back, and bad text names the key") {
                        "vbucket-groups seed=1 epoch=0 sp=1 taken=2 world=4");
                  }),
                  "unknown key \"world\""));
+}
+
+namespace {
+
+/// A trainer's ledger of one epoch of `p`: rank 0 declares the epoch, then `first` runs `k`
+/// steps at its world and `rest` (a resume in a new "process", appending to the same files)
+/// runs to the end; each group's first rank records its group's batch (`group_record`). The
+/// record of every `skip`-th group is left out and of every `twice`-th written twice (0: none).
+std::vector<std::string> write_group_ledgers(const vbucket_test::temp_dir& dir, const group_plan& p,
+                                             std::span<const bucket_id> ids,
+                                             const group_schedule& first, std::uint64_t k,
+                                             const group_schedule& rest, std::uint64_t skip = 0,
+                                             std::uint64_t twice = 0) {
+  std::set<std::string> paths;
+  std::map<std::uint32_t, vbucket::ledger_writer> files;
+  const auto file = [&](std::uint32_t rank) -> vbucket::ledger_writer& {
+    const std::string path = (dir.path / vbucket::ledger_file_name(rank)).string();
+    paths.insert(path);
+    return files.try_emplace(rank, path).first->second;
+  };
+  vbucket::write_epoch_block(file(0), vbucket::epoch_block_of(p.plan(), ids.size(), ids));
+  std::uint64_t run_step = 0, records = 0;
+  const auto run = [&](const group_schedule& s, std::uint64_t steps) {
+    for (std::uint64_t step = 0; step < steps; ++step, ++run_step)
+      for (std::uint32_t rank = 0; rank < s.world_size(); ++rank) {
+        const vbucket::rank_work w = s.work(step, rank);
+        const auto r = vbucket::group_record(w, p, {.step = run_step, .world = s.world_size()});
+        CHECK(r.has_value() == (w.sp_rank == 0));
+        if (!r) continue;
+        CHECK(r->rank == w.first_rank);
+        ++records;
+        if (skip != 0 && records % skip == 0) continue;
+        file(rank).write(*r);
+        if (twice != 0 && records % twice == 0) file(rank).write(*r);
+      }
+  };
+  run(first, k);
+  files.clear();  // the first "process" ends; the resume appends
+  vbucket::write_epoch_block(file(0), vbucket::epoch_block_of(p.plan(), ids.size(), ids));
+  run(rest, rest.steps());
+  return {paths.begin(), paths.end()};
+}
+
+}  // namespace
+
+TEST_CASE("group_plan: its ledger audits clean across a resume under another world") {
+  test_rng g{4501};
+  for (int iteration = 0; iteration < 12; ++iteration) {
+    const bucket_config c = random_config(g, 32);
+    const std::vector<bucket_id> ids = random_ids(g, c, 200 + random_size(g) / 16);
+    const vbucket::layout_table layouts = vbucket::choose_layouts(c, test_layout_options());
+    const group_plan p(vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(),
+                                                {.seed = g.next(), .epoch = g.below(4)}),
+                       layouts);
+    if (p.plan().num_batches() == 0) continue;
+    const std::uint32_t w1 = world_for(g, p), w2 = world_for(g, p);
+    const group_schedule first = p.deal(w1);
+    const std::uint64_t k = g.below(first.steps() + 1);
+    const group_schedule rest = p.deal(w2, first.state_after(k));
+    const vbucket_test::temp_dir dir("group_ledger");
+    const auto paths = write_group_ledgers(dir, p, ids, first, k, rest);
+    const vbucket::audit_report r = vbucket::audit_ledgers(paths);
+    INFO(vbucket::format_audit_report(r));
+    CHECK(r.clean());
+    REQUIRE(r.epochs.size() == 1);
+    CHECK(r.epochs[0].repeat_batches ==
+          rest.repeat_groups() + (k == first.steps() ? first.repeat_groups() : 0));
+    CHECK(r.epochs[0].missing == 0);
+    CHECK(r.epochs[0].duplicated == 0);
+  }
+}
+
+TEST_CASE("group_plan: the audit finds a group's batch left out or delivered twice") {
+  test_rng g{4502};
+  const bucket_config c = random_config(g, 16);
+  const std::vector<bucket_id> ids = random_ids(g, c, 3000);
+  const vbucket::layout_table layouts = vbucket::choose_layouts(c, test_layout_options());
+  const group_plan p(vbucket::make_epoch_plan(std::span<const bucket_id>(ids), layouts.config(),
+                                              {.seed = 9, .epoch = 1}),
+                     layouts);
+  REQUIRE(p.plan().num_batches() > 10);
+  const std::uint32_t w1 = world_for(g, p), w2 = world_for(g, p);
+  const group_schedule first = p.deal(w1);
+  const std::uint64_t k = first.steps() / 2;
+  const group_schedule rest = p.deal(w2, first.state_after(k));
+  {
+    const vbucket_test::temp_dir dir("group_ledger_missing");
+    const vbucket::audit_report r =
+        vbucket::audit_ledgers(write_group_ledgers(dir, p, ids, first, k, rest, 7));
+    REQUIRE(r.epochs.size() == 1);
+    CHECK(!r.clean());
+    CHECK(r.epochs[0].missing > 0);
+    CHECK(r.epochs[0].duplicated == 0);
+    CHECK(contains(vbucket::format_audit_report(r), "missing"));
+  }
+  {
+    const vbucket_test::temp_dir dir("group_ledger_twice");
+    const vbucket::audit_report r =
+        vbucket::audit_ledgers(write_group_ledgers(dir, p, ids, first, k, rest, 0, 5));
+    REQUIRE(r.epochs.size() == 1);
+    CHECK(!r.clean());
+    CHECK(r.epochs[0].duplicated > 0);
+    CHECK(r.epochs[0].missing == 0);
+    CHECK(contains(vbucket::format_audit_report(r), "duplicated"));
+  }
 }

@@ -304,3 +304,32 @@ TEST_CASE("parallel_layout: the config's batch sizes as the memory bound") {
                  "256px -> 65: micro-batch 2 at sp 2 is more than the 1 that the config's batch "
                  "size 2 at sp 4 fills"));
 }
+
+TEST_CASE(
+    "parallel_layout: without a memory limit the config's batch sizes bound the micro-batch") {
+  // No models at all (what `vbucket layout --config C` gives): before, the micro-batch was
+  // unbounded (2^31) and the batch search walked it one sample at a time.
+  const bucket_config c = small_config(8, 4, 2);
+  const vbucket::layout_table t = vbucket::choose_layouts(c, vbucket::layout_options{});
+  const std::int64_t config_bs[] = {2, 4, 8};  // pair order: 65, 33, 1 frames
+  REQUIRE(t.pairs().size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(t.pairs()[i].sp == 1);
+    CHECK(t.pairs()[i].micro_batch == config_bs[i]);
+    CHECK(t.pairs()[i].batch_size == config_bs[i] * 16);  // a flat time model: the most
+  }
+  // The options set from text, as the CLI's flags and Python's keywords do.
+  vbucket::layout_options o;
+  vbucket::set_layout_option(o, "memory", "20,1e-3,1e-8");
+  vbucket::set_layout_option(o, "sp_sizes", "1,2,4");
+  vbucket::set_layout_option(o, "remainder", "pad");
+  CHECK(o.memory.linear == 1e-3);
+  CHECK(o.sp_sizes == std::vector<std::int64_t>{1, 2, 4});
+  CHECK(o.remainder == vbucket::sequence_remainder::pad);
+  CHECK(contains(error_message([&] { vbucket::set_layout_option(o, "memory", "1,2"); }),
+                 "layout option memory: expected three numbers"));
+  CHECK(contains(error_message([&] { vbucket::set_layout_option(o, "max_accumulation", "0"); }),
+                 "expected a positive integer"));
+  CHECK(contains(error_message([&] { vbucket::set_layout_option(o, "speed", "1"); }),
+                 "layout option \"speed\" is unknown"));
+}
