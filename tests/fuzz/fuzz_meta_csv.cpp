@@ -36,8 +36,8 @@ void check_table(const vbucket::meta_table& t) {
   for (std::size_t i = 0; i < t.size(); ++i) {
     if (unusable(t, i)) continue;  // a row with a non-empty `error` column
     VBUCKET_FUZZ_CHECK(t[i].num_frames >= 1 && t[i].num_frames <= vbucket::max_meta_frames);
-    VBUCKET_FUZZ_CHECK(t[i].height >= 1 && t[i].height <= vbucket::detail::max_side);
-    VBUCKET_FUZZ_CHECK(t[i].width >= 1 && t[i].width <= vbucket::detail::max_side);
+    VBUCKET_FUZZ_CHECK(t[i].height >= 1 && t[i].height <= vbucket::max_meta_side);
+    VBUCKET_FUZZ_CHECK(t[i].width >= 1 && t[i].width <= vbucket::max_meta_side);
     VBUCKET_FUZZ_CHECK(std::isnan(t[i].fps) || (t[i].fps > 0.0 && std::isfinite(t[i].fps)));
   }
 }
