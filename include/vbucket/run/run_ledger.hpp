@@ -127,8 +127,10 @@ class run_ledger {
   /// Writes to `out`, the file (or sink) of rank `rank`.
   run_ledger(ledger_writer out, std::uint32_t rank) : out_(std::move(out)), rank_(rank) {}
 
-  /// The records of `b`, this rank's batch of the run's current step (see the header).
-  void record(const run_plan& run, const run_batch& b) {
+  /// The records of `b`, this rank's batch of the run's current step (see the header), with
+  /// the substitutions a loader made in it (global ids).
+  void record(const run_plan& run, const run_batch& b,
+              std::span<const ledger_substitution> substitutions = {}) {
     if (b.rank != rank_)
       throw error("ledger \"" + out_.path() + "\": a batch of rank " + std::to_string(b.rank) +
                   " in rank " + std::to_string(rank_) + "'s ledger");
@@ -137,7 +139,9 @@ class run_ledger {
       headed_ = run.epoch();
       bases_ = run_id_bases(run);
     }
-    out_.write(run_record(b, bases_));
+    ledger_batch r = run_record(b, bases_);
+    r.substitutions.assign(substitutions.begin(), substitutions.end());
+    out_.write(r);
     if (rank_ == 0 && run.ends_epoch()) write_run_undelivered(out_, run);
   }
 

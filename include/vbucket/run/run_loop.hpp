@@ -78,15 +78,36 @@ class run_loop {
   /// batch of the current step, written to the ledger before it is returned; nullopt (once)
   /// when the epoch of the batch handed out before has ended.
   std::optional<run_batch> next() {
+    std::optional<run_batch> b = take();
+    if (b) record(*b);
+    return b;
+  }
+
+  /// `next()` in two parts, for a loader that decodes the batch before it is handed out
+  /// (`run_loader`): `take()` moves past the batch handed out before and returns this rank's
+  /// batch of the current step, now in hand, with no record; `record` writes its record (with
+  /// the substitutions made in it, global ids) before the batch is handed out.
+  std::optional<run_batch> take() {
     settle();
     if (ended_) {
       ended_ = false;
       return std::nullopt;
     }
     run_batch b = run_.batch(rank_);
-    if (!path_.empty()) record(b);
+    before_ = file_bytes(path_);
     pending_ = true;
     return b;
+  }
+  /// The batch taken was not handed out after all (its decoding failed): it is not in hand.
+  void untake() noexcept { pending_ = false; }
+  /// Records go through the one writer of run records (`run_ledger`): rank 0 declares the
+  /// epoch and closes it; a new writer (after a cut, a load or a new rank) declares the epoch
+  /// again, as a resumed run does.
+  void record(const run_batch& b, std::span<const ledger_substitution> substitutions = {}) {
+    if (path_.empty()) return;
+    if (!out_) out_ = std::make_unique<run_ledger>(ledger_writer(path_), rank_);
+    before_ = file_bytes(path_);
+    out_->record(run_, b, substitutions);
   }
 
   /// The run's state line after the batches handed out (the one handed out last counts as
@@ -188,6 +209,7 @@ class run_loop {
     if (run_.epoch() != e) ended_ = true;
   }
   [[nodiscard]] static std::uint64_t file_bytes(const std::string& path) {
+    if (path.empty()) return 0;
     std::error_code ec;
     const std::uintmax_t n = std::filesystem::file_size(path, ec);
     return ec ? 0 : static_cast<std::uint64_t>(n);
@@ -228,15 +250,6 @@ class run_loop {
     }
     return out;
   }
-  /// The batch's records, through the one writer of run records (`run_ledger`): rank 0
-  /// declares the epoch and closes it; a new writer (after a cut, a load or a new rank) declares
-  /// the epoch again, as a resumed run does.
-  void record(const run_batch& b) {
-    if (!out_) out_ = std::make_unique<run_ledger>(ledger_writer(path_), rank_);
-    before_ = file_bytes(path_);
-    out_->record(run_, b);
-  }
-
   run_plan& run_;
   std::uint32_t rank_ = 0;
   std::string dir_, path_;

@@ -278,6 +278,24 @@ class run_plan {
     return fingerprints_;
   }
   [[nodiscard]] std::span<const batch_size_cap> caps() const noexcept { return pos_.caps; }
+  /// The schedule the current step's batches come from (the current segment's plan dealt to
+  /// the current world), and the current step's place in it: what a loader over the run
+  /// follows (`run_loader`). It changes when `deals()` does.
+  [[nodiscard]] const std::variant<epoch_schedule, packed_schedule>& schedule() const noexcept {
+    return pos_.sched;
+  }
+  [[nodiscard]] std::uint64_t step_in_schedule() const noexcept { return step_in_deal(); }
+  /// A count of the schedules the run has dealt (a new segment, world, epoch or state each
+  /// deal again): a loader that follows `schedule()` follows it while this count stays.
+  [[nodiscard]] std::uint64_t deals() const noexcept { return deals_; }
+  /// The samples of the current segment's plan (its sample indices are below).
+  [[nodiscard]] std::size_t segment_size() const noexcept {
+    return pos_.all ? pos_.drawn.size() : pos_.remaining.size();
+  }
+  /// The drawn position (in `drawn()`) of sample `i` of the current segment's plan.
+  [[nodiscard]] std::uint32_t segment_draw(std::uint32_t i) const noexcept {
+    return pos_.all ? i : pos_.remaining[i];
+  }
   /// Steps left in the current epoch under the current world and settings (the current one
   /// included).
   [[nodiscard]] std::uint64_t steps_left() const noexcept { return steps_total() - step_in_deal(); }
@@ -507,6 +525,7 @@ class run_plan {
       apply_state(std::move(st));
     } catch (...) {
       pos_ = std::move(saved);
+      ++deals_;  // the schedule is the saved one again, but a loader may have followed another
       throw;
     }
   }
@@ -1009,6 +1028,7 @@ class run_plan {
     pos_.consumed = 0;
   }
   void deal() {
+    ++deals_;
     if (const auto* p = std::get_if<epoch_plan>(&pos_.plan))
       pos_.sched = p->deal(pos_.world, pos_.consumed, opts_.drop_last);
     else
@@ -1113,7 +1133,8 @@ class run_plan {
   std::vector<run_stage> stages_;
   run_options opts_;
   std::vector<std::uint64_t> fingerprints_;
-  position pos_;  // what `load` changes
+  std::uint64_t deals_ = 0;  // schedules dealt (`deals()`)
+  position pos_;             // what `load` changes
 };
 
 }  // namespace vbucket

@@ -46,6 +46,7 @@ namespace detail {
 inline constexpr std::uint64_t run_domain_draw = 0xbe5466cf34e90c6cULL;
 inline constexpr std::uint64_t run_domain_assign = 0xc0ac29b7c97c50ddULL;
 inline constexpr std::uint64_t run_domain_segment = 0x3f84d5b5b5470917ULL;
+inline constexpr std::uint64_t run_domain_crop = 0x9d2c5680a3f1e7b1ULL;
 
 /// A 64-bit hash of bytes (mix64 over 8-byte words, then the length).
 inline std::uint64_t hash_bytes(std::string_view s, std::uint64_t h = 0) noexcept {
