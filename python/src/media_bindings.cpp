@@ -40,10 +40,12 @@
 #include "vbucket/ffmpeg/sources.hpp"  // list_sources (tar shards, URLs)
 #include "vbucket/load/loader.hpp"
 #include "vbucket/load/staging.hpp"
+#include "vbucket/run/run_loader.hpp"  // run_loader: the Loader over a run
 
 #include "staging_backend.hpp"  // py_backend
 
 #include "glue.hpp"
+#include "run_glue.hpp"  // py_run_plan
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -376,20 +378,24 @@ struct loader_core {
   std::unique_ptr<py_backend> backend;
   std::unique_ptr<py_ring> ring;
   std::unique_ptr<ff::file_decoder> decoder;
+  std::vector<std::unique_ptr<ff::file_decoder>> decoders;  // a run's, one per source
   std::unique_ptr<file_loader> loader;
+  std::unique_ptr<vbucket::run_loader<ff::file_decoder, py_backend>> run_loader;
   std::size_t slots = 0;
   std::atomic<std::size_t> held{0};  // batches handed to Python and not yet freed
 };
 
 /// One batch handed to Python: its slot, and the core that keeps the ring alive.
-struct batch_holder {
+template <class Batch>
+struct holder_of {
   std::shared_ptr<loader_core> core;
-  file_loader::loaded_batch batch;
-  ~batch_holder() {
+  Batch batch;
+  ~holder_of() {
     batch.slot = {};  // back to the ring first, then the count
     core->held.fetch_sub(1);
   }
 };
+using batch_holder = holder_of<file_loader::loaded_batch>;
 
 vbucket::element_type parse_dtype(const std::string& s) {
   if (s == "uint8") return vbucket::element_type::u8;
@@ -435,11 +441,11 @@ nb::dlpack::dtype dlpack_dtype(vbucket::element_type t) {
 /// A host batch as a torch tensor over its slot, no copy: the tensor owns the holder. A packed
 /// batch is its flat buffer (1-D), and `packed["tensors"]` gets the per-clip views (sharing
 /// the owner).
-nb::object torch_tensor(std::unique_ptr<batch_holder> holder, nb::object packed) {
+template <class Holder>
+nb::object torch_tensor(std::unique_ptr<Holder> holder, nb::object packed) {
   const vbucket::tensor_view& v = holder->batch.tensor.view;
   const auto& clips = holder->batch.packed;
-  nb::capsule owner(holder.release(),
-                    [](void* p) noexcept { delete static_cast<batch_holder*>(p); });
+  nb::capsule owner(holder.release(), [](void* p) noexcept { delete static_cast<Holder*>(p); });
   const nb::dlpack::dtype dt = dlpack_dtype(v.type);
   if (clips) {
     nb::list views;
@@ -602,6 +608,111 @@ nb::dict fields_dict(vbucket::batch_fields&& f) {
   return d;
 }
 
+/// A packed batch's layout as the Python Batch's `packed` dict (None for a fixed batch):
+/// cu_seqlens (int32 tensor), max_seqlen, thw, buckets and shapes per clip, offsets (element
+/// offsets of the clips, n + 1); `torch_tensor` adds the per-clip views.
+template <class Batch>
+nb::object packed_dict(const Batch& b) {
+  if (!b.packed) return nb::none();
+  const auto& p = *b.packed;
+  const std::size_t es = vbucket::element_size(b.tensor.view.type);
+  nb::list thw, buckets, offsets, shapes;
+  for (std::size_t c = 0; c < p.clips.size(); ++c) {
+    const auto& cs = p.clips[c].view.shape;
+    shapes.append(nb::make_tuple(cs[1], cs[2], cs[3], cs[4]));
+    thw.append(nb::make_tuple(p.shapes[c].frames, p.shapes[c].height, p.shapes[c].width));
+    buckets.append(p.buckets[c]);
+  }
+  for (const std::size_t o : p.offsets) offsets.append(o / es);
+  auto* cu = new std::vector<std::int32_t>(p.cu_seqlens);
+  nb::capsule cu_owner(cu,
+                       [](void* q) noexcept { delete static_cast<std::vector<std::int32_t>*>(q); });
+  const std::size_t cu_shape[1] = {cu->size()};
+  nb::dict d;
+  d["cu_seqlens"] =
+      nb::cast(nb::ndarray<nb::pytorch, std::int32_t>(cu->data(), 1, cu_shape, cu_owner));
+  d["max_seqlen"] = p.max_seqlen;
+  d["thw"] = thw;
+  d["buckets"] = buckets;
+  d["offsets"] = offsets;
+  d["shapes"] = shapes;
+  return d;
+}
+
+/// The loader options and decoder options of a Loader's keywords over a run spec's media
+/// fields (`media_spec`).
+struct loader_setup {
+  vbucket::loader_options loader;
+  ff::file_decoder::options decoder;
+};
+loader_setup loader_setup_of(const run_spec& spec, unsigned workers, std::size_t prefetch,
+                             const std::string& dtype, const std::string& layout,
+                             std::array<double, 3> mean, std::array<double, 3> stdev, bool pixels,
+                             const std::string& filter,
+                             const std::map<std::string, std::string>& network,
+                             const std::string& frame_choice) {
+  const run_spec media = media_spec(spec, network);
+  loader_setup out;
+  vbucket::loader_options& o = out.loader;
+  o.outage_deadline_seconds = media.outage_deadline;
+  o.pixels = pixels;
+  o.workers = workers;
+  o.prefetch = prefetch;
+  o.layout = parse_clip_layout(layout) == ff::layout::thwc ? vbucket::clip_layout::thwc
+                                                           : vbucket::clip_layout::cthw;
+  o.element = parse_dtype(dtype);
+  for (std::size_t c = 0; c < 3; ++c) {
+    o.normalize.mean[c] = static_cast<float>(mean[c]);
+    o.normalize.std[c] = static_cast<float>(stdev[c]);
+  }
+  ff::file_decoder::options& d = out.decoder;
+  d.filter = parse_filter(filter);
+  d.limits = ff::limits_of(media);
+  d.choice = parse_choice(frame_choice);
+  if (spec.rule == rule_kind::opensora_v2) {
+    d.fps_max = spec.v2_rule().fps_max;
+  } else {
+    d.frame_interval = spec.v12_rule().frame_interval;
+  }
+  return out;
+}
+
+/// The clip of each of `rows` rows, from any source form (the library's one resolver).
+std::vector<std::string> clip_paths_of(const std::vector<std::string>& sources, bool one,
+                                       std::size_t rows, const ff::limits& limits,
+                                       const std::string& what) {
+  nb::gil_scoped_release release;
+  try {
+    return one && sources.size() == 1 ? ff::clip_paths(sources[0], rows, 0, limits)
+                                      : ff::clip_paths(sources, rows, 0, limits);
+  } catch (const vbucket::error& e) {
+    throw vbucket::error(what + ": " + e.what());
+  }
+}
+
+/// A loader's figures as the Python Loader's `stats()` dict.
+nb::dict stats_dict(const vbucket::loader_stats& s) {
+  nb::dict d;
+  d["batches"] = s.batches;
+  d["samples"] = s.samples;
+  d["repeat_batches"] = s.repeat_batches;
+  d["decoded"] = s.decoded;
+  d["failed"] = s.failed;
+  d["substitutions"] = s.substitutions;
+  d["stalls"] = s.stalls;
+  d["stall_seconds"] = s.stall_seconds;
+  d["unavailable"] = s.unavailable;
+  d["decode_seconds"] = s.decode_seconds;
+  d["convert_seconds"] = s.convert_seconds;
+  d["slot_wait_seconds"] = s.slot_wait_seconds;
+  d["trainer_wait_seconds"] = s.trainer_wait_seconds;
+  d["elapsed_seconds"] = s.elapsed_seconds;
+  d["max_ready"] = s.max_ready;
+  d["mean_ready"] = s.mean_ready;
+  d["samples_per_second"] = s.samples_per_second();
+  return d;
+}
+
 class py_loader {
  public:
   py_loader(const py_sampler& sampler, const std::vector<std::string>& sources, bool one,
@@ -610,29 +721,10 @@ class py_loader {
             int pin_device, nb::list fields, bool pixels, const std::string& filter,
             const std::map<std::string, std::string>& network, const std::string& frame_choice) {
     // The sampler's run (a run file's media fields too), the Loader's keywords over it.
-    const run_spec media = media_spec(sampler.spec(), network);
-    vbucket::loader_options o;
-    o.outage_deadline_seconds = media.outage_deadline;
-    o.pixels = pixels;
-    o.workers = workers;
-    o.prefetch = prefetch;
-    o.layout = parse_clip_layout(layout) == ff::layout::thwc ? vbucket::clip_layout::thwc
-                                                             : vbucket::clip_layout::cthw;
-    o.element = parse_dtype(dtype);
-    for (std::size_t c = 0; c < 3; ++c) {
-      o.normalize.mean[c] = static_cast<float>(mean[c]);
-      o.normalize.std[c] = static_cast<float>(stdev[c]);
-    }
-    ff::file_decoder::options d;
-    d.filter = parse_filter(filter);
-    d.limits = ff::limits_of(media);
-    d.choice = parse_choice(frame_choice);
-    const run_spec& a = sampler.spec();
-    if (a.rule == rule_kind::opensora_v2) {
-      d.fps_max = a.v2_rule().fps_max;
-    } else {
-      d.frame_interval = a.v12_rule().frame_interval;
-    }
+    loader_setup setup = loader_setup_of(sampler.spec(), workers, prefetch, dtype, layout, mean,
+                                         stdev, pixels, filter, network, frame_choice);
+    vbucket::loader_options& o = setup.loader;
+    const ff::file_decoder::options& d = setup.decoder;
     // The plan's fingerprint with its schedule: the sampler may move on (set_epoch) while
     // the loader runs, and the loader's states are positions in its own plan.
     // The loader starts where an iteration of the sampler would (after one that ran to its
@@ -675,17 +767,9 @@ class py_loader {
           "every decoded clip against the metadata table: give the sampler the table "
           "(a path, DataFrame or Meta) instead");
     const std::size_t rows = sampler.meta()->size();
-    std::vector<std::string> paths(pixels ? 0 : rows);  // without pixels: never opened
-    if (pixels) {
-      // The clip of each row, from any source form (the library's one resolver)
-      nb::gil_scoped_release release;
-      try {
-        paths = one && sources.size() == 1 ? ff::clip_paths(sources[0], rows, 0, d.limits)
-                                           : ff::clip_paths(sources, rows, 0, d.limits);
-      } catch (const vbucket::error& e) {
-        throw vbucket::error(std::string("Loader: paths: ") + e.what());
-      }
-    }
+    std::vector<std::string> paths = pixels ? clip_paths_of(sources, one, rows, d.limits,
+                                                            "Loader: paths")
+                                            : std::vector<std::string>(rows);  // never opened
     o.fields = make_fields(fields, sampler.meta()->size());
     core_->decoder =
         std::make_unique<ff::file_decoder>(std::move(paths), *sampler.meta(), d);  // checks sizes
@@ -751,32 +835,7 @@ class py_loader {
     if (!b) throw nb::stop_iteration();
     core_->held.fetch_add(1);
     std::unique_ptr<batch_holder> holder(new batch_holder{core_, std::move(*b)});
-    nb::object packed = nb::none();
-    if (holder->batch.packed) {
-      const auto& p = *holder->batch.packed;
-      const std::size_t es = vbucket::element_size(holder->batch.tensor.view.type);
-      nb::list thw, buckets, offsets, shapes;
-      for (std::size_t c = 0; c < p.clips.size(); ++c) {
-        const auto& cs = p.clips[c].view.shape;
-        shapes.append(nb::make_tuple(cs[1], cs[2], cs[3], cs[4]));
-        thw.append(nb::make_tuple(p.shapes[c].frames, p.shapes[c].height, p.shapes[c].width));
-        buckets.append(p.buckets[c]);
-      }
-      for (const std::size_t o : p.offsets) offsets.append(o / es);
-      auto* cu = new std::vector<std::int32_t>(p.cu_seqlens);
-      nb::capsule cu_owner(
-          cu, [](void* q) noexcept { delete static_cast<std::vector<std::int32_t>*>(q); });
-      const std::size_t cu_shape[1] = {cu->size()};
-      nb::dict d;
-      d["cu_seqlens"] =
-          nb::cast(nb::ndarray<nb::pytorch, std::int32_t>(cu->data(), 1, cu_shape, cu_owner));
-      d["max_seqlen"] = p.max_seqlen;
-      d["thw"] = thw;
-      d["buckets"] = buckets;
-      d["offsets"] = offsets;
-      d["shapes"] = shapes;
-      packed = d;
-    }
+    nb::object packed = packed_dict(holder->batch);
     const auto& info = holder->batch.info;
     nb::list subs;
     for (const auto& s : holder->batch.substitutions) {
@@ -812,28 +871,7 @@ class py_loader {
   /// The CUDA stream of pinned staging's copies (0 for host memory).
   [[nodiscard]] std::uintptr_t cuda_stream() const { return core_ ? core_->backend->stream() : 0; }
 
-  [[nodiscard]] nb::dict stats() const {
-    const vbucket::loader_stats s = live().stats();
-    nb::dict d;
-    d["batches"] = s.batches;
-    d["samples"] = s.samples;
-    d["repeat_batches"] = s.repeat_batches;
-    d["decoded"] = s.decoded;
-    d["failed"] = s.failed;
-    d["substitutions"] = s.substitutions;
-    d["stalls"] = s.stalls;
-    d["stall_seconds"] = s.stall_seconds;
-    d["unavailable"] = s.unavailable;
-    d["decode_seconds"] = s.decode_seconds;
-    d["convert_seconds"] = s.convert_seconds;
-    d["slot_wait_seconds"] = s.slot_wait_seconds;
-    d["trainer_wait_seconds"] = s.trainer_wait_seconds;
-    d["elapsed_seconds"] = s.elapsed_seconds;
-    d["max_ready"] = s.max_ready;
-    d["mean_ready"] = s.mean_ready;
-    d["samples_per_second"] = s.samples_per_second();
-    return d;
-  }
+  [[nodiscard]] nb::dict stats() const { return stats_dict(live().stats()); }
   [[nodiscard]] std::string stats_table() const {
     return vbucket::format_loader_stats(live().stats());
   }
@@ -879,6 +917,127 @@ class py_loader {
   std::shared_ptr<loader_core> core_;
 };
 
+using run_file_loader = vbucket::run_loader<ff::file_decoder, py_backend>;
+
+/// `vbucket.Loader(run, ...)`'s core: a loader over a run's loop (`vbucket::run_loader`), each
+/// source's clips resolved from its own paths and decoded against its own table. The loop
+/// (Python's Run) keeps its semantics: the Loader hands out the loop's batches, and state,
+/// out-of-memory calls, world changes and loads go to the loop, which the loader follows.
+class py_run_loader {
+ public:
+  py_run_loader(vbucket_py::py_run_plan& plan, vbucket::run_loop& loop,
+                const std::vector<std::vector<std::string>>& sources, const std::vector<bool>& one,
+                unsigned workers, std::size_t prefetch, std::size_t slots, const std::string& dtype,
+                const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev,
+                const std::string& filter, const std::map<std::string, std::string>& network,
+                const std::string& frame_choice)
+      : plan_(plan) {
+    if (&loop.run() != plan.run.get())
+      throw vbucket::error("Loader: the run's loop does not follow its plan");
+    const loader_setup setup = loader_setup_of(plan.spec, workers, prefetch, dtype, layout, mean,
+                                               stdev, true, filter, network, frame_choice);
+    const auto run_sources = loop.run().sources();
+    if (sources.size() != run_sources.size() || one.size() != sources.size()) {
+      std::string names;
+      for (const auto& s : run_sources) names += (names.empty() ? "" : ", ") + s.name;
+      throw vbucket::error("Loader: paths: " + std::to_string(sources.size()) +
+                           " entries for the run's " + std::to_string(run_sources.size()) +
+                           " sources (one per source, in the run file's order: " + names + ")");
+    }
+    if (slots < prefetch + 1)
+      throw vbucket::error("Loader: slots (" + std::to_string(slots) + ") must be at least " +
+                           "prefetch + 1 (" + std::to_string(prefetch + 1) + ")");
+    ff::quiet_logs();
+    core_ = std::make_shared<loader_core>();
+    core_->slots = slots;
+    core_->backend = std::make_unique<py_backend>();
+    vbucket::staging_options so;
+    so.slots = slots;
+    core_->ring = std::make_unique<py_ring>(*core_->backend, so);
+    std::vector<ff::file_decoder*> decoders;
+    for (std::size_t s = 0; s < sources.size(); ++s) {
+      const vbucket::meta_table& table = *run_sources[s].table;
+      std::vector<std::string> paths =
+          clip_paths_of(sources[s], one[s], table.size(), setup.decoder.limits,
+                        "Loader: paths of source \"" + run_sources[s].name + "\"");
+      core_->decoders.push_back(
+          std::make_unique<ff::file_decoder>(std::move(paths), table, setup.decoder));
+      decoders.push_back(core_->decoders.back().get());
+    }
+    core_->run_loader =
+        std::make_unique<run_file_loader>(loop, std::move(decoders), *core_->ring, setup.loader);
+  }
+
+  /// The next batch as (tensor, info, substitutions, packed), or None once at the end of an
+  /// epoch. `info`: the run batch's fields (step, epoch, stage, rank, bucket, thw, source and
+  /// row as decoded, planned_source and planned_row, pads, repeat, world, position);
+  /// substitutions: dicts of clip, failed and replacement (the ledger's global ids), error.
+  nb::object next() {
+    if (closed_) throw vbucket::error("Loader: closed");
+    if (core_->held.load() >= core_->slots)
+      throw std::runtime_error(
+          "Loader: all " + std::to_string(core_->slots) +
+          " staging slots are held by batches still alive (their tensors, or views of them), so "
+          "no further batch can be decoded; drop the old batches (or copy what you keep: "
+          "tensor.clone()), or make the Loader with more slots");
+    std::optional<run_file_loader::loaded_batch> b;
+    {
+      nb::gil_scoped_release release;
+      b = core_->run_loader->next();
+    }
+    if (!b) return nb::none();
+    core_->held.fetch_add(1);
+    nb::dict info = vbucket_py::batch_dict(b->run, plan_.stages[b->run.stage].config);
+    info["source"] = vbucket_py::id_list(b->sources);
+    info["row"] = vbucket_py::id_list(b->rows);
+    info["planned_source"] = vbucket_py::id_list(b->run.sources);
+    info["planned_row"] = vbucket_py::id_list(b->run.rows);
+    info["world"] = b->run.world;
+    info["position"] = b->run.position;
+    nb::list subs;
+    for (const auto& s : b->substitutions) {
+      nb::dict d;
+      d["clip"] = s.slot;
+      d["failed"] = s.failed;
+      d["replacement"] = s.replacement;
+      d["error"] = s.why;
+      subs.append(d);
+    }
+    using holder = holder_of<run_file_loader::inner_loader::loaded_batch>;
+    std::unique_ptr<holder> h(new holder{core_, std::move(b->data)});
+    nb::object packed = packed_dict(h->batch);
+    nb::object tensor = torch_tensor(std::move(h), packed);
+    return nb::make_tuple(tensor, info, subs, packed);
+  }
+
+  [[nodiscard]] nb::dict stats() const { return stats_dict(core_->run_loader->stats()); }
+  [[nodiscard]] std::string stats_table() const {
+    return vbucket::format_loader_stats(core_->run_loader->stats());
+  }
+  [[nodiscard]] std::vector<std::uint64_t> substitutions_by_source() const {
+    return core_->run_loader->substitutions_by_source();
+  }
+  /// Stops the workers (batches handed out stay valid). Idempotent.
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    nb::gil_scoped_release release;
+    core_->run_loader->stop();
+  }
+  [[nodiscard]] bool closed() const noexcept { return closed_; }
+  ~py_run_loader() {
+    if (core_) {
+      nb::gil_scoped_release release;  // as py_loader: a worker may wait for the GIL
+      core_->run_loader.reset();
+    }
+  }
+
+ private:
+  vbucket_py::py_run_plan& plan_;
+  bool closed_ = false;
+  std::shared_ptr<loader_core> core_;
+};
+
 }  // namespace
 
 void vbucket_bind_media(nb::module_& m) {
@@ -916,6 +1075,21 @@ void vbucket_bind_media(nb::module_& m) {
       .def_prop_ro("nbytes", &staged_batch::nbytes)
       .def("submit", &staged_batch::submit, "dst"_a, "nbytes"_a);
 
+  nb::class_<py_run_loader>(m, "RunLoader")
+      .def(nb::init<vbucket_py::py_run_plan&, vbucket::run_loop&,
+                    const std::vector<std::vector<std::string>>&, const std::vector<bool>&,
+                    unsigned, std::size_t, std::size_t, const std::string&, const std::string&,
+                    std::array<double, 3>, std::array<double, 3>, const std::string&,
+                    const std::map<std::string, std::string>&, const std::string&>(),
+           "plan"_a, "loop"_a, "sources"_a, "one"_a, "workers"_a, "prefetch"_a, "slots"_a,
+           "dtype"_a, "layout"_a, "mean"_a, "std"_a, "filter"_a, "media"_a, "frame_choice"_a,
+           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
+      .def("next", &py_run_loader::next)
+      .def("stats", &py_run_loader::stats)
+      .def("stats_table", &py_run_loader::stats_table)
+      .def("substitutions_by_source", &py_run_loader::substitutions_by_source)
+      .def("close", &py_run_loader::close)
+      .def_prop_ro("closed", &py_run_loader::closed);
   nb::class_<py_loader>(m, "Loader")
       .def(nb::init<const py_sampler&, const std::vector<std::string>&, bool, unsigned, std::size_t,
                     std::size_t, const std::string&, const std::string&, std::array<double, 3>,

@@ -21,75 +21,13 @@
 #include "vbucket/run/run_loop.hpp"    // run_loop: the trainer's loop, its ledger
 #include "vbucket/run/run_plan.hpp"
 
+#include "run_glue.hpp"  // py_run_plan
+
 namespace nb = nanobind;
+using vbucket_py::batch_dict;
+using vbucket_py::py_run_plan;
 
-namespace {
-
-struct py_run_plan {
-  std::vector<vbucket::run_stage> stages;  // for naming buckets
-  std::unique_ptr<vbucket::run_plan> run;
-  std::uint64_t seed = 0;
-  std::string ledger_dir;
-  std::map<std::uint32_t, std::unique_ptr<vbucket::run_ledger>> ledgers;
-
-  explicit py_run_plan(const std::string& path) {
-    vbucket::json::run_plan_file f = vbucket::json::load_run_plan_file(path);
-    stages = f.stages;
-    seed = f.options.seed;
-    run = std::make_unique<vbucket::run_plan>(f.sources, f.stages, f.options);
-  }
-
-  /// What `vbucket plan --run --ledger DIR` writes for the current step: each rank's batch,
-  /// and in rank 0's ledger the epoch's declaration and undelivered samples (`run_ledger`).
-  void write_ledger(const std::string& dir, std::vector<std::uint32_t> ranks) {
-    if (ranks.empty())
-      for (std::uint32_t r = 0; r < run->world(); ++r) ranks.push_back(r);
-    if (ledger_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(dir, ec);
-      if (ec) throw vbucket::error("ledger " + dir + ": " + ec.message());
-      ledger_dir = dir;
-    } else if (dir != ledger_dir) {
-      throw vbucket::error("ledger " + dir + ": this run writes its ledger to " + ledger_dir);
-    }
-    for (const std::uint32_t r : ranks) {
-      if (r >= run->world())
-        throw vbucket::error("run: rank " + std::to_string(r) + " is not below world " +
-                             std::to_string(run->world()));
-      std::unique_ptr<vbucket::run_ledger>& l = ledgers[r];
-      if (!l) l = std::make_unique<vbucket::run_ledger>(ledger_dir, r);
-      l->record(*run, run->batch(r));
-    }
-  }
-};
-
-nb::list id_list(const std::vector<std::uint32_t>& v) {
-  nb::list out;
-  for (const std::uint32_t x : v) out.append(x);
-  return out;
-}
-
-nb::dict batch_dict(const vbucket::run_batch& b, const vbucket::bucket_config& cfg) {
-  nb::dict d;
-  d["step"] = b.step;
-  d["epoch"] = b.epoch;
-  d["stage"] = b.stage;
-  d["rank"] = b.rank;
-  if (b.bucket >= 0 && static_cast<std::size_t>(b.bucket) < cfg.num_buckets()) {
-    d["bucket"] = nb::make_tuple(cfg.resolution_of(b.bucket).info.name,
-                                 cfg.frames_of(b.bucket).frames, cfg.ratio_of(b.bucket).key);
-  } else {
-    d["bucket"] = nb::none();
-  }
-  d["thw"] = nb::make_tuple(b.frames, b.height, b.width);
-  d["source"] = id_list(b.sources);
-  d["row"] = id_list(b.rows);
-  d["pads"] = b.pads;
-  d["repeat"] = b.repeat;
-  return d;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void vbucket_bind_run(nb::module_& m) {
   nb::class_<py_run_plan>(m, "RunPlan",
@@ -164,6 +102,14 @@ void vbucket_bind_run(nb::module_& m) {
           "stage", [](const py_run_plan& p) { return p.run->stage(); }, "The current stage.")
       .def_prop_ro(
           "world", [](const py_run_plan& p) { return p.run->world(); }, "The number of ranks.")
+      .def_prop_ro(
+          "source_names",
+          [](const py_run_plan& p) {
+            std::vector<std::string> out;
+            for (const vbucket::run_source& s : p.run->sources()) out.push_back(s.name);
+            return out;
+          },
+          "The sources' names, in the run file's order.")
       .def_prop_ro(
           "steps_left", [](const py_run_plan& p) { return p.run->steps_left(); },
           "Steps left in the current epoch.");

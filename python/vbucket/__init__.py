@@ -23,6 +23,7 @@ from .media import Batch, Loader, decode_clip, scan
 from .plots import plot_stats
 from .precompute import cache_plan, precompute
 from .run import Run
+from .run_loader import RunBatch, RunLoader
 
 if getattr(_vbucket, "HAS_FFMPEG", False):
     from ._vbucket import DecodeError
@@ -48,6 +49,8 @@ __all__ = [
     "GroupSchedule",
     "Loader",
     "Run",
+    "RunBatch",
+    "RunLoader",
     "VariableVideoBatchSampler",
     "assign",
     "cache_plan",

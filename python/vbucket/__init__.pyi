@@ -2,7 +2,7 @@
 
 import os
 from collections.abc import Mapping
-from typing import Any, Iterator, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import pandas as pd
@@ -229,6 +229,10 @@ class Batch:
     substitutions: List[dict]
 
 class Loader:
+    @overload
+    def __new__(cls, sampler: Run, paths: Any, **kwargs: Any) -> RunLoader: ...  # type: ignore[misc]
+    @overload
+    def __new__(cls, sampler: VariableVideoBatchSampler, paths: Any, **kwargs: Any) -> Loader: ...
     def __init__(
         self,
         sampler: VariableVideoBatchSampler,
@@ -290,6 +294,71 @@ class Run:
     def state(self) -> str: ...
     def state_dict(self) -> dict[str, str]: ...
     def load_state_dict(self, d: Mapping[str, str], world: Optional[int] = ...) -> None: ...
+    @property
+    def source_names(self) -> list[str]: ...
+
+class RunBatch:
+    tensor: Any
+    source: np.ndarray
+    row: np.ndarray
+    planned_source: np.ndarray
+    planned_row: np.ndarray
+    step: int
+    epoch: int
+    stage: int
+    rank: int
+    world: int
+    bucket: Any
+    thw: Any
+    pads: int
+    repeat: bool
+    position: int
+    substitutions: list[dict]
+    packed: bool
+    tensors: Optional[list[Any]]
+    cu_seqlens: Any
+    max_seqlen: Optional[int]
+    offsets: Optional[list[int]]
+    def __len__(self) -> int: ...
+
+class RunLoader:
+    def __init__(
+        self,
+        run: Run,
+        paths: Union[Sequence[Any], Mapping[str, Any]],
+        *,
+        workers: int = ...,
+        prefetch: int = ...,
+        dtype: Literal["uint8", "float32", "bfloat16"] = ...,
+        layout: Literal["thwc", "cthw"] = ...,
+        mean: Union[float, Sequence[float]] = ...,
+        std: Union[float, Sequence[float]] = ...,
+        pin_memory: bool = ...,
+        slots: Optional[int] = ...,
+        filter: Literal["opensora", "bilinear", "bicubic", "area", "nearest"] = ...,
+        timeout: Optional[float] = ...,
+        io_timeout: Optional[float] = ...,
+        retries: Optional[int] = ...,
+        outage_deadline: Optional[float] = ...,
+        frame_choice: Literal["opensora", "stride"] = ...,
+        fields: None = ...,
+        tensors: None = ...,
+    ) -> None: ...
+    @property
+    def run(self) -> Run: ...
+    def __iter__(self) -> Iterator[RunBatch]: ...
+    def next(self) -> Optional[RunBatch]: ...
+    def __len__(self) -> int: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, d: dict, world: Optional[int] = ...) -> None: ...
+    def out_of_memory(self, ranks: Sequence[int] = ..., factor: float = ...) -> None: ...
+    def set_world(self, world: int, rank: Optional[int] = ...) -> None: ...
+    def substitutions_by_source(self) -> dict[str, int]: ...
+    def stats(self) -> dict: ...
+    def stats_table(self) -> str: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> RunLoader: ...
+    def __exit__(self, *exc: Any) -> None: ...
 
 class GroupSchedule:
     @property

@@ -61,6 +61,22 @@ class StagedBatch:
 
     def submit(self, dst: int, nbytes: int) -> None: ...
 
+class RunLoader:
+    def __init__(self, plan: RunPlan, loop: RunLoop, sources: Sequence[Sequence[str]], one: Sequence[bool], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], filter: str, media: Mapping[str, str], frame_choice: str) -> None: ...
+
+    def next(self) -> object: ...
+
+    def stats(self) -> dict: ...
+
+    def stats_table(self) -> str: ...
+
+    def substitutions_by_source(self) -> list[int]: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
 class Loader:
     def __init__(self, sampler: Sampler, sources: Sequence[str], one: bool, workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], pin_device: int, fields: list, pixels: bool, filter: str, network: Mapping[str, str], frame_choice: str = ...) -> None: ...
 
@@ -159,6 +175,10 @@ class RunPlan:
     @property
     def world(self) -> int:
         """The number of ranks."""
+
+    @property
+    def source_names(self) -> list[str]:
+        """The sources' names, in the run file's order."""
 
     @property
     def steps_left(self) -> int:

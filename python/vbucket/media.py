@@ -436,6 +436,22 @@ def _check_int(name: str, v, low: int, high: int, hint: str = "") -> int:
     return v
 
 
+_CHOICES = {"dtype": ("uint8", "float32", "bfloat16"),
+            "filter": ("opensora", "bilinear", "bicubic", "area", "nearest"),
+            "frame_choice": ("opensora", "stride"),
+            "layout": ("thwc", "cthw")}
+
+
+def _check_choices(pin_memory, **choices) -> None:
+    """ValueError naming the Loader keyword whose value is not one it takes."""
+    for name, v in choices.items():
+        if v not in _CHOICES[name]:
+            raise ValueError(f"Loader: {name} must be one of {', '.join(_CHOICES[name])}; "
+                             f"got {v!r}")
+    if not isinstance(pin_memory, bool):
+        raise ValueError(f"Loader: pin_memory must be True or False, got {pin_memory!r}")
+
+
 class Loader:
     """The batches of a ``VariableVideoBatchSampler`` (from its current state, this rank's) as
     torch tensors, decoded by ``workers`` C++ threads straight into staging memory.
@@ -529,6 +545,14 @@ class Loader:
     MAX_WORKERS = 1024
     MAX_PREFETCH = 1 << 16
 
+    def __new__(cls, sampler=None, *args: Any, **kwargs: Any):
+        # A run (vbucket.Run) has its own loader: Loader(run, paths, ...) is a RunLoader.
+        from .run import Run
+        if cls is Loader and isinstance(sampler, Run):
+            from .run_loader import RunLoader
+            return RunLoader(sampler, *args, **kwargs)
+        return super().__new__(cls)
+
     @_core.takes_run_fields(*_core.MEDIA_FIELDS, doc="Media fields (None: the sampler's)")
     def __init__(self, sampler, paths: Union[PathLike, Sequence[PathLike], None], *,
                  workers: int = 4,
@@ -558,16 +582,8 @@ class Loader:
             slots = prefetch + 2
         _check_int("slots", slots, prefetch + 1, self.MAX_PREFETCH + 2,
                    f" (at least prefetch + 1 = {prefetch + 1})")
-        for name, v, allowed in (("dtype", dtype, ("uint8", "float32", "bfloat16")),
-                                 ("filter", filter, ("opensora", "bilinear", "bicubic", "area",
-                                                     "nearest")),
-                                 ("frame_choice", frame_choice, ("opensora", "stride")),
-                                 ("layout", layout, ("thwc", "cthw"))):
-            if v not in allowed:
-                raise ValueError(f"Loader: {name} must be one of {', '.join(allowed)}; "
-                                 f"got {v!r}")
-        if not isinstance(pin_memory, bool):
-            raise ValueError(f"Loader: pin_memory must be True or False, got {pin_memory!r}")
+        _check_choices(dtype=dtype, filter=filter, frame_choice=frame_choice, layout=layout,
+                       pin_memory=pin_memory)
         rows = _vbucket.sampler_rows(core)
         spec = _columns("fields", fields, sampler, rows) + _columns("tensors", tensors, sampler,
                                                                     rows)

@@ -66,6 +66,11 @@ class Run:
         return int(self._plan.stage)
 
     @property
+    def source_names(self) -> list[str]:
+        """The sources' names, in the run file's order (``batch["source"]`` indexes them)."""
+        return list(self._plan.source_names)
+
+    @property
     def world(self) -> int:
         return int(self._plan.world)
 

@@ -1,0 +1,212 @@
+"""``vbucket.Loader(run, paths, ...)``: the batches of a run (``vbucket.Run``: several weighted
+sources, stages, out-of-memory steps, world changes) decoded by C++ workers, each source's clips
+from its own paths (``vbucket::run_loader``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Iterator, Optional, Sequence
+
+import numpy as np
+
+from . import _core, _vbucket
+from ._optional import need
+from .media import _check_choices, _check_int, _need_ffmpeg, _sources, _triple
+from .run import Run
+
+
+class RunBatch:
+    """One batch of a ``Loader`` over a run.
+
+    ``tensor``: a ``torch.Tensor`` over the loader's staging memory, (B, T, H, W, 3) for layout
+    "thwc", (B, 3, T, H, W) for "cthw"; a packed stage's batch is its flat buffer (1-D) with
+    ``tensors`` (a view per clip), ``cu_seqlens``, ``max_seqlen`` and ``offsets``, as
+    ``vbucket.Batch``. ``source``, ``row``: each clip's source (its index in the run file) and
+    row, as decoded (a failed clip holds its replacement: a sample of the same bucket);
+    ``planned_source``, ``planned_row``: as the run planned them. ``step`` (the run's),
+    ``epoch``, ``stage``, ``rank``, ``world``, ``bucket`` (resolution, frames, aspect), ``thw``,
+    ``pads`` (the last ``pads`` entries repeat samples), ``repeat`` (a rank-alignment repeat),
+    ``position``; ``substitutions``: one dict per replaced clip (clip, failed, replacement as
+    the ledger's global ids, error).
+    """
+
+    __slots__ = ("tensor", "source", "row", "planned_source", "planned_row", "step", "epoch",
+                 "stage", "rank", "world", "bucket", "thw", "pads", "repeat", "position",
+                 "substitutions", "packed", "tensors", "cu_seqlens", "max_seqlen", "offsets")
+
+    def __init__(self, tensor, info: dict, substitutions: list, packed) -> None:
+        self.tensor = tensor
+        for key in ("step", "epoch", "stage", "rank", "world", "bucket", "thw", "pads", "repeat",
+                    "position"):
+            setattr(self, key, info[key])
+        for key in ("source", "row", "planned_source", "planned_row"):
+            setattr(self, key, np.asarray(info[key], dtype=np.uint32))
+        self.substitutions = substitutions
+        self.packed = packed is not None
+        self.tensors = self.cu_seqlens = self.max_seqlen = self.offsets = None
+        if packed is not None:
+            if tensor.device.type == "cpu":
+                self.tensors = packed["tensors"]
+                self.cu_seqlens = packed["cu_seqlens"]
+            else:
+                o = packed["offsets"]
+                self.tensors = [tensor[o[i]:o[i + 1]].view(shape)
+                                for i, shape in enumerate(packed["shapes"])]
+                self.cu_seqlens = packed["cu_seqlens"].to(tensor.device)
+            self.max_seqlen = packed["max_seqlen"]
+            self.offsets = packed["offsets"]
+            self.thw = packed["thw"]
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def __repr__(self) -> str:
+        return (f"RunBatch(step={self.step}, epoch={self.epoch}, stage={self.stage}, "
+                f"size={len(self.row)}, thw={self.thw}, substitutions={len(self.substitutions)})")
+
+
+class RunLoader:
+    """The batches of a ``vbucket.Run`` (this rank's), decoded by ``workers`` C++ threads; made
+    by ``vbucket.Loader(run, paths, ...)``.
+
+    ``paths``: one entry per source of the run, in the run file's order (a sequence), or a dict
+    keyed by source name; each entry is what ``Loader`` takes for a sampler (a directory, a list
+    file, a tar shard, a URL, a sequence of these, or one path per row of that source's table).
+    ``dtype``, ``layout``, ``mean``, ``std``, ``filter``, ``frame_choice``, ``workers``,
+    ``prefetch``, ``slots`` and the media fields are ``Loader``'s (None: the run file's).
+    ``pin_memory=True`` copies each batch through ``tensor.pin_memory()`` to the current CUDA
+    device.
+
+    The loop is the run's (``vbucket::run_loop``): ``for batch in loader:`` hands out this
+    rank's batches of the current epoch and ends once at its end (the next loop goes on with
+    the next epoch). ``state_dict()`` taken after batch k resumes at batch k + 1;
+    ``out_of_memory(ranks)`` after batch k makes the next batch step k planned again;
+    ``set_world``; ``load_state_dict(d, world=None)`` resumes under the world ``d`` was saved
+    under unless ``world`` is given. These are the run's calls (``loader.run`` is the run), and
+    the loader follows them. A run made with ``ledger=DIR`` records every batch handed out (its
+    substitutions included, global ids) before it is handed out; ``vbucket audit DIR`` proves
+    what the trainer received.
+
+    A clip that fails to decode is replaced by another sample of its bucket (counted per source
+    in ``substitutions_by_source()``, listed in ``batch.substitutions``). The temporal crop of a
+    sample depends on (run seed, source, epoch, row) only. Batches are decoded ``prefetch``
+    ahead within a schedule; at a change (a new stage or segment, an out-of-memory step, a world
+    change, a new epoch) the loader starts again from the run's step.
+    """
+
+    def __init__(self, run: Run, paths, *, workers: int = 4, prefetch: int = 2,
+                 dtype: str = "uint8", layout: str = "thwc", mean=(0.5, 0.5, 0.5),
+                 std=(0.5, 0.5, 0.5), pin_memory: bool = False, slots: Optional[int] = None,
+                 filter: str = "opensora", timeout: Optional[float] = None,
+                 io_timeout: Optional[float] = None, retries: Optional[int] = None,
+                 outage_deadline: Optional[float] = None,
+                 frame_choice: str = "opensora", fields=None, tensors=None) -> None:
+        from .media import Loader
+
+        _need_ffmpeg("Loader")
+        torch = need("torch", "vbucket.Loader")
+        if fields is not None or tensors is not None:
+            raise ValueError("Loader: fields= and tensors= are not supported over a run yet")
+        if paths is None:
+            raise ValueError("Loader: a run's loader decodes pixels: give paths (one entry per "
+                             "source)")
+        _check_int("workers", workers, 1, Loader.MAX_WORKERS)
+        _check_int("prefetch", prefetch, 1, Loader.MAX_PREFETCH)
+        if slots is None:
+            slots = prefetch + 2
+        _check_int("slots", slots, prefetch + 1, Loader.MAX_PREFETCH + 2,
+                   f" (at least prefetch + 1 = {prefetch + 1})")
+        _check_choices(dtype=dtype, filter=filter, frame_choice=frame_choice, layout=layout,
+                       pin_memory=pin_memory)
+        names = list(run.source_names)
+        if isinstance(paths, Mapping):
+            unknown = sorted(set(paths) - set(names))
+            missing = [n for n in names if n not in paths]
+            if unknown or missing:
+                raise ValueError(f"Loader: paths: the run's sources are {names}; "
+                                 f"missing {missing}, unknown {unknown}")
+            paths = [paths[n] for n in names]
+        elif isinstance(paths, (str, os.PathLike)) or not isinstance(paths, Sequence):
+            raise ValueError("Loader: paths: one entry per source of the run (a sequence in the "
+                             f"run file's order, or a dict keyed by name: {names})")
+        if len(paths) != len(names):
+            raise ValueError(f"Loader: paths: {len(paths)} entries for the run's {len(names)} "
+                             f"sources ({', '.join(names)})")
+        resolved = [_sources("Loader", p) for p in paths]
+        media = _core.media_texts("Loader", timeout=timeout, io_timeout=io_timeout,
+                                  retries=retries, outage_deadline=outage_deadline)
+        self._device = None
+        if pin_memory:
+            if not torch.cuda.is_available():
+                raise RuntimeError("Loader: pin_memory=True needs a CUDA-enabled torch and a GPU")
+            self._device = torch.device("cuda", torch.cuda.current_device())
+        self._run = run
+        self._core = _vbucket.RunLoader(run._plan, run._loop, [r[0] for r in resolved],
+                                        [bool(r[1]) for r in resolved], workers, prefetch, slots,
+                                        dtype, layout, _triple("mean", mean), _triple("std", std),
+                                        filter, media, frame_choice)
+
+    @property
+    def run(self) -> Run:
+        """The run this loader follows."""
+        return self._run
+
+    def __iter__(self) -> Iterator[RunBatch]:
+        """This rank's batches of the current epoch, from the run's position on."""
+        while True:
+            got = self._core.next()
+            if got is None:
+                return
+            tensor, info, subs, packed = got
+            if self._device is not None:
+                tensor = tensor.pin_memory().to(self._device, non_blocking=True)
+            yield RunBatch(tensor, info, subs, packed)
+
+    def next(self) -> Optional[RunBatch]:
+        """The next batch, or None once at the end of an epoch."""
+        return next(iter(self), None)
+
+    def __len__(self) -> int:
+        """Steps left in the current epoch (the batch in hand, if any, included)."""
+        return len(self._run)
+
+    def state_dict(self) -> dict:
+        """The run's state after the batches handed out: a run loaded from it (and a Loader over
+        it) hands out the next batch."""
+        return self._run.state_dict()
+
+    def load_state_dict(self, d: dict, world: Optional[int] = None) -> None:
+        """Resumes the run from ``d`` under the world it was saved under (or ``world``)."""
+        self._run.load_state_dict(d, world)
+
+    def out_of_memory(self, ranks: Sequence[int] = (), factor: float = 0.5) -> None:
+        """The batch in hand failed (out of memory on ``ranks``; empty: all): the next batch
+        handed out is its step planned again with smaller batches."""
+        self._run.out_of_memory(ranks, factor)
+
+    def set_world(self, world: int, rank: Optional[int] = None) -> None:
+        """From the step after the batch in hand, ``world`` ranks (every rank calls it)."""
+        self._run.set_world(world, rank)
+
+    def substitutions_by_source(self) -> dict:
+        """Replaced clips so far, per source name (of the sample that failed)."""
+        return dict(zip(self._run.source_names, self._core.substitutions_by_source()))
+
+    def stats(self) -> dict:
+        """Loader figures over every schedule followed (as ``Loader.stats()``)."""
+        return self._core.stats()
+
+    def stats_table(self) -> str:
+        return self._core.stats_table()
+
+    def close(self) -> None:
+        """Stops the workers; batches handed out stay valid; the run keeps its position."""
+        self._core.close()
+
+    def __enter__(self) -> "RunLoader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
