@@ -387,7 +387,7 @@ def test_python_block_runs(block, workdir, request):
     tmp, env = workdir
     frag = block.options.get("fragment", "")
     before, after = PRELUDES["python"].get(frag, ("", ""))
-    if frag == "videos":
+    if frag in ("videos", "media"):
         (tmp / "videos").symlink_to(request.getfixturevalue("media"))  # conftest: e2e media
     code = before + "\n# ---- the block ----\n" + block.code + "\n# ---- checks ----\n" + after
     (tmp / "block.py").write_text(code)
@@ -498,6 +498,7 @@ def train_step(batch):
 
 PRELUDES: dict[str, dict] = {
     "python": {
+        "media": ("", ""),  # the e2e media as videos/, nothing else
         "videos": ('''
 import torch
 seen = []
