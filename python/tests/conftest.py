@@ -45,6 +45,13 @@ def run_cli(cli, *args, check=True):
     return r
 
 
+def ledger_lines(cli, path):
+    """A ledger file's records as text lines, the magic line first (`vbucket audit --dump`: the
+    binary format, the default, or text). Written back to a file they are a text ledger, which
+    the loops then append to in text."""
+    return run_cli(cli, "audit", "--dump", path).stdout.splitlines(keepends=True)[1:]
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import vbucket
+from conftest import ledger_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "python", "parallel_layout_trainer.py")
@@ -122,14 +123,15 @@ def test_trainer_runs_the_plan_on_gloo_and_resumes_at_another_world(tmp_path, cl
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "clean" in audit.stdout
     # ... and a group's delivery left out is found, naming a sample as missing.
-    lines = open(ledger / "rank-00000.ledger").read().splitlines(keepends=True)
+    lines = ledger_lines(cli, ledger / "rank-00000.ledger")
     batch = next(i for i, line in enumerate(lines) if line.startswith("B ") and "rep=1" not in line)
     broken = tmp_path / "broken"
     broken.mkdir()
     for f in os.listdir(ledger):
-        text = open(ledger / f).read()
-        (broken / f).write_text("".join(lines[:batch] + lines[batch + 1:]) if f == "rank-00000.ledger"
-                                else text)
+        if f == "rank-00000.ledger":
+            (broken / f).write_text("".join(lines[:batch] + lines[batch + 1:]))
+        else:
+            (broken / f).write_bytes((ledger / f).read_bytes())
     audit = subprocess.run([cli, "audit", str(broken)], capture_output=True, text=True)
     assert audit.returncode == 1 and "missing" in audit.stdout, audit.stdout + audit.stderr
 

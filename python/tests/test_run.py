@@ -11,7 +11,7 @@ import random
 import pytest
 
 import vbucket
-from conftest import CONFIG_V2, run_cli
+from conftest import CONFIG_V2, ledger_lines, run_cli
 
 SIZES = [(1080, 1920), (720, 1280), (480, 854), (360, 640), (1920, 1080), (1080, 1080),
          (240, 426), (2160, 3840), (800, 1920), (64, 64)]  # fmt: skip
@@ -201,7 +201,7 @@ def test_ledger_is_the_clis_and_audits_clean(cli, run_file, tmp_path):
     assert "clean: " in out.stdout
     # A ledger with a batch missing does not.
     f = tmp_path / "L" / names[1]
-    lines = f.read_text().splitlines(keepends=True)
+    lines = ledger_lines(cli, f)
     batch_lines = [i for i, line in enumerate(lines) if line.startswith("B")]
     del lines[batch_lines[len(batch_lines) // 2]]
     f.write_text("".join(lines))
@@ -314,7 +314,7 @@ def test_the_loop_writes_the_ledger_and_a_kill_leaves_it_agreeing(cli, run_file,
             if n % 9 == 0 or (lose and n == 20):  # a kill -9 ...
                 if lose and n == 20:  # ... the record of the last step saved is lost
                     f = d / "rank-00000.ledger"
-                    lines = f.read_text().splitlines(keepends=True)
+                    lines = ledger_lines(cli, f)
                     trained = [i for i, line in enumerate(lines) if line.startswith("B ")][:-1]
                     last = trained[-1]  # (the last record is the batch in hand's)
                     assert " rep=1" not in lines[last]

@@ -24,7 +24,7 @@ import time
 import pytest
 
 import vbucket
-from conftest import CONFIG_V2, run_cli
+from conftest import CONFIG_V2, ledger_lines, run_cli
 from test_run import web_meta
 
 SCENARIOS = int(os.environ.get("VBUCKET_RUN_KILL_SCENARIOS", "2"))
@@ -122,11 +122,11 @@ def reference(run_file, ooms, worlds):
     return out
 
 
-def lose_last_trained_record(ledger, ckpt):
+def lose_last_trained_record(cli, ledger, ckpt):
     """Removes rank 0's record of the last step the checkpoint counts as trained."""
     step = json.load(open(ckpt))["run"]["state"].split(" step=")[1].split(" ")[0]
     f = ledger / "rank-00000.ledger"
-    lines = f.read_text().splitlines(keepends=True)
+    lines = ledger_lines(cli, f)
     at = [i for i, line in enumerate(lines)
           if line.startswith("B ") and int(line.split(" s=")[1].split(" ")[0]) < int(step)
           and " rep=1" not in line]
@@ -169,7 +169,7 @@ def test_killed_trainer_trains_the_uninterrupted_batches(cli, tmp_path, seed):
                     p.wait()
                     kills += 1
                     if lose and not lost and ckpt.exists():
-                        lost = lose_last_trained_record(ledger, ckpt)
+                        lost = lose_last_trained_record(cli, ledger, ckpt)
                     if rng.random() < 0.5:  # restarted under another world
                         world = rng.randrange(1, 5)
                     if ckpt.exists():

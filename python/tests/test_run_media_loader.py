@@ -20,7 +20,7 @@ import time
 import pytest
 
 import vbucket
-from conftest import run_cli
+from conftest import ledger_lines, run_cli
 from vbucket import _vbucket
 
 pytestmark = pytest.mark.skipif(not getattr(_vbucket, "HAS_FFMPEG", False),
@@ -217,12 +217,12 @@ def reference(run_file, ooms, worlds):
     return out
 
 
-def lose_last_trained_record(ledger, ckpt):
+def lose_last_trained_record(cli, ledger, ckpt):
     """Removes rank 0's record of the last step the checkpoint counts as trained (the audit's
     text dump of the file, edited, written back in the file's format)."""
     step = int(json.load(open(ckpt))["run"]["state"].split(" step=")[1].split(" ")[0])
     f = ledger / "rank-00000.ledger"
-    lines = f.read_text().splitlines(keepends=True)
+    lines = ledger_lines(cli, f)
     at = [i for i, line in enumerate(lines)
           if line.startswith("B ") and int(line.split(" s=")[1].split(" ")[0]) < step
           and " rep=1" not in line]
@@ -270,7 +270,7 @@ def test_killed_loader_trainer_trains_the_uninterrupted_batches(tables, cli, tmp
                     p.wait()
                     kills += 1
                     if lose and not lost and ckpt.exists():
-                        lost = lose_last_trained_record(ledger, ckpt)
+                        lost = lose_last_trained_record(cli, ledger, ckpt)
                     if rng.random() < 0.5:  # restarted under another world
                         w = rng.randrange(1, 3)
                     if ckpt.exists():

@@ -444,17 +444,23 @@ using ledger_sink = std::function<void(std::string_view line)>;
 /// write(2) under POSIX (O_APPEND: lines of concurrent writers never interleave). To a sink:
 /// the sink gets the magic line first, then each line. Throws `vbucket::error` naming the file
 /// when it cannot be opened or written.
+///
+/// The format: binary (version 2, the default: about half the bytes of text, and the
+/// epoch's draws once per run) unless given; a file that already holds a ledger keeps its
+/// format when none is given (a run resumed by an older writer goes on in text), and refuses a
+/// writer of the other format. `vbucket audit --dump FILE` prints either as text.
 class ledger_writer {
  public:
-  explicit ledger_writer(std::string path, ledger_format format = ledger_format::text)
-      : path_(std::move(path)), format_(format) {
+  explicit ledger_writer(std::string path, std::optional<ledger_format> format = std::nullopt)
+      : path_(std::move(path)),
+        format_(format ? *format : existing_format(path_).value_or(ledger_format::binary)) {
     start_ = drop_torn_tail(path_, format_);
     file_.reset(std::fopen(path_.c_str(), "ab"));
     if (!file_) throw error("ledger: cannot open \"" + path_ + "\" for appending");
     std::setvbuf(file_.get(), nullptr, _IONBF, 0);
     if (start_ == 0) write_line(magic() + "\n");
   }
-  explicit ledger_writer(ledger_sink sink, ledger_format format = ledger_format::text)
+  explicit ledger_writer(ledger_sink sink, ledger_format format = ledger_format::binary)
       : format_(format), sink_(std::move(sink)) {
     if (!sink_) throw error("ledger: the sink is empty");
     write_line(magic() + "\n");
@@ -521,6 +527,17 @@ class ledger_writer {
   /// (records are written first), so it is dropped, not continued by the next record. Throws
   /// when the file is no ledger, or one of the other format. (Defined after the reader.)
   static std::uint64_t drop_torn_tail(const std::string& path, ledger_format format);
+  /// The format of the ledger a file holds (its whole magic line), nullopt for an empty,
+  /// missing or other file.
+  static std::optional<ledger_format> existing_format(const std::string& path) {
+    std::unique_ptr<std::FILE, closer> f(std::fopen(path.c_str(), "rb"));
+    if (!f) return std::nullopt;
+    std::string head(ledger_magic.size() + 1, '\0');
+    head.resize(std::fread(head.data(), 1, head.size(), f.get()));
+    if (head == std::string(ledger_magic) + "\n") return ledger_format::text;
+    if (head == std::string(ledger_magic_v2) + "\n") return ledger_format::binary;
+    return std::nullopt;
+  }
   [[nodiscard]] std::string magic() const {
     return std::string(format_ == ledger_format::binary ? ledger_magic_v2 : ledger_magic);
   }

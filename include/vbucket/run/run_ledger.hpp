@@ -121,8 +121,10 @@ class run_ledger {
  public:
   /// Appends to `dir`/rank-RRRRR.ledger (`dir` is created if need be). Throws
   /// `vbucket::error` naming the directory or file when it cannot be made or opened.
-  /// `format`: text (version 1) or binary (version 2, about half the bytes).
-  run_ledger(const std::string& dir, std::uint32_t rank, ledger_format format = ledger_format::text)
+  /// `format`: text (version 1) or binary (version 2, about half the bytes); by default binary,
+  /// or the format of the ledger the file already holds (`ledger_writer`).
+  run_ledger(const std::string& dir, std::uint32_t rank,
+             std::optional<ledger_format> format = std::nullopt)
       : out_(open(dir, rank, format)), rank_(rank), bases_{} {}
   /// Writes to `out`, the file (or sink) of rank `rank`.
   run_ledger(ledger_writer out, std::uint32_t rank) : out_(std::move(out)), rank_(rank) {}
@@ -151,7 +153,8 @@ class run_ledger {
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
 
  private:
-  static ledger_writer open(const std::string& dir, std::uint32_t rank, ledger_format format) {
+  static ledger_writer open(const std::string& dir, std::uint32_t rank,
+                            std::optional<ledger_format> format) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw error("ledger: cannot make the directory \"" + dir + "\": " + ec.message());

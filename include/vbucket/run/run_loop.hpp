@@ -55,9 +55,11 @@ namespace vbucket {
 class run_loop {
  public:
   /// Throws `vbucket::error` when `rank` is not below the run's world, or the ledger
-  /// directory cannot be made.
-  explicit run_loop(run_plan& run, std::uint32_t rank = 0, std::string ledger_dir = {})
-      : run_(run), rank_(rank), dir_(std::move(ledger_dir)) {
+  /// directory cannot be made. `format`: the ledger's (default: binary, or the format of the
+  /// ledger a file already holds; `ledger_writer`).
+  explicit run_loop(run_plan& run, std::uint32_t rank = 0, std::string ledger_dir = {},
+                    std::optional<ledger_format> format = std::nullopt)
+      : run_(run), rank_(rank), dir_(std::move(ledger_dir)), format_(format) {
     check_rank();
     if (!dir_.empty()) {
       std::error_code ec;
@@ -105,7 +107,7 @@ class run_loop {
   /// again, as a resumed run does.
   void record(const run_batch& b, std::span<const ledger_substitution> substitutions = {}) {
     if (path_.empty()) return;
-    if (!out_) out_ = std::make_unique<run_ledger>(ledger_writer(path_), rank_);
+    if (!out_) out_ = std::make_unique<run_ledger>(ledger_writer(path_, format_), rank_);
     before_ = file_bytes(path_);
     out_->record(run_, b, substitutions);
   }
@@ -224,7 +226,7 @@ class run_loop {
     for (std::uint64_t at = in.tell(); in.next(line); at = in.tell()) {
       if (line.truncated) return at;
       if (line.tag != 'B') continue;
-      parse_ledger_line(line.text, {path, line.number}, b);
+      parse_ledger_record(line, {path, line.number}, b);
       if (b.step >= step) return at;
     }
     return file_bytes(path);
@@ -253,6 +255,7 @@ class run_loop {
   run_plan& run_;
   std::uint32_t rank_ = 0;
   std::string dir_, path_;
+  std::optional<ledger_format> format_;
   std::unique_ptr<run_ledger> out_;
   std::uint64_t before_ = 0;  // the ledger's length before the record of the batch in hand
   bool pending_ = false;      // a batch was handed out and not yet counted as trained

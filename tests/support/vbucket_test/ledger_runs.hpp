@@ -100,7 +100,8 @@ inline ledger_run_result write_sampler_ledgers(const std::filesystem::path& dir,
         ranks.emplace_back(clips, config, vbucket::opensora_v2_rule{}, o);
         ranks.back().set_epoch(e);
         if (state) ranks.back().load_state(*state);
-        out.emplace_back((dir / vbucket::ledger_file_name(r)).string());
+        out.emplace_back((dir / vbucket::ledger_file_name(r)).string(),
+                         vbucket::ledger_format::text);  // the tests read and edit its lines
       }
       if (!state) {  // the epoch starts: rank 0 declares it
         const std::vector<vbucket::bucket_id> ids = ranks[0].assign();

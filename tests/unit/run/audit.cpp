@@ -442,7 +442,7 @@ TEST_CASE("audit: a mixture declared by epoch_block_of_sources, drawn with repla
       std::filesystem::remove(paths.back());
     }
     std::vector<vbucket::ledger_writer> out;
-    for (const std::string& p : paths) out.emplace_back(p);
+    for (const std::string& p : paths) out.emplace_back(p, vbucket::ledger_format::text);
     vbucket::write_epoch_block(out[0], block);
     for (std::size_t b = 0; 7 * b < delivered.size(); ++b) {
       vbucket::ledger_batch rec;

@@ -221,11 +221,11 @@ TEST_CASE("ledger: the file writer appends whole lines; the reader streams them 
   ledger_batch b{.epoch = 0, .step = 0, .rank = 3, .world = 4};
   for (std::uint64_t i = 0; i < 300; ++i) b.ids.push_back(i * 1000003);  // a 2.5 kB line
   {
-    ledger_writer w(path);
+    ledger_writer w(path, vbucket::ledger_format::text);
     w.write(b);
   }
   {
-    ledger_writer w(path);  // a resumed process appends, without a second magic line
+    ledger_writer w(path);  // a resumed process appends in the file's format, no second magic
     b.step = 1;
     w.write(b);
     w.write_drawn(0, 2, std::vector<std::uint64_t>(vbucket::ledger_chunk_ids + 3, 9));
@@ -246,7 +246,8 @@ TEST_CASE("ledger: the file writer appends whole lines; the reader streams them 
 
   // A sink gets the magic line, then each line whole.
   std::vector<std::string> got;
-  ledger_writer sink([&](std::string_view l) { got.emplace_back(l); });
+  ledger_writer sink([&](std::string_view l) { got.emplace_back(l); },
+                     vbucket::ledger_format::text);
   sink.write(b);
   REQUIRE(got.size() == 2);
   CHECK(got[0] == std::string(vbucket::ledger_magic) + "\n");
@@ -443,7 +444,7 @@ TEST_CASE("ledger: a resumed writer does not append its first record to a torn l
                                "\nB e=0 s=0 st=0 r=0 w=1 ids=1,2\nB e=0 s=1 st=0 r=0 w=1 ids=3,");
   ledger_batch b{.epoch = 0, .step = 1, .rank = 0, .world = 1, .ids = {3, 4}};
   {
-    ledger_writer w(path);
+    ledger_writer w(path, vbucket::ledger_format::text);
     w.write(b);
   }
   std::vector<std::string> records;
@@ -459,7 +460,7 @@ TEST_CASE("ledger: a resumed writer does not append its first record to a torn l
   // A file torn inside its magic line starts again; one that is no ledger is refused.
   const std::string magic_cut = dir.write("rank-00001.ledger", "#vbucket-led");
   {
-    ledger_writer w(magic_cut);
+    ledger_writer w(magic_cut, vbucket::ledger_format::text);
     w.write(b);
   }
   CHECK(lines_of(magic_cut) == std::vector<std::string>{line_of(b)});

@@ -106,11 +106,11 @@ struct trained {
 struct process {
   std::vector<std::unique_ptr<run_plan>> runs;
   std::vector<std::unique_ptr<run_loop>> loops;
-  process(const scenario& sc, std::uint32_t world, const std::string& dir,
-          const std::string& saved) {
+  process(const scenario& sc, std::uint32_t world, const std::string& dir, const std::string& saved,
+          std::optional<vbucket::ledger_format> format) {
     for (std::uint32_t r = 0; r < world; ++r) {
       runs.push_back(sc.make(world));
-      loops.push_back(std::make_unique<run_loop>(*runs.back(), r, dir));
+      loops.push_back(std::make_unique<run_loop>(*runs.back(), r, dir, format));
       if (!saved.empty()) loops.back()->load(saved, world);
     }
   }
@@ -131,10 +131,13 @@ std::string without_last_batch_line(const std::string& path) {
 /// at times) at random points, with a batch in hand or between steps; `lose` removes the last
 /// batch record of a rank's ledger before the first kill between steps.
 trained drive(const scenario& sc, std::uint64_t kill_seed, const std::string& dir, bool lose) {
+  // A ledger to edit is text (the test removes a line); else the default (binary).
+  const std::optional<vbucket::ledger_format> format =
+      lose ? std::optional(vbucket::ledger_format::text) : std::nullopt;
   lcg g{kill_seed};
   trained out;
   std::uint32_t world = sc.world;
-  auto p = std::make_unique<process>(sc, world, dir, "");
+  auto p = std::make_unique<process>(sc, world, dir, "", format);
   std::string saved = p->loops[0]->state();
   std::uint64_t saved_step = 0;
   out.worlds[0] = world;
@@ -144,7 +147,7 @@ trained drive(const scenario& sc, std::uint64_t kill_seed, const std::string& di
     std::erase_if(oomed, [&](std::uint64_t k) { return k >= saved_step; });
     if (g.below(3) == 0) world = 1 + static_cast<std::uint32_t>(g.below(5));
     p.reset();  // a kill -9: nothing of the process survives but its files
-    p = std::make_unique<process>(sc, world, dir, saved);
+    p = std::make_unique<process>(sc, world, dir, saved, format);
     out.worlds[p->runs[0]->step()] = world;
   };
   for (int guard = 0; guard < 100000; ++guard) {
