@@ -930,12 +930,12 @@ class py_run_loader {
                 unsigned workers, std::size_t prefetch, std::size_t slots, const std::string& dtype,
                 const std::string& layout, std::array<double, 3> mean, std::array<double, 3> stdev,
                 const std::string& filter, const std::map<std::string, std::string>& network,
-                const std::string& frame_choice)
+                const std::string& frame_choice, nb::list fields)
       : plan_(plan) {
     if (&loop.run() != plan.run.get())
       throw vbucket::error("Loader: the run's loop does not follow its plan");
-    const loader_setup setup = loader_setup_of(plan.spec, workers, prefetch, dtype, layout, mean,
-                                               stdev, true, filter, network, frame_choice);
+    loader_setup setup = loader_setup_of(plan.spec, workers, prefetch, dtype, layout, mean, stdev,
+                                         true, filter, network, frame_choice);
     const auto run_sources = loop.run().sources();
     if (sources.size() != run_sources.size() || one.size() != sources.size()) {
       std::string names;
@@ -964,12 +964,14 @@ class py_run_loader {
           std::make_unique<ff::file_decoder>(std::move(paths), table, setup.decoder));
       decoders.push_back(core_->decoders.back().get());
     }
+    if (fields.size() > 0)  // one table over the sources' rows stacked (the ledger's ids)
+      setup.loader.fields = make_fields(fields, vbucket::run_id_bases(loop.run()).back());
     core_->run_loader =
         std::make_unique<run_file_loader>(loop, std::move(decoders), *core_->ring, setup.loader);
   }
 
-  /// The next batch as (tensor, info, substitutions, packed), or None once at the end of an
-  /// epoch. `info`: the run batch's fields (step, epoch, stage, rank, bucket, thw, source and
+  /// The next batch as (tensor, info, substitutions, packed, fields), or None once at the end
+  /// of an epoch. `info`: the run batch's fields (step, epoch, stage, rank, bucket, thw, source and
   /// row as decoded, planned_source and planned_row, pads, repeat, world, position);
   /// substitutions: dicts of clip, failed and replacement (the ledger's global ids), error.
   nb::object next() {
@@ -1003,11 +1005,12 @@ class py_run_loader {
       d["error"] = s.why;
       subs.append(d);
     }
+    nb::dict fields = fields_dict(std::move(b->data.fields));
     using holder = holder_of<run_file_loader::inner_loader::loaded_batch>;
     std::unique_ptr<holder> h(new holder{core_, std::move(b->data)});
     nb::object packed = packed_dict(h->batch);
     nb::object tensor = torch_tensor(std::move(h), packed);
-    return nb::make_tuple(tensor, info, subs, packed);
+    return nb::make_tuple(tensor, info, subs, packed, fields);
   }
 
   [[nodiscard]] nb::dict stats() const { return stats_dict(core_->run_loader->stats()); }
@@ -1080,10 +1083,10 @@ void vbucket_bind_media(nb::module_& m) {
                     const std::vector<std::vector<std::string>>&, const std::vector<bool>&,
                     unsigned, std::size_t, std::size_t, const std::string&, const std::string&,
                     std::array<double, 3>, std::array<double, 3>, const std::string&,
-                    const std::map<std::string, std::string>&, const std::string&>(),
+                    const std::map<std::string, std::string>&, const std::string&, nb::list>(),
            "plan"_a, "loop"_a, "sources"_a, "one"_a, "workers"_a, "prefetch"_a, "slots"_a,
            "dtype"_a, "layout"_a, "mean"_a, "std"_a, "filter"_a, "media"_a, "frame_choice"_a,
-           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
+           "fields"_a, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
       .def("next", &py_run_loader::next)
       .def("stats", &py_run_loader::stats)
       .def("stats_table", &py_run_loader::stats_table)

@@ -111,6 +111,17 @@ void vbucket_bind_run(nb::module_& m) {
           },
           "The sources' names, in the run file's order.")
       .def_prop_ro(
+          "source_csvs", [](const py_run_plan& p) { return p.csvs; },
+          "Each source's metadata CSV, as the run file names it (resolved).")
+      .def_prop_ro(
+          "source_rows",
+          [](const py_run_plan& p) {
+            std::vector<std::uint64_t> out;
+            for (const vbucket::run_source& s : p.run->sources()) out.push_back(s.table->size());
+            return out;
+          },
+          "Each source's rows.")
+      .def_prop_ro(
           "steps_left", [](const py_run_plan& p) { return p.run->steps_left(); },
           "Steps left in the current epoch.");
 

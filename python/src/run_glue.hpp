@@ -23,7 +23,9 @@ struct py_run_plan {
   std::vector<vbucket::run_stage> stages;  // for naming buckets
   std::unique_ptr<vbucket::run_plan> run;
   std::uint64_t seed = 0;
-  vbucket::run_spec spec;  // the run file's run-spec fields (media, rule) for a loader
+  vbucket::run_spec spec;
+  std::vector<std::string> csvs;  // per source: its metadata CSV (for a loader's fields)  // the
+                                  // run file's run-spec fields (media, rule) for a loader
   std::string ledger_dir;
   std::map<std::uint32_t, std::unique_ptr<vbucket::run_ledger>> ledgers;
 
@@ -32,6 +34,7 @@ struct py_run_plan {
     stages = f.stages;
     seed = f.options.seed;
     spec = f.spec;
+    csvs = f.csvs;
     run = std::make_unique<vbucket::run_plan>(f.sources, f.stages, f.options);
   }
 

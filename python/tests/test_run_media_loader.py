@@ -293,3 +293,49 @@ def test_killed_loader_trainer_trains_the_uninterrupted_batches(tables, cli, tmp
             assert audit.returncode == 1 and "missing" in audit.stdout, audit.stdout
         else:
             assert audit.returncode == 0, audit.stdout
+
+
+def test_fields_and_tensor_files_over_the_sources(tables, tmp_path):
+    """Per-sample fields and tensor files over a run: one column over the sources' rows,
+    gathered by the clips as decoded; names are looked up in every source's CSV."""
+    tmp, paths = tables
+    import numpy as np
+    import pandas as pd
+
+    run_file = write_run(tmp, "run_fields.json")
+    fixed_file = write_run(tmp, "run_fields_fixed.json", packed_from=None)
+    frames = {n: pd.read_csv(tmp / f"{n}.csv") for n in ("a", "b")}
+    npy = {}
+    for n, df in frames.items():
+        npy[n] = []
+        for r in range(len(df)):
+            p = tmp_path / f"{n}{r}.npy"
+            np.save(p, np.full((2, 3), 1000 * (n == "b") + r, dtype=np.float32))
+            npy[n].append(str(p))
+    with pytest.raises(ValueError, match='stage "packed" packs'):
+        vbucket.Loader(vbucket.Run.from_file(run_file), paths, tensors={"latent": npy})
+    batches = packed = stacked = 0
+    runs = [vbucket.Run.from_file(run_file), vbucket.Run.from_file(fixed_file)]
+    loaders = [vbucket.Loader(runs[0], paths, workers=2, fields=["num_frames", "path"]),
+               vbucket.Loader(runs[1], paths, workers=2, fields=["num_frames", "path"],
+                              tensors={"latent": npy})]
+    for batch in (b for loader in loaders for b in loader):
+        names = ["a", "b"]
+        want_frames = [int(frames[names[s]].num_frames[r])
+                       for s, r in zip(batch.source, batch.row)]
+        assert batch.fields["num_frames"].tolist() == want_frames
+        assert batch.fields["path"] == [paths[names[s]][r] for s, r in zip(batch.source,
+                                                                              batch.row)]
+        if batch.packed:
+            packed += 1
+        elif batch.tensors is not None:  # the second loader's
+            stacked += 1
+            lat = batch.tensors["latent"]
+            assert tuple(lat.shape) == (len(batch.row), 2, 3)
+            assert lat[:, 0, 0].tolist() == [1000.0 * s + r for s, r in zip(batch.source,
+                                                                            batch.row)]
+        batches += 1
+    assert batches > packed > 0 and stacked > 0
+    with pytest.raises(ValueError, match="source 'b' has"):
+        vbucket.Loader(vbucket.Run.from_file(run_file), paths,
+                       fields={"x": {"a": list(range(len(frames["a"]))), "b": [1]}})

@@ -298,6 +298,7 @@ class Run:
     def source_names(self) -> list[str]: ...
 
 class RunBatch:
+    fields: dict[str, Any]
     tensor: Any
     source: np.ndarray
     row: np.ndarray
@@ -341,8 +342,8 @@ class RunLoader:
         retries: Optional[int] = ...,
         outage_deadline: Optional[float] = ...,
         frame_choice: Literal["opensora", "stride"] = ...,
-        fields: None = ...,
-        tensors: None = ...,
+        fields: Any = ...,
+        tensors: Any = ...,
     ) -> None: ...
     @property
     def run(self) -> Run: ...

@@ -62,7 +62,7 @@ class StagedBatch:
     def submit(self, dst: int, nbytes: int) -> None: ...
 
 class RunLoader:
-    def __init__(self, plan: RunPlan, loop: RunLoop, sources: Sequence[Sequence[str]], one: Sequence[bool], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], filter: str, media: Mapping[str, str], frame_choice: str) -> None: ...
+    def __init__(self, plan: RunPlan, loop: RunLoop, sources: Sequence[Sequence[str]], one: Sequence[bool], workers: int, prefetch: int, slots: int, dtype: str, layout: str, mean: Sequence[float], std: Sequence[float], filter: str, media: Mapping[str, str], frame_choice: str, fields: list) -> None: ...
 
     def next(self) -> object: ...
 
@@ -179,6 +179,14 @@ class RunPlan:
     @property
     def source_names(self) -> list[str]:
         """The sources' names, in the run file's order."""
+
+    @property
+    def source_csvs(self) -> list[str]:
+        """Each source's metadata CSV, as the run file names it (resolved)."""
+
+    @property
+    def source_rows(self) -> list[int]:
+        """Each source's rows."""
 
     @property
     def steps_left(self) -> int:

@@ -13,7 +13,8 @@ import numpy as np
 
 from . import _core, _vbucket
 from ._optional import need
-from .media import _check_choices, _check_int, _need_ffmpeg, _sources, _triple
+from .media import (_check_choices, _check_int, _dataset_column, _field_spec, _need_ffmpeg,
+                    _sources, _triple)
 from .run import Run
 
 
@@ -29,15 +30,20 @@ class RunBatch:
     ``epoch``, ``stage``, ``rank``, ``world``, ``bucket`` (resolution, frames, aspect), ``thw``,
     ``pads`` (the last ``pads`` entries repeat samples), ``repeat`` (a rank-alignment repeat),
     ``position``; ``substitutions``: one dict per replaced clip (clip, failed, replacement as
-    the ledger's global ids, error).
+    the ledger's global ids, error). ``fields``: the Loader's ``fields`` for the clips as
+    decoded (a list of str or a numpy array per name); a fixed batch's ``tensors``: the
+    Loader's ``tensors`` stacked (name -> torch tensor).
     """
 
     __slots__ = ("tensor", "source", "row", "planned_source", "planned_row", "step", "epoch",
                  "stage", "rank", "world", "bucket", "thw", "pads", "repeat", "position",
-                 "substitutions", "packed", "tensors", "cu_seqlens", "max_seqlen", "offsets")
+                 "substitutions", "packed", "tensors", "cu_seqlens", "max_seqlen", "offsets",
+                 "fields")
 
-    def __init__(self, tensor, info: dict, substitutions: list, packed) -> None:
+    def __init__(self, tensor, info: dict, substitutions: list, packed, fields=None,
+                 tensors=None) -> None:
         self.tensor = tensor
+        self.fields = {} if fields is None else fields
         for key in ("step", "epoch", "stage", "rank", "world", "bucket", "thw", "pads", "repeat",
                     "position"):
             setattr(self, key, info[key])
@@ -58,6 +64,8 @@ class RunBatch:
             self.max_seqlen = packed["max_seqlen"]
             self.offsets = packed["offsets"]
             self.thw = packed["thw"]
+        elif tensors:
+            self.tensors = tensors
 
     def __len__(self) -> int:
         return len(self.row)
@@ -65,6 +73,57 @@ class RunBatch:
     def __repr__(self) -> str:
         return (f"RunBatch(step={self.step}, epoch={self.epoch}, stage={self.stage}, "
                 f"size={len(self.row)}, thw={self.thw}, substitutions={len(self.substitutions)})")
+
+
+def _as_torch(torch, dtype: str, shape, data):
+    """A stacked tensor column as a torch tensor over the bytes C++ gathered (no copy)."""
+    if dtype == "bfloat16":
+        return torch.from_numpy(data.view(np.int16).reshape(shape)).view(torch.bfloat16)
+    arr = data.view(np.dtype(dtype)).reshape(shape)
+    if dtype in ("uint16", "uint32", "uint64") and not hasattr(torch, dtype):
+        return arr
+    return torch.from_numpy(arr)
+
+
+def _run_columns(kind: str, spec, plan, names: list) -> list:
+    """The specs of ``fields=`` or ``tensors=`` over a run: one column over the sources' rows
+    stacked in the run's order (the ledger's global ids)."""
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        spec = [spec]
+    items = list(spec.items()) if isinstance(spec, Mapping) else [(n, None) for n in spec]
+    csvs, rows = list(plan.source_csvs), list(plan.source_rows)
+    out = []
+    for name, column in items:
+        if not isinstance(name, str):
+            raise TypeError(f"Loader: {kind}: a column name must be a str, got {name!r}")
+        column = name if column is None else column
+        if isinstance(column, str):
+            parts = [_dataset_column(csv, column) for csv in csvs]
+        elif isinstance(column, Mapping):
+            missing = [n for n in names if n not in column]
+            if missing or set(column) - set(names):
+                raise ValueError(f"Loader: {kind}[{name!r}]: give a column per source "
+                                 f"({names}); missing {missing}, unknown "
+                                 f"{sorted(set(column) - set(names))}")
+            parts = [column[n] for n in names]
+        elif isinstance(column, Sequence) and len(column) == len(names):
+            parts = list(column)
+        else:
+            raise ValueError(f"Loader: {kind}[{name!r}]: a column name, a dict source -> values "
+                             f"or one sequence of values per source ({len(names)})")
+        for n, part, want in zip(names, parts, rows):
+            if len(part) != want:
+                raise ValueError(f"Loader: {kind}[{name!r}]: source {n!r} has {want} rows, "
+                                 f"the column {len(part)} values")
+        arrays = [np.asarray(p) for p in parts]
+        if all(a.dtype.kind in "biuf" for a in arrays):
+            values = np.concatenate(arrays)
+        else:
+            values = [v for p in parts for v in (p.tolist() if hasattr(p, "tolist") else p)]
+        out.append(_field_spec(kind, name, values, sum(rows)))
+    return out
 
 
 class RunLoader:
@@ -78,6 +137,11 @@ class RunLoader:
     ``prefetch``, ``slots`` and the media fields are ``Loader``'s (None: the run file's).
     ``pin_memory=True`` copies each batch through ``tensor.pin_memory()`` to the current CUDA
     device.
+
+    ``fields`` and ``tensors`` (per-sample columns and tensor files, as ``Loader``'s): names
+    (each looked up in every source's CSV), or a dict name -> column, the column being a name
+    of every source's CSV, a dict source name -> that source's values, or a sequence with one
+    entry per source (its values, one per row of its table).
 
     The loop is the run's (``vbucket::run_loop``): ``for batch in loader:`` hands out this
     rank's batches of the current epoch and ends once at its end (the next loop goes on with
@@ -107,8 +171,6 @@ class RunLoader:
 
         _need_ffmpeg("Loader")
         torch = need("torch", "vbucket.Loader")
-        if fields is not None or tensors is not None:
-            raise ValueError("Loader: fields= and tensors= are not supported over a run yet")
         if paths is None:
             raise ValueError("Loader: a run's loader decodes pixels: give paths (one entry per "
                              "source)")
@@ -142,11 +204,15 @@ class RunLoader:
             if not torch.cuda.is_available():
                 raise RuntimeError("Loader: pin_memory=True needs a CUDA-enabled torch and a GPU")
             self._device = torch.device("cuda", torch.cuda.current_device())
+        spec = (_run_columns("fields", fields, run._plan, names)
+                + _run_columns("tensors", tensors, run._plan, names))
+        self._tensor_names = [name for kind, name, _ in spec if kind == "tensors"]
+        self._torch = torch
         self._run = run
         self._core = _vbucket.RunLoader(run._plan, run._loop, [r[0] for r in resolved],
                                         [bool(r[1]) for r in resolved], workers, prefetch, slots,
                                         dtype, layout, _triple("mean", mean), _triple("std", std),
-                                        filter, media, frame_choice)
+                                        filter, media, frame_choice, spec)
 
     @property
     def run(self) -> Run:
@@ -159,10 +225,21 @@ class RunLoader:
             got = self._core.next()
             if got is None:
                 return
-            tensor, info, subs, packed = got
+            tensor, info, subs, packed, raw = got
+            fields, tensors = {}, {}
+            for name, v in raw.items():
+                if isinstance(v, list):
+                    fields[name] = v
+                    continue
+                dtype, shape, data = v
+                if name in self._tensor_names:
+                    tensors[name] = _as_torch(self._torch, dtype, shape, data)
+                else:
+                    fields[name] = data.view(np.dtype(dtype)).reshape(shape)
             if self._device is not None:
                 tensor = tensor.pin_memory().to(self._device, non_blocking=True)
-            yield RunBatch(tensor, info, subs, packed)
+                tensors = {k: t.to(self._device, non_blocking=True) for k, t in tensors.items()}
+            yield RunBatch(tensor, info, subs, packed, fields, tensors)
 
     def next(self) -> Optional[RunBatch]:
         """The next batch, or None once at the end of an epoch."""

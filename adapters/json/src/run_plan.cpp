@@ -224,6 +224,7 @@ run_plan_file load_run_plan_file(const std::string& path) {
       } catch (const error& e) {  // the CSV's own error (file, row, column), after the key
         run_file_fail(path, key + ".csv", e.what());
       }
+      out.csvs.push_back(*csv);
       src.assign = rule_assigner(rule);
       // The name `run_source` gives its default rule, so that a run written in C++ with the
       // default rule has the same settings hash (and state line) as its run file.

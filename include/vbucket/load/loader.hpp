@@ -608,6 +608,18 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
   [[nodiscard]] const field_table* fields() const noexcept {
     return options_.fields && !options_.fields->empty() ? options_.fields.get() : nullptr;
   }
+  /// The row of the fields that holds `sample`'s (`loader_options::field_row`).
+  [[nodiscard]] std::uint32_t field_row(std::uint32_t sample) const {
+    return options_.field_row ? options_.field_row(sample) : sample;
+  }
+  /// The fields of the samples `j` holds, its tensor files stacked.
+  [[nodiscard]] batch_fields gather_fields(job& j) const {
+    if (!options_.field_row) return fields()->gather(j.samples, j.tensors);
+    std::vector<std::uint32_t> rows;
+    rows.reserve(j.samples.size());
+    for (const std::uint32_t s : j.samples) rows.push_back(options_.field_row(s));
+    return fields()->gather(rows, j.tensors);
+  }
 
   /// What identifies `sample`'s source in the set of failures of this epoch: its file when the
   /// decoder names files (and decodes), else the sample.
@@ -706,7 +718,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
     if (options_.pixels) err = try_decode(task_of(j, shape, sample), out);
     if (!err && !j.tensors.empty()) {
       try {
-        err = fields()->read_tensors(sample, j.tensors[clip]);
+        err = fields()->read_tensors(field_row(sample), j.tensors[clip]);
       } catch (const std::exception& e) {
         err = std::string(e.what());
       }
@@ -910,7 +922,7 @@ class loader final : public any_loader<Decoder, Backend, Tensor> {
           gather = fields() != nullptr && j.remaining == 1;
         }
         if (gather) {  // the batch's last clip: its fields, by the samples it holds
-          batch_fields f = fields()->gather(j.samples, j.tensors);
+          batch_fields f = gather_fields(j);
           j.tensors.clear();
           std::lock_guard lock(mutex_);
           j.fields = std::move(f);

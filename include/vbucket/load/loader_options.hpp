@@ -43,6 +43,10 @@ struct loader_options {
   /// Per-sample columns gathered with each batch (`loaded_batch::fields`); tensor files are
   /// read per clip, and a file that cannot be read fails the clip like a failed decode.
   std::shared_ptr<const field_table> fields{};
+  /// The row of `fields` that holds sample i's fields and tensor files (unset: row i). A
+  /// loader over a run (`run_loader`) maps its segment's samples to the rows of the sources'
+  /// tables stacked in the run's order (the run ledger's global ids).
+  std::function<std::uint32_t(std::uint32_t)> field_row{};
   /// false: no clip is decoded (the decoder is never called, the batch tensor is empty, shape
   /// B × 0 × 0 × 0 × 3): a batch is its fields alone, e.g. precomputed latents and text
   /// embeddings read from tensor files instead of video.

@@ -13,6 +13,9 @@
 ///    (the loader follows); `stats()` and the substitutions carry over.
 ///  - A clip's temporal crop is seeded by (run seed, source name, epoch, row): `run_crop_seed`,
 ///    so a sample's frames do not depend on the segment or world that delivers it.
+///  - Per-sample fields and tensor files (`loader_options::fields`) are one table over the
+///    sources' rows stacked in the run's order (the ledger's global ids); each batch's
+///    `data.fields` are its clips' (after substitutions).
 ///  - A clip that fails to decode is replaced by another sample of its bucket in the same plan
 ///    (`loader`'s rule): `substitutions_by_source()` counts them per source of the failed
 ///    sample. The ledger record of each batch (with its substitutions, global ids) is written
@@ -148,8 +151,10 @@ class run_loader {
     std::vector<ledger_substitution> substitutions;
   };
 
-  /// Throws `vbucket::error` when the number of decoders is not the run's number of sources,
-  /// a decoder is null, or the options ask for per-sample fields (not supported over a run).
+  /// `options.fields`: a table whose rows are the sources' rows stacked in the run's order (the
+  /// run ledger's global ids: `run_id_bases`); each batch's `data.fields` are its clips'. Throws
+  /// `vbucket::error` when the number of decoders is not the run's number of sources, a decoder
+  /// is null, or the fields' rows are not the sources' rows.
   run_loader(run_loop& loop, std::vector<Decoder*> decoders, staging_ring<Backend>& ring,
              loader_options options = {})
       : loop_(loop),
@@ -164,8 +169,21 @@ class run_loader {
     for (std::size_t s = 0; s < decoders_.size(); ++s)
       if (decoders_[s] == nullptr)
         throw error("run loader: no decoder for source \"" + loop.run().sources()[s].name + "\"");
-    if (options_.fields && !options_.fields->empty())
-      throw error("run loader: per-sample fields are not supported over a run");
+    if (options_.fields) {
+      const std::uint64_t rows = run_id_bases(loop.run()).back();
+      if (options_.fields->rows() != rows)
+        throw error("run loader: the fields have " + std::to_string(options_.fields->rows()) +
+                    " rows, the run's sources " + std::to_string(rows) +
+                    " (their rows stacked in the run's order)");
+      if (rows > std::uint64_t{0xffffffffU})
+        throw error("run loader: per-sample fields over more than 2^32 - 1 rows in all");
+      for (const run_stage& st : loop.run().stages())
+        if (options_.fields->has_tensors() && st.batching == batching_mode::packed)
+          throw error("run loader: tensor files need fixed batches, and stage \"" + st.name +
+                      "\" packs (a packed batch's clips differ in shape)");
+      if (options_.field_row)
+        throw error("run loader: field_row is the run loader's own (the sources' rows stacked)");
+    }
   }
   run_loader(const run_loader&) = delete;
   run_loader& operator=(const run_loader&) = delete;
@@ -235,12 +253,18 @@ class run_loader {
     next_step_ = run.step_in_schedule();
     deals_ = run.deals();
     const std::uint32_t rank = loop_.rank();
+    loader_options o = options_;
+    if (o.fields)  // the segment's sample i is row id(i) of the stacked tables (< 2^32: checked)
+      o.field_row = [d = decoder_.get()](std::uint32_t i) {
+        return static_cast<std::uint32_t>(d->id(i));
+      };
     if (const auto* s = std::get_if<epoch_schedule>(&run.schedule()))
       inner_ = std::make_unique<loader<segment_decoder, Backend, Tensor, fixed_batching>>(
-          *s, rank, *decoder_, ring_, options_, next_step_);
+          *s, rank, *decoder_, ring_, std::move(o), next_step_);
     else
       inner_ = std::make_unique<loader<segment_decoder, Backend, Tensor, packed_batching>>(
-          std::get<packed_schedule>(run.schedule()), rank, *decoder_, ring_, options_, next_step_);
+          std::get<packed_schedule>(run.schedule()), rank, *decoder_, ring_, std::move(o),
+          next_step_);
   }
   /// Stops the loader followed (its prefetched batches go back to the ring), keeping its
   /// figures.

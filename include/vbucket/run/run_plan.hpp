@@ -274,6 +274,7 @@ class run_plan {
   [[nodiscard]] const segment_settings& settings() const noexcept { return pos_.cur; }
   [[nodiscard]] const drawn_epoch& drawn() const noexcept { return pos_.drawn; }
   [[nodiscard]] std::span<const run_source> sources() const noexcept { return sources_; }
+  [[nodiscard]] std::span<const run_stage> stages() const noexcept { return stages_; }
   [[nodiscard]] std::span<const std::uint64_t> fingerprints() const noexcept {
     return fingerprints_;
   }

@@ -197,9 +197,15 @@ TEST_CASE(
   decoders[1].bad = {3, 5, 8, 13, 21};
   vbucket::host_backend backend;
   host_ring ring(backend, {.slots = 4});
-  stamp_loader loader(loop, {&decoders[0], &decoders[1]}, ring, {.workers = 2, .prefetch = 2});
-  std::uint64_t subs = 0;
+  // A number field per sample: its global id times 10, over the sources' rows stacked.
   const std::vector<std::uint64_t> bases = vbucket::run_id_bases(*run);
+  auto fields = std::make_shared<vbucket::field_table>(bases.back());
+  std::vector<std::uint64_t> tens(bases.back());
+  for (std::size_t i = 0; i < tens.size(); ++i) tens[i] = 10 * i;
+  fields->add_numbers<std::uint64_t>("tens", tens);
+  stamp_loader loader(loop, {&decoders[0], &decoders[1]}, ring,
+                      {.workers = 2, .prefetch = 2, .fields = fields});
+  std::uint64_t subs = 0;
   while (auto b = loader.next()) {
     for (const auto& s : b->substitutions) {
       ++subs;
@@ -208,9 +214,12 @@ TEST_CASE(
       CHECK(b->rows[s.slot] != b->run.rows[s.slot]);  // the clip holds the replacement
       CHECK(bases[b->sources[s.slot]] + b->rows[s.slot] == s.replacement);
     }
+    REQUIRE(b->data.fields.numbers.size() == 1);
     for (std::size_t c = 0; c < b->run.size(); ++c) {
       const auto [who, seed] = stamp(*b, c);
       CHECK(who == ((std::uint64_t{b->sources[c]} << 32) | b->rows[c]));
+      CHECK(b->data.fields.numbers[0].at<std::uint64_t>(c) ==
+            10 * (bases[b->sources[c]] + b->rows[c]));  // the decoded clip's fields
     }
   }
   REQUIRE(subs > 0);

@@ -35,7 +35,8 @@ struct run_plan_file {
   run_spec spec;                    ///< seed, world, rank, threads, rule, ...
   std::vector<run_source> sources;  ///< tables loaded
   std::vector<run_stage> stages;
-  run_options options;  ///< from spec
+  run_options options;            ///< from spec
+  std::vector<std::string> csvs;  ///< per source: its metadata CSV (relative to the run file)
 };
 
 /// True when the JSON text of a run file has "sources" or "stages" (a run plan, not one
