@@ -25,6 +25,8 @@
 #include "vbucket/base/error.hpp"
 #include "vbucket/run/ledger.hpp"
 
+#include "ledger_binary.hpp"  // ledger_in: a binary record's first field
+
 namespace vbucket {
 
 namespace detail {
