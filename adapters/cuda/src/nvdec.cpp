@@ -1,12 +1,14 @@
 // vbucket::ffmpeg_cuda: NVDEC clip decoding (vbucket/cuda/nvdec.hpp). decode_clip's plan
-// (ffmpeg/detail/decode_impl.hpp: decode_planned) with FFmpeg's CUDA hardware decoding and a
-// writer that converts each frame on the device (nvdec_kernels.cu) instead of libswscale.
+// (ffmpeg/detail/decode_impl.hpp: decode_planned, compiled in vbucket::ffmpeg) with FFmpeg's CUDA
+// hardware decoding and a frame_sink that converts each frame on the device (nvdec_kernels.cu)
+// instead of libswscale.
 #include "vbucket/cuda/nvdec.hpp"
 
 extern "C" {
 #include <libavutil/hwcontext.h>
 }
 
+#include <cstring>    // std::memcpy
 #include <exception>  // std::exception
 #include <new>        // std::bad_alloc
 #include <stdexcept>  // std::runtime_error
@@ -193,19 +195,19 @@ yuv::resample plan_frame(const std::string& name, const clip_request& req, const
 }
 
 /// decode_planned's writer for NVDEC frames: one kernel per frame into the device clip.
-class device_writer {
+class device_writer final : public av::frame_sink {
  public:
-  device_writer(const clip_request& req, std::uint8_t* out, cudaStream_t stream, bool sync_each,
-                int rotation, AVRational container_sar, bool image)
-      : req_(req),
-        out_(out),
-        stream_(stream),
-        sync_each_(sync_each),
-        rotation_(rotation),
-        container_sar_(container_sar),
-        image_(image) {}
+  device_writer(const clip_request& req, std::uint8_t* out, cudaStream_t stream, bool sync_each)
+      : req_(req), out_(out), stream_(stream), sync_each_(sync_each) {}
 
-  void write(const std::string& name, const AVFrame* f, std::int64_t slot, clip_info& info) {
+  void start(int rotation, AVRational container_sar, bool image) override {
+    rotation_ = rotation;
+    container_sar_ = container_sar;
+    image_ = image;
+  }
+
+  void write(const std::string& name, const AVFrame* f, std::int64_t slot,
+             clip_info& info) override {
     if (f->format != AV_PIX_FMT_CUDA || f->hw_frames_ctx == nullptr) {
       const char* fmt = av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format));
       throw needs_cpu(fallback_reason::codec, name + ": the decoder gave " +
@@ -231,7 +233,7 @@ class device_writer {
     ++info.frames_converted;
   }
 
-  void repeat(std::int64_t from, std::int64_t to) {
+  void repeat(std::int64_t from, std::int64_t to) override {
     const auto hw = static_cast<std::size_t>(req_.height * req_.width);
     const auto n = static_cast<std::size_t>(req_.frames);
     const auto f = static_cast<std::size_t>(from), t = static_cast<std::size_t>(to);
@@ -253,20 +255,25 @@ class device_writer {
   std::uint8_t* out_;
   cudaStream_t stream_;
   bool sync_each_;
-  int rotation_;
-  AVRational container_sar_;
-  bool image_;
+  int rotation_ = 0;
+  AVRational container_sar_{0, 1};
+  bool image_ = false;
 };
 
 /// decode_planned's writer for software frames, with the device's math on the host
 /// (decode_clip_reference).
-class host_writer {
+class host_writer final : public av::frame_sink {
  public:
-  host_writer(const clip_request& req, std::span<std::uint8_t> out, int rotation,
-              AVRational container_sar, bool image)
-      : req_(req), out_(out), rotation_(rotation), container_sar_(container_sar), image_(image) {}
+  host_writer(const clip_request& req, std::span<std::uint8_t> out) : req_(req), out_(out) {}
 
-  void write(const std::string& name, const AVFrame* f, std::int64_t slot, clip_info& info) {
+  void start(int rotation, AVRational container_sar, bool image) override {
+    rotation_ = rotation;
+    container_sar_ = container_sar;
+    image_ = image;
+  }
+
+  void write(const std::string& name, const AVFrame* f, std::int64_t slot,
+             clip_info& info) override {
     yuv::frame_view v;
     if (!view_of(f, static_cast<AVPixelFormat>(f->format), v)) {
       const char* fmt = av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format));
@@ -292,7 +299,7 @@ class host_writer {
     ++info.frames_converted;
   }
 
-  void repeat(std::int64_t from, std::int64_t to) noexcept {
+  void repeat(std::int64_t from, std::int64_t to) noexcept override {
     const auto hw = static_cast<std::size_t>(req_.height * req_.width);
     const auto n = static_cast<std::size_t>(req_.frames);
     const auto f = static_cast<std::size_t>(from), t = static_cast<std::size_t>(to);
@@ -308,9 +315,9 @@ class host_writer {
  private:
   const clip_request& req_;
   std::span<std::uint8_t> out_;
-  int rotation_;
-  AVRational container_sar_;
-  bool image_;
+  int rotation_ = 0;
+  AVRational container_sar_{0, 1};
+  bool image_ = false;
 };
 
 }  // namespace
@@ -377,11 +384,8 @@ struct nvdec_decoder::impl {
       hw_state st;
       const av::decoder_setup setup{device, &pick_cuda, &st};
       try {
-        ni.clip = av::decode_planned(av::source{path, {}, false}, req, &setup,
-                                     [&](int rotation, AVRational sar, bool image) {
-                                       return device_writer(req, out, stream, false, rotation, sar,
-                                                            image);
-                                     });
+        device_writer writer(req, out, stream, false);
+        ni.clip = av::decode_planned(av::source{path, {}, false}, req, &setup, writer);
         check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         ni.on_device = true;
         ++stats.on_device;
@@ -483,10 +487,8 @@ ffmpeg::result<clip_info> decode_clip_reference(const std::string& path, const c
                                                 std::span<std::uint8_t> out) noexcept {
   return av::guarded<clip_info>(path, [&] {
     av::check_request(path, req, out.size());
-    return av::decode_planned(av::source{path, {}, false}, req, nullptr,
-                              [&](int rotation, AVRational sar, bool image) {
-                                return host_writer(req, out, rotation, sar, image);
-                              });
+    host_writer writer(req, out);
+    return av::decode_planned(av::source{path, {}, false}, req, nullptr, writer);
   });
 }
 

@@ -1,5 +1,6 @@
 // vbucket::ffmpeg's compiled part: clip decoding and frame indexing (decode.hpp) over the libav
-// code of detail/decode_impl.hpp, compiled here once instead of in every file that decodes.
+// code declared in detail/decode_impl.hpp (decode_impl.cpp: the plan; frame_writer.cpp: the
+// conversion).
 #include "vbucket/ffmpeg/decode.hpp"
 
 #include <algorithm>  // std::min, std::max
