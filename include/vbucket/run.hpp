@@ -9,7 +9,7 @@
 #include "vbucket/run/delivery_records.hpp"  // a plan's batches and draws as ledger records        // audit_ledgers: every drawn sample delivered exactly once
 #include "vbucket/run/ledger.hpp"       // ledger lines: one per delivered batch; writer and reader
 #include "vbucket/run/run_ledger.hpp"   // a run plan's batches as ledger lines
-#include "vbucket/run/run_loader.hpp"  // run_loader: a loader over a run
+#include "vbucket/run/run_loader.hpp"   // run_loader: a loader over a run
 #include "vbucket/run/run_loop.hpp"     // run_loop: one rank's trainer loop and its ledger
 #include "vbucket/run/run_plan.hpp"     // run_plan: sources, stages, out-of-memory, resume
 #include "vbucket/run/run_sources.hpp"  // weighted sources and the epoch's draws
