@@ -608,6 +608,17 @@ nb::dict fields_dict(vbucket::batch_fields&& f) {
   return d;
 }
 
+/// Refuses a next batch while every staging slot is held by a batch Python keeps alive (it
+/// would wait forever).
+void check_slots_free(const loader_core& core) {
+  if (core.held.load() >= core.slots)
+    throw std::runtime_error(
+        "Loader: all " + std::to_string(core.slots) +
+        " staging slots are held by batches still alive (their tensors, or views of them), so "
+        "no further batch can be decoded; drop the old batches (or copy what you keep: "
+        "tensor.clone()), or make the Loader with more slots");
+}
+
 /// A packed batch's layout as the Python Batch's `packed` dict (None for a fixed batch):
 /// cu_seqlens (int32 tensor), max_seqlen, thw, buckets and shapes per clip, offsets (element
 /// offsets of the clips, n + 1); `torch_tensor` adds the per-clip views.
@@ -786,12 +797,7 @@ class py_loader {
   nb::tuple next() {
     file_loader& l = running();
     const std::shared_ptr<loader_core> keep = core_;  // close() from another thread keeps it
-    if (core_->held.load() >= core_->slots)
-      throw std::runtime_error(
-          "Loader: all " + std::to_string(core_->slots) +
-          " staging slots are held by batches still alive (their tensors, or views of them), so "
-          "no further batch can be decoded; drop the old batches (or copy what you keep: "
-          "tensor.clone()), or make the Loader with more slots");
+    check_slots_free(*core_);
     // The wait runs on a helper thread so that this one, polling, sees Ctrl-C: it then stops
     // the loader (the clips being decoded finish) and raises KeyboardInterrupt; the state
     // stays that of the batches handed out, for a resume.
@@ -976,12 +982,7 @@ class py_run_loader {
   /// substitutions: dicts of clip, failed and replacement (the ledger's global ids), error.
   nb::object next() {
     if (closed_) throw vbucket::error("Loader: closed");
-    if (core_->held.load() >= core_->slots)
-      throw std::runtime_error(
-          "Loader: all " + std::to_string(core_->slots) +
-          " staging slots are held by batches still alive (their tensors, or views of them), so "
-          "no further batch can be decoded; drop the old batches (or copy what you keep: "
-          "tensor.clone()), or make the Loader with more slots");
+    check_slots_free(*core_);
     std::optional<run_file_loader::loaded_batch> b;
     {
       nb::gil_scoped_release release;

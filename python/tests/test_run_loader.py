@@ -35,15 +35,23 @@ TRAINER = textwrap.dedent("""
     import json, os, sys, time
     import vbucket
 
-    run_file, ckpt, log_path, ledger, world = sys.argv[1:6]
+    run_file, ckpt, log_path, ledger, world, paths = sys.argv[1:7]
     world = int(world)
-    oom_steps = set(json.loads(sys.argv[6]))
+    oom_steps = set(json.loads(sys.argv[7]))
     state = json.load(open(ckpt)) if os.path.exists(ckpt) else None
 
     def save(d):  # atomically: a kill leaves the old checkpoint or the new one
         with open(ckpt + ".tmp", "w") as f:
             json.dump(d, f)
         os.replace(ckpt + ".tmp", ckpt)
+
+    def entry(b):  # what the log keeps of a batch: a Run's dict or a Loader's RunBatch
+        if isinstance(b, dict):
+            return [b["step"], b["rank"], world, b["source"], b["row"], b["pads"], b["repeat"]]
+        # decoded as planned (no file fails here)
+        assert b.source.tolist() == b.planned_source.tolist() and b.tensor.numel() > 0
+        assert b.row.tolist() == b.planned_row.tolist()
+        return [b.step, b.rank, b.world, b.source.tolist(), b.row.tolist(), b.pads, b.repeat]
 
     lines = 0 if state is None else state["lines"]
     kept = open(log_path).readlines()[:lines] if os.path.exists(log_path) else []
@@ -57,25 +65,26 @@ TRAINER = textwrap.dedent("""
         oom_done = set(state["oom"])
         for run in runs:
             run.load_state_dict(state["run"], world=world)
+    # `for batch in run:` on every rank, or with paths `for batch in loader:` (decoded)
+    ranks = runs if not paths else [vbucket.Loader(run, json.load(open(paths)), workers=2,
+                                                   prefetch=2) for run in runs]
     while runs[0].epoch < %(epochs)d:
-        loops = [iter(run) for run in runs]
+        loops = [iter(rank) for rank in ranks]
         while (step := [next(loop, None) for loop in loops])[0] is not None:
-            k = step[0]["step"]
+            k = entry(step[0])[0]
             if k in oom_steps and k not in oom_done:
                 failing = [k %% world]
                 try:
-                    for run in runs:
-                        run.out_of_memory(failing)
+                    for rank in ranks:
+                        rank.out_of_memory(failing)
                     oom_done.add(k)
                     continue
                 except ValueError:  # the batch size is already 1: trained as it is
                     oom_done.add(k)
-            log.write(json.dumps([[b["step"], b["rank"], b["world"] if "world" in b else world,
-                                   b["source"], b["row"], b["pads"], b["repeat"]]
-                                  for b in step]) + "\\n")
+            log.write(json.dumps([entry(b) for b in step]) + "\\n")
             log.flush()
             lines += 1
-            save({"run": runs[0].state_dict(), "oom": sorted(oom_done), "lines": lines})
+            save({"run": ranks[0].state_dict(), "oom": sorted(oom_done), "lines": lines})
             time.sleep(0.003)  # the training step
 """) % {"epochs": EPOCHS}
 
@@ -137,63 +146,74 @@ def lose_last_trained_record(cli, ledger, ckpt):
     return True
 
 
+def drive_with_kills(cli, tmp_path, run_file, ooms, world, rng, lose, kills_wanted, max_world,
+                     paths=None, settle=0.008):
+    """Runs TRAINER (over the run, or with ``paths`` a Loader over it) in processes killed with
+    SIGKILL a few steps after each start, ``kills_wanted`` times, restarted under another world
+    (1 to ``max_world``) at times; with ``lose``, the record of the last step the checkpoint
+    counts as trained is removed after the first kill. Checks that the steps trained equal the
+    uninterrupted run's under the same changes and the audit's verdict."""
+    trainer = tmp_path / "trainer.py"
+    trainer.write_text(TRAINER)
+    paths_file = ""
+    if paths is not None:
+        paths_file = tmp_path / "paths.json"
+        paths_file.write_text(json.dumps(paths))
+    d = tmp_path / f"lose{lose}"
+    d.mkdir()
+    ckpt, log, ledger = d / "ckpt.json", d / "log.jsonl", d / "ledger"
+    worlds, kills, lost = {0: world}, 0, False
+    while True:
+        p = subprocess.Popen([sys.executable, str(trainer), str(run_file), str(ckpt), str(log),
+                              str(ledger), str(world), str(paths_file), json.dumps(ooms)],
+                             stderr=subprocess.PIPE, text=True)
+        if kills < kills_wanted:
+            # Killed a few steps after it started (any point of a step).
+            lines = json.load(open(ckpt))["lines"] if ckpt.exists() else 0
+            until = lines + rng.randrange(1, 4 if paths else 6)
+            while p.poll() is None and (json.load(open(ckpt))["lines"]
+                                        if ckpt.exists() else 0) < until:
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0, settle))
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+                kills += 1
+                if lose and not lost and ckpt.exists():
+                    lost = lose_last_trained_record(cli, ledger, ckpt)
+                if rng.random() < 0.5:  # restarted under another world
+                    world = rng.randrange(1, max_world + 1)
+                if ckpt.exists():
+                    state = json.load(open(ckpt))["run"]["state"]
+                    worlds[int(state.split(" step=")[1].split(" ")[0])] = world
+                else:
+                    worlds[0] = world
+                continue
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        break
+    got = [json.loads(line) for line in log.read_text().splitlines()]
+    want = reference(run_file, ooms, worlds)
+    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    assert len(got) == len(want) and got == want, (first, worlds, ooms,
+                                                   got[first] if first is not None else None,
+                                                   want[first] if first is not None else None)
+    assert kills == kills_wanted  # (the run outlasts the kills)
+    audit = run_cli(cli, "audit", ledger, check=False)
+    if lose:
+        assert lost
+        assert audit.returncode == 1 and "missing" in audit.stdout, audit.stdout
+    else:
+        assert audit.returncode == 0, audit.stdout
+
+
 @pytest.mark.parametrize("seed", range(1, SCENARIOS + 1))
 def test_killed_trainer_trains_the_uninterrupted_batches(cli, tmp_path, seed):
     run, ooms = scenario(tmp_path, seed)
-    trainer = tmp_path / "trainer.py"
-    trainer.write_text(TRAINER)
     rng = random.Random(seed * 977)
     for lose in (False, True):
-        d = tmp_path / f"lose{lose}"
-        d.mkdir()
-        ckpt, log, ledger = d / "ckpt.json", d / "log.jsonl", d / "ledger"
-        world, worlds, kills, lost = run["world"], {0: run["world"]}, 0, False
-
-        def start():
-            return subprocess.Popen([sys.executable, str(trainer), str(tmp_path / "run.json"),
-                                     str(ckpt), str(log), str(ledger), str(world),
-                                     json.dumps(ooms)], stderr=subprocess.PIPE, text=True)
-
-        while True:
-            p = start()
-            if kills < KILLS:
-                # Killed a few steps after it started (any point of a step: the sleep).
-                lines = json.load(open(ckpt))["lines"] if ckpt.exists() else 0
-                until = lines + rng.randrange(1, 6)
-                while p.poll() is None and (json.load(open(ckpt))["lines"]
-                                            if ckpt.exists() else 0) < until:
-                    time.sleep(0.002)
-                time.sleep(rng.uniform(0, 0.008))
-                if p.poll() is None:
-                    p.send_signal(signal.SIGKILL)
-                    p.wait()
-                    kills += 1
-                    if lose and not lost and ckpt.exists():
-                        lost = lose_last_trained_record(cli, ledger, ckpt)
-                    if rng.random() < 0.5:  # restarted under another world
-                        world = rng.randrange(1, 5)
-                    if ckpt.exists():
-                        state = json.load(open(ckpt))["run"]["state"]
-                        worlds[int(state.split(" step=")[1].split(" ")[0])] = world
-                    else:
-                        worlds[0] = world
-                    continue
-            _, err = p.communicate(timeout=300)
-            assert p.returncode == 0, err[-3000:]
-            break
-        got = [json.loads(line) for line in log.read_text().splitlines()]
-        want = reference(tmp_path / "run.json", ooms, worlds)
-        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
-        assert len(got) == len(want) and got == want, (first, worlds, ooms,
-                                                       got[first] if first is not None else None,
-                                                       want[first] if first is not None else None)
-        assert kills == KILLS  # (the run outlasts the kills)
-        audit = run_cli(cli, "audit", ledger, check=False)
-        if lose:
-            assert lost
-            assert audit.returncode == 1 and "missing" in audit.stdout, audit.stdout
-        else:
-            assert audit.returncode == 0, audit.stdout
+        drive_with_kills(cli, tmp_path, tmp_path / "run.json", ooms, run["world"], rng, lose,
+                         KILLS, 4)
 
 
 def test_sampler_and_loader_follow_the_same_convention():

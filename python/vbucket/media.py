@@ -442,6 +442,45 @@ _CHOICES = {"dtype": ("uint8", "float32", "bfloat16"),
             "layout": ("thwc", "cthw")}
 
 
+def _check_options(workers, prefetch, slots, pin_memory, **choices) -> int:
+    """Checks a Loader's worker, prefetch and slot counts and its named choices (ValueError
+    naming the keyword); returns the slots (default: prefetch + 2)."""
+    _check_int("workers", workers, 1, Loader.MAX_WORKERS)
+    _check_int("prefetch", prefetch, 1, Loader.MAX_PREFETCH)
+    if slots is None:
+        slots = prefetch + 2
+    _check_int("slots", slots, prefetch + 1, Loader.MAX_PREFETCH + 2,
+               f" (at least prefetch + 1 = {prefetch + 1})")
+    _check_choices(pin_memory, **choices)
+    return slots
+
+
+def _as_torch(torch, dtype: str, shape, data):
+    """A stacked tensor column as a torch tensor over the bytes C++ gathered (no copy)."""
+    if dtype == "bfloat16":
+        return torch.from_numpy(data.view(np.int16).reshape(shape)).view(torch.bfloat16)
+    arr = data.view(np.dtype(dtype)).reshape(shape)
+    if dtype in ("uint16", "uint32", "uint64") and not hasattr(torch, dtype):
+        return arr  # a torch without these types: the numpy array
+    return torch.from_numpy(arr)
+
+
+def _split_fields(raw: dict, tensor_names, torch) -> tuple:
+    """A batch's gathered columns (C++'s dict) as (fields, tensors): strings as lists, numbers
+    as numpy arrays, tensor files as torch tensors (no copy)."""
+    fields, tensors = {}, {}
+    for name, v in raw.items():
+        if isinstance(v, list):
+            fields[name] = v
+            continue
+        dtype, shape, data = v
+        if name in tensor_names:
+            tensors[name] = _as_torch(torch, dtype, shape, data)
+        else:
+            fields[name] = data.view(np.dtype(dtype)).reshape(shape)
+    return fields, tensors
+
+
 def _check_choices(pin_memory, **choices) -> None:
     """ValueError naming the Loader keyword whose value is not one it takes."""
     for name, v in choices.items():
@@ -576,14 +615,8 @@ class Loader:
         sources, one = _sources("Loader", paths) if pixels else ([], False)
         media = _core.media_texts("Loader", timeout=timeout, io_timeout=io_timeout,
                                   retries=retries, outage_deadline=outage_deadline)
-        _check_int("workers", workers, 1, self.MAX_WORKERS)
-        _check_int("prefetch", prefetch, 1, self.MAX_PREFETCH)
-        if slots is None:
-            slots = prefetch + 2
-        _check_int("slots", slots, prefetch + 1, self.MAX_PREFETCH + 2,
-                   f" (at least prefetch + 1 = {prefetch + 1})")
-        _check_choices(dtype=dtype, filter=filter, frame_choice=frame_choice, layout=layout,
-                       pin_memory=pin_memory)
+        slots = _check_options(workers, prefetch, slots, pin_memory, dtype=dtype, filter=filter,
+                               frame_choice=frame_choice, layout=layout)
         rows = _vbucket.sampler_rows(core)
         spec = _columns("fields", fields, sampler, rows) + _columns("tensors", tensors, sampler,
                                                                     rows)
@@ -622,16 +655,7 @@ class Loader:
         at the end of the plan the loader runs. ``next()`` is the same call."""
         (t, indices, planned, bucket, thw, step, position, repeat, subs, packed,
          raw) = self._core.next()
-        fields, tensors = {}, {}
-        for name, v in raw.items():
-            if isinstance(v, list):
-                fields[name] = v
-                continue
-            dtype, shape, data = v
-            if name in self._tensor_names:
-                tensors[name] = self._to_torch(dtype, shape, data)
-            else:
-                fields[name] = data.view(np.dtype(dtype)).reshape(shape)
+        fields, tensors = _split_fields(raw, self._tensor_names, self._torch)
         if not self._pixels:
             t = None
         elif self._stream is not None:
@@ -644,16 +668,6 @@ class Loader:
         if self._tensor_names:
             b.tensors = tensors
         return b
-
-    def _to_torch(self, dtype: str, shape, data):
-        """A stacked tensor column as a torch tensor over the bytes C++ gathered (no copy)."""
-        torch = self._torch
-        if dtype == "bfloat16":
-            return torch.from_numpy(data.view(np.int16).reshape(shape)).view(torch.bfloat16)
-        arr = data.view(np.dtype(dtype)).reshape(shape)
-        if dtype in ("uint16", "uint32", "uint64") and not hasattr(torch, dtype):
-            return arr  # a torch without these types: the numpy array
-        return torch.from_numpy(arr)
 
     next = __next__
 

@@ -13,8 +13,8 @@ import numpy as np
 
 from . import _core, _vbucket
 from ._optional import need
-from .media import (_check_choices, _check_int, _dataset_column, _field_spec, _need_ffmpeg,
-                    _sources, _triple)
+from .media import (_check_options, _dataset_column, _field_spec, _need_ffmpeg, _sources,
+                    _split_fields, _triple)
 from .run import Run
 
 
@@ -73,16 +73,6 @@ class RunBatch:
     def __repr__(self) -> str:
         return (f"RunBatch(step={self.step}, epoch={self.epoch}, stage={self.stage}, "
                 f"size={len(self.row)}, thw={self.thw}, substitutions={len(self.substitutions)})")
-
-
-def _as_torch(torch, dtype: str, shape, data):
-    """A stacked tensor column as a torch tensor over the bytes C++ gathered (no copy)."""
-    if dtype == "bfloat16":
-        return torch.from_numpy(data.view(np.int16).reshape(shape)).view(torch.bfloat16)
-    arr = data.view(np.dtype(dtype)).reshape(shape)
-    if dtype in ("uint16", "uint32", "uint64") and not hasattr(torch, dtype):
-        return arr
-    return torch.from_numpy(arr)
 
 
 def _run_columns(kind: str, spec, plan, names: list) -> list:
@@ -167,21 +157,13 @@ class RunLoader:
                  io_timeout: Optional[float] = None, retries: Optional[int] = None,
                  outage_deadline: Optional[float] = None,
                  frame_choice: str = "opensora", fields=None, tensors=None) -> None:
-        from .media import Loader
-
         _need_ffmpeg("Loader")
         torch = need("torch", "vbucket.Loader")
         if paths is None:
             raise ValueError("Loader: a run's loader decodes pixels: give paths (one entry per "
                              "source)")
-        _check_int("workers", workers, 1, Loader.MAX_WORKERS)
-        _check_int("prefetch", prefetch, 1, Loader.MAX_PREFETCH)
-        if slots is None:
-            slots = prefetch + 2
-        _check_int("slots", slots, prefetch + 1, Loader.MAX_PREFETCH + 2,
-                   f" (at least prefetch + 1 = {prefetch + 1})")
-        _check_choices(dtype=dtype, filter=filter, frame_choice=frame_choice, layout=layout,
-                       pin_memory=pin_memory)
+        slots = _check_options(workers, prefetch, slots, pin_memory, dtype=dtype, filter=filter,
+                               frame_choice=frame_choice, layout=layout)
         names = list(run.source_names)
         if isinstance(paths, Mapping):
             unknown = sorted(set(paths) - set(names))
@@ -226,16 +208,7 @@ class RunLoader:
             if got is None:
                 return
             tensor, info, subs, packed, raw = got
-            fields, tensors = {}, {}
-            for name, v in raw.items():
-                if isinstance(v, list):
-                    fields[name] = v
-                    continue
-                dtype, shape, data = v
-                if name in self._tensor_names:
-                    tensors[name] = _as_torch(self._torch, dtype, shape, data)
-                else:
-                    fields[name] = data.view(np.dtype(dtype)).reshape(shape)
+            fields, tensors = _split_fields(raw, self._tensor_names, self._torch)
             if self._device is not None:
                 tensor = tensor.pin_memory().to(self._device, non_blocking=True)
                 tensors = {k: t.to(self._device, non_blocking=True) for k, t in tensors.items()}
