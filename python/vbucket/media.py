@@ -245,6 +245,26 @@ def decode_clip(path: PathLike, start: int, frames: int, interval: int = 1,
                                 frame_choice)
 
 
+def _set_packed(batch, tensor, packed) -> None:
+    """A batch's packed layout (``packed``, C++'s dict, or None for a fixed batch): ``packed``,
+    ``tensors`` (a view per clip), ``cu_seqlens``, ``max_seqlen``, ``offsets``, ``thw``."""
+    batch.packed = packed is not None
+    batch.tensors = batch.cu_seqlens = batch.max_seqlen = batch.offsets = None
+    if packed is None:
+        return
+    if tensor.device.type == "cpu":
+        batch.tensors = packed["tensors"]
+        batch.cu_seqlens = packed["cu_seqlens"]
+    else:  # pin_memory: views of the device copy, cu_seqlens beside it
+        o = packed["offsets"]
+        batch.tensors = [tensor[o[i]:o[i + 1]].view(shape)
+                         for i, shape in enumerate(packed["shapes"])]
+        batch.cu_seqlens = packed["cu_seqlens"].to(tensor.device)
+    batch.max_seqlen = packed["max_seqlen"]
+    batch.offsets = packed["offsets"]
+    batch.thw = packed["thw"]
+
+
 class Batch:
     """One batch of a ``Loader``.
 
@@ -289,20 +309,8 @@ class Batch:
         self.position = position
         self.repeat = repeat
         self.substitutions = substitutions
-        self.packed = packed is not None
-        self.tensors = self.cu_seqlens = self.max_seqlen = self.offsets = None
+        _set_packed(self, tensor, packed)
         if packed is not None:
-            if tensor.device.type == "cpu":
-                self.tensors = packed["tensors"]
-                self.cu_seqlens = packed["cu_seqlens"]
-            else:  # pin_memory: views of the device copy, cu_seqlens beside it
-                o = packed["offsets"]
-                self.tensors = [tensor[o[i]:o[i + 1]].view(shape)
-                                for i, shape in enumerate(packed["shapes"])]
-                self.cu_seqlens = packed["cu_seqlens"].to(tensor.device)
-            self.max_seqlen = packed["max_seqlen"]
-            self.offsets = packed["offsets"]
-            self.thw = packed["thw"]
             self.bucket = packed["buckets"]
 
     def __repr__(self) -> str:

@@ -13,8 +13,8 @@ import numpy as np
 
 from . import _core, _vbucket
 from ._optional import need
-from .media import (_check_options, _dataset_column, _field_spec, _need_ffmpeg, _sources,
-                    _split_fields, _triple)
+from .media import (_check_options, _dataset_column, _field_spec, _need_ffmpeg, _set_packed,
+                    _sources, _split_fields, _triple)
 from .run import Run
 
 
@@ -50,21 +50,8 @@ class RunBatch:
         for key in ("source", "row", "planned_source", "planned_row"):
             setattr(self, key, np.asarray(info[key], dtype=np.uint32))
         self.substitutions = substitutions
-        self.packed = packed is not None
-        self.tensors = self.cu_seqlens = self.max_seqlen = self.offsets = None
-        if packed is not None:
-            if tensor.device.type == "cpu":
-                self.tensors = packed["tensors"]
-                self.cu_seqlens = packed["cu_seqlens"]
-            else:
-                o = packed["offsets"]
-                self.tensors = [tensor[o[i]:o[i + 1]].view(shape)
-                                for i, shape in enumerate(packed["shapes"])]
-                self.cu_seqlens = packed["cu_seqlens"].to(tensor.device)
-            self.max_seqlen = packed["max_seqlen"]
-            self.offsets = packed["offsets"]
-            self.thw = packed["thw"]
-        elif tensors:
+        _set_packed(self, tensor, packed)
+        if packed is None and tensors:
             self.tensors = tensors
 
     def __len__(self) -> int:
