@@ -9,6 +9,7 @@ arguments and results.
 from __future__ import annotations
 
 import collections
+import inspect
 import os
 import sys
 import time
@@ -731,3 +732,8 @@ class Loader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# The class's signature is its __init__'s: `__new__` only routes a run to RunLoader.
+Loader.__signature__ = inspect.signature(Loader.__init__).replace(
+    parameters=list(inspect.signature(Loader.__init__).parameters.values())[1:])
