@@ -75,6 +75,15 @@ template void assign_into<compiled_v2_rule, fast_source>(std::span<bucket_id>, c
                                                          const fast_source&, unsigned);
 template std::vector<bucket_id> assign_all<compiled_v2_rule, fast_source>(
     const bucket_config&, const meta_table&, const compiled_v2_rule&, const fast_source&, unsigned);
+template void assign_rows_into<opensora_v2_rule, fast_source>(
+    std::span<bucket_id>, std::span<const std::uint32_t>, const bucket_config&, const meta_table&,
+    const opensora_v2_rule&, const fast_source&, unsigned);
+template void assign_rows_into<opensora_v12_rule, fast_source>(
+    std::span<bucket_id>, std::span<const std::uint32_t>, const bucket_config&, const meta_table&,
+    const opensora_v12_rule&, const fast_source&, unsigned);
+template void assign_rows_into<compiled_v2_rule, fast_source>(
+    std::span<bucket_id>, std::span<const std::uint32_t>, const bucket_config&, const meta_table&,
+    const compiled_v2_rule&, const fast_source&, unsigned);
 template std::vector<bucket_id> assign_epoch<opensora_v2_rule>(const bucket_config&,
                                                                const meta_table&,
                                                                const opensora_v2_rule&, rng_mode,
@@ -106,7 +115,7 @@ template void detail::assign_metas<compiled_v2_rule, fast_source>(
 template void compiled_v2_rule::assign_rows_avx2<fast_source>(const bucket_config&,
                                                               const meta_table&, std::size_t,
                                                               std::size_t, std::span<bucket_id>,
-                                                              const fast_source&,
-                                                              std::uint64_t) const;
+                                                              const fast_source&, std::uint64_t,
+                                                              const std::uint32_t*) const;
 #endif
 }  // namespace vbucket

@@ -568,6 +568,9 @@ void run_plan::ensure_ids() {
   if (pos_.ids_hash && *pos_.ids_hash == pos_.cur.assign_hash) return;
   const bucket_config& stage_cfg = stages_[pos_.cur.stage].config;
   pos_.ids.resize(pos_.drawn.size());
+  // Past a closed segment only the remaining draws are read again (`make_plan`, and
+  // `drawn_bucket` of undelivered draws): when they are few enough, only theirs are assigned.
+  const bool few_left = !pos_.all && pos_.remaining.size() / 3 < pos_.drawn.size() / 4;
   std::vector<bucket_id> tmp;
   for (std::size_t s = 0; s < sources_.size(); ++s) {
     const run_source& src = sources_[s];
@@ -577,14 +580,18 @@ void run_plan::ensure_ids() {
         detail::stream_key(opts_.seed, detail::run_domain_assign, detail::hash_bytes(src.name));
     const auto first = static_cast<std::size_t>(pos_.drawn.offsets[s]);
     const std::size_t n = src.table->size();
+    if (few_left) {
+      assign_remaining(s, cfg, key);
+      continue;
+    }
     const std::span<const bucket_id> by_row = [&]() -> std::span<const bucket_id> {
       if (pos_.drawn.passes[s] > 0) {  // the first pass is the rows in order: assigned in place
         const std::span<bucket_id> at = std::span<bucket_id>(pos_.ids).subspan(first, n);
-        src.assign(at, cfg, *src.table, key, pos_.epoch, opts_.threads);
+        src.assign(at, {}, cfg, *src.table, key, pos_.epoch, opts_.threads);
         return at;
       }
       tmp.resize(n);
-      src.assign(std::span<bucket_id>(tmp), cfg, *src.table, key, pos_.epoch, opts_.threads);
+      src.assign(std::span<bucket_id>(tmp), {}, cfg, *src.table, key, pos_.epoch, opts_.threads);
       return tmp;
     }();
     for (std::uint64_t c = 1; c < pos_.drawn.passes[s]; ++c)
@@ -595,6 +602,33 @@ void run_plan::ensure_ids() {
     for (std::size_t i = 0; i < listed.size(); ++i) rest[i] = by_row[listed[i]];
   }
   pos_.ids_hash = pos_.cur.assign_hash;
+}
+
+void run_plan::assign_remaining(std::size_t s, const bucket_config& cfg, std::uint64_t key) {
+  const run_source& src = sources_[s];
+  const std::uint64_t first = pos_.drawn.offsets[s];
+  const std::uint64_t n = src.table->size(), whole = pos_.drawn.passes[s] * n;
+  const std::vector<std::uint32_t>& listed = pos_.drawn.listed[s];
+  const auto lo = std::lower_bound(pos_.remaining.begin(), pos_.remaining.end(), first);
+  const auto hi = std::lower_bound(lo, pos_.remaining.end(), pos_.drawn.offsets[s + 1]);
+  const std::span<const std::uint32_t> at(lo, hi);
+  detail::parallel_chunks(at.size(), opts_.threads, [&](std::size_t begin, std::size_t end) {
+    constexpr std::size_t block = std::size_t{1} << 16;
+    std::vector<std::uint32_t> rows(std::min(block, end - begin));
+    std::vector<bucket_id> out(rows.size());
+    for (std::size_t k = begin; k < end; k += block) {
+      const std::size_t m = std::min(block, end - k);
+      for (std::size_t j = 0; j < m; ++j) {
+        const std::uint64_t local = at[k + j] - first;
+        rows[j] = static_cast<std::uint32_t>(local >= whole ? listed[local - whole]
+                                             : local < n    ? local
+                                                            : local % n);
+      }
+      src.assign(std::span<bucket_id>(out).first(m), std::span<const std::uint32_t>(rows).first(m),
+                 cfg, *src.table, key, pos_.epoch, 1);
+      for (std::size_t j = 0; j < m; ++j) pos_.ids[at[k + j]] = out[j];
+    }
+  });
 }
 
 void run_plan::make_plan() {
@@ -715,11 +749,12 @@ std::vector<std::uint64_t> run_plan::delivered_in_plan(std::uint64_t end) const 
         }
       }
     };
-    // A bitmap past the caches is marked through partitions of 2^21 samples (256 KiB of
-    // bits each): the marks first go, in order, to their partition's list, then each list
-    // sets bits in a slice that stays in the cache.
+    // A bitmap past the last-level cache (over 2^27 samples, 16 MiB) is marked through
+    // partitions of 2^21 samples (256 KiB of bits each): the marks first go, in order, to
+    // their partition's list, then each list sets bits in a slice that stays in the cache.
+    // Below that, marking in place is faster (10^8 samples: 0.30 s against 0.49 s).
     constexpr unsigned part_bits = 21;
-    if (n <= (std::size_t{1} << (part_bits + 1))) {
+    if (n <= (std::size_t{1} << 27)) {
       each_real(mark);
     } else {
       std::vector<std::vector<std::uint32_t>> parts((n >> part_bits) + 1);

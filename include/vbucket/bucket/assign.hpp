@@ -132,6 +132,30 @@ void assign_into(std::span<bucket_id> out, const bucket_config& config, const me
   });
 }
 
+/// The buckets of the rows `rows` of `table`: out[i] = the bucket `assign_into` gives row
+/// rows[i] (its own draws), in parallel. The run plan uses it to assign again only the draws
+/// it has not delivered. Preconditions: out.size() == rows.size(); every row < table.size().
+template <class Rule, random_source Source>
+  requires bucket_rule<Rule, Source>
+void assign_rows_into(std::span<bucket_id> out, std::span<const std::uint32_t> rows,
+                      const bucket_config& config, const meta_table& table, const Rule& rule,
+                      const Source& source, unsigned threads = 0) {
+  if constexpr (detail::compiles_v2<Rule, Source>) {
+    if (rows.size() >= detail::compile_v2_from && detail::compilable(rule)) {
+      assign_rows_into(out, rows, config, table, compiled_v2_rule(config, rule), source, threads);
+      return;
+    }
+  }
+  detail::parallel_chunks(rows.size(), threads, [&](std::size_t b, std::size_t e) {
+    if constexpr (requires { rule.assign_rows(config, table, rows, b, e, out, source); }) {
+      rule.assign_rows(config, table, rows, b, e, out, source);
+    } else {
+      for (std::size_t i = b; i < e; ++i)
+        out[i] = rule.assign(config, table[rows[i]], rows[i], source);
+    }
+  });
+}
+
 /// The bucket of every sample of `table`, in row order.
 template <class Rule, random_source Source>
   requires bucket_rule<Rule, Source> std::vector<bucket_id> assign_all(const bucket_config& config,
@@ -257,6 +281,15 @@ extern template void assign_into<compiled_v2_rule, fast_source>(std::span<bucket
                                                                 const fast_source&, unsigned);
 extern template std::vector<bucket_id> assign_all<compiled_v2_rule, fast_source>(
     const bucket_config&, const meta_table&, const compiled_v2_rule&, const fast_source&, unsigned);
+extern template void assign_rows_into<opensora_v2_rule, fast_source>(
+    std::span<bucket_id>, std::span<const std::uint32_t>, const bucket_config&, const meta_table&,
+    const opensora_v2_rule&, const fast_source&, unsigned);
+extern template void assign_rows_into<opensora_v12_rule, fast_source>(
+    std::span<bucket_id>, std::span<const std::uint32_t>, const bucket_config&, const meta_table&,
+    const opensora_v12_rule&, const fast_source&, unsigned);
+extern template void assign_rows_into<compiled_v2_rule, fast_source>(
+    std::span<bucket_id>, std::span<const std::uint32_t>, const bucket_config&, const meta_table&,
+    const compiled_v2_rule&, const fast_source&, unsigned);
 // The built-in rules over the built-in sources on a user's records (assign_range).
 extern template void detail::assign_metas<opensora_v2_rule, fast_source>(
     std::span<bucket_id>, const bucket_config&, std::span<const sample_meta>, std::uint64_t,

@@ -168,26 +168,19 @@ class compiled_v2_rule {
   void assign_rows(const bucket_config& c, const meta_table& table, std::size_t begin,
                    std::size_t end, std::span<bucket_id> out, const Source& source,
                    simd_path path = simd_path::automatic) const {
-    if (!tabled()) {
-      for (std::size_t i = begin; i < end; ++i)
-        out[i] = assign(c, table[i], static_cast<std::uint64_t>(i), source);
-      return;
-    }
-#if VBUCKET_AVX2_DISPATCH
-    if constexpr (detail::fast_draws<Source>) {
-      if (path != simd_path::scalar && vectorised() && detail::cpu_has_avx2() &&
-          table.fps_values().size() <= std::size_t{1} << 31) {
-        const std::size_t vector_end = begin + (end - begin) / 4 * 4;
-        if constexpr (std::is_same_v<Source, fast_source>)
-          assign_rows_avx2(c, table, begin, vector_end, out, source, 0);
-        else
-          assign_rows_avx2(c, table, begin, vector_end, out, source.inner, source.first);
-        begin = vector_end;
-      }
-    }
-#endif
-    (void)path;
-    assign_rows_scalar(c, table, begin, end, out, source);
+    assign_rows_of(c, table, nullptr, begin, end, out, source, path);
+  }
+
+  /// As `assign_rows`, for the rows listed in `rows`: out[i] = `assign(c, table[rows[i]],
+  /// rows[i], source)` for i in [begin, end) (the run plan assigns only the draws it has not
+  /// delivered when a stage brings new probabilities). Preconditions: end ≤ rows.size() ==
+  /// out.size(); every row < table.size().
+  template <random_source Source>
+  void assign_rows(const bucket_config& c, const meta_table& table,
+                   std::span<const std::uint32_t> rows, std::size_t begin, std::size_t end,
+                   std::span<bucket_id> out, const Source& source,
+                   simd_path path = simd_path::automatic) const {
+    assign_rows_of(c, table, rows.data(), begin, end, out, source, path);
   }
 
   /// Whether `assign_rows` can take the vector path for this config (tabled, with at most
@@ -198,10 +191,40 @@ class compiled_v2_rule {
   static constexpr std::size_t max_vector_groups = 8;
 
  private:
+  /// Both `assign_rows`: entry i is row i, or row at[i] when `at` is given.
+  template <random_source Source>
+  void assign_rows_of(const bucket_config& c, const meta_table& table, const std::uint32_t* at,
+                      std::size_t begin, std::size_t end, std::span<bucket_id> out,
+                      const Source& source, simd_path path) const {
+    if (!tabled()) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const std::size_t r = at != nullptr ? at[i] : i;
+        out[i] = assign(c, table[r], static_cast<std::uint64_t>(r), source);
+      }
+      return;
+    }
+#if VBUCKET_AVX2_DISPATCH
+    if constexpr (detail::fast_draws<Source>) {
+      if (path != simd_path::scalar && vectorised() && detail::cpu_has_avx2() &&
+          table.fps_values().size() <= std::size_t{1} << 31) {
+        const std::size_t vector_end = begin + (end - begin) / 4 * 4;
+        if constexpr (std::is_same_v<Source, fast_source>)
+          assign_rows_avx2(c, table, begin, vector_end, out, source, 0, at);
+        else
+          assign_rows_avx2(c, table, begin, vector_end, out, source.inner, source.first, at);
+        begin = vector_end;
+      }
+    }
+#endif
+    (void)path;
+    assign_rows_scalar(c, table, begin, end, out, source, at);
+  }
+
   /// `assign_rows` on the scalar path.
   template <random_source Source>
   void assign_rows_scalar(const bucket_config& c, const meta_table& table, std::size_t begin,
-                          std::size_t end, std::span<bucket_id> out, const Source& source) const {
+                          std::size_t end, std::span<bucket_id> out, const Source& source,
+                          const std::uint32_t* at) const {
     constexpr std::size_t block = 256;
     std::uint32_t row[block];
     double ratio[block];
@@ -219,7 +242,7 @@ class compiled_v2_rule {
       // Stage 1: validity, effective length, resolutions too large, class -> table row, and
       // the ratio h/w. Invalid rows compute on stand-in sizes 1 and are marked by row = max.
       for (std::size_t j = 0; j < n; ++j) {
-        const std::size_t i = b + j;
+        const std::size_t i = at != nullptr ? at[b + j] : b + j;
         const std::int64_t f = frames[i], h = height[i], wd = width[i];  // 0 to 2^32 - 1
         const bool valid = (f >= 1) & (static_cast<std::uint64_t>(h - 1) < detail::max_side) &
                            (static_cast<std::uint64_t>(wd - 1) < detail::max_side);
@@ -251,7 +274,8 @@ class compiled_v2_rule {
       }
       // Stage 2: one draw per row and its pick.
       for (std::size_t j = 0; j < n; ++j) {
-        const double u = source.stream(static_cast<std::uint64_t>(b + j), 0).random();
+        const std::size_t i = at != nullptr ? at[b + j] : b + j;
+        const double u = source.stream(static_cast<std::uint64_t>(i), 0).random();
         picked[j] = pick(row[j] == invalid_row ? 0 : row[j], u);
       }
       // Stage 3: the closest ratio in the outcome's group.
@@ -264,22 +288,23 @@ class compiled_v2_rule {
       }
       // Rows whose sizes or rates are beyond the exact fast arithmetic (never in real data).
       for (std::size_t k = 0; k < num_slow; ++k) {
-        const std::size_t i = b + slow[k];
-        out[i] = assign(c, table[i], static_cast<std::uint64_t>(i), source);
+        const std::size_t i = at != nullptr ? at[b + slow[k]] : b + slow[k];
+        out[b + slow[k]] = assign(c, table[i], static_cast<std::uint64_t>(i), source);
       }
     }
   }
 
 #if VBUCKET_AVX2_DISPATCH
   /// Rows [begin, end) (a multiple of 4 apart) with the draws of `inner` (a `fast_source`) for
-  /// samples first + i: assign_rows_scalar's stages, four rows at a time. A template only so
+  /// samples first + i (entry i is row at[i] when `at` is given, its draw that of sample
+  /// first + at[i]): assign_rows_scalar's stages, four rows at a time. A template only so
   /// that header-only code compiles it where it is used; defined below with the definitions
   /// (vbucket::compiled instantiates it for `fast_source`, its one argument).
   template <class Inner>
   [[gnu::target("avx2")]] void assign_rows_avx2(const bucket_config& c, const meta_table& table,
                                                 std::size_t begin, std::size_t end,
                                                 std::span<bucket_id> out, const Inner& inner,
-                                                std::uint64_t first) const;
+                                                std::uint64_t first, const std::uint32_t* at) const;
 #endif  // VBUCKET_AVX2_DISPATCH
 
   struct outcome {
@@ -835,6 +860,13 @@ template <int = 0>
   const v4i all = _mm256_set1_epi64x(-1);
   return _mm256_mask_i32gather_epi64(_mm256_setzero_si256(), p, index, all, 8);
 }
+/// Four 32-bit values of a column at rows r[0..3].
+template <int = 0>
+[[gnu::target("avx2")]] inline v4i32 column_at(const std::uint32_t* column,
+                                               const std::uint32_t* r) noexcept {
+  return _mm_setr_epi32(static_cast<int>(column[r[0]]), static_cast<int>(column[r[1]]),
+                        static_cast<int>(column[r[2]]), static_cast<int>(column[r[3]]));
+}
 /// Eight 32-bit lanes from memory.
 template <int = 0>
 [[gnu::target("avx2")]] inline v4i lanes(const std::int32_t* v) noexcept {
@@ -850,7 +882,8 @@ template <int = 0>
 template <class Inner>
 [[gnu::target("avx2")]] void compiled_v2_rule::assign_rows_avx2(
     const bucket_config& c, const meta_table& table, std::size_t begin, std::size_t end,
-    std::span<bucket_id> out, const Inner& inner, std::uint64_t first) const {
+    std::span<bucket_id> out, const Inner& inner, std::uint64_t first,
+    const std::uint32_t* row_at) const {
   using namespace detail::avx2;
   const std::uint64_t key = inner.key();
   const std::uint32_t* const frames = table.num_frames_data();
@@ -895,10 +928,19 @@ template <class Inner>
     // Stage 1: validity, effective length, class, resolutions too large, ratio.
     for (std::size_t j = 0; j < n; j += 4) {
       const std::size_t i = b + j;
-      const v4i32 f = _mm_loadu_si128(reinterpret_cast<const v4i32*>(frames + i));
-      const v4i32 h = _mm_loadu_si128(reinterpret_cast<const v4i32*>(height + i));
-      const v4i32 w = _mm_loadu_si128(reinterpret_cast<const v4i32*>(width + i));
-      const v4i32 code = _mm_loadu_si128(reinterpret_cast<const v4i32*>(fps_code + i));
+      v4i32 f, h, w, code;
+      if (row_at == nullptr) {
+        f = _mm_loadu_si128(reinterpret_cast<const v4i32*>(frames + i));
+        h = _mm_loadu_si128(reinterpret_cast<const v4i32*>(height + i));
+        w = _mm_loadu_si128(reinterpret_cast<const v4i32*>(width + i));
+        code = _mm_loadu_si128(reinterpret_cast<const v4i32*>(fps_code + i));
+      } else {  // scalar loads: cheaper than gathers on some CPUs (AMD Zen 2)
+        const std::uint32_t* const r = row_at + i;
+        f = column_at(frames, r);
+        h = column_at(height, r);
+        w = column_at(width, r);
+        code = column_at(fps_code, r);
+      }
       // A side s is valid when s - 1 (as a signed 32-bit value) is in [0, max_side).
       const v4i32 h1 = _mm_sub_epi32(h, one32), w1 = _mm_sub_epi32(w, one32);
       const v4i32 valid32 = _mm_andnot_si128(
@@ -949,7 +991,11 @@ template <class Inner>
     for (std::size_t j = 0; j < n; j += 4) {
       const std::size_t i = b + j;
       const v4i sample =
-          _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first + i)), lane);
+          row_at == nullptr
+              ? _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first + i)), lane)
+              : _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(first)),
+                                 _mm256_cvtepu32_epi64(
+                                     _mm_loadu_si128(reinterpret_cast<const v4i32*>(row_at + i))));
       const v4d u = to_unit(mix64(_mm256_add_epi64(mix64(_mm256_xor_si256(key_v, sample)), gamma)));
       const v4i32 row = _mm_load_si128(reinterpret_cast<const v4i32*>(row_of + j));
       const v4i32 cell =
@@ -1019,8 +1065,9 @@ template <class Inner>
                                     c, static_cast<std::size_t>(group_of[j]), ratio_of[j]));
     }
     for (std::size_t k = 0; k < num_slow; ++k) {
-      const std::size_t r = b + slow_at[k];
-      out[r] = assign(c, table[r], first + r, inner);
+      const std::size_t e = b + slow_at[k];
+      const std::size_t r = row_at != nullptr ? row_at[e] : e;
+      out[e] = assign(c, table[r], first + r, inner);
     }
   }
 }

@@ -290,7 +290,8 @@ class run_plan {
   /// The current epoch's draw spec.
   [[nodiscard]] const draw_spec& epoch_draws() const noexcept { return pos_.draw; }
   /// The bucket of draw p under the current segment's assignment (no_bucket: unassigned,
-  /// invalid_sample: unusable metadata).
+  /// invalid_sample: unusable metadata), for a draw not delivered before the segment (a
+  /// stage change with new probabilities past a quarter of the epoch assigns only those).
   [[nodiscard]] bucket_id drawn_bucket(std::uint64_t p) const noexcept {
     return pos_.ids[static_cast<std::size_t>(p)];
   }
@@ -440,6 +441,8 @@ class run_plan {
   void follow_settings();
   /// Every drawn sample's bucket under the current segment's assignment (cached).
   void ensure_ids();
+  /// The buckets of source s's remaining draws (`ensure_ids` past a closed segment).
+  void assign_remaining(std::size_t s, const bucket_config& cfg, std::uint64_t key);
   void make_plan();
   void deal();
   [[nodiscard]] std::uint64_t step_in_deal() const noexcept {

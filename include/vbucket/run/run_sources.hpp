@@ -97,21 +97,27 @@ inline std::string exact_text(double v) {
   return f;
 }
 
-/// Assigns every row of `table` to a bucket of `config` (out.size() == table.size()), with draws
-/// keyed by `key` and `epoch` (the run derives the key from its seed and the source's name).
-using run_assign_fn = std::function<void(std::span<bucket_id> out, const bucket_config& config,
-                                         const meta_table& table, std::uint64_t key,
-                                         std::uint64_t epoch, unsigned threads)>;
+/// Assigns rows of `table` to buckets of `config`, with draws keyed by `key` and `epoch` (the
+/// run derives the key from its seed and the source's name): every row when `rows` is empty
+/// (out.size() == table.size()), else out[i] = row rows[i]'s bucket (out.size() == rows.size()),
+/// the same bucket the whole table gives that row.
+using run_assign_fn = std::function<void(
+    std::span<bucket_id> out, std::span<const std::uint32_t> rows, const bucket_config& config,
+    const meta_table& table, std::uint64_t key, std::uint64_t epoch, unsigned threads)>;
 
 /// A `run_assign_fn` for a rule of the library or a user's (`bucket_rule<Rule, fast_source>`):
-/// `assign_into(out, config, table, rule, fast_source(key, epoch), threads)`.
+/// `assign_into(out, config, table, rule, fast_source(key, epoch), threads)`, or
+/// `assign_rows_into` over `rows`.
 template <class Rule>
   requires bucket_rule<Rule, fast_source>
 [[nodiscard]] run_assign_fn rule_assigner(Rule rule) {
-  return [rule = std::move(rule)](std::span<bucket_id> out, const bucket_config& config,
-                                  const meta_table& table, std::uint64_t key, std::uint64_t epoch,
-                                  unsigned threads) {
-    assign_into(out, config, table, rule, fast_source(key, epoch), threads);
+  return [rule = std::move(rule)](std::span<bucket_id> out, std::span<const std::uint32_t> rows,
+                                  const bucket_config& config, const meta_table& table,
+                                  std::uint64_t key, std::uint64_t epoch, unsigned threads) {
+    if (rows.empty())
+      assign_into(out, config, table, rule, fast_source(key, epoch), threads);
+    else
+      assign_rows_into(out, rows, config, table, rule, fast_source(key, epoch), threads);
   };
 }
 

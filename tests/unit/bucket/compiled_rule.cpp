@@ -669,3 +669,46 @@ TEST_CASE("compiled_rule: the vector path gives the scalar path's ids, bit for b
   CHECK(vectorised >= 30);
   CHECK(bucketed > rows / 10);
 }
+
+TEST_CASE("compiled_rule: listed rows give each row's own assignment, on both paths") {
+  // Rows listed in any order, with repeats and edge values (random_rows): entry i must be
+  // assign(table[rows[i]], rows[i]) whatever the path, and assign_rows_into (the run plan's
+  // re-assignment of undelivered draws) must give assign_into's bucket of each listed row.
+  test_random r{4242};
+  std::size_t checked = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    CAPTURE(trial);
+    const vbucket::bucket_config config = random_config(r);
+    const vbucket::opensora_v2_rule rule{trial % 3 == 0 ? 7.5 : 16.0};
+    const vbucket::compiled_v2_rule compiled(config, rule);
+    const vbucket::meta_table table = random_rows(r, 5000 + r.below(3000));
+    const vbucket::fast_source fast(r.next(), r.below(5));
+    std::vector<std::uint32_t> rows(4096 + r.below(900));
+    for (auto& x : rows) x = static_cast<std::uint32_t>(r.below(table.size()));
+    std::sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(rows.size() / 2));
+    const std::size_t m = rows.size();
+    for (const auto path : {vbucket::simd_path::scalar, vbucket::simd_path::avx2}) {
+      std::vector<vbucket::bucket_id> out(m, 777);
+      const std::size_t cut = 1 + r.below(m - 2);  // ranges that start and end anywhere
+      compiled.assign_rows(config, table, rows, 0, cut, out, fast, path);
+      compiled.assign_rows(config, table, rows, cut, m, out, fast, path);
+      for (std::size_t i = 0; i < m; ++i) {
+        CAPTURE(i);
+        REQUIRE(out[i] == compiled.assign(config, table[rows[i]], rows[i], fast));
+      }
+      checked += m;
+    }
+    const std::vector<vbucket::bucket_id> whole = vbucket::assign_all(config, table, rule, fast, 2);
+    std::vector<vbucket::bucket_id> listed(m, 777);
+    vbucket::assign_rows_into(std::span<vbucket::bucket_id>(listed), rows, config, table, rule,
+                              fast, 2);
+    for (std::size_t i = 0; i < m; ++i) REQUIRE(listed[i] == whole[rows[i]]);
+    // A user's rule without a whole-table path: row by row.
+    const vbucket::opensora_v12_rule v12;
+    const std::vector<vbucket::bucket_id> whole12 = vbucket::assign_all(config, table, v12, fast);
+    vbucket::assign_rows_into(std::span<vbucket::bucket_id>(listed), rows, config, table, v12,
+                              fast);
+    for (std::size_t i = 0; i < m; ++i) REQUIRE(listed[i] == whole12[rows[i]]);
+  }
+  CHECK(checked > 200000);
+}

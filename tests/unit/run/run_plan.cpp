@@ -327,6 +327,56 @@ TEST_CASE("run_plan: a stage change mid-epoch plans the rest under the new stage
   }
 }
 
+TEST_CASE("run_plan: after a stage change with new probabilities, each sample in its new bucket") {
+  // Stage 1 brings other buckets (a new assignment) with the pad policy, so every sample of a
+  // stage-1 batch is in the batch's bucket. The oracle: the whole source assigned under stage
+  // 1's config with the run's draws (key from the seed and the source's name, the epoch). Early
+  // changes re-assign every draw; late ones, after a quarter of the epoch is delivered, only
+  // the draws not yet delivered (both must agree with the oracle). 1200 draws from tables of
+  // 300 and 500 rows: whole passes and listed rows.
+  const vbucket::opensora_v2_rule rule;
+  for (const std::uint64_t seed : scenario_seeds) {
+    for (const std::uint64_t at : {std::uint64_t{3}, std::uint64_t{30}, std::uint64_t{70}}) {
+      CAPTURE(seed);
+      CAPTURE(at);
+      auto src = sources(2, seed);
+      const auto draws = weights({3, 1}, 1200);
+      vbucket::run_stage s0{.name = "256", .config = config_256(), .draws = draws};
+      vbucket::run_stage s1{.name = "768",
+                            .from_step = at,
+                            .config = config_768(),
+                            .draws = draws,
+                            .policy = vbucket::incomplete_policy::pad};
+      run_plan run(src, {s0, s1}, {.seed = seed, .world = 2});
+      std::vector<std::vector<vbucket::bucket_id>> oracle;
+      for (const vbucket::run_source& s : src) {
+        const std::uint64_t key = vbucket::detail::stream_key(
+            seed, vbucket::detail::run_domain_assign, vbucket::detail::hash_bytes(s.name));
+        oracle.push_back(
+            vbucket::assign_all(config_768(), *s.table, rule, vbucket::fast_source(key, 0)));
+      }
+      std::uint64_t before = 0, checked = 0;
+      while (run.epoch() == 0) {
+        for (std::uint32_t r = 0; r < 2; ++r) {
+          const run_batch b = run.batch(r);
+          if (b.stage == 0) {
+            before += b.repeat ? 0 : b.size() - b.pads;
+            continue;
+          }
+          for (std::size_t i = 0; i < b.size(); ++i) {
+            REQUIRE(oracle[b.sources[i]][b.rows[i]] == b.bucket);
+            ++checked;
+          }
+        }
+        run.advance();
+      }
+      CHECK(checked > 0);
+      if (at == 70) CHECK(before * 4 > 1200);  // the late change re-assigns only the rest
+      if (at == 3) CHECK(before * 4 < 1200);
+    }
+  }
+}
+
 TEST_CASE("run_plan: a packed stage after a fixed one, mid-epoch") {
   auto src = sources(2, 3);
   vbucket::run_stage s0{.name = "fixed", .config = config_256()};
