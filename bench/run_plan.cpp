@@ -14,8 +14,9 @@
 ///    delivered planned again; new config = 0: other batch sizes and policy, 1: also other
 ///    probabilities, so every drawn sample is assigned again), `oom_ms` (then an out-of-memory
 ///    call on one rank: the same). `stage_cpu_ms`: the stage change's CPU time (all threads of
-///    the process; issue 42: ≤ 2 s at 10^8 with a new config). `x_epoch`: its CPU time / the
-///    CPU time of the plan of one source of N rows in the same iteration (`epoch_cpu_ms`:
+///    the process; issue 42: ≤ 2 s at 10^8 with a new config), of which `stage_sys_ms` in the
+///    kernel, mostly on its `stage_faults` first touches of fresh pages. `x_epoch`: its CPU time /
+///    the CPU time of the plan of one source of N rows in the same iteration (`epoch_cpu_ms`:
 ///    assign_all + make_epoch_plan + deal), a ratio that depends less on the machine's load.
 ///    One iteration each; 10^8 needs about 6 GB.
 ///
@@ -32,6 +33,8 @@
 #include <span>     // std::span
 #include <string>   // std::string
 #include <vector>   // std::vector
+
+#include <sys/resource.h>  // getrusage (page faults, system time)
 
 #include "bench_support.hpp"
 #include "synthetic.hpp"
@@ -121,6 +124,17 @@ double cpu_seconds_since(std::clock_t t0) {
   return static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
 }
 
+/// The process's minor page faults and system CPU seconds so far.
+struct kernel_use {
+  double faults = 0.0, sys_s = 0.0;
+  static kernel_use now() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return {static_cast<double>(u.ru_minflt), static_cast<double>(u.ru_stime.tv_sec) +
+                                                  1e-6 * static_cast<double>(u.ru_stime.tv_usec)};
+  }
+};
+
 /// The v2 config with every probability below 1 lowered by a tenth: other buckets for some
 /// samples, so a stage with it assigns every drawn sample again.
 vbucket::bucket_config other_probabilities(const vbucket::bucket_config& c) {
@@ -163,6 +177,7 @@ void plan_run_change(benchmark::State& state) {
     saved = run.state();
   }
   double load_s = 0.0, stage_s = 0.0, stage_cpu = 0.0, oom_s = 0.0, epoch_s = 0.0, epoch_cpu = 0.0;
+  double stage_faults = 0.0, stage_sys = 0.0;
   const vbucket::meta_table& one = *run_table(n, 100);
   for (auto _ : state) {
     state.PauseTiming();
@@ -173,8 +188,12 @@ void plan_run_change(benchmark::State& state) {
     load_s += seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     const std::clock_t c0 = std::clock();
+    const kernel_use k0 = kernel_use::now();
     run.advance();  // stage 1 begins: the rest of the epoch planned again
     stage_cpu += cpu_seconds_since(c0);
+    const kernel_use k1 = kernel_use::now();
+    stage_faults += k1.faults - k0.faults;
+    stage_sys += k1.sys_s - k0.sys_s;
     stage_s += seconds_since(t0);
     if (run.stage() != 1) state.SkipWithError("the stage did not change");
     std::uint32_t failing = 0;  // a rank whose batch can be halved
@@ -200,6 +219,8 @@ void plan_run_change(benchmark::State& state) {
   state.counters["load_ms"] = 1e3 * load_s / it;
   state.counters["stage_ms"] = 1e3 * stage_s / it;
   state.counters["stage_cpu_ms"] = 1e3 * stage_cpu / it;
+  state.counters["stage_sys_ms"] = 1e3 * stage_sys / it;  // of it, the kernel's (page faults)
+  state.counters["stage_faults"] = stage_faults / it;
   state.counters["oom_ms"] = 1e3 * oom_s / it;
   state.counters["epoch_ms"] = 1e3 * epoch_s / it;
   state.counters["epoch_cpu_ms"] = 1e3 * epoch_cpu / it;

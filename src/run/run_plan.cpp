@@ -632,6 +632,13 @@ void run_plan::assign_remaining(std::size_t s, const bucket_config& cfg, std::ui
 }
 
 void run_plan::make_plan() {
+  // The plan being replaced leaves its arrays to the new one when nothing else holds them
+  // (pages already mapped: at 10^8 samples, fresh ones cost the kernel more than the planning).
+  detail::plan_storage reuse;
+  if (auto* old = std::get_if<epoch_plan>(&pos_.plan)) {
+    pos_.sched = epoch_schedule(epoch_plan(), 1, 0, false);  // its handle on the old plan
+    reuse = epoch_plan::take_storage(std::move(*old));
+  }
   ensure_ids();
   const run_stage& st = stages_[pos_.cur.stage];
   const bool same_sizes = pos_.cur.batch_sizes == pair_batch_sizes(st.config);
@@ -653,7 +660,7 @@ void run_plan::make_plan() {
       o.policy = pos_.cur.policy;
       o.balance_group = pos_.cur.balance_group;
       o.threads = opts_.threads;
-      pos_.plan = make_epoch_plan(ids, cfg, o);
+      pos_.plan = detail::plan_from_ids(ids, cfg, o, latent_tokens_cost{}, std::nullopt, &reuse);
     } else {
       packed_options o;
       o.seed = seed;
@@ -668,12 +675,13 @@ void run_plan::make_plan() {
   if (pos_.all) {
     plan_over(std::span<const bucket_id>(pos_.ids));
   } else if (cfg.num_buckets() <= max_compact_buckets) {
-    // The remaining samples' buckets in 16 bits (the planners give the same plan).
+    // The remaining samples' buckets in 16 bits (the planners give the same plan), in an
+    // array kept from segment to segment.
     const std::size_t m = pos_.remaining.size();
-    const auto sub = std::make_unique_for_overwrite<compact_bucket_id[]>(m);
+    scratch_.ids.resize(std::max(m, scratch_.ids.size()));
     for (std::size_t i = 0; i < m; ++i)
-      sub[i] = static_cast<compact_bucket_id>(pos_.ids[pos_.remaining[i]]);
-    plan_over(std::span<const compact_bucket_id>(sub.get(), m));
+      scratch_.ids[i] = static_cast<compact_bucket_id>(pos_.ids[pos_.remaining[i]]);
+    plan_over(std::span<const compact_bucket_id>(scratch_.ids.data(), m));
   } else {
     std::vector<bucket_id> sub(pos_.remaining.size());
     for (std::size_t i = 0; i < sub.size(); ++i) sub[i] = pos_.ids[pos_.remaining[i]];
@@ -694,10 +702,27 @@ void run_plan::deal() {
 void run_plan::close_segment() {
   if (pos_.consumed == 0) return;  // nothing delivered: the next segment replaces it
   const std::vector<std::uint64_t> done = delivered_in_plan(pos_.consumed);
-  pos_.remaining = not_in(done);
+  if (pos_.all) {
+    pos_.remaining = not_in(done);
+  } else {  // in place: each kept position moves down
+    std::size_t k = 0;
+    each_clear(done, pos_.remaining.size(),
+               [&](std::size_t i) { pos_.remaining[k++] = pos_.remaining[i]; });
+    pos_.remaining.resize(k);
+  }
   pos_.all = false;
   pos_.closed.push_back({pos_.cur, pos_.consumed});
   pos_.consumed = 0;
+}
+
+template <class Fn>
+void run_plan::each_clear(const std::vector<std::uint64_t>& done, std::size_t n, Fn&& fn) {
+  for (std::size_t w = 0; w < done.size(); ++w) {
+    std::uint64_t clear = ~done[w];
+    if (w + 1 == done.size() && n % 64 != 0) clear &= (std::uint64_t{1} << (n % 64)) - 1;
+    for (; clear != 0; clear &= clear - 1)
+      fn(w * 64 + static_cast<std::size_t>(std::countr_zero(clear)));
+  }
 }
 
 std::vector<std::uint32_t> run_plan::not_in(const std::vector<std::uint64_t>& done) const {
@@ -706,15 +731,9 @@ std::vector<std::uint32_t> run_plan::not_in(const std::vector<std::uint64_t>& do
   for (const std::uint64_t w : done) left -= static_cast<std::size_t>(std::popcount(w));
   std::vector<std::uint32_t> out;
   out.reserve(left);  // filled without zeroing first
-  for (std::size_t w = 0; w < done.size(); ++w) {
-    std::uint64_t clear = ~done[w];
-    if (w + 1 == done.size() && n % 64 != 0) clear &= (std::uint64_t{1} << (n % 64)) - 1;
-    while (clear != 0) {
-      const std::size_t i = w * 64 + static_cast<std::size_t>(std::countr_zero(clear));
-      out.push_back(pos_.all ? static_cast<std::uint32_t>(i) : pos_.remaining[i]);
-      clear &= clear - 1;
-    }
-  }
+  each_clear(done, n, [&](std::size_t i) {
+    out.push_back(pos_.all ? static_cast<std::uint32_t>(i) : pos_.remaining[i]);
+  });
   return out;
 }
 

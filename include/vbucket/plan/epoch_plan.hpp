@@ -123,6 +123,16 @@ struct plan_data {
   std::optional<std::uint64_t> sample_cost_hash;
 };
 
+/// The two large arrays of a plan that nothing else holds, for the next plan to build in
+/// (`epoch_plan::take_storage`): their pages are mapped already, where fresh arrays of this size
+/// cost the kernel a page fault and a zeroed page every 4 KiB.
+struct plan_storage {
+  std::unique_ptr<std::uint32_t[]> slots;
+  std::size_t slots_size = 0;
+  std::unique_ptr<std::uint64_t[]> order;
+  std::size_t order_size = 0;
+};
+
 }  // namespace detail
 
 /// An epoch's plan: the global sequence of batches, independent of the world size. A cheap,
@@ -218,6 +228,21 @@ class epoch_plan {
 
   /// Wraps planned data (used by `make_epoch_plan`).
   explicit epoch_plan(std::shared_ptr<const detail::plan_data> d) : data_(std::move(d)) {}
+
+  /// Empties `p` and returns its slot and order arrays for the next plan to build in, when no
+  /// other handle (copy, schedule, batch) holds its data; otherwise only empties `p`.
+  [[nodiscard]] static detail::plan_storage take_storage(epoch_plan&& p) noexcept {
+    detail::plan_storage s;
+    if (p.data_.use_count() == 1) {  // the data was made non-const (plan_from_counts)
+      auto& d = const_cast<detail::plan_data&>(*p.data_);
+      s.slots = std::move(d.slots);
+      s.slots_size = d.num_slots;
+      s.order = std::move(d.order);
+      s.order_size = d.num_batches;
+    }
+    p = epoch_plan();
+    return s;
+  }
 
  private:
   std::shared_ptr<const detail::plan_data> data_;
@@ -382,8 +407,10 @@ void count_plan_buckets(std::span<const std::uint64_t> grouped, const bucket_con
 
 /// Phase 2 of a plan: gives every bucket its region of the flat slot array (`slot_begin`, in
 /// bucket order) and allocates the array, not zero-filled (every slot a batch reads is written
-/// by the phases after it). Returns the number of batches.
-inline std::uint64_t lay_out_slots(plan_data& data, std::span<const std::uint64_t> capacity) {
+/// by the phases after it), or takes `reuse`'s when it is large enough. Returns the number of
+/// batches.
+inline std::uint64_t lay_out_slots(plan_data& data, std::span<const std::uint64_t> capacity,
+                                   plan_storage* reuse) {
   std::uint64_t total_slots = 0, total_batches = 0;
   for (std::size_t b = 0; b < data.buckets.size(); ++b) {
     data.buckets[b].slot_begin = total_slots;
@@ -393,7 +420,10 @@ inline std::uint64_t lay_out_slots(plan_data& data, std::span<const std::uint64_
   if (total_slots > std::numeric_limits<std::size_t>::max() / sizeof(std::uint64_t))
     throw error("epoch plan: too many slots");
   data.num_slots = static_cast<std::size_t>(total_slots);
-  data.slots = std::make_unique_for_overwrite<std::uint32_t[]>(data.num_slots);
+  if (reuse != nullptr && reuse->slots && reuse->slots_size >= data.num_slots)
+    data.slots = std::move(reuse->slots);
+  else
+    data.slots = std::make_unique_for_overwrite<std::uint32_t[]>(data.num_slots);
   return total_batches;
 }
 
@@ -595,12 +625,14 @@ inline void cost_batches(plan_data& data, std::span<const double> sample_cost, u
 /// the start of its region (buckets with capacity 0 are skipped), 4 `shuffle_own_samples`, 5
 /// `move_leftovers` (downgrade), 6 `fill_pads`, 7 `shuffle_batches`, 7b `cost_batches` (with
 /// per-sample costs, which the caller has checked cover every sample index), 8 `balance_steps`
-/// (or `balance_batches` with per-sample costs).
+/// (or `balance_batches` with per-sample costs). The slot and order arrays are `reuse`'s where
+/// it has them large enough.
 template <class Cost, class FillOwn>
 epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_t unassigned,
                             std::uint64_t invalid, const bucket_config& config,
                             const plan_options& options, const Cost& cost, FillOwn fill_own,
-                            std::optional<std::span<const double>> sample_cost = std::nullopt) {
+                            std::optional<std::span<const double>> sample_cost = std::nullopt,
+                            plan_storage* reuse = nullptr) {
   auto data = std::make_shared<plan_data>();
   if (sample_cost) data->sample_cost_hash = sample_costs_hash(*sample_cost);
   data->options = options;
@@ -609,7 +641,7 @@ epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_
   std::vector<std::uint32_t> topo;
   std::vector<std::uint64_t> capacity;
   count_plan_buckets(grouped, config, options.policy, cost, data->buckets, topo, capacity);
-  const std::uint64_t num_batches = lay_out_slots(*data, capacity);
+  const std::uint64_t num_batches = lay_out_slots(*data, capacity, reuse);
   std::uint32_t* const slots = data->slots.get();
   const std::span<const plan_bucket> buckets = data->buckets;
   const std::uint64_t key = plan_key(options.seed, options.epoch);
@@ -617,7 +649,10 @@ epoch_plan plan_from_counts(std::span<const std::uint64_t> grouped, std::uint64_
   fill_own(slots, std::as_const(data->buckets), std::span<const std::uint64_t>(capacity));
   const auto n = static_cast<std::size_t>(num_batches);
   data->num_batches = n;
-  data->order = std::make_unique_for_overwrite<std::uint64_t[]>(n);
+  if (reuse != nullptr && reuse->order && reuse->order_size >= n)
+    data->order = std::move(reuse->order);
+  else
+    data->order = std::make_unique_for_overwrite<std::uint64_t[]>(n);
   const std::span<std::uint64_t> order(data->order.get(), n);
   // Phase 7 needs the counts alone: it runs beside phase 4's shuffles.
   shuffle_own_samples(slots, buckets, capacity, key, options.threads, n * sizeof(std::uint64_t),
@@ -694,7 +729,8 @@ namespace detail {
 template <class Id, class Cost>
 epoch_plan plan_from_ids(std::span<const Id> ids, const bucket_config& config,
                          const plan_options& options, const Cost& cost,
-                         std::optional<std::span<const double>> sample_cost = std::nullopt) {
+                         std::optional<std::span<const double>> sample_cost = std::nullopt,
+                         plan_storage* reuse = nullptr) {
   if (sample_cost && sample_cost->size() != ids.size())
     throw error("epoch plan: " + std::to_string(ids.size()) + " bucket ids but " +
                 std::to_string(sample_cost->size()) + " per-sample costs");
@@ -707,7 +743,7 @@ epoch_plan plan_from_ids(std::span<const Id> ids, const bucket_config& config,
     sort.scatter(dest);
   };
   return plan_from_counts(sort.grouped(), sort.unassigned(), sort.invalid(), config, options, cost,
-                          fill_own, sample_cost);
+                          fill_own, sample_cost, reuse);
 }
 }  // namespace detail
 

@@ -456,6 +456,9 @@ class run_plan {
   void close_segment();
   /// The samples of the current plan (as drawn positions, ascending) whose bit is clear.
   [[nodiscard]] std::vector<std::uint32_t> not_in(const std::vector<std::uint64_t>& done) const;
+  /// Calls fn(i) for each i < n whose bit in `done` is clear, ascending.
+  template <class Fn>
+  static void each_clear(const std::vector<std::uint64_t>& done, std::size_t n, Fn&& fn);
   /// A bit per sample of the current plan: set when it is in a real (not pad) slot of one of
   /// the plan's first `end` global batches. Fixed plans in two passes, so that no pass reads
   /// the slot array at random: the delivered batches as a bit per (bucket, batch number), then
@@ -469,6 +472,17 @@ class run_plan {
   std::vector<std::uint64_t> fingerprints_;
   std::uint64_t deals_ = 0;  // schedules dealt (`deals()`)
   position pos_;             // what `load` changes
+  /// Kept from segment to segment so that its pages are mapped once, and not copied with the
+  /// run: the remaining samples' buckets in 16 bits (`make_plan`).
+  struct scratch {
+    std::vector<compact_bucket_id> ids;
+    scratch() = default;
+    scratch(const scratch&) noexcept {}
+    scratch& operator=(const scratch&) noexcept { return *this; }
+    scratch(scratch&&) noexcept = default;
+    scratch& operator=(scratch&&) noexcept = default;
+    ~scratch() = default;
+  } scratch_;
 };
 
 }  // namespace vbucket

@@ -10,6 +10,7 @@
 #include <cstdint>    // std::uint32_t, std::uint64_t
 #include <limits>     // quiet_NaN
 #include <map>        // std::map
+#include <optional>   // std::nullopt
 #include <ranges>     // std::views
 #include <set>        // std::set
 #include <span>       // std::span
@@ -79,6 +80,52 @@ TEST_CASE("epoch_plan: the plan does not depend on the thread count") {
         REQUIRE(one.ref_at(p) == many.ref_at(p));
     }
   }
+}
+
+TEST_CASE(
+    "epoch_plan: a plan built in a previous plan's arrays is the fresh plan; shared ones stay") {
+  test_rng g{4242};
+  int built_in_place = 0;
+  for (int iteration = 0; iteration < 8; ++iteration) {
+    const bucket_config c = random_config(g);
+    const std::vector<bucket_id> big = random_ids(g, c, 20000 + g.below(20000));
+    const std::vector<bucket_id> ids = random_ids(g, c, 1000 + g.below(15000));
+    plan_options o;
+    o.seed = g.next();
+    o.policy = random_policy(g);
+    CAPTURE(iteration);
+    const auto plan_of = [&](const std::vector<bucket_id>& v) {
+      return vbucket::make_epoch_plan(std::span<const bucket_id>(v), c, o);
+    };
+    const epoch_plan fresh = plan_of(ids);
+    // Shared: a copy keeps the data, so nothing is taken and the copy is unchanged.
+    epoch_plan held = plan_of(big);
+    const epoch_plan copy = held;
+    const std::vector<std::uint32_t> copy_slots(copy.slots().begin(), copy.slots().end());
+    vbucket::detail::plan_storage none = epoch_plan::take_storage(std::move(held));
+    CHECK(!none.slots);
+    CHECK(!none.order);
+    CHECK(held.num_batches() == 0);
+    // Held by nothing else: its arrays are taken and the next plan is built in them.
+    epoch_plan last = plan_of(big);
+    const std::uint64_t big_batches = last.num_batches();
+    vbucket::detail::plan_storage reuse = epoch_plan::take_storage(std::move(last));
+    REQUIRE(reuse.slots);
+    CHECK(reuse.order_size == big_batches);
+    const std::uint32_t* const slots_at = reuse.slots.get();
+    const bool fits = reuse.slots_size >= fresh.slots().size();
+    const epoch_plan built = vbucket::detail::plan_from_ids(
+        std::span<const bucket_id>(ids), c, o, vbucket::latent_tokens_cost{}, std::nullopt, &reuse);
+    CHECK((built.slots().data() == slots_at) == fits);
+    CHECK(!reuse.slots == fits);
+    built_in_place += fits ? 1 : 0;
+    REQUIRE(std::ranges::equal(built.slots(), fresh.slots()));
+    REQUIRE(built.num_batches() == fresh.num_batches());
+    for (std::uint64_t p = 0; p < fresh.num_batches(); ++p)
+      REQUIRE(built.ref_at(p) == fresh.ref_at(p));
+    REQUIRE(std::ranges::equal(copy.slots(), copy_slots));
+  }
+  CHECK(built_in_place >= 4);
 }
 
 TEST_CASE("epoch_plan: seeds and epochs give different orders, the same key the same plan") {
