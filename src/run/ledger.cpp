@@ -23,30 +23,21 @@ namespace vbucket {
 
 namespace detail {
 
-inline void ledger_put(std::string& out, std::uint64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+template <class T>
+inline constexpr bool ledger_is_optional = false;
+template <class T>
+inline constexpr bool ledger_is_optional<std::optional<T>> = true;
+
+/// Whether a field of form `t` is in a text line of `tag`.
+constexpr bool ledger_in_text(ledger_text t, char tag) noexcept {
+  return t == ledger_text::d_only ? tag == 'D' : t == ledger_text::x_only ? tag == 'X' : true;
 }
-inline void ledger_put(std::string& out, std::int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-inline void ledger_put_double(std::string& out, double v) {
+
+template <class T>
+void ledger_put_number(std::string& out, T v) {
   char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // a double: its shortest exact form
   out.append(buf, r.ptr);
-}
-inline void ledger_put_hex(std::string& out, std::uint64_t v) {
-  constexpr char digits[] = "0123456789abcdef";
-  for (int i = 15; i >= 0; --i) out += digits[(v >> (4 * i)) & 0xf];
-}
-inline void ledger_field(std::string& out, std::string_view key, std::uint64_t v) {
-  out += ' ';
-  out += key;
-  out += '=';
-  ledger_put(out, v);
 }
 /// Free text, percent-encoded so it holds no separator of the format.
 inline void ledger_put_text(std::string& out, std::string_view s) {
@@ -63,99 +54,82 @@ inline void ledger_put_text(std::string& out, std::string_view s) {
     }
   }
 }
-inline void ledger_put_ids(std::string& out, std::span<const std::uint64_t> ids) {
-  out += " ids=";
-  char buf[24];
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (i != 0) out += ',';
-    const auto r = std::to_chars(buf, buf + sizeof buf, ids[i]);
-    out.append(buf, r.ptr);
+
+/// A value's text form (after `key=`).
+template <class T>
+void ledger_put_text_value(std::string& out, const T& v, ledger_text form) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    ledger_put_text(out, v);
+  } else if constexpr (std::is_same_v<T, ledger_draw>) {
+    out += v == ledger_draw::all ? "all" : "listed";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    out += v ? '1' : '0';
+  } else if constexpr (std::is_same_v<T, std::vector<std::uint64_t>>) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i != 0) out += ',';
+      ledger_put_number(out, v[i]);
+    }
+  } else if constexpr (std::is_same_v<T, std::vector<ledger_substitution>>) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i != 0) out += ';';
+      ledger_put_number(out, v[i].slot);
+      out += ':';
+      ledger_put_number(out, v[i].failed);
+      out += '>';
+      ledger_put_number(out, v[i].replacement);
+      out += ':';
+      ledger_put_text(out, v[i].why);
+    }
+  } else if (std::is_same_v<T, std::uint64_t> && form == ledger_text::hex) {
+    constexpr char digits[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; --i) out += digits[(static_cast<std::uint64_t>(v) >> (4 * i)) & 0xf];
+  } else {
+    ledger_put_number(out, v);
   }
+}
+
+/// A record's text line (with its newline), field by field as its layout says.
+template <class Record>
+void ledger_put_line(std::string& out, const Record& r, char tag) {
+  out += tag;
+  const auto put = [&](const auto& f) {
+    const auto& v = r.*(f.member);
+    using T = std::remove_cvref_t<decltype(v)>;
+    if (!ledger_in_text(f.text, tag)) return;
+    if constexpr (ledger_is_optional<T>) {
+      if (!v) return;
+    } else {
+      if constexpr (requires { v.empty(); }) {
+        if (f.text == ledger_text::nonzero && v.empty()) return;
+      } else {
+        if (f.text == ledger_text::nonzero && v == T{}) return;
+      }
+    }
+    out += ' ';
+    out += f.key;
+    out += '=';
+    if constexpr (ledger_is_optional<T>)
+      ledger_put_text_value(out, *v, f.text);
+    else
+      ledger_put_text_value(out, v, f.text);
+  };
+  std::apply([&](const auto&... f) { (put(f), ...); }, ledger_layout<Record>::fields);
+  out += '\n';
 }
 
 }  // namespace detail
 
 void append_ledger_line(std::string& out, const ledger_epoch& e) {
-  out += 'E';
-  detail::ledger_field(out, "e", e.epoch);
-  detail::ledger_field(out, "st", e.stage);
-  detail::ledger_field(out, "n", e.samples);
-  detail::ledger_field(out, "src", e.sources);
-  if (e.seed) detail::ledger_field(out, "seed", *e.seed);
-  if (e.fingerprint) {
-    out += " fp=";
-    detail::ledger_put_hex(out, *e.fingerprint);
-  }
-  if (e.pads) detail::ledger_field(out, "pads", *e.pads);
-  out += '\n';
+  detail::ledger_put_line(out, e, 'E');
 }
-
 void append_ledger_line(std::string& out, const ledger_source& s) {
-  out += 'S';
-  detail::ledger_field(out, "e", s.epoch);
-  detail::ledger_field(out, "src", s.id);
-  out += " name=";
-  detail::ledger_put_text(out, s.name);
-  detail::ledger_field(out, "first", s.first);
-  detail::ledger_field(out, "rows", s.rows);
-  detail::ledger_field(out, "drawn", s.drawn);
-  out += s.draw == ledger_draw::all ? " draw=all" : " draw=listed";
-  if (s.weight) {
-    out += " weight=";
-    detail::ledger_put_double(out, *s.weight);
-  }
-  if (s.count) detail::ledger_field(out, "count", *s.count);
-  if (s.digest) {
-    out += " digest=";
-    detail::ledger_put_hex(out, *s.digest);
-  }
-  out += '\n';
+  detail::ledger_put_line(out, s, 'S');
 }
-
 void append_ledger_line(std::string& out, const ledger_ids& c) {
-  out += c.tag == 'X' ? 'X' : 'D';
-  detail::ledger_field(out, "e", c.epoch);
-  if (c.tag == 'X') {
-    out += " why=";
-    detail::ledger_put_text(out, c.why);
-  } else {
-    detail::ledger_field(out, "src", c.source);
-  }
-  detail::ledger_field(out, "at", c.at);
-  detail::ledger_put_ids(out, c.ids);
-  out += '\n';
+  detail::ledger_put_line(out, c, c.tag == 'X' ? 'X' : 'D');
 }
-
 void append_ledger_line(std::string& out, const ledger_batch& b) {
-  out += 'B';
-  detail::ledger_field(out, "e", b.epoch);
-  detail::ledger_field(out, "s", b.step);
-  detail::ledger_field(out, "st", b.stage);
-  detail::ledger_field(out, "r", b.rank);
-  detail::ledger_field(out, "w", b.world);
-  if (b.position) detail::ledger_field(out, "p", *b.position);
-  if (b.bucket) {
-    out += " b=";
-    detail::ledger_put(out, *b.bucket);
-  }
-  if (b.pads != 0) detail::ledger_field(out, "pad", b.pads);
-  if (b.repeat) out += " rep=1";
-  detail::ledger_put_ids(out, b.ids);
-  if (!b.substitutions.empty()) {
-    out += " sub=";
-    for (std::size_t i = 0; i < b.substitutions.size(); ++i) {
-      const ledger_substitution& s = b.substitutions[i];
-      if (i != 0) out += ';';
-      detail::ledger_put(out, std::uint64_t{s.slot});
-      out += ':';
-      detail::ledger_put(out, s.failed);
-      out += '>';
-      detail::ledger_put(out, s.replacement);
-      out += ':';
-      detail::ledger_put_text(out, s.why);
-    }
-  }
-  out += '\n';
+  detail::ledger_put_line(out, b, 'B');
 }
 
 void append_ledger_record(std::string& out, const ledger_epoch& r) {
@@ -414,160 +388,111 @@ inline void ledger_check_batch(const ledger_batch& b, const ledger_where& where)
                   " does not hold sample " + std::to_string(s.failed));
 }
 
-/// The bit of a required field, for "missing field" errors.
-inline void ledger_require(const ledger_fields& f, unsigned seen, unsigned need,
-                           std::initializer_list<std::string_view> names) {
-  unsigned bit = 1;
-  for (const std::string_view n : names) {
-    if ((need & bit) != 0 && (seen & bit) == 0) f.fail("missing field " + std::string(n));
-    bit <<= 1;
+/// Reads a value's text form (`ledger_put_text_value`) into `out`.
+template <class T>
+void ledger_get_text_value(const ledger_fields& f, std::string_view k, std::string_view v,
+                           ledger_text form, T& out) {
+  if constexpr (ledger_is_optional<T>) {
+    typename T::value_type x{};
+    ledger_get_text_value(f, k, v, form, x);
+    out = std::move(x);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    out = f.text(k, v);
+  } else if constexpr (std::is_same_v<T, ledger_draw>) {
+    if (v == "all")
+      out = ledger_draw::all;
+    else if (v == "listed")
+      out = ledger_draw::listed;
+    else
+      f.fail("field " + std::string(k) + "=\"" + std::string(v) + "\" is not all or listed");
+  } else if constexpr (std::is_same_v<T, bool>) {
+    out = f.number<std::uint32_t>(k, v) != 0;
+  } else if constexpr (std::is_same_v<T, std::vector<std::uint64_t>>) {
+    f.ids(v, out);
+  } else if constexpr (std::is_same_v<T, std::vector<ledger_substitution>>) {
+    out.clear();
+    while (!v.empty()) {
+      std::size_t end = v.find(';');
+      if (end == std::string_view::npos) end = v.size();
+      const std::string_view one = v.substr(0, end);
+      v.remove_prefix(end == v.size() ? end : end + 1);
+      const std::size_t c1 = one.find(':'), gt = one.find('>'),
+                        c2 = gt == std::string_view::npos ? gt : one.find(':', gt);
+      if (c1 == std::string_view::npos || gt == std::string_view::npos || gt < c1 ||
+          c2 == std::string_view::npos)
+        f.fail("field sub: \"" + std::string(one.substr(0, 40)) +
+               "\" is not slot:failed>replacement:why");
+      ledger_substitution s;
+      s.slot = f.number<std::uint32_t>("sub slot", one.substr(0, c1));
+      s.failed = f.number<std::uint64_t>("sub failed", one.substr(c1 + 1, gt - c1 - 1));
+      s.replacement = f.number<std::uint64_t>("sub replacement", one.substr(gt + 1, c2 - gt - 1));
+      s.why = f.text("sub why", one.substr(c2 + 1));
+      out.push_back(std::move(s));
+    }
+  } else if constexpr (std::is_same_v<T, double>) {
+    out = f.real(k, v);
+  } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+    out = form == ledger_text::hex ? f.hex(k, v) : f.number<T>(k, v);
+  } else {
+    out = f.number<T>(k, v);
   }
+}
+
+/// Parses a text line into `out`, field by field as its layout says: every field is reset
+/// first (vectors keep their capacity), keys it does not know are skipped, and the first
+/// required field missing is named.
+template <class Record>
+void ledger_get_line(std::string_view text, ledger_where where, Record& out) {
+  ledger_fields f(text, where);
+  const char tag = text[0];
+  static const Record defaults{};
+  constexpr auto fields = ledger_layout<Record>::fields;
+  const auto reset = [&](const auto& fd) {
+    auto& v = out.*(fd.member);
+    if constexpr (requires { v.clear(); })
+      v.clear();
+    else
+      v = defaults.*(fd.member);
+  };
+  std::apply([&](const auto&... fd) { (reset(fd), ...); }, fields);
+  std::uint32_t seen = 0;
+  std::string_view k, v;
+  while (f.next(k, v)) {
+    std::uint32_t bit = 1;
+    const auto match = [&](const auto& fd) {
+      const bool hit = k == fd.key && ledger_in_text(fd.text, tag);
+      if (hit) ledger_get_text_value(f, k, v, fd.text, out.*(fd.member)), seen |= bit;
+      bit <<= 1;
+      return hit;
+    };
+    std::apply([&](const auto&... fd) { (void)(match(fd) || ...); }, fields);
+  }
+  std::uint32_t bit = 1;
+  const auto require = [&](const auto& fd) {
+    using T = std::remove_cvref_t<decltype(out.*(fd.member))>;
+    if (!ledger_is_optional<T> && fd.text != ledger_text::nonzero && ledger_in_text(fd.text, tag) &&
+        (seen & bit) == 0)
+      f.fail("missing field " + std::string(fd.key));
+    bit <<= 1;
+  };
+  std::apply([&](const auto&... fd) { (require(fd), ...); }, fields);
+  if constexpr (std::is_same_v<Record, ledger_ids>) out.tag = tag;
+  if constexpr (std::is_same_v<Record, ledger_batch>) ledger_check_batch(out, where);
 }
 
 }  // namespace detail
 
 void parse_ledger_line(std::string_view text, ledger_where where, ledger_epoch& out) {
-  detail::ledger_fields f(text, where);
-  out = ledger_epoch{};
-  unsigned seen = 0;
-  std::string_view k, v;
-  while (f.next(k, v)) {
-    if (k == "e")
-      out.epoch = f.number<std::uint64_t>(k, v), seen |= 1;
-    else if (k == "st")
-      out.stage = f.number<std::uint32_t>(k, v), seen |= 2;
-    else if (k == "n")
-      out.samples = f.number<std::uint64_t>(k, v), seen |= 4;
-    else if (k == "src")
-      out.sources = f.number<std::uint32_t>(k, v), seen |= 8;
-    else if (k == "seed")
-      out.seed = f.number<std::uint64_t>(k, v);
-    else if (k == "fp")
-      out.fingerprint = f.hex(k, v);
-    else if (k == "pads")
-      out.pads = f.number<std::uint64_t>(k, v);
-  }
-  detail::ledger_require(f, seen, 15, {"e", "st", "n", "src"});
+  detail::ledger_get_line(text, where, out);
 }
-
 void parse_ledger_line(std::string_view text, ledger_where where, ledger_source& out) {
-  detail::ledger_fields f(text, where);
-  out = ledger_source{};
-  unsigned seen = 0;
-  std::string_view k, v;
-  while (f.next(k, v)) {
-    if (k == "e")
-      out.epoch = f.number<std::uint64_t>(k, v), seen |= 1;
-    else if (k == "src")
-      out.id = f.number<std::uint32_t>(k, v), seen |= 2;
-    else if (k == "name")
-      out.name = f.text(k, v), seen |= 4;
-    else if (k == "first")
-      out.first = f.number<std::uint64_t>(k, v), seen |= 8;
-    else if (k == "rows")
-      out.rows = f.number<std::uint64_t>(k, v), seen |= 16;
-    else if (k == "drawn")
-      out.drawn = f.number<std::uint64_t>(k, v), seen |= 32;
-    else if (k == "draw") {
-      if (v == "all")
-        out.draw = ledger_draw::all;
-      else if (v == "listed")
-        out.draw = ledger_draw::listed;
-      else
-        f.fail("field draw=\"" + std::string(v) + "\" is not all or listed");
-      seen |= 64;
-    } else if (k == "weight")
-      out.weight = f.real(k, v);
-    else if (k == "count")
-      out.count = f.number<std::uint64_t>(k, v);
-    else if (k == "digest")
-      out.digest = f.hex(k, v);
-  }
-  detail::ledger_require(f, seen, 127, {"e", "src", "name", "first", "rows", "drawn", "draw"});
+  detail::ledger_get_line(text, where, out);
 }
-
 void parse_ledger_line(std::string_view text, ledger_where where, ledger_ids& out) {
-  detail::ledger_fields f(text, where);
-  out.tag = text[0];
-  out.epoch = out.at = 0;
-  out.source = 0;
-  out.why.clear();
-  out.ids.clear();
-  unsigned seen = 0;
-  std::string_view k, v;
-  while (f.next(k, v)) {
-    if (k == "e")
-      out.epoch = f.number<std::uint64_t>(k, v), seen |= 1;
-    else if (k == "src")
-      out.source = f.number<std::uint32_t>(k, v), seen |= 2;
-    else if (k == "why")
-      out.why = f.text(k, v), seen |= 2;
-    else if (k == "at")
-      out.at = f.number<std::uint64_t>(k, v), seen |= 4;
-    else if (k == "ids")
-      f.ids(v, out.ids), seen |= 8;
-  }
-  detail::ledger_require(f, seen, 15, {"e", out.tag == 'X' ? "why" : "src", "at", "ids"});
+  detail::ledger_get_line(text, where, out);
 }
-
 void parse_ledger_line(std::string_view text, ledger_where where, ledger_batch& out) {
-  detail::ledger_fields f(text, where);
-  out.epoch = out.step = 0;
-  out.stage = out.rank = 0;
-  out.world = 1;
-  out.position.reset();
-  out.bucket.reset();
-  out.pads = 0;
-  out.repeat = false;
-  out.ids.clear();
-  out.substitutions.clear();
-  unsigned seen = 0;
-  std::string_view k, v;
-  while (f.next(k, v)) {
-    if (k == "ids")
-      f.ids(v, out.ids), seen |= 32;
-    else if (k == "e")
-      out.epoch = f.number<std::uint64_t>(k, v), seen |= 1;
-    else if (k == "s")
-      out.step = f.number<std::uint64_t>(k, v), seen |= 2;
-    else if (k == "st")
-      out.stage = f.number<std::uint32_t>(k, v), seen |= 4;
-    else if (k == "r")
-      out.rank = f.number<std::uint32_t>(k, v), seen |= 8;
-    else if (k == "w")
-      out.world = f.number<std::uint32_t>(k, v), seen |= 16;
-    else if (k == "p")
-      out.position = f.number<std::uint64_t>(k, v);
-    else if (k == "b")
-      out.bucket = f.number<std::int64_t>(k, v);
-    else if (k == "pad")
-      out.pads = f.number<std::uint32_t>(k, v);
-    else if (k == "rep")
-      out.repeat = f.number<std::uint32_t>(k, v) != 0;
-    else if (k == "sub") {
-      std::string_view rest = v;
-      while (!rest.empty()) {
-        std::size_t end = rest.find(';');
-        if (end == std::string_view::npos) end = rest.size();
-        const std::string_view one = rest.substr(0, end);
-        rest.remove_prefix(end == rest.size() ? end : end + 1);
-        const std::size_t c1 = one.find(':'), gt = one.find('>'),
-                          c2 = gt == std::string_view::npos ? gt : one.find(':', gt);
-        if (c1 == std::string_view::npos || gt == std::string_view::npos || gt < c1 ||
-            c2 == std::string_view::npos)
-          f.fail("field sub: \"" + std::string(one.substr(0, 40)) +
-                 "\" is not slot:failed>replacement:why");
-        ledger_substitution s;
-        s.slot = f.number<std::uint32_t>("sub slot", one.substr(0, c1));
-        s.failed = f.number<std::uint64_t>("sub failed", one.substr(c1 + 1, gt - c1 - 1));
-        s.replacement = f.number<std::uint64_t>("sub replacement", one.substr(gt + 1, c2 - gt - 1));
-        s.why = f.text("sub why", one.substr(c2 + 1));
-        out.substitutions.push_back(std::move(s));
-      }
-    }
-  }
-  detail::ledger_require(f, seen, 63, {"e", "s", "st", "r", "w", "ids"});
-  detail::ledger_check_batch(out, where);
+  detail::ledger_get_line(text, where, out);
 }
 
 /// A record as read: a text line or a binary record (version 2).

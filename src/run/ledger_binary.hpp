@@ -1,6 +1,6 @@
 #pragma once
-/// The binary ledger format's codec (version 2): the record layouts, the field writer and
-/// reader; internal to vbucket::run (src/run/ledger.cpp, src/run/audit.cpp).
+/// The ledger's record layouts (both formats) and the binary codec (version 2): the field
+/// writer and reader; internal to vbucket::run (src/run/ledger.cpp, src/run/audit.cpp).
 
 #include <bit>          // std::bit_cast
 #include <cstdint>      // std::uint32_t, std::uint64_t, std::int64_t
@@ -16,43 +16,82 @@
 
 namespace vbucket {
 
-/// The fields of a record kind, in the order the binary format writes them.
+/// How a field appears in a text line (version 1), beyond its type's form.
+enum class ledger_text : std::uint8_t {
+  plain,    ///< ` key=value`, required (an optional: written and read when present)
+  hex,      ///< as plain, the value in 16 hex digits
+  nonzero,  ///< written only when not the type's default; not required
+  d_only,   ///< only in `D` records (the binary form always has it)
+  x_only,   ///< only in `X` records
+};
+
+/// One field of a record kind: its text key, its member, its text form.
+template <class Member>
+struct ledger_field {
+  std::string_view key;
+  Member member;
+  ledger_text text = ledger_text::plain;
+};
+template <class Member>
+ledger_field(std::string_view, Member) -> ledger_field<Member>;
+template <class Member>
+ledger_field(std::string_view, Member, ledger_text) -> ledger_field<Member>;
+
+/// The one description of each record kind: its fields in the order both formats write them
+/// (the text keys and forms for version 1, the binary coding by type for version 2).
 template <class Record>
 struct ledger_layout;
 template <>
 struct ledger_layout<ledger_epoch> {
   static constexpr char tag = 'E';
   static constexpr auto fields = std::make_tuple(
-      &ledger_epoch::epoch, &ledger_epoch::stage, &ledger_epoch::samples, &ledger_epoch::sources,
-      &ledger_epoch::seed, &ledger_epoch::fingerprint, &ledger_epoch::pads);
+      ledger_field{"e", &ledger_epoch::epoch}, ledger_field{"st", &ledger_epoch::stage},
+      ledger_field{"n", &ledger_epoch::samples}, ledger_field{"src", &ledger_epoch::sources},
+      ledger_field{"seed", &ledger_epoch::seed},
+      ledger_field{"fp", &ledger_epoch::fingerprint, ledger_text::hex},
+      ledger_field{"pads", &ledger_epoch::pads});
 };
 template <>
 struct ledger_layout<ledger_source> {
   static constexpr char tag = 'S';
   static constexpr auto fields = std::make_tuple(
-      &ledger_source::epoch, &ledger_source::id, &ledger_source::name, &ledger_source::first,
-      &ledger_source::rows, &ledger_source::drawn, &ledger_source::draw, &ledger_source::weight,
-      &ledger_source::count, &ledger_source::digest);
+      ledger_field{"e", &ledger_source::epoch}, ledger_field{"src", &ledger_source::id},
+      ledger_field{"name", &ledger_source::name}, ledger_field{"first", &ledger_source::first},
+      ledger_field{"rows", &ledger_source::rows}, ledger_field{"drawn", &ledger_source::drawn},
+      ledger_field{"draw", &ledger_source::draw}, ledger_field{"weight", &ledger_source::weight},
+      ledger_field{"count", &ledger_source::count},
+      ledger_field{"digest", &ledger_source::digest, ledger_text::hex});
 };
 template <>
 struct ledger_layout<ledger_ids> {
   static constexpr char tag = 'D';  // or 'X': the record's own `tag`
-  static constexpr auto fields = std::make_tuple(
-      &ledger_ids::epoch, &ledger_ids::source, &ledger_ids::why, &ledger_ids::at, &ledger_ids::ids);
+  static constexpr auto fields =
+      std::make_tuple(ledger_field{"e", &ledger_ids::epoch},
+                      ledger_field{"src", &ledger_ids::source, ledger_text::d_only},
+                      ledger_field{"why", &ledger_ids::why, ledger_text::x_only},
+                      ledger_field{"at", &ledger_ids::at}, ledger_field{"ids", &ledger_ids::ids});
 };
 template <>
 struct ledger_layout<ledger_batch> {
   static constexpr char tag = 'B';
   static constexpr auto fields = std::make_tuple(
-      &ledger_batch::epoch, &ledger_batch::step, &ledger_batch::stage, &ledger_batch::rank,
-      &ledger_batch::world, &ledger_batch::position, &ledger_batch::bucket, &ledger_batch::pads,
-      &ledger_batch::repeat, &ledger_batch::ids, &ledger_batch::substitutions);
+      ledger_field{"e", &ledger_batch::epoch}, ledger_field{"s", &ledger_batch::step},
+      ledger_field{"st", &ledger_batch::stage}, ledger_field{"r", &ledger_batch::rank},
+      ledger_field{"w", &ledger_batch::world}, ledger_field{"p", &ledger_batch::position},
+      ledger_field{"b", &ledger_batch::bucket},
+      ledger_field{"pad", &ledger_batch::pads, ledger_text::nonzero},
+      ledger_field{"rep", &ledger_batch::repeat, ledger_text::nonzero},
+      ledger_field{"ids", &ledger_batch::ids},
+      ledger_field{"sub", &ledger_batch::substitutions, ledger_text::nonzero});
 };
+/// A substitution's text form is `slot:failed>replacement:why` (one `sub` field, `;` between).
 template <>
 struct ledger_layout<ledger_substitution> {
   static constexpr auto fields =
-      std::make_tuple(&ledger_substitution::slot, &ledger_substitution::failed,
-                      &ledger_substitution::replacement, &ledger_substitution::why);
+      std::make_tuple(ledger_field{"sub slot", &ledger_substitution::slot},
+                      ledger_field{"sub failed", &ledger_substitution::failed},
+                      ledger_field{"sub replacement", &ledger_substitution::replacement},
+                      ledger_field{"sub why", &ledger_substitution::why});
 };
 
 namespace detail {
@@ -107,7 +146,7 @@ void ledger_put_value(std::string& out, const std::optional<T>& v) {
 }
 template <class Record>
 void ledger_put_fields(std::string& out, const Record& r) {
-  std::apply([&](auto... member) { (ledger_put_value(out, r.*member), ...); },
+  std::apply([&](const auto&... f) { (ledger_put_value(out, r.*(f.member)), ...); },
              ledger_layout<Record>::fields);
 }
 
@@ -225,7 +264,7 @@ class ledger_in {
   }
   template <class Record>
   void fields(Record& r) {
-    std::apply([&](auto... member) { (get(r.*member), ...); }, ledger_layout<Record>::fields);
+    std::apply([&](const auto&... f) { (get(r.*(f.member)), ...); }, ledger_layout<Record>::fields);
   }
   void end() const {
     if (!rest_.empty()) fail(std::to_string(rest_.size()) + " bytes past the record's fields");

@@ -607,8 +607,6 @@ void run_plan::ensure_ids() {
 void run_plan::assign_remaining(std::size_t s, const bucket_config& cfg, std::uint64_t key) {
   const run_source& src = sources_[s];
   const std::uint64_t first = pos_.drawn.offsets[s];
-  const std::uint64_t n = src.table->size(), whole = pos_.drawn.passes[s] * n;
-  const std::vector<std::uint32_t>& listed = pos_.drawn.listed[s];
   const auto lo = std::lower_bound(pos_.remaining.begin(), pos_.remaining.end(), first);
   const auto hi = std::lower_bound(lo, pos_.remaining.end(), pos_.drawn.offsets[s + 1]);
   const std::span<const std::uint32_t> at(lo, hi);
@@ -618,12 +616,7 @@ void run_plan::assign_remaining(std::size_t s, const bucket_config& cfg, std::ui
     std::vector<bucket_id> out(rows.size());
     for (std::size_t k = begin; k < end; k += block) {
       const std::size_t m = std::min(block, end - k);
-      for (std::size_t j = 0; j < m; ++j) {
-        const std::uint64_t local = at[k + j] - first;
-        rows[j] = static_cast<std::uint32_t>(local >= whole ? listed[local - whole]
-                                             : local < n    ? local
-                                                            : local % n);
-      }
+      for (std::size_t j = 0; j < m; ++j) rows[j] = pos_.drawn.row_in(s, at[k + j] - first);
       src.assign(std::span<bucket_id>(out).first(m), std::span<const std::uint32_t>(rows).first(m),
                  cfg, *src.table, key, pos_.epoch, 1);
       for (std::size_t j = 0; j < m; ++j) pos_.ids[at[k + j]] = out[j];

@@ -4,7 +4,9 @@
 /// epoch's samples were delivered exactly once. Records are binary (version 2, what writers
 /// write by default) or text lines (version 1, below); `vbucket audit --dump` prints either as
 /// text. This header declares the format's records, writer, reader and parsers; they are
-/// compiled in vbucket::run (src/run/ledger.cpp, the binary codec in src/run/ledger_binary.hpp).
+/// compiled in vbucket::run. Each record kind is described once (`ledger_layout` in
+/// src/run/ledger_binary.hpp: its fields in order, their text keys and forms); one text writer
+/// and reader (src/run/ledger.cpp) and one binary writer and reader follow that description.
 ///
 /// Format, version 1 (text; one record per line; a line is a tag, then `key=value` fields
 /// separated by single spaces; keys in any order; unknown keys are ignored so a later v1

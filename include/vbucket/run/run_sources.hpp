@@ -307,10 +307,14 @@ struct drawn_epoch {
   /// The row of draw p.
   [[nodiscard]] std::uint32_t row(std::uint64_t p) const noexcept {
     const std::uint32_t s = source_of(p);
-    const std::uint64_t local = p - offsets[s];
-    const std::uint64_t whole = passes[s] * rows_of[s];
-    return static_cast<std::uint32_t>(local < whole ? local % rows_of[s]
-                                                    : listed[s][local - whole]);
+    return row_in(s, p - offsets[s]);
+  }
+  /// The row of source s's draw `local` (its position from offsets[s]).
+  [[nodiscard]] std::uint32_t row_in(std::size_t s, std::uint64_t local) const noexcept {
+    const std::uint64_t n = rows_of[s], whole = passes[s] * n;
+    return static_cast<std::uint32_t>(local >= whole ? listed[s][local - whole]
+                                      : local < n    ? local
+                                                     : local % n);
   }
   /// Whether source s is drawn once, every row (its draws are its rows in order).
   [[nodiscard]] bool full(std::size_t s) const noexcept {

@@ -211,6 +211,27 @@ TEST_CASE("ledger: parse errors name the place, the field and what is wrong") {
   CHECK(message("B e=0 junk r=0") == "rank-00001.ledger:17: field \"junk\" is not key=value");
   CHECK(message("B") == "rank-00001.ledger:17: expected a tag and fields");
   CHECK(message("B e=0 s=1 st=0 r=0 w=1 ids=1 future=yes") == "(no error)");  // v1 may add keys
+  // Each record kind's own fields, by its tag: a D chunk names its source, an X chunk its
+  // reason; the other's key is not theirs.
+  ledger_ids chunk;
+  const auto chunk_message = [&](const std::string& text) -> std::string {
+    try {
+      vbucket::parse_ledger_line(text, "l:3", chunk);
+    } catch (const vbucket::error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  CHECK(chunk_message("D e=0 why=x at=0 ids=1") == "l:3: missing field src");
+  CHECK(chunk_message("X e=0 src=1 at=0 ids=1") == "l:3: missing field why");
+  CHECK(chunk_message("X e=0 why=policy at=2 ids=1 src=5") == "(no error)");
+  CHECK(chunk.tag == 'X');
+  CHECK(chunk.source == 0);  // not an X record's field: skipped as unknown
+  CHECK(chunk.at == 2);
+  ledger_source src;
+  CHECK_THROWS_WITH(
+      vbucket::parse_ledger_line("S e=0 src=0 name=a first=0 rows=1 drawn=1 draw=some", "l:4", src),
+      "l:4: field draw=\"some\" is not all or listed");
 }
 
 TEST_CASE("ledger: the file writer appends whole lines; the reader streams them back") {
