@@ -6,14 +6,16 @@
 #include <charconv>      // std::to_chars, std::from_chars
 #include <cstdint>       // std::uint64_t
 #include <cstdio>        // std::FILE, std::fopen, std::fwrite, std::fread
-#include <cstring>       // std::memcpy
+#include <cstring>       // std::memcpy, std::memcmp
 #include <filesystem>    // std::filesystem::file_size, resize_file, remove
 #include <memory>        // std::unique_ptr
 #include <optional>      // std::optional
 #include <string>        // std::string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::error_code
-#include <type_traits>   // std::is_same_v
+#include <tuple>         // std::get, std::tuple_size_v
+#include <type_traits>   // std::is_same_v, std::integral_constant
+#include <utility>       // std::index_sequence
 #include <vector>        // std::vector
 
 #include "ledger_binary.hpp"  // ledger_layout, ledger_in, append_ledger_record_of
@@ -457,16 +459,21 @@ void ledger_get_line(std::string_view text, ledger_where where, Record& out) {
   std::apply([&](const auto&... fd) { (reset(fd), ...); }, fields);
   std::uint32_t seen = 0;
   std::string_view k, v;
-  while (f.next(k, v)) {
-    std::uint32_t bit = 1;
-    const auto match = [&](const auto& fd) {
-      const bool hit = k == fd.key && ledger_in_text(fd.text, tag);
-      if (hit) ledger_get_text_value(f, k, v, fd.text, out.*(fd.member)), seen |= bit;
-      bit <<= 1;
-      return hit;
-    };
-    std::apply([&](const auto&... fd) { (void)(match(fd) || ...); }, fields);
-  }
+  // Field I's key as a constant, so that each comparison compiles to a few instructions.
+  const auto match = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    constexpr auto fd = std::get<I>(ledger_layout<Record>::fields);
+    constexpr std::size_t n = fd.key.size();
+    if (k.size() != n || std::memcmp(k.data(), fd.key.data(), n) != 0 ||
+        !ledger_in_text(fd.text, tag))
+      return false;
+    ledger_get_text_value(f, k, v, fd.text, out.*(fd.member));
+    seen |= std::uint32_t{1} << I;
+    return true;
+  };
+  while (f.next(k, v)) [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (void)(match(std::integral_constant<std::size_t, I>{}) || ...);
+    }
+  (std::make_index_sequence<std::tuple_size_v<decltype(fields)>>{});
   std::uint32_t bit = 1;
   const auto require = [&](const auto& fd) {
     using T = std::remove_cvref_t<decltype(out.*(fd.member))>;
