@@ -289,14 +289,6 @@ class ledger_fields {
            "\" is not a valid number");
     return out;
   }
-  double real(std::string_view key, std::string_view v) const {
-    double out = 0;
-    const auto r = std::from_chars(v.data(), v.data() + v.size(), out);
-    if (r.ec != std::errc{} || r.ptr != v.data() + v.size() || v.empty())
-      fail("field " + std::string(key) + "=\"" + std::string(v.substr(0, 40)) +
-           "\" is not a valid number");
-    return out;
-  }
   std::uint64_t hex(std::string_view key, std::string_view v) const {
     std::uint64_t out = 0;
     const auto r = std::from_chars(v.data(), v.data() + v.size(), out, 16);
@@ -431,8 +423,6 @@ void ledger_get_text_value(const ledger_fields& f, std::string_view k, std::stri
       s.why = f.text("sub why", one.substr(c2 + 1));
       out.push_back(std::move(s));
     }
-  } else if constexpr (std::is_same_v<T, double>) {
-    out = f.real(k, v);
   } else if constexpr (std::is_same_v<T, std::uint64_t>) {
     out = form == ledger_text::hex ? f.hex(k, v) : f.number<T>(k, v);
   } else {

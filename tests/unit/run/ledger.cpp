@@ -183,15 +183,23 @@ TEST_CASE("ledger: ids of every length read back (8 digits at a time, then one b
                     doctest::Contains("unexpected character 'a' after id 1"));
 }
 
+namespace {
+/// The error parsing `text` into `out` gives, or "(no error)".
+template <class Record>
+std::string parse_message(const std::string& text, const char* where, Record& out) {
+  try {
+    vbucket::parse_ledger_line(text, where, out);
+  } catch (const vbucket::error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
 TEST_CASE("ledger: parse errors name the place, the field and what is wrong") {
   ledger_batch b;
-  const auto message = [&](const std::string& text) -> std::string {
-    try {
-      vbucket::parse_ledger_line(text, "rank-00001.ledger:17", b);
-    } catch (const vbucket::error& e) {
-      return e.what();
-    }
-    return "(no error)";
+  const auto message = [&](const std::string& text) {
+    return parse_message(text, "rank-00001.ledger:17", b);
   };
   CHECK(message("B e=0 s=1 st=0 r=0 w=1 ids=1,2,x3") ==
         "rank-00001.ledger:17: field ids: id 3 is not a number (near \"x3\")");
@@ -214,13 +222,8 @@ TEST_CASE("ledger: parse errors name the place, the field and what is wrong") {
   // Each record kind's own fields, by its tag: a D chunk names its source, an X chunk its
   // reason; the other's key is not theirs.
   ledger_ids chunk;
-  const auto chunk_message = [&](const std::string& text) -> std::string {
-    try {
-      vbucket::parse_ledger_line(text, "l:3", chunk);
-    } catch (const vbucket::error& e) {
-      return e.what();
-    }
-    return "(no error)";
+  const auto chunk_message = [&](const std::string& text) {
+    return parse_message(text, "l:3", chunk);
   };
   CHECK(chunk_message("D e=0 why=x at=0 ids=1") == "l:3: missing field src");
   CHECK(chunk_message("X e=0 src=1 at=0 ids=1") == "l:3: missing field why");
