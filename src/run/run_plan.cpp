@@ -646,21 +646,16 @@ void run_plan::make_plan() {
           ? opts_.seed
           : detail::stream_key(opts_.seed, detail::run_domain_segment, pos_.closed.size());
   const auto plan_over = [&](auto ids) {
+    plan_options o;
+    o.seed = seed;
+    o.epoch = pos_.epoch;
+    o.balance_group = pos_.cur.balance_group;
+    o.threads = opts_.threads;
     if (pos_.cur.batching == batching_mode::fixed) {
-      plan_options o;
-      o.seed = seed;
-      o.epoch = pos_.epoch;
       o.policy = pos_.cur.policy;
-      o.balance_group = pos_.cur.balance_group;
-      o.threads = opts_.threads;
       pos_.plan = detail::plan_from_ids(ids, cfg, o, latent_tokens_cost{}, std::nullopt, &reuse);
     } else {
-      packed_options o;
-      o.seed = seed;
-      o.epoch = pos_.epoch;
       o.token_budget = pos_.cur.token_budget;
-      o.balance_group = pos_.cur.balance_group;
-      o.threads = opts_.threads;
       o.drop_oversized = true;
       pos_.plan = make_packed_plan(ids, cfg, o);
     }
