@@ -100,12 +100,8 @@ void ledger_put_line(std::string& out, const Record& r, char tag) {
     if (!ledger_in_text(f.text, tag)) return;
     if constexpr (ledger_is_optional<T>) {
       if (!v) return;
-    } else {
-      if constexpr (requires { v.empty(); }) {
-        if (f.text == ledger_text::nonzero && v.empty()) return;
-      } else {
-        if (f.text == ledger_text::nonzero && v == T{}) return;
-      }
+    } else if (f.text == ledger_text::nonzero && v == T{}) {
+      return;
     }
     out += ' ';
     out += f.key;
@@ -460,10 +456,10 @@ void ledger_get_line(std::string_view text, ledger_where where, Record& out) {
     seen |= std::uint32_t{1} << I;
     return true;
   };
-  while (f.next(k, v)) [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (void)(match(std::integral_constant<std::size_t, I>{}) || ...);
-    }
-  (std::make_index_sequence<std::tuple_size_v<decltype(fields)>>{});
+  const auto match_any = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return (match(std::integral_constant<std::size_t, I>{}) || ...);
+  };
+  while (f.next(k, v)) match_any(std::make_index_sequence<std::tuple_size_v<decltype(fields)>>{});
   std::uint32_t bit = 1;
   const auto require = [&](const auto& fd) {
     using T = std::remove_cvref_t<decltype(out.*(fd.member))>;

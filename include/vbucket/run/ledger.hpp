@@ -138,6 +138,7 @@ struct ledger_substitution {
   std::uint64_t failed = 0;
   std::uint64_t replacement = 0;
   std::string why{};
+  bool operator==(const ledger_substitution&) const = default;
 };
 
 /// `B`: one delivered batch.
