@@ -166,7 +166,7 @@ void plan_run_change(benchmark::State& state) {
     if (b > 1) b /= 2;
   vbucket::run_stage s1{.name = "second",
                         .config = vbucket::with_batch_sizes(base, sizes),
-                        .policy = vbucket::incomplete_policy::downgrade};
+                        .batches = {.policy = vbucket::incomplete_policy::downgrade}};
   vbucket::run_plan probe(sources, {s0}, {.seed = run_seed, .world = run_world});
   const std::uint64_t mid = probe.steps_left() / 2;
   s1.from_step = mid;

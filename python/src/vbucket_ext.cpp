@@ -874,7 +874,7 @@ NB_MODULE(_vbucket, m) {
                    [](const run_spec& s) { return std::string(vbucket::rule_name(s.rule)); })
       .def_prop_ro(
           "policy",
-          [](const run_spec& s) { return std::string(vbucket::policy_name(s.effective_policy())); })
+          [](const run_spec& s) { return std::string(vbucket::policy_name(s.batches().policy)); })
       .def_prop_ro("epoch", [](const run_spec& s) { return s.epoch; })
       .def("__repr__", [](const run_spec& s) {
         std::string out = "RunSpec(";

@@ -37,7 +37,7 @@ run_plan::run_plan(std::vector<run_source> sources, std::vector<run_stage> stage
     const run_stage& st = stages_[i];
     const std::string where = "run: stage " + std::to_string(i) + " (\"" + st.name + "\")";
     if (st.config.num_buckets() == 0) throw error(where + " has no bucket config");
-    if (st.batching == batching_mode::packed && !(st.token_budget > 0.0))
+    if (st.batches.batching == batching_mode::packed && !(st.batches.token_budget > 0.0))
       throw error(where + ": packed batching needs a token budget > 0");
     if (!st.draws.draws.empty() && st.draws.draws.size() != sources_.size())
       throw error(where + ": " + std::to_string(st.draws.draws.size()) + " draws for " +
@@ -136,8 +136,8 @@ void run_plan::out_of_memory(std::span<const std::uint32_t> ranks, double factor
     for (std::uint32_t r = 0; r < pos_.world; ++r) all.push_back(r);
     ranks = all;
   }
-  if (pos_.cur.batching == batching_mode::packed) {
-    pos_.budget_cap = pos_.cur.token_budget * factor;
+  if (pos_.cur.batches.batching == batching_mode::packed) {
+    pos_.budget_cap = pos_.cur.batches.token_budget * factor;
   } else {
     const bucket_config& cfg = stages_[pos_.cur.stage].config;
     for (const std::uint32_t r : ranks) {
@@ -472,12 +472,9 @@ segment_settings run_plan::settings_at() const {
   segment_settings s;
   s.stage = stage_at();
   const run_stage& st = stages_[s.stage];
-  s.policy = st.policy;
-  s.balance_group = st.balance_group;
-  s.batching = st.batching;
-  s.token_budget = st.token_budget;
-  if (st.batching == batching_mode::packed && pos_.budget_cap)
-    s.token_budget = std::min(s.token_budget, *pos_.budget_cap);
+  s.batches = st.batches;
+  if (s.batches.batching == batching_mode::packed && pos_.budget_cap)
+    s.batches.token_budget = std::min(s.batches.token_budget, *pos_.budget_cap);
   s.batch_sizes = pair_batch_sizes(st.config);
   std::size_t i = 0;
   for (const resolution_entry& r : st.config.resolutions())
@@ -649,13 +646,13 @@ void run_plan::make_plan() {
     plan_options o;
     o.seed = seed;
     o.epoch = pos_.epoch;
-    o.balance_group = pos_.cur.balance_group;
+    o.balance_group = pos_.cur.batches.balance_group;
     o.threads = opts_.threads;
-    if (pos_.cur.batching == batching_mode::fixed) {
-      o.policy = pos_.cur.policy;
+    if (pos_.cur.batches.batching == batching_mode::fixed) {
+      o.policy = pos_.cur.batches.policy;
       pos_.plan = detail::plan_from_ids(ids, cfg, o, latent_tokens_cost{}, std::nullopt, &reuse);
     } else {
-      o.token_budget = pos_.cur.token_budget;
+      o.token_budget = pos_.cur.batches.token_budget;
       o.drop_oversized = true;
       pos_.plan = make_packed_plan(ids, cfg, o);
     }

@@ -129,7 +129,7 @@ constexpr run_field run_field_table[] = {
     {"policy", field_kind::choice, "POLICY", "pad|drop|downgrade", 0, 0,
      "a bucket's incomplete last batch: pad (cycling its own samples), drop, or downgrade (to "
      "a smaller bucket, then pad); drop when drop_last is given without it",
-     VBUCKET_SPEC_RW(policy, *parse_policy(t), std::string(policy_name(s.effective_policy()))),
+     VBUCKET_SPEC_RW(policy, *parse_policy(t), std::string(policy_name(s.batches().policy))),
      VBUCKET_SPEC_GIVEN(policy)},
     {"drop_last", field_kind::flag, "", "", 0, 0,
      "drop incomplete steps instead of repeating batches (and policy drop unless given)",

@@ -111,9 +111,9 @@ TEST_CASE("run_spec: from_map reads every field, to_map gives them back") {
   CHECK(s.epoch == 7);
   CHECK(s.world == 8);
   CHECK(s.rank == 5);
-  CHECK(s.effective_policy() == vbucket::incomplete_policy::downgrade);
+  CHECK(s.batches().policy == vbucket::incomplete_policy::downgrade);
   CHECK(s.drop_last);
-  CHECK(s.effective_balance_group() == 48);
+  CHECK(s.batches().balance_group == 48);
   CHECK(s.tokens == vbucket::token_formula{4, 16, 16, 1, 1, 1});
   CHECK(s.chunk_rows == 1000);
   CHECK(vbucket::run_spec{}.chunk_rows == vbucket::streamed_meta_csv{}.chunk_rows);
@@ -129,10 +129,10 @@ TEST_CASE("run_spec: from_map reads every field, to_map gives them back") {
 
 TEST_CASE("run_spec: drop_last alone means policy drop; balance means the default group") {
   auto s = vbucket::run_spec::from_map({{"drop_last", "true"}, {"balance", "true"}});
-  CHECK(s.effective_policy() == vbucket::incomplete_policy::drop);
-  CHECK(s.effective_balance_group() == vbucket::default_balance_group);
+  CHECK(s.batches().policy == vbucket::incomplete_policy::drop);
+  CHECK(s.batches().balance_group == vbucket::default_balance_group);
   s = vbucket::run_spec::from_map({{"drop_last", "true"}, {"policy", "pad"}});
-  CHECK(s.effective_policy() == vbucket::incomplete_policy::pad);
+  CHECK(s.batches().policy == vbucket::incomplete_policy::pad);
 }
 
 TEST_CASE("run_spec: a bad value names the key and the value") {
@@ -199,7 +199,7 @@ TEST_CASE("json run file: the same spec as its map; errors name the file and the
   CHECK(s.epoch == 2);
   CHECK(s.world == 4);
   CHECK(s.rank == 3);
-  CHECK(s.effective_balance_group() == vbucket::default_balance_group);
+  CHECK(s.batches().balance_group == vbucket::default_balance_group);
   CHECK(s.tokens.compression_h == 16);
   CHECK(s.v2_rule().fps_max == 12.5);
   CHECK(s.threads == 0);

@@ -310,10 +310,7 @@ run_plan_file load_run_plan_file(const std::string& path) {
         }
       }
       if (!has_config) run_file_fail(path, key + ".config", "missing (the stage's bucket config)");
-      st.policy = own.effective_policy();
-      st.balance_group = own.effective_balance_group();
-      st.batching = own.batching;
-      st.token_budget = own.token_budget.value_or(0.0);
+      st.batches = own.batches();
       out.stages.push_back(std::move(st));
     }
   });

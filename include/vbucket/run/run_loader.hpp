@@ -178,7 +178,7 @@ class run_loader {
       if (rows > std::uint64_t{0xffffffffU})
         throw error("run loader: per-sample fields over more than 2^32 - 1 rows in all");
       for (const run_stage& st : loop.run().stages())
-        if (options_.fields->has_tensors() && st.batching == batching_mode::packed)
+        if (options_.fields->has_tensors() && st.batches.batching == batching_mode::packed)
           throw error("run loader: tensor files need fixed batches, and stage \"" + st.name +
                       "\" packs (a packed batch's clips differ in shape)");
       if (options_.field_row)

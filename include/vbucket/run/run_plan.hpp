@@ -74,10 +74,7 @@ struct run_stage {
   std::optional<std::uint64_t> from_epoch{};  ///< set: starts at this epoch's first step instead
   bucket_config config{};                     ///< buckets and batch sizes
   draw_spec draws{};                          ///< weights, counts or repeats of the sources
-  incomplete_policy policy = defaults::policy;
-  std::uint32_t balance_group = 0;
-  batching_mode batching = batching_mode::fixed;
-  double token_budget = 0.0;  ///< packed batching's budget
+  stage_batching batches{};                   ///< how its batches are formed
 };
 
 /// Throws `vbucket::error` ("WHERE: stage 2 (\"B\") ...") unless the stages are listed in the
@@ -146,20 +143,18 @@ struct run_batch {
 /// What plans a segment, besides the samples (see the header comment).
 struct segment_settings {
   std::uint32_t stage = 0;
-  incomplete_policy policy = defaults::policy;
-  std::uint32_t balance_group = 0;
-  batching_mode batching = batching_mode::fixed;
-  double token_budget = 0.0;
+  stage_batching batches;  ///< the stage's (a packed budget lowered by `out_of_memory`)
   std::vector<std::int64_t> batch_sizes;  ///< per pair (`pair_batch_sizes` order)
   std::uint64_t assign_hash = 0;          ///< buckets, probabilities, rules
   friend bool operator==(const segment_settings&, const segment_settings&) = default;
 
   /// "STAGE:POLICY:BALANCE:fixed|packed=B:BS-BS-...:HASH".
   [[nodiscard]] std::string to_string() const {
-    std::string s = std::to_string(stage) + ':' + std::string(policy_name(policy)) + ':' +
-                    std::to_string(balance_group) + ':';
-    s += batching == batching_mode::packed ? "packed=" + plan_state::budget_text(token_budget)
-                                           : std::string("fixed");
+    std::string s = std::to_string(stage) + ':' + std::string(policy_name(batches.policy)) + ':' +
+                    std::to_string(batches.balance_group) + ':';
+    s += batches.batching == batching_mode::packed
+             ? "packed=" + plan_state::budget_text(batches.token_budget)
+             : std::string("fixed");
     s += ':';
     for (std::size_t i = 0; i < batch_sizes.size(); ++i)
       s += (i ? "-" : "") + std::to_string(batch_sizes[i]);
@@ -186,18 +181,19 @@ struct segment_settings {
     s.stage = static_cast<std::uint32_t>(*stage);
     if (const std::string why = run_spec::check_value("policy", f[1]); !why.empty())
       return fail("policy: " + why);
-    s.policy = *parse_policy(f[1]);
+    s.batches.policy = *parse_policy(f[1]);
     if (const std::string why = run_spec::check_value("balance_group", f[2]); !why.empty())
       return fail("balance group: " + why);
-    s.balance_group = static_cast<std::uint32_t>(*detail::parse_uint_in(f[2], 0, max_run_world));
+    s.batches.balance_group =
+        static_cast<std::uint32_t>(*detail::parse_uint_in(f[2], 0, max_run_world));
     if (f[3] == "fixed") {
-      s.batching = batching_mode::fixed;
+      s.batches.batching = batching_mode::fixed;
     } else if (f[3].substr(0, 7) == "packed=") {
-      s.batching = batching_mode::packed;
+      s.batches.batching = batching_mode::packed;
       const auto b = detail::parse_positive(f[3].substr(7));
       if (!b)
         return fail("token budget \"" + std::string(f[3].substr(7)) + "\" is not a number > 0");
-      s.token_budget = *b;
+      s.batches.token_budget = *b;
     } else {
       return fail("batching \"" + std::string(f[3]) + "\" is not fixed or packed=B");
     }

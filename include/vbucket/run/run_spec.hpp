@@ -38,13 +38,13 @@
 #include "vbucket/bucket/aspect.hpp"      // opensora_v2_tables, opensora_v12_tables
 #include "vbucket/bucket/csv.hpp"         // streamed_meta_csv (chunk_rows)
 #include "vbucket/bucket/rules.hpp"       // opensora_v2_rule, opensora_v12_rule
-#include "vbucket/bucket/seeding.hpp"     // check_seed, plan_seed, seed_u64, numpy_seed_family
+#include "vbucket/bucket/seeding.hpp"     // plan_seed
 #include "vbucket/cache/cache_plan.hpp"   // cached_rule, load_cache_manifest
 #include "vbucket/detail/parse_number.hpp"
 #include "vbucket/load/clip_decoder.hpp"  // defaults::timeout_seconds, io_timeout_seconds, retries, ...
 #include "vbucket/plan/packed_plan.hpp"      // batching_mode, parse_batching
 #include "vbucket/plan/plan_options.hpp"     // defaults, rng_mode, incomplete_policy, token_formula
-#include "vbucket/sample/any_sampler.hpp"    // any_sampler, make_any_sampler
+#include "vbucket/sample/any_sampler.hpp"    // any_sampler, make_any_sampler, visit_seed_sources
 #include "vbucket/sample/batch_sampler.hpp"  // sampler_options, builtin_sources
 
 namespace vbucket {
@@ -126,6 +126,17 @@ struct run_field {
   bool (*given)(const run_spec&) = nullptr;
 };
 
+/// How a stage forms its batches: the part of a run's description that each stage of a run
+/// plan owns (`run_stage::batches`) and each of its segments records
+/// (`segment_settings::batches`). A run spec's is `run_spec::batches()`.
+struct stage_batching {
+  batching_mode batching = batching_mode::fixed;
+  incomplete_policy policy = defaults::policy;  ///< fixed batching: the incomplete batches
+  std::uint32_t balance_group = 0;              ///< step balance: 0 off
+  double token_budget = 0.0;                    ///< packed batching: its budget (> 0)
+  friend bool operator==(const stage_batching&, const stage_batching&) = default;
+};
+
 /// The largest world size (and balance group) a run accepts.
 inline constexpr std::uint64_t max_run_world = std::uint64_t{1} << 24;
 
@@ -199,34 +210,31 @@ struct run_spec {
   /// batching without a budget.
   void validate(const field_naming& naming = {}) const;
 
-  /// The incomplete-batch policy in effect: the given one, else drop with drop_last, else pad.
-  [[nodiscard]] incomplete_policy effective_policy() const noexcept {
-    if (policy) return *policy;
-    return drop_last ? incomplete_policy::drop : defaults::policy;
-  }
-  /// The step balance group in effect: balance_group, else `default_balance_group` with
-  /// balance, else 0 (off).
-  [[nodiscard]] std::uint32_t effective_balance_group() const noexcept {
-    if (balance_group != 0) return balance_group;
-    return balance ? default_balance_group : 0;
+  /// The batching with the defaults in effect: the policy given, else drop with drop_last,
+  /// else pad; the step balance group given, else `default_balance_group` with balance, else 0
+  /// (off); the budget given, else 0.
+  [[nodiscard]] stage_batching batches() const noexcept {
+    const incomplete_policy p = drop_last ? incomplete_policy::drop : defaults::policy;
+    const std::uint32_t g = balance ? default_balance_group : 0;
+    return {batching, policy.value_or(p), balance_group != 0 ? balance_group : g,
+            token_budget.value_or(0.0)};
   }
 
   /// The sampler's options for this spec (rank `rank`; the plan's 64-bit seed of `seed`).
   [[nodiscard]] sampler_options to_sampler_options() const {
-    sampler_options o;
-    o.seed = plan_seed(seed);
-    o.world = world;
-    o.rank = rank;
-    o.rng = rng;
-    o.policy = effective_policy();
-    o.drop_last = drop_last;
-    o.balance_group = effective_balance_group();
-    o.threads = threads;
-    o.batching = batching;
-    o.token_budget = token_budget.value_or(0.0);
-    o.drop_oversized = drop_oversized;
-    o.tokens = tokens;
-    return o;
+    const stage_batching b = batches();
+    return {.seed = plan_seed(seed),
+            .world = world,
+            .rank = rank,
+            .rng = rng,
+            .policy = b.policy,
+            .drop_last = drop_last,
+            .balance_group = b.balance_group,
+            .threads = threads,
+            .batching = b.batching,
+            .token_budget = b.token_budget,
+            .drop_oversized = drop_oversized,
+            .tokens = tokens};
   }
 
   /// The Open-Sora 2.0 rule of this spec (fps_max, or the rule's default).
@@ -250,15 +258,11 @@ struct run_spec {
     return std::forward<F>(f)(opensora_v12_tables{}, v12_rule());
   }
 
-  /// The big-seed dispatch: calls `f(options, sources)` with the sampler options and
-  /// `builtin_sources{}` when the seed fits in 64 bits, or `numpy_seed_family{seed}` (NumPy
-  /// draws of a seed of any size; `validate` refused fast draws for it) otherwise.
+  /// Calls `f(options, sources)` with the sampler options and the random sources of `seed`
+  /// (`visit_seed_sources`: the built-in ones below 2^64, `numpy_seed_family` above).
   template <class F>
   decltype(auto) visit_sources(F&& f) const {
-    sampler_options o = to_sampler_options();
-    if (seed_u64(seed)) return std::forward<F>(f)(o, builtin_sources{});
-    o.rng = rng_mode::fast;  // ignored: the family draws NumPy's (rng applies to built-ins)
-    return std::forward<F>(f)(o, numpy_seed_family{seed});
+    return visit_seed_sources(to_sampler_options(), seed, std::forward<F>(f));
   }
 };
 

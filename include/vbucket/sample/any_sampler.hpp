@@ -17,13 +17,13 @@
 ///
 /// Not for use from several threads at once (the sampler fills caches in `const` calls).
 
-#include <concepts>  // std::copy_constructible
+#include <concepts>  // std::copy_constructible, std::same_as
 #include <cstddef>   // std::size_t
 #include <cstdint>   // std::uint32_t, std::uint64_t
 #include <memory>    // std::shared_ptr, std::unique_ptr, std::make_unique
 #include <optional>  // std::optional
 #include <string>    // std::string
-#include <utility>   // std::move, std::pair
+#include <utility>   // std::move, std::pair, std::forward, std::as_const
 #include <vector>    // std::vector
 
 #include "batch_sampler.hpp"
@@ -281,9 +281,23 @@ std::unique_ptr<any_sampler> make_batching(std::shared_ptr<const Samples> sample
 
 }  // namespace detail
 
+/// The big-seed dispatch, the one place a run seed of any size chooses the random sources:
+/// checks `seed` against `options.rng` (`check_seed`), sets `options.seed` to `plan_seed(seed)`
+/// (the plan's 64-bit seed) and calls `f(options, builtin_sources{})` when the seed fits in 64
+/// bits, else `f(options, numpy_seed_family{seed})` (NumPy's draws; `options.rng` is set to
+/// fast, which applies to built-in sources only). `f` returns one type from both calls.
+template <class F>
+decltype(auto) visit_seed_sources(sampler_options options, const big_seed& seed, F&& f) {
+  check_seed(options.rng, seed);
+  options.seed = plan_seed(seed);
+  if (seed_u64(seed)) return std::forward<F>(f)(std::as_const(options), builtin_sources{});
+  options.rng = rng_mode::fast;
+  return std::forward<F>(f)(std::as_const(options), numpy_seed_family{seed});
+}
+
 /// A sampler of `samples` (shared: the sampler keeps them alive) with `config`, `rule` and
 /// `options`, seeded by `seed` (a run seed of any size, as NumPy takes them; `options.seed` is
-/// ignored and set to `plan_seed(seed)`, the plan's 64-bit seed): a seed below 2^64 draws from
+/// ignored: `visit_seed_sources` sets it and chooses the sources): a seed below 2^64 draws from
 /// the built-in sources (`options.rng`), a larger one from `numpy_seed_family` (Open-Sora's
 /// NumPy draws; `options.rng` must then be numpy). The batching is `options.batching`. Throws
 /// `vbucket::error` for null samples or config, a seed the mode cannot use, or options the
@@ -292,23 +306,20 @@ template <sample_collection Samples, class Rule>
   requires std::copy_constructible<Rule> && bucket_rule<Rule, fast_source>
 [[nodiscard]] std::unique_ptr<any_sampler> make_any_sampler(
     std::shared_ptr<const Samples> samples, std::shared_ptr<const bucket_config> config, Rule rule,
-    sampler_options options, const big_seed& seed) {
+    const sampler_options& options, const big_seed& seed) {
   if (!samples) throw error("make_any_sampler: the shared samples are null");
   if (!config) throw error("make_any_sampler: the shared config is null");
-  check_seed(options.rng, seed);
-  options.seed = plan_seed(seed);
-  if (seed_u64(seed)) {
-    return detail::make_batching(std::move(samples), std::move(config), std::move(rule), options,
-                                 builtin_sources{});
-  }
-  if constexpr (bucket_rule<Rule, numpy_source>) {
-    options.rng = rng_mode::fast;  // the family draws NumPy's: rng applies to built-in sources
-    return detail::make_batching(std::move(samples), std::move(config), std::move(rule), options,
-                                 numpy_seed_family{seed});
-  } else {
-    throw error("make_any_sampler: seed " + seed.to_string() +
-                " does not fit in 64 bits, and this rule draws from fast_source only");
-  }
+  return visit_seed_sources(
+      options, seed, [&](const sampler_options& o, auto sources) -> std::unique_ptr<any_sampler> {
+        if constexpr (std::same_as<decltype(sources), numpy_seed_family> &&
+                      !bucket_rule<Rule, numpy_source>) {
+          throw error("make_any_sampler: seed " + seed.to_string() +
+                      " does not fit in 64 bits, and this rule draws from fast_source only");
+        } else {
+          return detail::make_batching(std::move(samples), std::move(config), std::move(rule), o,
+                                       std::move(sources));
+        }
+      });
 }
 
 /// As above with the 64-bit seed `options.seed`.

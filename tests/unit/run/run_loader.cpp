@@ -72,12 +72,12 @@ struct scenario {
     d.epoch_samples = 150;
     stages.push_back({.name = "a", .config = config(1), .draws = d});
     if (packed_stage)
-      stages.push_back({.name = "b",
-                        .from_step = 12,
-                        .config = config(1),
-                        .draws = d,
-                        .batching = vbucket::batching_mode::packed,
-                        .token_budget = 60000});
+      stages.push_back(
+          {.name = "b",
+           .from_step = 12,
+           .config = config(1),
+           .draws = d,
+           .batches = {.batching = vbucket::batching_mode::packed, .token_budget = 60000}});
   }
   [[nodiscard]] std::unique_ptr<run_plan> make(std::uint32_t world) const {
     return std::make_unique<run_plan>(sources, stages,

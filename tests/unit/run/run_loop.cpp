@@ -76,12 +76,12 @@ struct scenario {
       stages.push_back(
           {.name = "b", .from_step = 5 + g.below(40), .config = config(1, true), .draws = d});
     if (g.below(2) == 0)
-      stages.push_back({.name = "c",
-                        .from_step = stages.back().from_step + 10 + g.below(30),
-                        .config = config(1, true),
-                        .draws = d,
-                        .batching = vbucket::batching_mode::packed,
-                        .token_budget = 60000});
+      stages.push_back(
+          {.name = "c",
+           .from_step = stages.back().from_step + 10 + g.below(30),
+           .config = config(1, true),
+           .draws = d,
+           .batches = {.batching = vbucket::batching_mode::packed, .token_budget = 60000}});
     world = 1 + static_cast<std::uint32_t>(g.below(5));
     for (int i = 0; i < 3; ++i) oom_steps.insert(1 + g.below(80));
   }

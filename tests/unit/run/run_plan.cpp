@@ -305,12 +305,13 @@ TEST_CASE("run_plan: a stage change mid-epoch plans the rest under the new stage
     vbucket::run_stage s0{.name = "256", .config = config_256(), .draws = draws};
     // Stage 1: other buckets (768px), batch sizes and policy, from a random step of epoch 0.
     const std::uint64_t at = 5 + g.below(60);
-    vbucket::run_stage s1{.name = "768",
-                          .from_step = at,
-                          .config = config_768(),
-                          .draws = draws,
-                          .policy = g.below(2) ? vbucket::incomplete_policy::pad
-                                               : vbucket::incomplete_policy::downgrade};
+    vbucket::run_stage s1{
+        .name = "768",
+        .from_step = at,
+        .config = config_768(),
+        .draws = draws,
+        .batches = {.policy = g.below(2) ? vbucket::incomplete_policy::pad
+                                         : vbucket::incomplete_policy::downgrade}};
     auto make = [&](std::uint32_t wd) {
       return std::make_unique<run_plan>(src, std::vector{s0, s1},
                                         vbucket::run_options{.seed = seed, .world = wd});
@@ -346,7 +347,7 @@ TEST_CASE("run_plan: after a stage change with new probabilities, each sample in
                             .from_step = at,
                             .config = config_768(),
                             .draws = draws,
-                            .policy = vbucket::incomplete_policy::pad};
+                            .batches = {.policy = vbucket::incomplete_policy::pad}};
       run_plan run(src, {s0, s1}, {.seed = seed, .world = 2});
       std::vector<std::vector<vbucket::bucket_id>> oracle;
       for (const vbucket::run_source& s : src) {
@@ -380,11 +381,11 @@ TEST_CASE("run_plan: after a stage change with new probabilities, each sample in
 TEST_CASE("run_plan: a packed stage after a fixed one, mid-epoch") {
   auto src = sources(2, 3);
   vbucket::run_stage s0{.name = "fixed", .config = config_256()};
-  vbucket::run_stage s1{.name = "packed",
-                        .from_step = 20,
-                        .config = config_256(),
-                        .batching = vbucket::batching_mode::packed,
-                        .token_budget = 20000};
+  vbucket::run_stage s1{
+      .name = "packed",
+      .from_step = 20,
+      .config = config_256(),
+      .batches = {.batching = vbucket::batching_mode::packed, .token_budget = 20000}};
   auto make = [&](std::uint32_t wd) {
     return std::make_unique<run_plan>(src, std::vector{s0, s1},
                                       vbucket::run_options{.seed = 5, .world = wd});

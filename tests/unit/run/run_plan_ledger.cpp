@@ -75,12 +75,13 @@ std::vector<std::string> run_with_ledger(const vbucket_test::temp_dir& dir, std:
   w1.replacement = g.below(2) == 0;
   const vbucket::incomplete_policy policy =
       g.below(2) ? vbucket::incomplete_policy::drop : vbucket::incomplete_policy::pad;
-  vbucket::run_stage s0{.name = "s1", .config = config(2, false), .draws = w0, .policy = policy};
+  vbucket::run_stage s0{
+      .name = "s1", .config = config(2, false), .draws = w0, .batches = {.policy = policy}};
   vbucket::run_stage s1{.name = "s2",
                         .from_step = 40 + g.below(40),
                         .config = config(1, true),
                         .draws = w1,
-                        .policy = vbucket::incomplete_policy::downgrade};
+                        .batches = {.policy = vbucket::incomplete_policy::downgrade}};
   const std::uint64_t run_seed = seed;
   auto make = [&](std::uint32_t world) {
     return std::make_unique<vbucket::run_plan>(
@@ -175,8 +176,10 @@ TEST_CASE("run_plan ledger: a stage that leaves the epoch's remaining samples no
   src.name = "img";
   src.table = t;
   vbucket::run_stage s0{.name = "a", .config = cfg(4)};
-  vbucket::run_stage s1{
-      .name = "b", .from_step = 7, .config = cfg(16), .policy = vbucket::incomplete_policy::drop};
+  vbucket::run_stage s1{.name = "b",
+                        .from_step = 7,
+                        .config = cfg(16),
+                        .batches = {.policy = vbucket::incomplete_policy::drop}};
   vbucket::run_plan run({src}, {s0, s1}, vbucket::run_options{.seed = 5, .world = 1});
   const std::string path = (dir.path / vbucket::ledger_file_name(0)).string();
   vbucket::run_ledger ledger(dir.path.string(), 0);
@@ -232,12 +235,12 @@ std::optional<mutation_run> random_run(
     st.from_step = i == 0 ? 0 : (from += 5 + g.below(60));
     st.config = config(1 + static_cast<std::int64_t>(g.below(3)), g.below(2) == 0);
     const std::uint64_t p = g.below(3);
-    st.policy = p == 0   ? vbucket::incomplete_policy::pad
-                : p == 1 ? vbucket::incomplete_policy::drop
-                         : vbucket::incomplete_policy::downgrade;
+    st.batches.policy = p == 0   ? vbucket::incomplete_policy::pad
+                        : p == 1 ? vbucket::incomplete_policy::drop
+                                 : vbucket::incomplete_policy::downgrade;
     if (g.below(3) == 0) {
-      st.batching = vbucket::batching_mode::packed;
-      st.token_budget = 20000;
+      st.batches.batching = vbucket::batching_mode::packed;
+      st.batches.token_budget = 20000;
     }
     const std::uint64_t d = g.below(3);
     if (d != 0) {  // weights, counts and repeats (else every row once)
@@ -260,7 +263,7 @@ std::optional<mutation_run> random_run(
       st.draws.replacement = g.below(2) == 0;
     }
     what += " [" + st.name + "@" + std::to_string(st.from_step) +
-            (st.batching == vbucket::batching_mode::packed ? " packed" : " fixed") +
+            (st.batches.batching == vbucket::batching_mode::packed ? " packed" : " fixed") +
             " draws=" + std::to_string(d) + "]";
     stages.push_back(std::move(st));
   }
