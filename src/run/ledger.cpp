@@ -334,19 +334,9 @@ class ledger_fields {
         ++p;
       }
       const auto digits = p - start;
-      if (digits == 20) {  // near 2^64: exact, or too long
-        const auto r = std::from_chars(start, p, x);
-        if (r.ec == std::errc{}) {
-          out.push_back(x);
-          if (p == end) return;
-          if (*p != ',')
-            fail("field ids: unexpected character '" + std::string(1, *p) + "' after id " +
-                 std::to_string(out.size()));
-          ++p;
-          continue;
-        }
-      }
-      if (digits == 0 || digits > 19)
+      // 20 digits are near 2^64: exact, or too long.
+      if (digits == 0 || digits > 20 ||
+          (digits == 20 && std::from_chars(start, p, x).ec != std::errc{}))
         fail("field ids: id " + std::to_string(out.size() + 1) + " is " +
              (digits == 0 ? "not a number" : "too long") + " (near \"" +
              std::string(start,

@@ -371,16 +371,11 @@ class ledger_reader {
               : nullptr;
       if (nl != nullptr) {
         const auto len = static_cast<std::size_t>(nl - (buf_.data() + begin_));
-        emit(line, len, false);
+        emit(line, first_byte, begin_, len, false, false);
         begin_ += len + 1;
         return true;
       }
-      if (eof_) {
-        if (begin_ == end_) return false;
-        emit(line, end_ - begin_, true);
-        begin_ = end_;
-        return true;
-      }
+      if (eof_) return last(line, false);
       fill();
     }
   }
@@ -406,41 +401,37 @@ class ledger_reader {
           }
         }
         if ((complete && n > ledger_max_record) || (!complete && h > 10)) {
-          line.text = std::string_view(buf_.data() + begin_, 0);
-          line.tag = '?';
-          line.number = ++number_;
-          line.truncated = false;
-          line.binary = true;
+          emit(line, '?', begin_, 0, false, true);
           dead_ = true;
           return true;
         }
         if (complete && avail - h >= n) {
-          line.tag = static_cast<char>(p[0]);
-          line.text = std::string_view(buf_.data() + begin_ + h, static_cast<std::size_t>(n));
-          line.number = ++number_;
-          line.truncated = false;
-          line.binary = true;
+          emit(line, p[0], begin_ + h, static_cast<std::size_t>(n), false, true);
           begin_ += h + static_cast<std::size_t>(n);
           return true;
         }
       }
-      if (eof_) {
-        if (begin_ == end_) return false;
-        emit(line, end_ - begin_, true);
-        line.binary = true;
-        begin_ = end_;
-        return true;
-      }
+      if (eof_) return last(line, true);
       fill();
     }
   }
 
-  void emit(ledger_line& line, std::size_t len, bool truncated) {
-    line.text = std::string_view(buf_.data() + begin_, len);
-    line.tag = len != 0 ? line.text[0] : '\0';
+  /// `line` is the `len` bytes at `buf_[at]`, tagged `tag` (`first_byte`: its first byte).
+  static constexpr int first_byte = -1;
+  void emit(ledger_line& line, int tag, std::size_t at, std::size_t len, bool truncated,
+            bool binary) {
+    line.text = std::string_view(buf_.data() + at, len);
+    line.tag = tag != first_byte ? static_cast<char>(tag) : len != 0 ? line.text[0] : '\0';
     line.number = ++number_;
     line.truncated = truncated;
-    line.binary = false;
+    line.binary = binary;
+  }
+  /// At the end of the file: what is left is a truncated line or record, if anything.
+  bool last(ledger_line& line, bool binary) {
+    if (begin_ == end_) return false;
+    emit(line, first_byte, begin_, end_ - begin_, true, binary);
+    begin_ = end_;
+    return true;
   }
 
   /// Moves the partial line to the front (growing the buffer for a long line) and reads more.
