@@ -136,16 +136,14 @@ void assign_v2_fast_compiled(benchmark::State& state) {
   assign_bench(state, config_v2(), rule, vbucket::fast_source(bench_seed, 0), 1);
 }
 
-/// compiled_v2_rule's scalar and AVX2 paths, each forced, interleaved in every iteration.
-void assign_v2_fast_compiled_paths(benchmark::State& state) {
-  static const vbucket::compiled_v2_rule rule(config_v2(), vbucket::opensora_v2_rule{});
-  const vbucket::meta_table& table = samples();
-  const vbucket::fast_source source(bench_seed, 0);
-  std::vector<vbucket::bucket_id> scalar(table.size()), avx2(table.size());
-  const auto run = [&](std::vector<vbucket::bucket_id>& out, vbucket::simd_path path) {
+/// Times `fill(out, path)` on the scalar and the AVX2 path, each forced, interleaved in every
+/// iteration, over `items` items: counters scalar_ns and avx2_ns (per item) and speedup.
+template <class T, class Fill>
+void time_simd_paths(benchmark::State& state, std::size_t items, std::vector<T>& scalar,
+                     std::vector<T>& avx2, Fill fill) {
+  const auto run = [&](std::vector<T>& out, vbucket::simd_path path) {
     const double t0 = vbucket::bench::thread_seconds();
-    rule.assign_rows(config_v2(), table, 0, table.size(), std::span<vbucket::bucket_id>(out),
-                     source, path);
+    fill(out, path);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
     return vbucket::bench::thread_seconds() - t0;
@@ -155,15 +153,26 @@ void assign_v2_fast_compiled_paths(benchmark::State& state) {
     scalar_s += run(scalar, vbucket::simd_path::scalar);
     avx2_s += run(avx2, vbucket::simd_path::avx2);
   }
-  if (scalar != avx2) state.SkipWithError("the scalar and AVX2 paths gave different ids");
   if (!vbucket::detail::cpu_has_avx2()) state.SetLabel("no AVX2: both runs are scalar");
-  const double per =
-      1e9 / static_cast<double>(state.iterations()) / static_cast<double>(table.size());
+  const double per = 1e9 / static_cast<double>(state.iterations()) / static_cast<double>(items);
   state.counters["scalar_ns"] = scalar_s * per;
   state.counters["avx2_ns"] = avx2_s * per;
   state.counters["speedup"] = scalar_s / avx2_s;
   state.SetItemsProcessed(2 * static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(table.size()));
+                          static_cast<std::int64_t>(items));
+}
+
+/// compiled_v2_rule's scalar and AVX2 paths.
+void assign_v2_fast_compiled_paths(benchmark::State& state) {
+  static const vbucket::compiled_v2_rule rule(config_v2(), vbucket::opensora_v2_rule{});
+  const vbucket::meta_table& table = samples();
+  const vbucket::fast_source source(bench_seed, 0);
+  std::vector<vbucket::bucket_id> scalar(table.size()), avx2(table.size());
+  time_simd_paths(state, table.size(), scalar, avx2, [&](auto& out, vbucket::simd_path path) {
+    rule.assign_rows(config_v2(), table, 0, table.size(), std::span<vbucket::bucket_id>(out),
+                     source, path);
+  });
+  if (scalar != avx2) state.SkipWithError("the scalar and AVX2 paths gave different ids");
 }
 
 void assign_v2_numpy(benchmark::State& state) {
@@ -171,41 +180,24 @@ void assign_v2_numpy(benchmark::State& state) {
                vbucket::numpy_source(bench_seed, config_v2().num_buckets()), 1);
 }
 
-/// numpy_source::seed_streams' scalar and AVX2 paths, each forced, over the benchmark's sample
-/// indices (Open-Sora 2.0's stride), interleaved in every iteration.
+/// numpy_source::seed_streams' scalar and AVX2 paths, over the benchmark's sample indices
+/// (Open-Sora 2.0's stride).
 void numpy_seed_paths(benchmark::State& state) {
   const vbucket::numpy_source source(bench_seed, config_v2().num_buckets());
   std::vector<vbucket::numpy_rng::pcg64_state> scalar(num_samples), avx2(num_samples);
-  const auto run = [&](std::vector<vbucket::numpy_rng::pcg64_state>& out, vbucket::simd_path path) {
-    const double t0 = vbucket::bench::thread_seconds();
+  time_simd_paths(state, num_samples, scalar, avx2, [&](auto& out, vbucket::simd_path path) {
     constexpr std::size_t block = 256;  // as the assignment seeds them
     for (std::size_t b = 0; b < out.size(); b += block)
       source.seed_streams(b, 0,
                           std::span<vbucket::numpy_rng::pcg64_state>(out).subspan(
                               b, std::min(block, out.size() - b)),
                           path);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-    return vbucket::bench::thread_seconds() - t0;
-  };
-  double scalar_s = 0.0, avx2_s = 0.0;
-  for (auto _ : state) {
-    scalar_s += run(scalar, vbucket::simd_path::scalar);
-    avx2_s += run(avx2, vbucket::simd_path::avx2);
-  }
+  });
   for (std::size_t i = 0; i < num_samples; ++i)
     if (scalar[i].state != avx2[i].state || scalar[i].increment != avx2[i].increment) {
       state.SkipWithError("the scalar and AVX2 seeding gave different states");
       return;
     }
-  if (!vbucket::detail::cpu_has_avx2()) state.SetLabel("no AVX2: both runs are scalar");
-  const double per =
-      1e9 / static_cast<double>(state.iterations()) / static_cast<double>(num_samples);
-  state.counters["scalar_ns"] = scalar_s * per;
-  state.counters["avx2_ns"] = avx2_s * per;
-  state.counters["speedup"] = scalar_s / avx2_s;
-  state.SetItemsProcessed(2 * static_cast<std::int64_t>(state.iterations()) *
-                          static_cast<std::int64_t>(num_samples));
 }
 
 void assign_v12_fast(benchmark::State& state) {

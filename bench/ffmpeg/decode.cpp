@@ -60,6 +60,16 @@ std::string video(std::int64_t height) {
   return bench_file("h264_" + std::to_string(height) + "p_10s.mp4");
 }
 
+/// The clip of height `state.range(0)` (FFmpeg's logs quieted), or empty with the benchmark
+/// skipped when it is not there.
+std::string video_or_skip(benchmark::State& state) {
+  ff::quiet_logs();
+  std::string path = video(state.range(0));
+  if (path.empty())
+    state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
+  return path;
+}
+
 ff::clip_request bench_request(std::int64_t start) {
   ff::clip_request r;
   r.start = start;
@@ -90,12 +100,8 @@ std::optional<ff::clip_info> time_decode_clip(benchmark::State& state, const std
 }
 
 void BM_decode_clip(benchmark::State& state) {
-  ff::quiet_logs();
-  const std::string path = video(state.range(0));
-  if (path.empty()) {
-    state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
-    return;
-  }
+  const std::string path = video_or_skip(state);
+  if (path.empty()) return;
   const auto info = time_decode_clip(state, path, bench_request(state.range(1)));
   if (info) state.counters["frames_decoded"] = static_cast<double>(info->frames_decoded);
 }
@@ -103,12 +109,8 @@ void BM_decode_clip(benchmark::State& state) {
 /// Every frame decoded and converted to full-size RGB24 (as torchvision's read_video), then the
 /// wanted frames resized and cropped.
 void BM_decode_whole_clip_first(benchmark::State& state) {
-  ff::quiet_logs();
-  const std::string path = video(state.range(0));
-  if (path.empty()) {
-    state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
-    return;
-  }
+  const std::string path = video_or_skip(state);
+  if (path.empty()) return;
   const ff::clip_request req = bench_request(state.range(1));
   std::vector<std::uint8_t> out(ff::clip_bytes(req));
   std::int64_t decoded = 0;
@@ -171,12 +173,8 @@ void BM_decode_whole_clip_first(benchmark::State& state) {
 /// not decoded, the decoder drained after the last wanted packet) and without (skip:0: every
 /// frame from the keyframe). Counter: frames decoded per frame delivered.
 void BM_decode_random_clips(benchmark::State& state) {
-  ff::quiet_logs();
-  const std::string path = video(state.range(0));
-  if (path.empty()) {
-    state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
-    return;
-  }
+  const std::string path = video_or_skip(state);
+  if (path.empty()) return;
   const auto probed = ff::probe(path);
   if (!probed.ok()) {
     state.SkipWithError(probed.error().c_str());

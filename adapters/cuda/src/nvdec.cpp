@@ -73,43 +73,33 @@ AVPixelFormat pick_cuda(AVCodecContext* ctx, const AVPixelFormat* formats) {
 /// The frame layout of pixel format `fmt` in `v` (planes, depth, subsampling); false for a
 /// format the math does not read. `full`: a "J" format (full range whatever the frame says).
 bool describe(AVPixelFormat fmt, yuv::frame_view& v, bool& full) noexcept {
+  struct layout {
+    AVPixelFormat fmt;
+    yuv::planes planes;
+    bool wide;
+    int chroma_shift;
+    bool full;
+  };
+  constexpr layout layouts[] = {
+      {AV_PIX_FMT_NV12, yuv::planes::semi, false, 1, false},
+      {AV_PIX_FMT_P010LE, yuv::planes::semi, true, 1, false},
+      {AV_PIX_FMT_P016LE, yuv::planes::semi, true, 1, false},
+      {AV_PIX_FMT_YUV420P, yuv::planes::planar, false, 1, false},
+      {AV_PIX_FMT_YUVJ420P, yuv::planes::planar, false, 1, true},
+      {AV_PIX_FMT_YUV444P, yuv::planes::planar, false, 0, false},
+      {AV_PIX_FMT_YUVJ444P, yuv::planes::planar, false, 0, true},
+      {AV_PIX_FMT_YUV444P16LE, yuv::planes::planar, true, 0, false},
+  };
   full = false;
-  switch (fmt) {
-    case AV_PIX_FMT_NV12:
-      v.layout = yuv::planes::semi;
-      v.wide = false;
-      v.chroma_shift = 1;
-      return true;
-    case AV_PIX_FMT_P010LE:
-    case AV_PIX_FMT_P016LE:
-      v.layout = yuv::planes::semi;
-      v.wide = true;
-      v.chroma_shift = 1;
-      return true;
-    case AV_PIX_FMT_YUVJ420P:
-      full = true;
-      [[fallthrough]];
-    case AV_PIX_FMT_YUV420P:
-      v.layout = yuv::planes::planar;
-      v.wide = false;
-      v.chroma_shift = 1;
-      return true;
-    case AV_PIX_FMT_YUVJ444P:
-      full = true;
-      [[fallthrough]];
-    case AV_PIX_FMT_YUV444P:
-      v.layout = yuv::planes::planar;
-      v.wide = false;
-      v.chroma_shift = 0;
-      return true;
-    case AV_PIX_FMT_YUV444P16LE:
-      v.layout = yuv::planes::planar;
-      v.wide = true;
-      v.chroma_shift = 0;
-      return true;
-    default:
-      return false;
+  for (const layout& l : layouts) {
+    if (l.fmt != fmt) continue;
+    v.layout = l.planes;
+    v.wide = l.wide;
+    v.chroma_shift = l.chroma_shift;
+    full = l.full;
+    return true;
   }
+  return false;
 }
 
 /// The view of frame `f` whose samples are laid out as `fmt`, with its colour matrix and range

@@ -89,6 +89,14 @@ inline bool valid_meta(const sample_meta& m) noexcept {
   return m.num_frames >= 1 && m.height >= 1 && m.width >= 1 && m.height <= max_side &&
          m.width <= max_side;
 }
+/// A rule's walk begins here: false for metadata that cannot be bucketed, reported to `trace`
+/// (its bucket is `invalid_sample`).
+template <class Trace>
+inline bool walk_valid(const sample_meta& m, Trace& trace) {
+  if (valid_meta(m)) return true;
+  note(trace, [] { return rule_event{.what = ev::invalid, .bucket = invalid_sample}; });
+  return false;
+}
 /// The number of keys of `r` a video can take: all but the key 1, which is the last.
 inline std::size_t video_keys(const resolution_entry& r) noexcept {
   return r.image_index >= 0 ? static_cast<std::size_t>(r.image_index) : r.frames.size();
@@ -252,10 +260,7 @@ struct opensora_v2_rule {
                           const Source& source, Trace& trace) const noexcept(!Trace::enabled) {
     using detail::ev;
     using detail::note;
-    if (!detail::valid_meta(m)) {
-      note(trace, [] { return rule_event{.what = ev::invalid, .bucket = invalid_sample}; });
-      return invalid_sample;
-    }
+    if (!detail::walk_valid(m, trace)) return invalid_sample;
     const std::int64_t t_eff = effective_frames(m.num_frames, m.fps);
     const std::size_t r0 = detail::too_large(c, m);
     note(trace, [&] {
@@ -388,10 +393,7 @@ struct opensora_v12_rule {
                           const Source& source, Trace& trace) const noexcept(!Trace::enabled) {
     using detail::ev;
     using detail::note;
-    if (!detail::valid_meta(m)) {
-      note(trace, [] { return rule_event{.what = ev::invalid, .bucket = invalid_sample}; });
-      return invalid_sample;
-    }
+    if (!detail::walk_valid(m, trace)) return invalid_sample;
     const std::int64_t t = m.num_frames;
     const std::int64_t interval = frame_interval < 1 ? 1 : frame_interval;
     // T > t · interval, without overflow: t ≤ (T − 1) / interval.

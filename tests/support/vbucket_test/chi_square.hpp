@@ -11,7 +11,11 @@
 #include <utility>    // std::pair
 #include <vector>     // std::vector
 
+#include "vbucket/base/numpy_random.hpp"     // numpy_source, big_seed
+#include "vbucket/bucket/assign.hpp"         // assign_all
 #include "vbucket/bucket/bucket_config.hpp"  // bucket_id, invalid_sample
+#include "vbucket/bucket/meta.hpp"           // meta_table
+#include "vbucket/bucket/rules.hpp"          // opensora_v2_rule
 
 namespace vbucket_test {
 
@@ -64,6 +68,24 @@ inline std::vector<std::uint64_t> histogram(const std::vector<vbucket::bucket_id
     ++h[id >= 0 ? static_cast<std::size_t>(id) : nb];
   }
   CHECK(invalid == 0);
+  return h;
+}
+
+/// The reference of the distribution tests: the histogram of `table` under the 2.0 rule
+/// `rule` with Open-Sora's NumPy draws (seed 1234). Checks that the data set spreads over the
+/// config: more than `min_used` buckets used, and over 1000 samples in no bucket.
+inline std::vector<std::uint64_t> numpy_histogram(const vbucket::bucket_config& config,
+                                                  const vbucket::meta_table& table,
+                                                  const vbucket::opensora_v2_rule& rule,
+                                                  std::size_t min_used) {
+  const std::size_t nb = config.num_buckets();
+  const auto h = histogram(
+      vbucket::assign_all(config, table, rule, vbucket::numpy_source(vbucket::big_seed(1234), nb)),
+      nb);
+  std::size_t used = 0;
+  for (std::size_t b = 0; b < nb; ++b) used += h[b] > 0;
+  CHECK(used > min_used);
+  CHECK(h[nb] > 1000);
   return h;
 }
 

@@ -1,10 +1,12 @@
 #pragma once
 /// The small two-resolution world the loader tests (fixed and packed) plan over: "lo" (64,
 /// aspects 1:2 and 1:1) and "hi" (256, 1:1), three buckets, and a deterministic id sequence
-/// that visits every bucket unevenly.
+/// that visits every bucket unevenly; and the check of a loader that delivered a whole epoch.
+
+#include <doctest/doctest.h>
 
 #include <cstddef>  // std::size_t
-#include <cstdint>  // std::int64_t
+#include <cstdint>  // std::int64_t, std::uint64_t, std::uint32_t
 #include <vector>   // std::vector
 
 #include "vbucket/bucket/aspect.hpp"
@@ -39,6 +41,20 @@ inline std::vector<vbucket::sample_meta> loader_samples() {
   for (std::int64_t i = 0; i < 120; ++i)
     samples.push_back({1 + i % 6, i % 3 == 0 ? 16 : 8, i % 3 == 0 ? 16 : 8, 8.0});
   return samples;
+}
+
+/// A loader `l` of rank `rank` delivered the whole epoch of a schedule of `steps` steps at world
+/// `world`, `step` batches counted by the test: one batch a step, none substituted or failed,
+/// and its state past the epoch's last global batch.
+template <class Loader>
+void check_whole_epoch(const Loader& l, std::uint64_t step, std::uint64_t steps,
+                       std::uint32_t world) {
+  CHECK(step == steps);
+  const auto st = l.stats();
+  CHECK(st.batches == steps);
+  CHECK(st.substitutions == 0);
+  CHECK(st.failed == 0);
+  CHECK(l.state().consumed == steps * world);
 }
 
 }  // namespace vbucket_test

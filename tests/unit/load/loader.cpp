@@ -115,12 +115,7 @@ TEST_CASE("loader: every batch of each rank, in order, with its shape and pixels
         for (auto s : b->samples) seen.insert(s);
         ++step;
       }
-      CHECK(step == schedule.steps());
-      const auto st = l.stats();
-      CHECK(st.batches == schedule.steps());
-      CHECK(st.substitutions == 0);
-      CHECK(st.failed == 0);
-      CHECK(l.state().consumed == schedule.steps() * world);
+      vbucket_test::check_whole_epoch(l, step, schedule.steps(), world);
     }
     // Together the ranks delivered every assigned sample (repeats and pads only add copies).
     std::set<std::uint32_t> distinct(seen.begin(), seen.end());

@@ -142,11 +142,7 @@ TEST_CASE("loader packed: every packed batch of each rank, its layout and bytes 
           for (auto s : b->samples) seen.insert(s);
         ++step;
       }
-      CHECK(step == schedule.steps());
-      const auto st = l.stats();
-      CHECK(st.batches == schedule.steps());
-      CHECK(st.substitutions == 0);
-      CHECK(l.state().consumed == schedule.steps() * world);
+      vbucket_test::check_whole_epoch(l, step, schedule.steps(), world);
     }
     // Every sample of the plan once per epoch (repeats for rank alignment aside).
     CHECK(seen.size() == f.plan.samples());
