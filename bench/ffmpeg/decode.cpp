@@ -60,13 +60,12 @@ std::string video(std::int64_t height) {
   return bench_file("h264_" + std::to_string(height) + "p_10s.mp4");
 }
 
-/// The clip of height `state.range(0)` (FFmpeg's logs quieted), or empty with the benchmark
-/// skipped when it is not there.
-std::string video_or_skip(benchmark::State& state) {
+/// `path` (a `bench_file`; FFmpeg's logs quieted), or empty with the benchmark skipped when the
+/// file is not there.
+std::string found_or_skip(benchmark::State& state, std::string path) {
   ff::quiet_logs();
-  std::string path = video(state.range(0));
   if (path.empty())
-    state.SkipWithError("no clip: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
+    state.SkipWithError("no video: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
   return path;
 }
 
@@ -100,7 +99,7 @@ std::optional<ff::clip_info> time_decode_clip(benchmark::State& state, const std
 }
 
 void BM_decode_clip(benchmark::State& state) {
-  const std::string path = video_or_skip(state);
+  const std::string path = found_or_skip(state, video(state.range(0)));
   if (path.empty()) return;
   const auto info = time_decode_clip(state, path, bench_request(state.range(1)));
   if (info) state.counters["frames_decoded"] = static_cast<double>(info->frames_decoded);
@@ -109,7 +108,7 @@ void BM_decode_clip(benchmark::State& state) {
 /// Every frame decoded and converted to full-size RGB24 (as torchvision's read_video), then the
 /// wanted frames resized and cropped.
 void BM_decode_whole_clip_first(benchmark::State& state) {
-  const std::string path = video_or_skip(state);
+  const std::string path = found_or_skip(state, video(state.range(0)));
   if (path.empty()) return;
   const ff::clip_request req = bench_request(state.range(1));
   std::vector<std::uint8_t> out(ff::clip_bytes(req));
@@ -173,7 +172,7 @@ void BM_decode_whole_clip_first(benchmark::State& state) {
 /// not decoded, the decoder drained after the last wanted packet) and without (skip:0: every
 /// frame from the keyframe). Counter: frames decoded per frame delivered.
 void BM_decode_random_clips(benchmark::State& state) {
-  const std::string path = video_or_skip(state);
+  const std::string path = found_or_skip(state, video(state.range(0)));
   if (path.empty()) return;
   const auto probed = ff::probe(path);
   if (!probed.ok()) {
@@ -353,12 +352,8 @@ void BM_decode_cost_balance_plan(benchmark::State& state) {
 /// scripts/bench_decode.sh), with frame timestamps from the MP4 sample table (index:1) or by
 /// demuxing from the file's start (index:0). The gap is what the sample table saves.
 void BM_decode_long_video(benchmark::State& state) {
-  ff::quiet_logs();
-  const std::string path = bench_file("h264_360p_300s.mp4");
-  if (path.empty()) {
-    state.SkipWithError("no video: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
-    return;
-  }
+  const std::string path = found_or_skip(state, bench_file("h264_360p_300s.mp4"));
+  if (path.empty()) return;
   ff::clip_request req = bench_request(state.range(0));
   req.use_index = state.range(1) != 0;
   const auto info = time_decode_clip(state, path, req);
@@ -370,17 +365,13 @@ void BM_decode_long_video(benchmark::State& state) {
 /// an MPEG program stream (4) (ffmpeg's PS muxer writes H.264 that its demuxer cannot read).
 /// Each container's figure is compared with the MP4 of the same stream.
 void BM_decode_deep_clip(benchmark::State& state) {
-  ff::quiet_logs();
   static const char* const files[] = {"h264_360p_300s.mp4", "h264_360p_300s.ts",
                                       "h264_360p_300s.avi", "mpeg2_360p_300s.mp4",
                                       "mpeg2_360p_300s.mpg"};
   const char* name = files[state.range(0)];
   state.SetLabel(name);
-  const std::string path = bench_file(name);
-  if (path.empty()) {
-    state.SkipWithError("no video: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
-    return;
-  }
+  const std::string path = found_or_skip(state, bench_file(name));
+  if (path.empty()) return;
   const auto info = time_decode_clip(state, path, bench_request(state.range(1)));
   if (info) {
     state.counters["frames_decoded"] = static_cast<double>(info->frames_decoded);
@@ -394,18 +385,14 @@ void BM_decode_deep_clip(benchmark::State& state) {
 /// fragmented MP4 (2), MPEG-TS (3), AVI (4); MPEG-2 in MP4 (5) and an MPEG program stream (6);
 /// VP9 in MP4 (7) and WebM (8). Each is compared with the MP4 of the same stream.
 void BM_decode_long_video_index(benchmark::State& state) {
-  ff::quiet_logs();
   static const char* const files[] = {
       "h264_360p_300s.mp4",  "h264_360p_300s.mkv", "h264_360p_300s_frag.mp4",
       "h264_360p_300s.ts",   "h264_360p_300s.avi", "mpeg2_360p_300s.mp4",
       "mpeg2_360p_300s.mpg", "vp9_360p_300s.mp4",  "vp9_360p_300s.webm"};
   const char* name = files[state.range(0)];
   state.SetLabel(name);
-  const std::string path = bench_file(name);
-  if (path.empty()) {
-    state.SkipWithError("no video: run scripts/bench_decode.sh (sets VBUCKET_BENCH_VIDEO_DIR)");
-    return;
-  }
+  const std::string path = found_or_skip(state, bench_file(name));
+  if (path.empty()) return;
   ff::frame_index index;
   ff::clip_request req = bench_request(8900);
   if (state.range(1) != 0) {

@@ -190,12 +190,6 @@ class device_writer final : public av::frame_sink {
   device_writer(const clip_request& req, std::uint8_t* out, cudaStream_t stream, bool sync_each)
       : req_(req), out_(out), stream_(stream), sync_each_(sync_each) {}
 
-  void start(int rotation, AVRational container_sar, bool image) override {
-    rotation_ = rotation;
-    container_sar_ = container_sar;
-    image_ = image;
-  }
-
   void write(const std::string& name, const AVFrame* f, std::int64_t slot,
              clip_info& info) override {
     if (f->format != AV_PIX_FMT_CUDA || f->hw_frames_ctx == nullptr) {
@@ -245,9 +239,6 @@ class device_writer final : public av::frame_sink {
   std::uint8_t* out_;
   cudaStream_t stream_;
   bool sync_each_;
-  int rotation_ = 0;
-  AVRational container_sar_{0, 1};
-  bool image_ = false;
 };
 
 /// decode_planned's writer for software frames, with the device's math on the host
@@ -255,12 +246,6 @@ class device_writer final : public av::frame_sink {
 class host_writer final : public av::frame_sink {
  public:
   host_writer(const clip_request& req, std::span<std::uint8_t> out) : req_(req), out_(out) {}
-
-  void start(int rotation, AVRational container_sar, bool image) override {
-    rotation_ = rotation;
-    container_sar_ = container_sar;
-    image_ = image;
-  }
 
   void write(const std::string& name, const AVFrame* f, std::int64_t slot,
              clip_info& info) override {
@@ -305,9 +290,6 @@ class host_writer final : public av::frame_sink {
  private:
   const clip_request& req_;
   std::span<std::uint8_t> out_;
-  int rotation_ = 0;
-  AVRational container_sar_{0, 1};
-  bool image_ = false;
 };
 
 }  // namespace

@@ -39,16 +39,6 @@ class frame_writer final : public frame_sink {
  public:
   frame_writer(const clip_request& req, std::span<std::uint8_t> out) : req_(req), out_(out) {}
 
-  /// `container_sar`: the stream's (AVStream::sample_aspect_ratio; 0/1 when the container
-  /// records none, and then each frame's own is used, as ffmpeg does).
-  /// `image`: the source is a still image (Open-Sora's image transform: the crop offset
-  /// rounded; else its video transform's, floored).
-  void start(int rotation, AVRational container_sar, bool image) override {
-    rotation_ = rotation;
-    container_sar_ = container_sar;
-    image_ = image;
-  }
-
   void write(const std::string& name, const AVFrame* f, std::int64_t slot,
              clip_info& info) override {
     check_size(name, f->height, f->width, req_.limits);
@@ -418,9 +408,6 @@ class frame_writer final : public frame_sink {
 
   const clip_request& req_;
   std::span<std::uint8_t> out_;
-  int rotation_ = 0;
-  AVRational container_sar_{0, 1};
-  bool image_ = false;
   frame_ptr turned_;  // the frame turned a quarter, reused while the size stays
   sws_ptr sws_;
   av_buffer_ptr scratch_;

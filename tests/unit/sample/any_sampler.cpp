@@ -132,6 +132,20 @@ TEST_CASE("any_sampler: a NumPy seed of 2^64 or more draws from numpy_seed_famil
   CHECK_THROWS_WITH_AS(
       (void)vbucket::make_any_sampler(clips, config, vbucket::opensora_v2_rule{}, fast, big),
       doctest::Contains("does not fit in 64 bits"), vbucket::error);
+  // a rule that draws from fast_source only cannot take NumPy's draws of a seed that large
+  struct fast_only_rule {
+    [[nodiscard]] vbucket::bucket_id assign(const vbucket::bucket_config&,
+                                            const vbucket::sample_meta&, std::uint64_t,
+                                            const vbucket::fast_source&) const noexcept {
+      return 0;
+    }
+  };
+  static_assert(!vbucket::bucket_rule<fast_only_rule, vbucket::numpy_source>);
+  CHECK_THROWS_WITH_AS((void)vbucket::make_any_sampler(clips, config, fast_only_rule{}, o, big),
+                       "make_any_sampler: seed 18446744073709551621 does not fit in 64 bits, and "
+                       "this rule draws from fast_source only",
+                       vbucket::error);
+  CHECK(vbucket::make_any_sampler(clips, config, fast_only_rule{}, fast, big_seed(5))->seed() == 5);
 }
 
 TEST_CASE("any_sampler: positions, states of another epoch, and refused arguments") {

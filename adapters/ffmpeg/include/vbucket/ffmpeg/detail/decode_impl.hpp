@@ -56,14 +56,24 @@ class frame_sink {
   /// Called once, before any frame: the stream's display rotation (0, 90, 180, 270), its
   /// sample aspect ratio (AVStream::sample_aspect_ratio; 0/1 when the container records none,
   /// and then each frame's own is used, as ffmpeg does), and whether the source is a still
-  /// image.
-  virtual void start(int rotation, AVRational container_sar, bool image) = 0;
+  /// image (Open-Sora's image transform: the crop offset rounded; else its video transform's,
+  /// floored). Kept for `write`.
+  void start(int rotation, AVRational container_sar, bool image) noexcept {
+    rotation_ = rotation;
+    container_sar_ = container_sar;
+    image_ = image;
+  }
   /// Converts frame `f` of the input named `name` into slot `slot`; fills `info`'s source
   /// fields and counts the frame converted.
   virtual void write(const std::string& name, const AVFrame* f, std::int64_t slot,
                      clip_info& info) = 0;
   /// Fills slot `to` with a copy of slot `from` (padding).
   virtual void repeat(std::int64_t from, std::int64_t to) = 0;
+
+ protected:
+  int rotation_ = 0;                ///< `start`'s
+  AVRational container_sar_{0, 1};  ///< `start`'s
+  bool image_ = false;              ///< `start`'s
 };
 
 /// Decodes the frames `req` asks for (checked by the caller: check_request) and hands each to
