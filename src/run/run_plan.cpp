@@ -3,8 +3,10 @@
 #include "vbucket/run/run_plan.hpp"
 
 #include <algorithm>    // std::min, std::max, std::copy, std::sort
+#include <array>        // std::array (the state's fields)
 #include <bit>          // std::popcount, std::countr_zero
 #include <cstdint>      // std::uint32_t, std::uint64_t, std::int64_t
+#include <limits>       // std::numeric_limits
 #include <memory>       // std::make_unique_for_overwrite
 #include <span>         // std::span
 #include <string>       // std::string
@@ -13,8 +15,100 @@
 #include <vector>       // std::vector
 
 #include "vbucket/base/error.hpp"
+#include "vbucket/detail/parse_number.hpp"  // parse_uint_in, parse_positive
+#include "vbucket/plan/plan_state.hpp"      // plan_state::hex, parse_hex, budget_text
 
 namespace vbucket {
+
+void check_stage_order(std::span<const run_stage> stages, const std::string& where) {
+  std::uint64_t last_step = 0, last_epoch = 0;
+  std::size_t step_stage = 0, epoch_stage = 0;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const run_stage& st = stages[i];
+    const auto name = [&](std::size_t j) {
+      return "stage " + std::to_string(j) + " (\"" + stages[j].name + "\")";
+    };
+    if (i == 0) {
+      if (st.from_step != 0 || st.from_epoch.value_or(0) != 0)
+        throw error(where + ": " + name(0) + " must start at step 0");
+      continue;
+    }
+    if (st.from_epoch && st.from_step != 0)
+      throw error(where + ": " + name(i) + " has both from_step " + std::to_string(st.from_step) +
+                  " and from_epoch " + std::to_string(*st.from_epoch) + " (give one)");
+    const bool by_epoch = st.from_epoch.has_value();
+    const std::uint64_t at = by_epoch ? *st.from_epoch : st.from_step;
+    const std::uint64_t last = by_epoch ? last_epoch : last_step;
+    const std::size_t before = by_epoch ? epoch_stage : step_stage;
+    const std::string unit = by_epoch ? "epoch " : "step ";
+    if (at <= last)
+      throw error(where + ": " + name(i) + " starts at " + unit + std::to_string(at) + ", " +
+                  (at == last ? "as " : "before ") + name(before) + " (at " + unit +
+                  std::to_string(last) +
+                  "): stages are listed in the order they start, each after the one before");
+    (by_epoch ? last_epoch : last_step) = at;
+    (by_epoch ? epoch_stage : step_stage) = i;
+  }
+}
+
+std::string segment_settings::to_string() const {
+  std::string s = std::to_string(stage) + ':' + std::string(policy_name(batches.policy)) + ':' +
+                  std::to_string(batches.balance_group) + ':';
+  s += batches.batching == batching_mode::packed
+           ? "packed=" + plan_state::budget_text(batches.token_budget)
+           : std::string("fixed");
+  s += ':';
+  for (std::size_t i = 0; i < batch_sizes.size(); ++i)
+    s += (i ? "-" : "") + std::to_string(batch_sizes[i]);
+  return s + ':' + plan_state::hex(assign_hash);
+}
+
+segment_settings segment_settings::parse(std::string_view text) {
+  auto fail = [&](const std::string& why) -> segment_settings {
+    throw error("run state: segment \"" + std::string(text) + "\": " + why);
+  };
+  std::vector<std::string_view> f;
+  for (std::size_t pos = 0;;) {
+    const std::size_t e = text.find(':', pos);
+    f.push_back(text.substr(pos, e == std::string_view::npos ? e : e - pos));
+    if (e == std::string_view::npos) break;
+    pos = e + 1;
+  }
+  if (f.size() != 6) return fail("expected STAGE:POLICY:BALANCE:fixed|packed=B:BS-...:HASH");
+  segment_settings s;
+  const auto stage = detail::parse_uint_in(f[0], 0, std::numeric_limits<std::uint32_t>::max());
+  if (!stage) return fail("stage \"" + std::string(f[0]) + "\" is not an integer below 2^32");
+  s.stage = static_cast<std::uint32_t>(*stage);
+  if (const std::string why = run_spec::check_value("policy", f[1]); !why.empty())
+    return fail("policy: " + why);
+  s.batches.policy = *parse_policy(f[1]);
+  if (const std::string why = run_spec::check_value("balance_group", f[2]); !why.empty())
+    return fail("balance group: " + why);
+  s.batches.balance_group =
+      static_cast<std::uint32_t>(*detail::parse_uint_in(f[2], 0, max_run_world));
+  if (f[3] == "fixed") {
+    s.batches.batching = batching_mode::fixed;
+  } else if (f[3].substr(0, 7) == "packed=") {
+    s.batches.batching = batching_mode::packed;
+    const auto b = detail::parse_positive(f[3].substr(7));
+    if (!b) return fail("token budget \"" + std::string(f[3].substr(7)) + "\" is not a number > 0");
+    s.batches.token_budget = *b;
+  } else {
+    return fail("batching \"" + std::string(f[3]) + "\" is not fixed or packed=B");
+  }
+  for (std::size_t pos = 0; pos <= f[4].size() && !f[4].empty();) {
+    const std::size_t e = std::min(f[4].find('-', pos), f[4].size());
+    const std::string_view v = f[4].substr(pos, e - pos);
+    const auto bs = detail::parse_uint_in(v, 0, bucket_config::max_batch);
+    if (!bs)
+      return fail("batch size \"" + std::string(v) + "\" is not an integer from 0 to " +
+                  std::to_string(bucket_config::max_batch));
+    s.batch_sizes.push_back(static_cast<std::int64_t>(*bs));
+    pos = e + 1;
+  }
+  s.assign_hash = plan_state::parse_hex(f[5], "run state: segment hash");
+  return s;
+}
 
 run_plan::run_plan(std::vector<run_source> sources, std::vector<run_stage> stages,
                    run_options options)

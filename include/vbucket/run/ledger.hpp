@@ -58,15 +58,13 @@
 /// no planner.)
 
 #include <cstdint>      // std::uint32_t, std::uint64_t, std::int64_t
-#include <cstdio>       // std::FILE, std::fopen, std::fwrite, std::fread, std::setvbuf
-#include <cstring>      // std::memchr, std::memmove
-#include <functional>   // std::function (a line sink), std::less
+#include <cstdio>       // std::FILE, std::fopen, std::fclose, std::setvbuf
+#include <functional>   // std::function (a line sink)
 #include <memory>       // std::unique_ptr
 #include <optional>     // std::optional
 #include <span>         // std::span
 #include <string>       // std::string, std::to_string
 #include <string_view>  // std::string_view
-#include <type_traits>  // std::is_same_v
 #include <utility>      // std::move
 #include <vector>       // std::vector
 
@@ -313,24 +311,7 @@ struct ledger_line {
 /// naming the file when it cannot be read or is not a ledger (another magic or version).
 class ledger_reader {
  public:
-  explicit ledger_reader(std::string path, std::size_t block = std::size_t{1} << 20)
-      : path_(std::move(path)), block_(block < 64 ? 64 : block) {
-    file_.reset(std::fopen(path_.c_str(), "rb"));
-    if (!file_) throw error("ledger: cannot open \"" + path_ + "\"");
-    std::setvbuf(file_.get(), nullptr, _IONBF, 0);  // fread straight into buf_: no second copy
-    buf_.resize(block_);
-    ledger_line first;
-    if (!next_raw(first)) return;  // an empty file: no lines
-    if (first.text.substr(0, 16) != "#vbucket-ledger ")
-      throw error(path_ + ":1: not a vbucket ledger (the first line must be \"" +
-                  std::string(ledger_magic) + "\")");
-    if (first.text == ledger_magic_v2) {
-      binary_ = true;
-    } else if (first.text != ledger_magic) {
-      throw error(path_ + ":1: ledger version \"" + std::string(first.text.substr(16)) +
-                  "\" is not supported (this build reads versions 1 and 2)");
-    }
-  }
+  explicit ledger_reader(std::string path, std::size_t block = std::size_t{1} << 20);
   /// The file's format (its magic line's version).
   [[nodiscard]] ledger_format format() const noexcept {
     return binary_ ? ledger_format::binary : ledger_format::text;
@@ -338,118 +319,30 @@ class ledger_reader {
 
   /// The next line that is not a comment (the magic line is read by the constructor); false at
   /// the end of the file.
-  bool next(ledger_line& line) {
-    if (binary_) return next_record(line);
-    for (;;) {
-      if (!next_raw(line)) return false;
-      if (line.tag != '#') return true;
-    }
-  }
+  bool next(ledger_line& line);
 
   /// The byte offset of the next line, and the line number before it (for `seek`).
   [[nodiscard]] std::uint64_t tell() const noexcept { return consumed_ + begin_; }
   [[nodiscard]] std::uint64_t line_number() const noexcept { return number_; }
   /// Continues reading at a byte offset from `tell()`, whose line number was `number`.
-  void seek(std::uint64_t offset, std::uint64_t number) {
-    if (std::fseek(file_.get(), static_cast<long>(offset), SEEK_SET) != 0)
-      throw error("ledger: cannot seek in \"" + path_ + "\"");
-    consumed_ = offset;
-    begin_ = end_ = 0;
-    eof_ = false;
-    dead_ = false;
-    number_ = number;
-  }
+  void seek(std::uint64_t offset, std::uint64_t number);
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
  private:
-  bool next_raw(ledger_line& line) {
-    for (;;) {
-      const char* nl =
-          begin_ < end_
-              ? static_cast<const char*>(std::memchr(buf_.data() + begin_, '\n', end_ - begin_))
-              : nullptr;
-      if (nl != nullptr) {
-        const auto len = static_cast<std::size_t>(nl - (buf_.data() + begin_));
-        emit(line, first_byte, begin_, len, false, false);
-        begin_ += len + 1;
-        return true;
-      }
-      if (eof_) return last(line, false);
-      fill();
-    }
-  }
-
+  bool next_raw(ledger_line& line);
   /// A binary record: its tag, length and payload (a frame cut short at the end of the file is
   /// a truncated record; a length past `ledger_max_record` makes the rest of the file one
   /// corrupt record, tag '?').
-  bool next_record(ledger_line& line) {
-    for (;;) {
-      if (dead_) return false;
-      const std::size_t avail = end_ - begin_;
-      if (avail >= 2) {
-        const auto* p = reinterpret_cast<const unsigned char*>(buf_.data() + begin_);
-        std::uint64_t n = 0;
-        std::size_t h = 1;
-        bool complete = false;
-        for (unsigned shift = 0; h < avail && h <= 10; shift += 7) {
-          const unsigned char byte = p[h++];
-          n |= shift < 64 ? static_cast<std::uint64_t>(byte & 0x7f) << shift : 0;
-          if ((byte & 0x80) == 0) {
-            complete = true;
-            break;
-          }
-        }
-        if ((complete && n > ledger_max_record) || (!complete && h > 10)) {
-          emit(line, '?', begin_, 0, false, true);
-          dead_ = true;
-          return true;
-        }
-        if (complete && avail - h >= n) {
-          emit(line, p[0], begin_ + h, static_cast<std::size_t>(n), false, true);
-          begin_ += h + static_cast<std::size_t>(n);
-          return true;
-        }
-      }
-      if (eof_) return last(line, true);
-      fill();
-    }
-  }
-
+  bool next_record(ledger_line& line);
   /// `line` is the `len` bytes at `buf_[at]`, tagged `tag` (`first_byte`: its first byte).
   static constexpr int first_byte = -1;
   void emit(ledger_line& line, int tag, std::size_t at, std::size_t len, bool truncated,
-            bool binary) {
-    line.text = std::string_view(buf_.data() + at, len);
-    line.tag = tag != first_byte ? static_cast<char>(tag) : len != 0 ? line.text[0] : '\0';
-    line.number = ++number_;
-    line.truncated = truncated;
-    line.binary = binary;
-  }
+            bool binary) noexcept;
   /// At the end of the file: what is left is a truncated line or record, if anything.
-  bool last(ledger_line& line, bool binary) {
-    if (begin_ == end_) return false;
-    emit(line, first_byte, begin_, end_ - begin_, true, binary);
-    begin_ = end_;
-    return true;
-  }
-
+  bool last(ledger_line& line, bool binary) noexcept;
   /// Moves the partial line to the front (growing the buffer for a long line) and reads more.
-  void fill() {
-    if (begin_ != 0) {
-      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
-      consumed_ += begin_;
-      end_ -= begin_;
-      begin_ = 0;
-    }
-    if (buf_.size() - end_ < block_ / 2) buf_.resize(buf_.size() * 2);
-    const std::size_t got = std::fread(buf_.data() + end_, 1, buf_.size() - end_, file_.get());
-    if (got == 0) {
-      if (std::ferror(file_.get())) throw error("ledger: cannot read \"" + path_ + "\"");
-      eof_ = true;
-    }
-    end_ += got;
-  }
+  void fill();
 
   struct closer {
     void operator()(std::FILE* f) const noexcept { std::fclose(f); }
