@@ -36,8 +36,6 @@ class audit_epoch_check {
     sum_.epoch = epoch;
   }
 
-  [[nodiscard]] bool have_header() const noexcept { return header_.has_value(); }
-
   void header_line(const ledger_epoch& h, ledger_where where) {
     if (!header_) {
       header_ = h;
