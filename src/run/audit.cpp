@@ -131,8 +131,6 @@ struct audit_named {
 
 using namespace detail;  // the audit pass and the ledger reader's parsing
 
-/// Audits the ledger files `paths` (every rank's; any order). Throws `vbucket::error` when a
-/// file cannot be opened or is not a ledger; everything in the files is reported.
 audit_report audit_ledgers(std::span<const std::string> paths, const audit_options& options) {
   audit_report report;
   std::vector<std::unique_ptr<audit_file>> files;
@@ -379,9 +377,7 @@ audit_report audit_ledgers(std::span<const std::string> paths, const audit_optio
   return report;
 }
 
-/// One deviation as one line, e.g. "epoch 3: sample 17 (source \"web\" row 17): duplicated:
-/// drawn 1, delivered or dropped 2: rank 1 step 5 (rank-00001.ledger:12), ...".
-[[nodiscard]] std::string format_audit_deviation(const audit_deviation& d) {
+std::string format_audit_deviation(const audit_deviation& d) {
   std::string s = "epoch " + std::to_string(d.epoch) + ": ";
   if (!d.sample) return s + std::string(to_string(d.issue)) + ": " + d.detail;
   s += "sample " + std::to_string(*d.sample) + " (" + d.detail +
@@ -397,8 +393,7 @@ audit_report audit_ledgers(std::span<const std::string> paths, const audit_optio
   return s;
 }
 
-/// The report: a table per epoch (and per source), then every deviation, then a verdict line.
-[[nodiscard]] std::string format_audit_report(const audit_report& r) {
+std::string format_audit_report(const audit_report& r) {
   std::string out;
   char buf[512];
   const auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };

@@ -18,7 +18,7 @@
 #include <utility>       // std::index_sequence
 #include <vector>        // std::vector
 
-#include "ledger_binary.hpp"  // ledger_layout, ledger_in, append_ledger_record_of
+#include "ledger_binary.hpp"  // ledger_layout, ledger_in, ledger_tag_of, append_ledger_record
 #include "vbucket/base/error.hpp"
 
 namespace vbucket {
@@ -92,7 +92,8 @@ void ledger_put_text_value(std::string& out, const T& v, ledger_text form) {
 
 /// A record's text line (with its newline), field by field as its layout says.
 template <class Record>
-void ledger_put_line(std::string& out, const Record& r, char tag) {
+void ledger_put_line(std::string& out, const Record& r) {
+  const char tag = ledger_tag_of(r);
   out += tag;
   const auto put = [&](const auto& f) {
     const auto& v = r.*(f.member);
@@ -117,30 +118,9 @@ void ledger_put_line(std::string& out, const Record& r, char tag) {
 
 }  // namespace detail
 
-void append_ledger_line(std::string& out, const ledger_epoch& e) {
-  detail::ledger_put_line(out, e, 'E');
-}
-void append_ledger_line(std::string& out, const ledger_source& s) {
-  detail::ledger_put_line(out, s, 'S');
-}
-void append_ledger_line(std::string& out, const ledger_ids& c) {
-  detail::ledger_put_line(out, c, c.tag == 'X' ? 'X' : 'D');
-}
-void append_ledger_line(std::string& out, const ledger_batch& b) {
-  detail::ledger_put_line(out, b, 'B');
-}
-
-void append_ledger_record(std::string& out, const ledger_epoch& r) {
-  append_ledger_record_of(out, r);
-}
-void append_ledger_record(std::string& out, const ledger_source& r) {
-  append_ledger_record_of(out, r);
-}
-void append_ledger_record(std::string& out, const ledger_ids& r) {
-  append_ledger_record_of(out, r);
-}
-void append_ledger_record(std::string& out, const ledger_batch& r) {
-  append_ledger_record_of(out, r);
+template <ledger_record R>
+void append_ledger_line(std::string& out, const R& r) {
+  detail::ledger_put_line(out, r);
 }
 
 void ledger_writer::write_line(std::string_view line) {
@@ -588,22 +568,13 @@ void ledger_reader::fill() {
 
 // --- parsing ------------------------------------------------------------------------------
 
-void parse_ledger_line(std::string_view text, ledger_where where, ledger_epoch& out) {
-  detail::ledger_get_line(text, where, out);
-}
-void parse_ledger_line(std::string_view text, ledger_where where, ledger_source& out) {
-  detail::ledger_get_line(text, where, out);
-}
-void parse_ledger_line(std::string_view text, ledger_where where, ledger_ids& out) {
-  detail::ledger_get_line(text, where, out);
-}
-void parse_ledger_line(std::string_view text, ledger_where where, ledger_batch& out) {
+template <ledger_record R>
+void parse_ledger_line(std::string_view text, ledger_where where, R& out) {
   detail::ledger_get_line(text, where, out);
 }
 
-/// A record as read: a text line or a binary record (version 2).
-template <class Record>
-void parse_ledger_record_of(const ledger_line& line, ledger_where where, Record& out) {
+template <ledger_record R>
+void parse_ledger_record(const ledger_line& line, ledger_where where, R& out) {
   if (!line.binary) {
     parse_ledger_line(line.text, where, out);
     return;
@@ -611,22 +582,21 @@ void parse_ledger_record_of(const ledger_line& line, ledger_where where, Record&
   detail::ledger_in in(line.text, where);
   in.fields(out);
   in.end();
-  if constexpr (std::is_same_v<Record, ledger_ids>) out.tag = line.tag;
-  if constexpr (std::is_same_v<Record, ledger_batch>) detail::ledger_check_batch(out, where);
+  if constexpr (std::is_same_v<R, ledger_ids>) out.tag = line.tag;
+  if constexpr (std::is_same_v<R, ledger_batch>) detail::ledger_check_batch(out, where);
 }
 
-void parse_ledger_record(const ledger_line& line, ledger_where where, ledger_epoch& out) {
-  parse_ledger_record_of(line, where, out);
-}
-void parse_ledger_record(const ledger_line& line, ledger_where where, ledger_source& out) {
-  parse_ledger_record_of(line, where, out);
-}
-void parse_ledger_record(const ledger_line& line, ledger_where where, ledger_ids& out) {
-  parse_ledger_record_of(line, where, out);
-}
-void parse_ledger_record(const ledger_line& line, ledger_where where, ledger_batch& out) {
-  parse_ledger_record_of(line, where, out);
-}
+// The format's functions, compiled for its four records.
+#define VBUCKET_LEDGER_RECORD(R)                                       \
+  template void append_ledger_line(std::string&, const R&);            \
+  template void append_ledger_record(std::string&, const R&);          \
+  template void parse_ledger_line(std::string_view, ledger_where, R&); \
+  template void parse_ledger_record(const ledger_line&, ledger_where, R&);
+VBUCKET_LEDGER_RECORD(ledger_epoch)
+VBUCKET_LEDGER_RECORD(ledger_source)
+VBUCKET_LEDGER_RECORD(ledger_ids)
+VBUCKET_LEDGER_RECORD(ledger_batch)
+#undef VBUCKET_LEDGER_RECORD
 
 std::string ledger_text_of(const ledger_line& line, ledger_where where) {
   if (!line.binary) return std::string(line.text);

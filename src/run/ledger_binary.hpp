@@ -152,14 +152,18 @@ void ledger_put_fields(std::string& out, const Record& r) {
 
 }  // namespace detail
 
-/// Appends the binary record of `r` (its tag, length and payload) to `out`.
+/// The tag of a record: its layout's (a `ledger_ids` chunk: 'X' or 'D', as it says).
 template <class Record>
-void append_ledger_record_of(std::string& out, const Record& r) {
-  char tag = ledger_layout<Record>::tag;
-  if constexpr (std::is_same_v<Record, ledger_ids>) tag = r.tag == 'X' ? 'X' : 'D';
+constexpr char ledger_tag_of(const Record& r) noexcept {
+  if constexpr (std::is_same_v<Record, ledger_ids>) return r.tag == 'X' ? 'X' : 'D';
+  return ledger_layout<Record>::tag;
+}
+
+template <ledger_record Record>
+void append_ledger_record(std::string& out, const Record& r) {
   std::string payload;
   detail::ledger_put_fields(payload, r);
-  out += tag;
+  out += ledger_tag_of(r);
   detail::ledger_put_varint(out, payload.size());
   out += payload;
 }

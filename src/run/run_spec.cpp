@@ -15,13 +15,12 @@
 #include <utility>       // std::move
 
 #include "vbucket/base/error.hpp"
-#include "vbucket/detail/parse_number.hpp"  // parse_uint_in, parse_positive, shortest_text
+#include "vbucket/detail/parse_number.hpp"  // parse_uint_in, parse_positive, shortest_text, split_text
 
 namespace vbucket {
 
 namespace detail {
 
-/// "T,H,W" as three integers from 1 to 65536, or nullopt.
 [[nodiscard]] std::optional<std::array<std::int64_t, 3>> spec_triple(std::string_view t) {
   std::array<std::int64_t, 3> out{};
   for (std::size_t i = 0; i < 3; ++i) {
@@ -41,30 +40,17 @@ namespace detail {
 
 /// Whether `name` is one of the '|'-separated `choices`.
 [[nodiscard]] bool spec_is_choice(std::string_view choices, std::string_view name) {
-  while (!choices.empty()) {
-    const std::size_t bar = choices.find('|');
-    if (choices.substr(0, bar) == name) return true;
-    if (bar == std::string_view::npos) break;
-    choices.remove_prefix(bar + 1);
-  }
+  for (const std::string_view c : split_text(choices, '|'))
+    if (c == name) return true;
   return false;
 }
 
 /// "a, b or c" of '|'-separated choices.
 [[nodiscard]] std::string spec_choice_list(std::string_view choices) {
+  const std::vector<std::string_view> all = split_text(choices, '|');
   std::string out;
-  std::size_t count = 0;
-  for (std::string_view c = choices; !c.empty(); ++count) {
-    const std::size_t bar = c.find('|');
-    c = bar == std::string_view::npos ? std::string_view() : c.substr(bar + 1);
-  }
-  std::size_t i = 0;
-  for (std::string_view c = choices; !c.empty(); ++i) {
-    const std::size_t bar = c.find('|');
-    if (i > 0) out += i + 1 == count ? " or " : ", ";
-    out += c.substr(0, bar);
-    c = bar == std::string_view::npos ? std::string_view() : c.substr(bar + 1);
-  }
+  for (std::size_t i = 0; i < all.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i]);
   return out;
 }
 
@@ -277,11 +263,8 @@ const run_field* run_spec::find(std::string_view name) noexcept {
   return nullptr;
 }
 
-/// A field's value in `s` as text (empty: unset, no default).
 [[nodiscard]] std::string field_text(const run_spec& s, const run_field& f) { return f.text(s); }
 
-/// A field's help line with its default: `help (default: X)`; flags and fields without a
-/// default get none.
 [[nodiscard]] std::string field_help(const run_field& f) {
   std::string out(f.help);
   if (f.kind == field_kind::flag) return out;

@@ -13,10 +13,12 @@
 #include <vector>       // std::vector
 
 #include "vbucket/base/error.hpp"
-#include "vbucket/detail/parse_number.hpp"  // parse_uint_in, parse_positive
+#include "vbucket/detail/parse_number.hpp"  // parse_uint_in, parse_positive, split_text
 #include "vbucket/plan/plan_state.hpp"      // plan_state::hex, parse_hex, budget_text
 
 namespace vbucket {
+
+using detail::split_text;
 
 std::string segment_settings::to_string() const {
   std::string s = std::to_string(stage) + ':' + std::string(policy_name(batches.policy)) + ':' +
@@ -34,13 +36,7 @@ segment_settings segment_settings::parse(std::string_view text) {
   auto fail = [&](const std::string& why) -> segment_settings {
     throw error("run state: segment \"" + std::string(text) + "\": " + why);
   };
-  std::vector<std::string_view> f;
-  for (std::size_t pos = 0;;) {
-    const std::size_t e = text.find(':', pos);
-    f.push_back(text.substr(pos, e == std::string_view::npos ? e : e - pos));
-    if (e == std::string_view::npos) break;
-    pos = e + 1;
-  }
+  const std::vector<std::string_view> f = split_text(text, ':');
   if (f.size() != 6) return fail("expected STAGE:POLICY:BALANCE:fixed|packed=B:BS-...:HASH");
   segment_settings s;
   const auto stage = detail::parse_uint_in(f[0], 0, std::numeric_limits<std::uint32_t>::max());
@@ -63,15 +59,13 @@ segment_settings segment_settings::parse(std::string_view text) {
   } else {
     return fail("batching \"" + std::string(f[3]) + "\" is not fixed or packed=B");
   }
-  for (std::size_t pos = 0; pos <= f[4].size() && !f[4].empty();) {
-    const std::size_t e = std::min(f[4].find('-', pos), f[4].size());
-    const std::string_view v = f[4].substr(pos, e - pos);
+  for (const std::string_view v :
+       f[4].empty() ? std::vector<std::string_view>{} : split_text(f[4], '-')) {
     const auto bs = detail::parse_uint_in(v, 0, bucket_config::max_batch);
     if (!bs)
       return fail("batch size \"" + std::string(v) + "\" is not an integer from 0 to " +
                   std::to_string(bucket_config::max_batch));
     s.batch_sizes.push_back(static_cast<std::int64_t>(*bs));
-    pos = e + 1;
   }
   s.assign_hash = plan_state::parse_hex(f[5], "run state: segment hash");
   return s;
@@ -127,9 +121,7 @@ run_plan::loaded_state run_plan::parse_state(std::string_view text) const {
       "draw", "drawn", "caps",  "budget_cap", "segs",       "cur",   "check"};
   std::array<std::optional<std::string_view>, names.size()> value{};
   std::size_t check_at = text.size();  // where " check=" begins
-  for (std::size_t pos = head.size(); pos <= text.size();) {
-    const std::size_t e = std::min(text.find(' ', pos), text.size());
-    const std::string_view f = text.substr(pos, e - pos);
+  for (const std::string_view f : split_text(text.substr(head.size()), ' ')) {
     if (f.empty()) fail("fields must be separated by one space");
     const std::size_t eq = f.find('=');
     if (eq == std::string_view::npos) fail("field \"" + std::string(f) + "\" has no '='");
@@ -139,8 +131,7 @@ run_plan::loaded_state run_plan::parse_state(std::string_view text) const {
     if (k == names.size()) fail("unknown field \"" + std::string(key) + "\"");
     if (value[k]) fail("duplicate field \"" + std::string(key) + "\"");
     value[k] = f.substr(eq + 1);
-    if (key == "check") check_at = pos - 1;
-    pos = e + 1;
+    if (key == "check") check_at = static_cast<std::size_t>(f.data() - text.data()) - 1;
   }
   const auto get = [&](std::string_view key) -> std::string_view {
     std::size_t k = 0;
@@ -175,7 +166,7 @@ run_plan::loaded_state run_plan::parse_state(std::string_view text) const {
   if (st.epoch_step > st.step)
     fail("epoch_step=" + std::to_string(st.epoch_step) + " is after step=" +
          std::to_string(st.step) + " (the epoch cannot begin after the run's step)");
-  for (const std::string_view c : split(get("caps") == "-" ? "" : get("caps"), ',')) {
+  for (const std::string_view c : split_text(get("caps") == "-" ? "" : get("caps"), ',')) {
     if (c.empty()) break;
     const std::size_t slash = c.rfind('/'), eq = c.rfind('=');
     if (slash == std::string_view::npos || eq == std::string_view::npos || eq < slash)
@@ -207,7 +198,7 @@ run_plan::loaded_state run_plan::parse_state(std::string_view text) const {
   } catch (const error& e) {
     fail(e.what());
   }
-  const std::vector<std::string_view> drawn = split(get("drawn"), ',');
+  const std::vector<std::string_view> drawn = split_text(get("drawn"), ',');
   if (drawn.size() != sources_.size())
     fail("drawn=" + std::string(get("drawn")) + " has " + std::to_string(drawn.size()) +
          " counts for " + std::to_string(sources_.size()) + " sources");
@@ -217,7 +208,7 @@ run_plan::loaded_state run_plan::parse_state(std::string_view text) const {
     st.drawn.push_back(*n);
   }
   if (get("segs") != "-")
-    for (const std::string_view sg : split(get("segs"), '|')) {
+    for (const std::string_view sg : split_text(get("segs"), '|')) {
       const std::size_t at = sg.rfind('@');
       if (at == std::string_view::npos) fail("segment \"" + std::string(sg) + "\" has no @END");
       const auto end =
@@ -241,12 +232,12 @@ run_plan::loaded_state run_plan::parse_state(std::string_view text) const {
          " (edited or damaged: a state line is saved and loaded whole)");
 
   // Against this run: the sources, the stages that planned the segments.
-  const auto srcs = split(get("sources"), ',');
+  const auto srcs = split_text(get("sources"), ',');
   if (srcs.size() != sources_.size())
     fail("saved with " + std::to_string(srcs.size()) + " sources but this run has " +
          std::to_string(sources_.size()));
   for (std::size_t i = 0; i < srcs.size(); ++i) {
-    const auto parts = split(srcs[i], ':');
+    const auto parts = split_text(srcs[i], ':');
     if (parts.size() != 3) fail("source \"" + std::string(srcs[i]) + "\" is not NAME:ROWS:FP");
     if (parts[0] != sources_[i].name)
       fail("source " + std::to_string(i) + " was \"" + std::string(parts[0]) +
@@ -318,16 +309,6 @@ void run_plan::apply_state(loaded_state&& st) {
     throw error("run state: consumed=" + std::to_string(st.consumed) +
                 " is past the end of the epoch's plan");
   follow_settings();
-}
-
-std::vector<std::string_view> run_plan::split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (std::size_t pos = 0;;) {
-    const std::size_t e = s.find(sep, pos);
-    out.push_back(s.substr(pos, e == std::string_view::npos ? e : e - pos));
-    if (e == std::string_view::npos) return out;
-    pos = e + 1;
-  }
 }
 
 void run_plan::check_recorded(const segment_settings& s, std::size_t index, std::uint64_t epoch,

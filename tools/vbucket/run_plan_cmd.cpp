@@ -18,11 +18,12 @@
 #include <vector>       // std::vector
 
 #include "cli.hpp"
-#include "plan_common.hpp"                 // json_string
-#include "vbucket/json/bucket_config.hpp"  // read_file
-#include "vbucket/json/run_plan.hpp"       // load_run_plan_file, is_run_plan_text
-#include "vbucket/plan/run_memory.hpp"     // fit_to_memory
-#include "vbucket/run/run_ledger.hpp"      // run_ledger
+#include "plan_common.hpp"                  // json_string
+#include "vbucket/detail/parse_number.hpp"  // split_text
+#include "vbucket/json/bucket_config.hpp"   // read_file
+#include "vbucket/json/run_plan.hpp"        // load_run_plan_file, is_run_plan_text
+#include "vbucket/plan/run_memory.hpp"      // fit_to_memory
+#include "vbucket/run/run_ledger.hpp"       // run_ledger
 #include "vbucket/run/run_plan.hpp"
 
 namespace vbucket::cli {
@@ -71,12 +72,8 @@ double parse_double_flag(std::string_view name, const std::string& text) {
 
 std::vector<std::uint64_t> parse_steps_list(const std::string& text) {
   std::vector<std::uint64_t> out;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    const std::size_t e = std::min(text.find(',', pos), text.size());
-    out.push_back(parse_uint_flag("oom", text.substr(pos, e - pos), 0, ~std::uint64_t{0}));
-    pos = e + 1;
-  }
+  for (const std::string_view s : vbucket::detail::split_text(text, ','))
+    out.push_back(parse_uint_flag("oom", s, 0, ~std::uint64_t{0}));
   return out;
 }
 

@@ -20,8 +20,6 @@
 
 namespace vbucket::json {
 
-/// True when the JSON text of a run file has "sources" or "stages" (a run plan, not one
-/// sampler's run spec).
 [[nodiscard]] bool is_run_plan_text(std::string_view text, const std::string& where) {
   const nlohmann::ordered_json j = parse_json(text, where);
   return j.is_object() && (j.contains("sources") || j.contains("stages"));
@@ -122,8 +120,6 @@ source_draw run_file_draw(const nlohmann::ordered_json& v, const std::string& wh
 
 }  // namespace
 
-/// Reads a run plan file (see the file's comment): the run spec's fields through the run-spec
-/// reader, sources (their CSV tables loaded), stages and the draw options.
 run_plan_file load_run_plan_file(const std::string& path) {
   const std::string text = read_file(path);
   const nlohmann::ordered_json j = parse_json(text, path);

@@ -18,10 +18,6 @@
 
 namespace vbucket::json {
 
-/// The text of JSON value `v` for field `f` (what `run_spec::set` reads), or nullopt for null
-/// (the default); `name` names the key in messages ("run.json: key \"seed\""). Strings,
-/// numbers and booleans as the field's kind takes them, `[T, H, W]` for a triple; the value's
-/// range is the field's check (`run_spec::set`).
 std::optional<std::string> field_json_text(const run_field& f, const nlohmann::ordered_json& v,
                                            const std::string& name) {
   const std::string shown =
@@ -73,9 +69,6 @@ std::optional<std::string> field_json_text(const run_field& f, const nlohmann::o
   return value;
 }
 
-/// The (key, value as text) pairs of a run file's JSON text, in file order; `where` names the
-/// file in messages. Keys are checked against the field table; values against their kind when
-/// they are set (`apply_run_spec`).
 std::vector<std::pair<std::string, std::string>> run_spec_entries(std::string_view text,
                                                                   const std::string& where) {
   const nlohmann::ordered_json j = parse_json(text, where);
@@ -97,9 +90,6 @@ std::vector<std::pair<std::string, std::string>> run_spec_entries(std::string_vi
   return out;
 }
 
-/// Sets the fields a run file gives on `spec` (the others keep their values; call
-/// `spec.validate()` once everything is set) and returns their names. Relative paths are taken
-/// from the file's directory.
 std::vector<std::string> apply_run_spec(run_spec& spec, const std::string& path) {
   std::vector<std::string> given;
   const field_naming name{field_naming::style::file_key, path};
@@ -114,7 +104,6 @@ std::vector<std::string> apply_run_spec(run_spec& spec, const std::string& path)
   return given;
 }
 
-/// The run spec of a run file: the defaults, the file's fields, validated (errors name the file).
 run_spec load_run_spec(const std::string& path) {
   run_spec spec;
   apply_run_spec(spec, path);
@@ -126,7 +115,6 @@ run_spec load_run_spec(const std::string& path) {
   return spec;
 }
 
-/// The bucket config a spec names (`spec.config`), loaded with the tables of its rule.
 std::shared_ptr<const bucket_config> load_config(const run_spec& spec) {
   return spec.visit_rule([&](const auto& tables, const auto& /*rule*/) {
     return std::make_shared<const bucket_config>(load_bucket_config(spec.config, tables));

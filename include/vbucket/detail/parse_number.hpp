@@ -1,6 +1,7 @@
 #pragma once
 /// The number readers of every text surface (run spec fields, CLI flags): an unsigned decimal in
-/// a range, a finite positive number, and the shortest text that reads back as a double.
+/// a range, a finite positive number, and the shortest text that reads back as a double; and the
+/// parts of a list between separators (`split_text`).
 
 #include <charconv>      // std::from_chars, std::to_chars
 #include <cmath>         // std::isfinite
@@ -9,6 +10,7 @@
 #include <string>        // std::string
 #include <string_view>   // std::string_view
 #include <system_error>  // std::errc
+#include <vector>        // std::vector
 
 namespace vbucket::detail {
 
@@ -39,6 +41,18 @@ namespace vbucket::detail {
   const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
   (void)ec;  // 32 characters hold any double
   return std::string(digits, end);
+}
+
+/// The parts of `text` between separators `sep`, empty ones included ("a,,b": "a", "", "b";
+/// an empty text: one empty part).
+[[nodiscard]] inline std::vector<std::string_view> split_text(std::string_view text, char sep) {
+  std::vector<std::string_view> out;
+  for (std::size_t pos = 0;;) {
+    const std::size_t e = text.find(sep, pos);
+    out.push_back(text.substr(pos, e == std::string_view::npos ? e : e - pos));
+    if (e == std::string_view::npos) return out;
+    pos = e + 1;
+  }
 }
 
 }  // namespace vbucket::detail

@@ -74,28 +74,13 @@ enum class audit_issue : std::uint8_t {
   rank,        ///< a batch of one rank in another rank's file (rank-RRRRR.ledger)
 };
 
+/// "missing", "duplicated", ... "rank": the enumerator's name.
 [[nodiscard]] constexpr std::string_view to_string(audit_issue i) noexcept {
-  switch (i) {
-    case audit_issue::missing:
-      return "missing";
-    case audit_issue::duplicated:
-      return "duplicated";
-    case audit_issue::unexpected:
-      return "unexpected";
-    case audit_issue::truncated:
-      return "truncated";
-    case audit_issue::corrupt:
-      return "corrupt";
-    case audit_issue::order:
-      return "order";
-    case audit_issue::header:
-      return "header";
-    case audit_issue::share:
-      return "share";
-    case audit_issue::rank:
-      return "rank";
-  }
-  return "?";
+  constexpr std::string_view names[] = {"missing",   "duplicated", "unexpected",
+                                        "truncated", "corrupt",    "order",
+                                        "header",    "share",      "rank"};
+  const auto k = static_cast<std::size_t>(i);
+  return k < std::size(names) ? names[k] : "?";
 }
 
 /// Where a sample appeared.

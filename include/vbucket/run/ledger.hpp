@@ -57,6 +57,7 @@
 /// (`record_of` and the epoch's declaration from a plan: `delivery_records.hpp`; this format knows
 /// no planner.)
 
+#include <concepts>     // std::same_as
 #include <cstdint>      // std::uint32_t, std::uint64_t, std::int64_t
 #include <cstdio>       // std::FILE, std::fopen, std::fclose, std::setvbuf
 #include <functional>   // std::function (a line sink)
@@ -175,13 +176,17 @@ struct ledger_batch {
   return "rank-" + digits + ".ledger";
 }
 
+/// A record of the format: `ledger_epoch`, `ledger_source`, `ledger_ids` or `ledger_batch`
+/// (the functions below are compiled for these four).
+template <class R>
+concept ledger_record = std::same_as<R, ledger_epoch> || std::same_as<R, ledger_source> ||
+    std::same_as<R, ledger_ids> || std::same_as<R, ledger_batch>;
+
 // --- formatting ---------------------------------------------------------------------------
 
 /// Appends the line of a record (with its newline) to `out`.
-void append_ledger_line(std::string& out, const ledger_epoch& e);
-void append_ledger_line(std::string& out, const ledger_source& s);
-void append_ledger_line(std::string& out, const ledger_ids& c);
-void append_ledger_line(std::string& out, const ledger_batch& b);
+template <ledger_record R>
+void append_ledger_line(std::string& out, const R& r);
 
 // --- the binary format (version 2) ----------------------------------------------------------
 //
@@ -195,10 +200,8 @@ void append_ledger_line(std::string& out, const ledger_batch& b);
 // frame cut short. Every record starts with its epoch (the audit's merge reads only that).
 
 /// Appends the binary record of `r` (its tag, length and payload) to `out`.
-void append_ledger_record(std::string& out, const ledger_epoch& r);
-void append_ledger_record(std::string& out, const ledger_source& r);
-void append_ledger_record(std::string& out, const ledger_ids& r);
-void append_ledger_record(std::string& out, const ledger_batch& r);
+template <ledger_record R>
+void append_ledger_record(std::string& out, const R& r);
 
 // --- writing ------------------------------------------------------------------------------
 
@@ -233,8 +236,7 @@ class ledger_writer {
   }
 
   /// Writes one record (one line).
-  template <class Record>
-    requires requires(std::string& s, const Record& r) { append_ledger_line(s, r); }
+  template <ledger_record Record>
   void write(const Record& r) {
     line_.clear();
     if (format_ == ledger_format::binary) {
@@ -376,25 +378,16 @@ struct ledger_where {
   }
 };
 
-/// Parses an `E` line. `where` ("file:line", or a file and a line number) prefixes errors
-/// (`vbucket::error`).
-void parse_ledger_line(std::string_view text, ledger_where where, ledger_epoch& out);
-
-/// Parses an `S` line.
-void parse_ledger_line(std::string_view text, ledger_where where, ledger_source& out);
-
-/// Parses a `D` or `X` line (`out.ids` keeps its capacity).
-void parse_ledger_line(std::string_view text, ledger_where where, ledger_ids& out);
-
-/// Parses a `B` line (`out`'s vectors keep their capacity: no allocation per line once warm).
-void parse_ledger_line(std::string_view text, ledger_where where, ledger_batch& out);
+/// Parses a text line of a record: `E`, `S`, `D` or `X` (into a `ledger_ids`), `B`. `where`
+/// ("file:line", or a file and a line number) prefixes errors (`vbucket::error`). `out`'s
+/// vectors keep their capacity: no allocation per line once warm.
+template <ledger_record R>
+void parse_ledger_line(std::string_view text, ledger_where where, R& out);
 
 /// Parses a record as read (`ledger_reader`): a text line (`parse_ledger_line`) or a binary
 /// record (version 2). Errors (`vbucket::error`) name `where`.
-void parse_ledger_record(const ledger_line& line, ledger_where where, ledger_epoch& out);
-void parse_ledger_record(const ledger_line& line, ledger_where where, ledger_source& out);
-void parse_ledger_record(const ledger_line& line, ledger_where where, ledger_ids& out);
-void parse_ledger_record(const ledger_line& line, ledger_where where, ledger_batch& out);
+template <ledger_record R>
+void parse_ledger_record(const ledger_line& line, ledger_where where, R& out);
 
 /// The text line of a record as read (text or binary), for people (`vbucket audit --dump`);
 /// without its newline. Throws `vbucket::error` naming `where` when it does not parse.

@@ -310,7 +310,6 @@ class run_plan {
   /// delivered samples, the current plan.
   void apply_state(loaded_state&& st);
 
-  static std::vector<std::string_view> split(std::string_view s, char sep);
   static void check_name(const char* what, std::string_view name);
   static void check_layout(const bucket_config& own, const bucket_config& stage,
                            const std::string& source, const std::string& where);

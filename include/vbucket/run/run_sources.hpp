@@ -38,6 +38,7 @@
 #include "vbucket/bucket/rules.hpp"          // opensora_v2_rule
 #include "vbucket/detail/keyed_shuffle.hpp"  // keyed_below, stream_key, plan_key
 #include "vbucket/detail/parallel_tasks.hpp"
+#include "vbucket/detail/parse_number.hpp"  // split_text
 
 namespace vbucket {
 
@@ -196,10 +197,7 @@ struct draw_spec {
     draw_spec d;
     const std::string_view list = text.substr(0, a);
     if (list != "-") {
-      std::size_t pos = 0;
-      while (pos <= list.size()) {
-        const std::size_t end = std::min(list.find('/', pos), list.size());
-        const std::string_view item = list.substr(pos, end - pos);
+      for (const std::string_view item : detail::split_text(list, '/')) {
         if (item.size() < 2) return fail();
         source_draw sd;
         if (item[0] == 'x') {
@@ -214,7 +212,6 @@ struct draw_spec {
         const auto r = std::from_chars(item.data() + 1, item.data() + item.size(), sd.value);
         if (r.ec != std::errc{} || r.ptr != item.data() + item.size()) return fail();
         d.draws.push_back(sd);
-        pos = end + 1;
       }
     }
     const std::string_view n = text.substr(a + 3, b - a - 3), r = text.substr(b + 3);
