@@ -16,6 +16,7 @@
 #include "vbucket/json/bucket_config.hpp"
 #include "vbucket/run/run_plan.hpp"
 
+#include "vbucket_test/data_files.hpp"
 #include "vbucket_test/errors.hpp"
 
 namespace {
@@ -24,10 +25,6 @@ using vbucket_test::contains;
 using vbucket_test::error_message;
 
 const std::filesystem::path dir = std::filesystem::temp_directory_path() / "vbucket_run_plan_json";
-
-std::string sample_meta() {
-  return std::string(VBUCKET_TEST_DATA_DIR) + "/../../examples/data/sample_meta.csv";
-}
 
 std::string write(const std::string& name, const std::string& text) {
   std::filesystem::create_directories(dir);
@@ -42,9 +39,9 @@ std::string run_file(const std::string& stage2_extra = "") {
   write("stage1.json", stage1);
   return R"({"seed": 9, "world": 3, "rank": 1, "epoch_samples": 2500,
   "sources": [{"name": "web", "csv": ")" +
-         sample_meta() + R"(", "weight": 0.7},
+         vbucket_test::sample_meta_csv() + R"(", "weight": 0.7},
               {"name": "curated", "csv": ")" +
-         sample_meta() + R"(", "count": 600}],
+         vbucket_test::sample_meta_csv() + R"(", "count": 600}],
   "stages": [{"name": "s1", "config": "stage1.json"},
              {"name": "s2", "from_step": 20, "config": )" +
          stage2 + stage2_extra + "}]}";
@@ -70,7 +67,8 @@ TEST_CASE("json run plan: a run file reads as the same run written by hand") {
   CHECK(f.stages[1].draws.draws[1].kind == vbucket::draw_kind::repeat);
 
   // By hand.
-  auto table = std::make_shared<const vbucket::meta_table>(vbucket::load_meta_csv(sample_meta()));
+  auto table = std::make_shared<const vbucket::meta_table>(
+      vbucket::load_meta_csv(vbucket_test::sample_meta_csv()));
   std::vector<vbucket::run_source> sources(2);
   sources[0].name = "web";
   sources[1].name = "curated";
@@ -124,7 +122,8 @@ TEST_CASE("json run plan: errors name the file and the key") {
   m = message_of("e5.json", R"({"seed": "x", "sources": [], "stages": []})");
   CHECK(contains(m, "e5.json"));
   CHECK(contains(m, "seed"));
-  m = message_of("e6.json", R"({"sources": [{"name": "a", "csv": ")" + sample_meta() +
+  m = message_of("e6.json", R"({"sources": [{"name": "a", "csv": ")" +
+                                vbucket_test::sample_meta_csv() +
                                 R"("}], "stages": [{"name": "s"}]})");
   CHECK(contains(m, "e6.json: stages[0].config: missing"));
 }
@@ -134,8 +133,9 @@ TEST_CASE("json run plan: stages in start order, their fields and the draws in r
     const std::string path = write(name, text);
     return error_message([&] { (void)vbucket::json::load_run_plan_file(path); });
   };
-  const std::string src = R"({"sources": [{"name": "web", "csv": ")" + sample_meta() +
-                          R"("}, {"name": "curated", "csv": ")" + sample_meta() + R"("}], )";
+  const std::string src = R"({"sources": [{"name": "web", "csv": ")" +
+                          vbucket_test::sample_meta_csv() + R"("}, {"name": "curated", "csv": ")" +
+                          vbucket_test::sample_meta_csv() + R"("}], )";
   const std::string cfg = R"("config": )" + std::string(stage1);
   // Out of order (A@0, C@60, B@30), from the same step, both from_step and from_epoch.
   std::string m = message_of("o1.json", src + R"("stages": [{"name": "A", )" + cfg +

@@ -21,19 +21,14 @@
 #include "vbucket/sample/any_sampler.hpp"
 #include "vbucket/sample/batch_sampler.hpp"
 
+#include "vbucket_test/data_files.hpp"
 #include "vbucket_test/errors.hpp"
 
 namespace {
 
 using vbucket_test::contains;
 using vbucket_test::error_message;
-
-std::string test_data(const std::string& file) {
-  return std::string(VBUCKET_TEST_DATA_DIR) + "/" + file;
-}
-std::string sample_meta() {
-  return std::string(VBUCKET_TEST_DATA_DIR) + "/../../examples/data/sample_meta.csv";
-}
+using vbucket_test::test_data;
 
 /// A file with `text` in the temporary directory.
 std::string write_temp(const std::string& name, const std::string& text) {
@@ -300,13 +295,14 @@ TEST_CASE("run_spec: a sampler made from a run file gives the batches of one mad
   const auto config =
       std::make_shared<const vbucket::bucket_config>(vbucket::json::load_bucket_config(
           test_data("config_360p_example.json"), vbucket::opensora_v2_tables{}));
-  const vbucket::meta_table meta = vbucket::load_meta_csv(sample_meta());
+  const vbucket::meta_table meta = vbucket::load_meta_csv(vbucket_test::sample_meta_csv());
   for (const char* seed : {"5", "1180591620717411303427"}) {
     CAPTURE(seed);
     const std::string path = write_temp(
         "parity.json", std::string(R"({"config": ")") + test_data("config_360p_example.json") +
-                           R"(", "meta": ")" + sample_meta() + R"(", "rng": "numpy", "seed": ")" +
-                           seed + R"(", "world": 3, "rank": 2, "balance_group": 12,
+                           R"(", "meta": ")" + vbucket_test::sample_meta_csv() +
+                           R"(", "rng": "numpy", "seed": ")" + seed +
+                           R"(", "world": 3, "rank": 2, "balance_group": 12,
                            "policy": "downgrade", "fps_max": 8})");
     const vbucket::run_spec spec = vbucket::json::load_run_spec(path);
     const auto from_spec = spec.visit_rule([&](const auto& tables, const auto& rule) {

@@ -72,7 +72,7 @@ struct fit_bs_options {
   std::optional<rule_kind> tables;
 };
 
-fit_bs_options read_options(const args& a) {
+fit_bs_options read_fit_bs_options(const args& a) {
   fit_bs_options o;
   o.config_path = a.value("config");
   o.profile_path = a.value("profile");
@@ -251,7 +251,7 @@ int cmd_fit_bs(int argc, char** argv) {
       std::fputs(usage_text("fit-bs", fit_bs_description, fit_bs_flags).c_str(), stdout);
       return exit_ok;
     }
-    const fit_bs_options o = read_options(a);
+    const fit_bs_options o = read_fit_bs_options(a);
     auto config_json = json::parse_json(json::read_file(o.config_path), o.config_path);
     const auto specs = json::bucket_specs(config_json, o.config_path);
     const rule_kind kind = o.tables ? *o.tables : infer_tables(specs);

@@ -36,12 +36,12 @@ std::string data_path(const char* file) { return std::string(VBUCKET_TEST_DATA_D
 /// prefix of interval choices (as the interval's midpoint) and notes when the rule asks for one
 /// more draw; a depth-first search over prefixes then visits every path once, and a path's
 /// probability is the product of its intervals' lengths.
-struct scripted_source {
+struct interval_source {
   const std::vector<double>* values;  // the midpoint of each interval
   const std::vector<std::size_t>* prefix;
   bool* wanted_more;
   struct stream_type {
-    const scripted_source* s;
+    const interval_source* s;
     std::size_t next = 0;
     double random() {
       if (next < s->prefix->size()) return (*s->values)[(*s->prefix)[next++]];
@@ -73,7 +73,7 @@ std::map<vbucket::bucket_id, double> enumerate(const vbucket::bucket_config& c,
   std::map<vbucket::bucket_id, double> out;
   std::vector<std::size_t> prefix;
   bool wanted_more = false;
-  const scripted_source source{&mids, &prefix, &wanted_more};
+  const interval_source source{&mids, &prefix, &wanted_more};
   // Depth-first: explore(weight) runs the rule on the current prefix.
   auto explore = [&](auto& self, double weight) -> void {
     wanted_more = false;

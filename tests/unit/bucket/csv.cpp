@@ -2,6 +2,7 @@
 
 #include "vbucket/base/random.hpp"   // fast_source
 #include "vbucket/bucket/rules.hpp"  // opensora_v2_rule
+#include "vbucket_test/errors.hpp"   // contains
 
 #include <doctest/doctest.h>
 
@@ -27,9 +28,7 @@ std::string csv_error(std::string_view text) {
   return "";
 }
 
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using vbucket_test::contains;
 
 /// Checks that `text` is rejected with a one-line message naming the file and every `parts`.
 void check_error(std::string_view text, std::initializer_list<std::string_view> parts) {
