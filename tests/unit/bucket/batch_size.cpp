@@ -28,7 +28,7 @@ using vbucket_test::contains;
 using vbucket_test::error_message;
 
 /// A deliberately odd item type: not trivially copyable, no default arithmetic.
-struct odd_clip {
+struct named_clip {
   std::string path;
   int frames = 0;
 };
@@ -48,8 +48,8 @@ constexpr std::array<vbucket::model_dimension, 2> dit_dims{
     {{"heads", 16, true}, {"hidden size", 1152, false}}};
 static_assert(vbucket::data_parallel_size({32, 2, 1, 4}, dit_dims) == 4);
 
-static_assert(std::ranges::random_access_range<vbucket::micro_batch_view<odd_clip>>);
-static_assert(std::ranges::sized_range<vbucket::micro_batch_view<const odd_clip>>);
+static_assert(std::ranges::random_access_range<vbucket::micro_batch_view<named_clip>>);
+static_assert(std::ranges::sized_range<vbucket::micro_batch_view<const named_clip>>);
 static_assert(std::ranges::view<vbucket::micro_batch_view<int>>);
 static_assert(std::ranges::borrowed_range<vbucket::micro_batch_view<int>>);
 static_assert(std::same_as<std::ranges::range_value_t<vbucket::micro_batch_view<const int>>,
@@ -255,7 +255,7 @@ TEST_CASE("bucket tokens of the Open-Sora v1.2 config") {
 #endif
 
 TEST_CASE("micro-batches over the caller's contiguous range") {
-  std::vector<odd_clip> batch(10);
+  std::vector<named_clip> batch(10);
   for (int i = 0; i < 10; ++i) batch[static_cast<std::size_t>(i)] = {"clip" + std::to_string(i), i};
 
   SUBCASE("m divides unevenly: the last micro-batch is shorter") {
@@ -266,7 +266,7 @@ TEST_CASE("micro-batches over the caller's contiguous range") {
     CHECK(parts[2].size() == 2);
     CHECK(parts[2][1].path == "clip9");
     int seen = 0;
-    for (std::span<odd_clip> part : parts)
+    for (std::span<named_clip> part : parts)
       for (const auto& c : part) CHECK(c.frames == seen++);
     CHECK(seen == 10);
     CHECK(parts.end() - parts.begin() == 3);
@@ -293,9 +293,9 @@ TEST_CASE("micro-batches over the caller's contiguous range") {
     CHECK(batch[9].frames == 18);
   }
   SUBCASE("const ranges give spans of const") {
-    const std::vector<odd_clip>& view = batch;
+    const std::vector<named_clip>& view = batch;
     auto parts = vbucket::micro_batches(view, 3);
-    static_assert(std::same_as<decltype(*parts.begin()), std::span<const odd_clip>>);
+    static_assert(std::same_as<decltype(*parts.begin()), std::span<const named_clip>>);
     CHECK(parts.size() == 4);
   }
   SUBCASE("spans, arrays and an empty batch") {
